@@ -1,0 +1,5 @@
+import sys
+
+from kraftpy.tools.cli import main
+
+sys.exit(main())
