@@ -1,0 +1,222 @@
+"""A real `kraftpy serve` process for tests: free ports, its own data dir, started and stopped.
+
+Usage:
+
+    from support.server import KraftpyServer, running_server
+
+    def test_something(tmp_path):
+        with running_server(tmp_path) as srv:          # started and answering
+            srv.bootstrap                              # "127.0.0.1:<client port>"
+            srv.controller                             # "127.0.0.1:<CONTROLLER port>"
+            srv.kill(); srv.start()                    # kill -9 and restart, same ports and dir
+        # stopped with SIGTERM on exit; the exit status is checked (0)
+
+    srv = KraftpyServer(tmp_path, overrides={"broker.session.timeout.ms": "3000"})
+    srv.start(); ...; assert srv.stop() == 0
+
+Or as a pytest fixture in a test module: `from support.server import kraftpy_server` and take
+`kraftpy_server` as an argument (a started server in the test's tmp_path).
+
+The server writes its log to `<root>/server.log` (`srv.log_text()`); a server that exits or does
+not answer within the start timeout fails the test with the log's tail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+HOST = "127.0.0.1"
+CLIENT_LISTENER = "PLAINTEXT"
+CONTROLLER_LISTENER = "CONTROLLER"
+
+
+def free_port(host: str = HOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _api_versions_v0_probe() -> bytes:
+    # ApiVersions v0, request header v1: key 18, version 0, correlation id 1, client id "probe".
+    body = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
+    return struct.pack(">i", len(body)) + body
+
+
+def probe(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True when something at host:port answers an ApiVersions v0 request with a whole frame."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as s:
+            s.sendall(_api_versions_v0_probe())
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            body = _recv_exact(s, size)
+            return struct.unpack(">i", body[:4])[0] == 1
+    except OSError:
+        return False
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+class KraftpyServer:
+    """One `kraftpy serve` subprocess bound to fixed free ports under `root`."""
+
+    def __init__(
+        self,
+        root: Path,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        client_port: int | None = None,
+        controller_port: int | None = None,
+        log_level: str = "INFO",
+        extra_args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.host = HOST
+        self.client_port = client_port or free_port()
+        self.controller_port = controller_port or free_port()
+        self.data_dir = self.root / "data"
+        self.log_path = self.root / "server.log"
+        self.config_path = self.root / "server.properties"
+        self.log_level = log_level
+        self.extra_args = list(extra_args)
+        self.env = dict(env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "listeners": f"{CLIENT_LISTENER}://{HOST}:{self.client_port},"
+            f"{CONTROLLER_LISTENER}://{HOST}:{self.controller_port}",
+            "controller.listener.names": CONTROLLER_LISTENER,
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "metadata.log.dir": str(self.data_dir),
+        }
+        props.update(overrides or {})
+        self.properties = props
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+    # --- addresses ---------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.client_port}"
+
+    @property
+    def controller(self) -> str:
+        return f"{self.host}:{self.controller_port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "kraftpy.tools", "serve",
+            "--config", str(self.config_path), "--log-level", self.log_level,
+            *self.extra_args,
+        ]
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self, timeout: float = 30.0) -> None:
+        """Start the process and wait until both listeners answer ApiVersions."""
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.starts += 1
+        with self.log_path.open("ab") as log:
+            log.write(f"\n=== start {self.starts} ===\n".encode())
+            log.flush()
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.root
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(
+                    f"kraftpy serve exited with {self.proc.returncode}:\n{self.log_tail()}"
+                )
+            if probe(self.host, self.client_port) and probe(self.host, self.controller_port):
+                return
+            time.sleep(0.05)
+        self.kill()
+        pytest.fail(f"kraftpy serve did not answer within {timeout}s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit status (kills and fails after `timeout`)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"kraftpy serve ignored SIGTERM for {timeout}s:\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """kill -9, and reap."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def restart(self, timeout: float = 30.0) -> None:
+        self.stop()
+        self.start(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # --- what it said and wrote ---------------------------------------------------------------
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def cluster_id(self) -> str:
+        for line in (self.data_dir / "meta.properties").read_text().splitlines():
+            if line.startswith("cluster.id="):
+                return line.split("=", 1)[1].strip()
+        raise LookupError("no cluster.id in meta.properties")
+
+
+@contextlib.contextmanager
+def running_server(
+    root: Path, overrides: Mapping[str, str] | None = None, **kwargs: object
+) -> Iterator[KraftpyServer]:
+    """A started server; on exit it is stopped with SIGTERM and must exit 0."""
+    srv = KraftpyServer(root, overrides, **kwargs)  # type: ignore[arg-type]
+    srv.start()
+    try:
+        yield srv
+    finally:
+        if srv.running:
+            code = srv.stop()
+            assert code == 0, f"kraftpy serve exited {code} on SIGTERM:\n{srv.log_tail()}"
+        else:
+            srv.kill()
+
+
+@pytest.fixture
+def kraftpy_server(tmp_path: Path) -> Iterator[KraftpyServer]:
+    with running_server(tmp_path / "kraftpy") as srv:
+        yield srv
