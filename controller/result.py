@@ -1,0 +1,46 @@
+"""ControllerResult: what one controller operation produces, before any of it is applied.
+
+A command never changes state; it returns the records that would, and the response to send
+once they are durable. The caller appends the records, replays them, and releases the
+response by the rules below, so the same replay serves live operation, recovery and
+snapshot loading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ControllerResult:
+    """The outcome of handle() or tick().
+
+    - `response`: the typed response message (None for tick()).
+    - `records`: `(metadata record, version)` pairs, written as ONE batch (atomic), the first
+      at the `next_offset` given to the call.
+    - `txn_records`: `(TransactionLogKey, TransactionLogValue | None)` pairs for
+      `__transaction_state-0` (value version 1; None is a tombstone).
+    - `respond_before_commit`: the response depends on nothing uncommitted and may be sent
+      at once. Otherwise it waits until every record of this result, and everything
+      appended before it, is fsynced.
+    - `events`: one human-readable line per state change worth logging at INFO.
+    """
+
+    response: Any = None
+    records: list[tuple[Any, int]] = field(default_factory=list)
+    txn_records: list[tuple[Any, Any]] = field(default_factory=list)
+    respond_before_commit: bool = False
+    events: list[str] = field(default_factory=list)
+
+    @classmethod
+    def reply(cls, response: Any) -> ControllerResult:
+        """A response that changes nothing and can go out at once."""
+        return cls(response, respond_before_commit=True)
+
+    def merge(self, other: ControllerResult) -> ControllerResult:
+        """Append another result's records and events (same batch); keeps this response."""
+        self.records.extend(other.records)
+        self.txn_records.extend(other.txn_records)
+        self.events.extend(other.events)
+        return self

@@ -1,0 +1,60 @@
+"""ControllerSettings: everything the sans-IO controller is told instead of reading it.
+
+The server maps Kafka properties onto this (broker.session.timeout.ms and friends); the
+control logic never sees a properties file, a socket or a clock.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# metadata.version levels (Kafka's MetadataVersion feature levels) that change what we write.
+MV_3_3_IV3 = 7  # lowest level Kafka 4.x supports; BrokerRegistrationChangeRecord v1
+MV_3_4_IV0 = 8  # RegisterBrokerRecord v2
+MV_3_7_IV2 = 17  # RegisterBrokerRecord v3 with LogDirs; registrations must carry log dirs
+MV_4_1_IV1 = 27  # what Kafka 4.1 bootstraps with
+
+
+@dataclass(frozen=True)
+class AdvertisedEndpoint:
+    """One advertised listener of this node, as DescribeCluster and DescribeQuorum report it."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int = 0  # Kafka's SecurityProtocol id: PLAINTEXT 0, SSL 1, SASL_* 2/3
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerSettings:
+    cluster_id: str
+    node_id: int = 1
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    transaction_max_timeout_ms: int = 900000
+    producer_id_block_size: int = 1000
+    # This node claims its next block once this share of the current one is handed out.
+    producer_id_prefetch_ratio: float = 0.9
+    # AllocateProducerIds per broker per second (token bucket, Kafka's KIP-599 shape);
+    # 0 means unlimited. The burst is quota * quota_window_num * quota_window_size_seconds.
+    allocate_producer_ids_quota: float = 0.0
+    quota_window_num: int = 11
+    quota_window_size_seconds: int = 1
+    # Written once, into an empty log, as the bootstrap metadata transaction.
+    metadata_version: int = MV_4_1_IV1
+    bootstrap_features: Mapping[str, int] = field(default_factory=dict)
+    # This node's advertised listeners and which of them are CONTROLLER listeners.
+    advertised_listeners: tuple[AdvertisedEndpoint, ...] = ()
+    controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
+    rack: str | None = None
+    directory_id: uuid.UUID = uuid.UUID(int=0)
+
+    def controller_endpoints(self) -> tuple[AdvertisedEndpoint, ...]:
+        return tuple(e for e in self.advertised_listeners
+                     if e.name in self.controller_listener_names)
+
+    def broker_endpoints(self) -> tuple[AdvertisedEndpoint, ...]:
+        return tuple(e for e in self.advertised_listeners
+                     if e.name not in self.controller_listener_names)
