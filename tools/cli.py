@@ -8,7 +8,10 @@ import sys
 
 # (subcommand, module). Each module has `register(subparsers)` that adds its parser and
 # sets `func` on it; `func(args) -> int` is the exit status.
-SUBCOMMANDS: list[tuple[str, str]] = []
+SUBCOMMANDS: list[tuple[str, str]] = [
+    ("dump-log", "kraftpy.tools.cmd_dump_log"),
+    ("pid-audit", "kraftpy.tools.cmd_pid_audit"),
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,38 @@
+"""`kraftpy dump-log PATH...`: arguments; the work is in `kraftpy.tools.dump_log`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "dump-log",
+        help="decode metadata log segments, snapshots and the files beside them",
+        description="Decode Kafka metadata logs (ours and Apache Kafka's). Default output "
+        "follows kafka-dump-log.sh --cluster-metadata-decoder. A directory is walked for its "
+        "segments and snapshots; name small files (quorum-state, meta.properties, .index, ...) "
+        "or pass --all-files to see those too. Exit status 1 when damage was found.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object per record (JSON lines)")
+    p.add_argument("--summary", action="store_true",
+                   help="count records by type and leader epoch instead of listing them")
+    p.add_argument("--skip-noop", action="store_true", help="hide NoOpRecords (and their batches)")
+    p.add_argument("--all-files", action="store_true",
+                   help="when walking directories, also decode the small files")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kraftpy.tools import dump_log  # decoding modules load only when used
+
+    if args.summary:
+        mode = "summary-json" if args.json else "summary"
+    else:
+        mode = "json" if args.json else "text"
+    return dump_log.main(args.paths, mode=mode, skip_noop=args.skip_noop,
+                         all_files=args.all_files, progress=args.progress)

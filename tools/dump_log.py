@@ -1,0 +1,210 @@
+"""`kraftpy dump-log`: what is in a metadata log directory, in Kafka's dump layout, as JSON
+lines, or as a summary.
+
+The text layout is `kafka-dump-log.sh --cluster-metadata-decoder`'s (and, for
+`__transaction_state` partitions, `--transaction-log-decoder`'s), so the two tools' output can
+be diffed. Damage is reported on stderr with file and position, and decoding goes on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kraftpy.tools.logdecode.dumptext import (
+    batch_line,
+    compact_json,
+    file_header,
+    problem_line,
+    record_line,
+    trailing_bytes_line,
+)
+from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
+from kraftpy.tools.logdecode.paths import FileKind, LogFile, expand
+from kraftpy.tools.logdecode.progress import Progress
+from kraftpy.tools.logdecode.reader import read_log_file
+from kraftpy.tools.logdecode.rows import file_rows, row_dict
+from kraftpy.tools.logdecode.small_files import SmallFileError, read_small_file, render_small_file
+
+NO_OP = "NO_OP_RECORD"
+
+EXIT_OK, EXIT_DAMAGED, EXIT_USAGE = 0, 1, 2
+
+
+class NotALogError(ValueError):
+    """A path that names nothing this tool reads."""
+
+
+@dataclass
+class Tally:
+    files: int = 0
+    batches: int = 0
+    records: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    by_type: Counter[str] = field(default_factory=Counter)
+    by_epoch: Counter[int] = field(default_factory=Counter)
+    by_type_epoch: Counter[tuple[str, int]] = field(default_factory=Counter)
+
+
+def resolve(paths: Sequence[str], *, all_files: bool) -> list[LogFile]:
+    """The files to read, in order; a clear error for a path that is not one of ours."""
+    files: list[LogFile] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise NotALogError(f"{raw}: no such file or directory")
+        found = list(expand([path], all_files=all_files))
+        if path.is_dir() and not found:
+            raise NotALogError(f"{raw}: no Kafka log segments or snapshots under this directory")
+        if not path.is_dir() and found[0].kind is FileKind.UNKNOWN:
+            raise NotALogError(
+                f"{raw}: not a Kafka log file (expected <offset>.log, <offset>-<epoch>.checkpoint, "
+                "bootstrap.checkpoint, quorum-state, meta.properties, leader-epoch-checkpoint, "
+                "partition.metadata, .index, .timeindex or a producer-state .snapshot)")
+        files.extend(found)
+    return files
+
+
+def dump(files: Iterable[LogFile], out: IO[str], err: IO[str], *, mode: str = "text",
+         skip_noop: bool = False, progress: Progress | None = None) -> Tally:
+    tally = Tally()
+    for file in files:
+        tally.files += 1
+        if file.kind.has_batches:
+            if mode == "json":
+                _json_file(file, out, skip_noop, tally)
+            else:
+                _text_file(file, out, skip_noop, tally, write=(mode == "text"))
+        elif mode.startswith("summary"):
+            continue
+        else:
+            _small_file(file, out, mode, tally)
+        if progress is not None:
+            progress.advance(file.path)
+    if mode == "summary":
+        _summary(tally, out)
+    elif mode == "summary-json":
+        out.write(compact_json(summary_dict(tally)) + "\n")
+    for problem in tally.problems:
+        err.write(problem_line(problem) + "\n")
+    return tally
+
+
+def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, write: bool) -> None:
+    lines: list[str] = file_header(file, str(file.path)) if write else []
+    batch: BatchInfo | None = None
+    pending: list[str] = []  # the current batch's line and its records' lines
+    hidden = 0  # NoOpRecords of the current batch left out by --skip-noop
+    for event in read_log_file(file, payloads=write):
+        if type(event) is RecordInfo:
+            assert batch is not None
+            name = event.type_name or event.kind
+            tally.records += 1
+            tally.by_type[name] += 1
+            tally.by_epoch[batch.partition_leader_epoch] += 1
+            if not write:
+                continue
+            if skip_noop and event.type_name == NO_OP:
+                hidden += 1
+            else:
+                pending.append(record_line(batch, event))
+        elif type(event) is BatchInfo:
+            _flush_batch(lines, pending, hidden)
+            batch, hidden = event, 0
+            pending = [batch_line(event, event.position)] if write else []
+            tally.batches += 1
+        else:
+            tally.problems.append(event)
+            if write and event.kind in ("torn-tail", "trailing-bytes"):
+                _flush_batch(lines, pending, hidden)
+                pending, hidden = [], 0
+                count = int(event.message.split(" ", 1)[0])
+                lines.append(trailing_bytes_line(count, file.path.name))
+        if len(lines) > 2000:
+            out.write("\n".join(lines) + "\n")
+            lines.clear()
+    _flush_batch(lines, pending, hidden)
+    if lines:
+        out.write("\n".join(lines) + "\n")
+
+
+def _flush_batch(lines: list[str], pending: list[str], hidden: int) -> None:
+    # With --skip-noop a batch of nothing but NoOpRecords disappears with its records.
+    if pending and not (hidden and len(pending) == 1):
+        lines.extend(pending)
+
+
+def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> None:
+    lines: list[str] = []
+    seen_batches: set[int] = set()
+    for row in file_rows(file):
+        if row[12] is not None and row[9] is None:
+            tally.problems.append(Problem(row[1], row[3], row[12].split(":", 1)[0],
+                                          row[12].split(": ", 1)[-1], row[5]))
+        else:
+            tally.records += 1
+            if row[3] not in seen_batches:
+                seen_batches.add(row[3])
+                tally.batches += 1
+            if row[12] is not None:
+                tally.problems.append(Problem(row[1], row[3], "undecodable-record", row[12], row[5]))
+        if skip_noop and row[9] == NO_OP:
+            continue
+        lines.append(compact_json(row_dict(row)))
+        if len(lines) >= 2000:
+            out.write("\n".join(lines) + "\n")
+            lines.clear()
+    if lines:
+        out.write("\n".join(lines) + "\n")
+
+
+def _small_file(file: LogFile, out: IO[str], mode: str, tally: Tally) -> None:
+    try:
+        decoded = read_small_file(file)
+    except (SmallFileError, OSError) as e:
+        tally.problems.append(Problem(str(file.path), 0, "bad-file", str(e)))
+        return
+    if mode == "json":
+        out.write(compact_json({"file": str(file.path), "file_kind": file.kind.value,
+                                "content": decoded}) + "\n")
+    elif mode == "text":
+        out.write("\n".join([f"Dumping {file.path}", *render_small_file(file, decoded)]) + "\n")
+
+
+def _summary(tally: Tally, out: IO[str]) -> None:
+    lines = [f"files: {tally.files} batches: {tally.batches} records: {tally.records} "
+             f"problems: {len(tally.problems)}", "records by type:"]
+    width = max((len(t) for t in tally.by_type), default=0)
+    lines += [f"  {t:<{width}}  {n}" for t, n in sorted(tally.by_type.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines.append("records by leader epoch:")
+    lines += [f"  {e:>6}  {n}" for e, n in sorted(tally.by_epoch.items())]
+    out.write("\n".join(lines) + "\n")
+
+
+def summary_dict(tally: Tally) -> dict[str, Any]:
+    return {
+        "files": tally.files, "batches": tally.batches, "records": tally.records,
+        "problems": len(tally.problems), "by_type": dict(tally.by_type),
+        "by_epoch": {str(k): v for k, v in sorted(tally.by_epoch.items())},
+    }
+
+
+def main(paths: Sequence[str], *, mode: str = "text", skip_noop: bool = False,
+         all_files: bool = False, progress: bool | None = None,
+         out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+    try:
+        files = resolve(paths, all_files=all_files)
+    except NotALogError as e:
+        err.write(f"kraftpy dump-log: {e}\n")
+        return EXIT_USAGE
+    bar = Progress.maybe(files, enabled=progress, stream=err)
+    try:
+        tally = dump(files, out, err, mode=mode, skip_noop=skip_noop, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return EXIT_DAMAGED if tally.problems else EXIT_OK

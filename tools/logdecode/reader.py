@@ -1,0 +1,110 @@
+"""Walk one log file (segment, snapshot, bootstrap.checkpoint): batches, records, problems.
+
+Damage never stops the walk early without a report: a CRC mismatch is reported and its batch
+still decoded (as Kafka's dump does, with `isvalid: false`); a batch whose records do not
+parse is reported and skipped; a torn or garbage tail is reported with its size. Only bytes
+that cannot be framed as batches end the walk, and then the rest of the file is reported.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Iterator
+from pathlib import Path
+
+from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.record_batch import (
+    CorruptBatchError,
+    RecordBatch,
+    TruncatedBatchError,
+    iter_record_batches,
+)
+
+from .model import BatchInfo, Problem, RecordInfo, batch_info
+from .paths import LogFile
+from .payload import decode_control, decode_metadata, decode_raw, decode_txn
+
+Event = BatchInfo | RecordInfo | Problem
+
+
+def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = True,
+                  types: frozenset[str] | None = None) -> Iterator[Event]:
+    """Yield each batch, then its records, with Problems where the bytes are damaged.
+
+    `payloads=False` skips value decoding (type names are still read); `types` limits full
+    decoding to those record type names (others keep type and version, no data).
+    """
+    path = str(file.path)
+    if data is None:
+        try:
+            data = _read(Path(path))
+        except OSError as e:
+            yield Problem(path, 0, "io", f"cannot read: {e.strerror or e}")
+            return
+    decode_value = decode_txn if file.is_transaction_log else decode_metadata
+    pos = 0
+    end = len(data)
+    while pos < end:
+        try:
+            for batch in iter_record_batches(data, start=pos, verify_crc=False):
+                pos = batch.end
+                info = batch_info(batch)
+                yield info
+                if not info.crc_valid:
+                    yield Problem(path, batch.position, "crc",
+                                  f"CRC mismatch: stored {batch.crc}, computed {batch.compute_crc()}",
+                                  batch.base_offset)
+                yield from _records(path, batch, info, decode_value, payloads, types)
+            return
+        except TruncatedBatchError as e:
+            yield Problem(path, _at(e, pos), "torn-tail",
+                          f"{end - _at(e, pos)} bytes at the end do not form a batch: {e.reason}")
+            return
+        except CorruptBatchError as e:
+            yield Problem(path, _at(e, pos), "trailing-bytes",
+                          f"{end - _at(e, pos)} bytes from here are not a record batch: {e.reason}")
+            return
+
+
+def _records(path: str, batch: RecordBatch, info: BatchInfo, decode_value, payloads: bool,
+             types: frozenset[str] | None) -> Iterator[Event]:
+    try:
+        records = batch.records()
+    except DecodeError as e:
+        yield Problem(path, batch.position, "bad-batch", e.reason, batch.base_offset)
+        return
+    base_seq = batch.base_sequence
+    control = info.is_control
+    for rec in records:
+        key, value = rec.key, rec.value
+        info_rec = RecordInfo(
+            offset=rec.offset,
+            timestamp=rec.timestamp,
+            key_size=-1 if key is None else len(key),
+            value_size=-1 if value is None else len(value),
+            sequence=-1 if base_seq < 0 else (base_seq + rec.offset - batch.base_offset) % 0x80000000,
+            header_keys=[h[0] for h in rec.headers] if rec.headers else [],
+            kind="control" if control else "raw",
+        )
+        if control:
+            decode_control(info_rec, key, value)
+        elif decode_value is not None:
+            decode_value(info_rec, key, value, payloads, types)
+        else:
+            decode_raw(info_rec, key, value)
+        yield info_rec
+        if info_rec.error:
+            yield Problem(path, batch.position, "undecodable-record", info_rec.error, rec.offset)
+
+
+def _at(error: DecodeError, default: int) -> int:
+    return error.offset if error.offset is not None else default
+
+
+def _read(path: Path) -> bytes:
+    """The whole file; large files are mapped rather than copied."""
+    with path.open("rb") as f:
+        size = path.stat().st_size
+        if size < (1 << 20):
+            return f.read()
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # type: ignore[return-value]

@@ -1,0 +1,76 @@
+"""A local Spark session that starts quietly and works offline, and the data source registered.
+
+The settings are the ones that matter on a small machine: workers must run this interpreter
+(else they lack pyarrow and kraftpy), everything binds to loopback, no UI, few shuffle
+partitions, and log noise only at ERROR.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_conf_dir() -> str:
+    conf = Path(tempfile.gettempdir()) / "kraftpy-spark-conf"
+    conf.mkdir(exist_ok=True)
+    target = conf / "log4j2.properties"
+    if not target.exists() or target.read_text() != _LOG4J:
+        target.write_text(_LOG4J)
+    return str(conf)
+
+
+def local_session(master: str = "local[*]", *, app: str = "kraftpy",
+                  extra: dict[str, Any] | None = None) -> SparkSession:
+    """A session for `master` (local[*] by default), with the data source registered.
+
+    When the process was started by spark-submit or the pyspark shell, use
+    `SparkSession.builder.getOrCreate()` and `register()` instead: the launcher's settings
+    then win.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_CONF_DIR", _quiet_conf_dir())
+    conf: dict[str, Any] = {
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.parquet.compression.codec": "zstd",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+        "spark.python.worker.reuse": "true",
+    }
+    conf.update(extra or {})
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in conf.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Make `spark.read.format("kraft-metadata")` available in this session."""
+    from .datasource import KraftMetadataDataSource
+
+    spark.dataSource.register(KraftMetadataDataSource)
+    return spark
