@@ -1,0 +1,28 @@
+"""DescribeQuorum (key 55).
+
+Versions served: 0-2. Listeners: client and CONTROLLER (Kafka answers it on both).
+Behaviour: answered by the controller: a quorum of one voter, this node, leading at the epoch
+bumped at every start, with the high watermark of __cluster_metadata-0.
+Skipped: observers (brokers do not fetch the log from kraftpy).
+"""
+
+from __future__ import annotations
+
+from kraftpy.controller import api
+from kraftpy.protocol.messages.describe_quorum_request import DescribeQuorumRequest
+from kraftpy.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+
+API_KEY = 55
+VERSIONS = (0, 2)
+LISTENERS = (api.BROKER, api.CONTROLLER)
+REQUEST = DescribeQuorumRequest
+
+
+def error_response(code: int) -> DescribeQuorumResponse:
+    return DescribeQuorumResponse(error_code=code)
+
+
+async def handle(
+    node: api.Node, request: DescribeQuorumRequest, ctx: api.RequestContext
+) -> DescribeQuorumResponse:
+    return await api.through_controller(node, request, ctx, error_response)

@@ -1,0 +1,206 @@
+"""The network shell: trio listeners and connections that move Kafka frames, nothing more.
+
+A connection reads size-prefixed frames, hands each to `dispatch` and writes the answer before
+reading the next request (one request at a time, responses in order, as Kafka mutes a socket
+while its request is processed). A frame that cannot be answered closes that connection with
+a log line saying why; other connections are unaffected. A connection silent for
+`connections.max.idle.ms` is closed. `drain()` stops accepting, lets every connection finish
+the request it is processing, then closes them.
+
+Connection setup is one function, `open_connection`, the place where TLS wrapping and a SASL
+gate belong.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import trio
+from kraftpy.controller import api
+from kraftpy.controller.api.dispatch import CloseConnection, dispatch
+from kraftpy.controller.config import Endpoint, ServerConfig
+from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.framing import FrameReader
+
+log = logging.getLogger("kraftpy.server")
+
+RECEIVE_SIZE = 65536
+
+
+@dataclass
+class Connection:
+    """An accepted, set-up connection: its stream and the context its requests carry."""
+
+    stream: trio.abc.Stream
+    context: api.RequestContext
+
+    @property
+    def peer(self) -> str:
+        return f"{self.context.client_host}:{self.context.client_port}"
+
+
+# A hook run on every new connection after the default setup (TLS, SASL): returns the
+# connection to serve, or None to drop it.
+ConnectionHook = Callable[[Connection, Endpoint], Awaitable[Connection | None]]
+
+
+class Server:
+    def __init__(self, config: ServerConfig, node: api.Node) -> None:
+        self.config = config
+        self.node = node
+        self.connection_hooks: list[ConnectionHook] = []
+        self.bound: dict[str, int] = {}
+        self._listen_scope = trio.CancelScope()
+        self._connections_scope: trio.CancelScope | None = None
+        self._draining = False
+        self._waiting: set[trio.CancelScope] = set()
+        self._open = 0
+        self._all_closed = trio.Event()
+        self._all_closed.set()
+
+    # --- listeners ------------------------------------------------------------------------------
+    async def serve(self, *, task_status: trio.TaskStatus[dict[str, int]] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Bind every listener, report the bound ports, then accept until `drain()`."""
+        bound: list[tuple[Endpoint, list[trio.SocketListener]]] = []
+        for ep in self.config.listeners:
+            try:
+                listeners = await trio.open_tcp_listeners(ep.port, host=ep.host or None)
+            except OSError as exc:
+                for _, ls in bound:
+                    for listener in ls:
+                        await listener.aclose()
+                raise OSError(exc.errno, f"cannot listen on {ep}: {exc.strerror}") from None
+            port = listeners[0].socket.getsockname()[1]
+            self.bound[ep.name] = port
+            bound.append((ep, listeners))
+        async with trio.open_nursery() as connections:
+            self._connections_scope = connections.cancel_scope
+            with self._listen_scope:
+                async with trio.open_nursery() as accepting:
+                    for ep, listeners in bound:
+                        real = Endpoint(ep.name, ep.host, self.bound[ep.name])
+                        log.info("listening on %s (%s)", real,
+                                 self.config.security_protocol(ep.name))
+                        accepting.start_soon(self._accept, listeners, real, connections)
+                    task_status.started(dict(self.bound))
+            for _, listeners in bound:
+                for listener in listeners:
+                    with trio.CancelScope(shield=True):
+                        await listener.aclose()
+
+    async def _accept(self, listeners: list[trio.SocketListener], ep: Endpoint,
+                      connections: trio.Nursery) -> None:
+        async def handler(stream: trio.SocketStream) -> None:
+            await self.handle_stream(stream, ep)
+
+        # Connections live in their own nursery so that stopping the accept loop leaves
+        # the requests in flight alone.
+        await trio.serve_listeners(handler, listeners, handler_nursery=connections)
+
+    # --- connections ----------------------------------------------------------------------------
+    async def open_connection(self, stream: trio.SocketStream, ep: Endpoint) -> Connection | None:
+        """Everything that happens before the first request: the security layer hooks in here."""
+        try:
+            host, port = stream.socket.getpeername()[:2]
+        except OSError:
+            return None
+        listener_type = api.CONTROLLER if self.config.is_controller_listener(ep.name) \
+            else api.BROKER
+        conn = Connection(stream, api.RequestContext(
+            listener=ep.name,
+            listener_type=listener_type,
+            security_protocol=self.config.security_protocol(ep.name),
+            client_host=host,
+            client_port=port,
+        ))
+        for hook in self.connection_hooks:
+            hooked = await hook(conn, ep)
+            if hooked is None:
+                return None
+            conn = hooked
+        return conn
+
+    async def handle_stream(self, stream: trio.SocketStream, ep: Endpoint) -> None:
+        if self._draining:
+            await trio.aclose_forcefully(stream)
+            return
+        self._open += 1
+        self._all_closed = trio.Event() if self._open == 1 else self._all_closed
+        try:
+            conn = await self.open_connection(stream, ep)
+            if conn is not None:
+                await self._serve_connection(conn)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+            self._open -= 1
+            if self._open == 0:
+                self._all_closed.set()
+
+    async def _serve_connection(self, conn: Connection) -> None:
+        reader = FrameReader(self.config.socket_request_max_bytes)
+        send_lock = trio.Lock()
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            try:
+                frame = reader.next_frame()
+            except DecodeError as exc:
+                log.warning("closing connection from %s on %s: %s",
+                            conn.peer, conn.context.listener, exc)
+                return
+            if frame is None:
+                if self._draining:
+                    return
+                with trio.move_on_after(idle_s) as scope:
+                    self._waiting.add(scope)
+                    try:
+                        data = await conn.stream.receive_some(RECEIVE_SIZE)
+                    finally:
+                        self._waiting.discard(scope)
+                if scope.cancelled_caught:
+                    if not self._draining:
+                        log.info("closing connection from %s on %s: idle for more than "
+                                 "connections.max.idle.ms (%d ms)", conn.peer,
+                                 conn.context.listener, self.config.connections_max_idle_ms)
+                    return
+                if not data:
+                    return
+                reader.feed(data)
+                continue
+            try:
+                out = await dispatch(self.node, frame, conn.context)
+            except CloseConnection as exc:
+                log.warning("closing connection from %s on %s: %s",
+                            conn.peer, conn.context.listener, exc)
+                return
+            except Exception:
+                log.exception("closing connection from %s on %s: request failed",
+                              conn.peer, conn.context.listener)
+                return
+            async with send_lock:
+                # A frame is never cut: cancellation waits for the whole send.
+                with trio.CancelScope(shield=True):
+                    await conn.stream.send_all(out)
+
+    # --- shutdown -------------------------------------------------------------------------------
+    async def drain(self, timeout_s: float = 30.0) -> None:
+        """Stop accepting, let in-flight requests finish and be answered, close everything."""
+        self._draining = True
+        self._listen_scope.cancel()
+        for scope in list(self._waiting):
+            scope.cancel()
+        with trio.move_on_after(timeout_s) as scope:
+            await self._all_closed.wait()
+        if scope.cancelled_caught:
+            log.warning("%d connection(s) still busy after %.0f s; closing them", self._open,
+                        timeout_s)
+            if self._connections_scope is not None:
+                self._connections_scope.cancel()
+
+    @property
+    def open_connections(self) -> int:
+        return self._open
