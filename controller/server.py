@@ -47,11 +47,12 @@ ConnectionHook = Callable[[Connection, Endpoint], Awaitable[Connection | None]]
 
 
 class Server:
-    def __init__(self, config: ServerConfig, node: api.Node) -> None:
+    def __init__(self, config: ServerConfig, node: api.Node | None = None) -> None:
         self.config = config
         self.node = node
         self.connection_hooks: list[ConnectionHook] = []
         self.bound: dict[str, int] = {}
+        self._listeners: list[tuple[Endpoint, list[trio.SocketListener]]] = []
         self._listen_scope = trio.CancelScope()
         self._connections_scope: trio.CancelScope | None = None
         self._draining = False
@@ -61,21 +62,31 @@ class Server:
         self._all_closed.set()
 
     # --- listeners ------------------------------------------------------------------------------
-    async def serve(self, *, task_status: trio.TaskStatus[dict[str, int]] = trio.TASK_STATUS_IGNORED
-                    ) -> None:
-        """Bind every listener, report the bound ports, then accept until `drain()`."""
-        bound: list[tuple[Endpoint, list[trio.SocketListener]]] = []
+    async def bind(self) -> dict[str, int]:
+        """Open every listener's socket (port 0 asks the OS); returns the bound ports."""
         for ep in self.config.listeners:
             try:
                 listeners = await trio.open_tcp_listeners(ep.port, host=ep.host or None)
             except OSError as exc:
-                for _, ls in bound:
-                    for listener in ls:
-                        await listener.aclose()
+                await self._close_listeners()
                 raise OSError(exc.errno, f"cannot listen on {ep}: {exc.strerror}") from None
-            port = listeners[0].socket.getsockname()[1]
-            self.bound[ep.name] = port
-            bound.append((ep, listeners))
+            self.bound[ep.name] = listeners[0].socket.getsockname()[1]
+            self._listeners.append((ep, listeners))
+        return dict(self.bound)
+
+    async def _close_listeners(self) -> None:
+        for _, listeners in self._listeners:
+            for listener in listeners:
+                with trio.CancelScope(shield=True):
+                    await listener.aclose()
+        self._listeners.clear()
+
+    async def serve(self, *, task_status: trio.TaskStatus[dict[str, int]] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Accept on the bound listeners until `drain()`, then wait for connections to end."""
+        if not self._listeners:
+            await self.bind()
+        bound = list(self._listeners)
         async with trio.open_nursery() as connections:
             self._connections_scope = connections.cancel_scope
             with self._listen_scope:
@@ -86,10 +97,7 @@ class Server:
                                  self.config.security_protocol(ep.name))
                         accepting.start_soon(self._accept, listeners, real, connections)
                     task_status.started(dict(self.bound))
-            for _, listeners in bound:
-                for listener in listeners:
-                    with trio.CancelScope(shield=True):
-                        await listener.aclose()
+            await self._close_listeners()
 
     async def _accept(self, listeners: list[trio.SocketListener], ep: Endpoint,
                       connections: trio.Nursery) -> None:
@@ -172,6 +180,7 @@ class Server:
                 reader.feed(data)
                 continue
             try:
+                assert self.node is not None
                 out = await dispatch(self.node, frame, conn.context)
             except CloseConnection as exc:
                 log.warning("closing connection from %s on %s: %s",

@@ -1,0 +1,93 @@
+"""One running kraftpy node: storage recovered, the quorum task, the server, and SIGTERM.
+
+Startup order: bind the listeners (so a port clash fails before the data dir is touched),
+open and recover the data dir, start the quorum task, start accepting. SIGTERM or SIGINT:
+stop accepting, let in-flight requests finish and their records be fsynced, close the logs,
+exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import Any
+
+import trio
+from kraftpy.controller import api
+from kraftpy.controller.config import ServerConfig
+from kraftpy.controller.quorum import Quorum
+from kraftpy.controller.server import Server
+
+log = logging.getLogger("kraftpy.node")
+
+
+class NodeStartError(RuntimeError):
+    """The node cannot start (port in use, data dir locked or damaged); says which and why."""
+
+
+class RunningNode:
+    """What request handlers see of the node (`api.Node`)."""
+
+    def __init__(self, config: ServerConfig, cluster_id: str, quorum: Quorum,
+                 supported_features: dict[str, tuple[int, int]]) -> None:
+        self.config = config
+        self.cluster_id = cluster_id
+        self.quorum = quorum
+        self.supported_features = supported_features
+
+    async def submit(self, request: Any, api_version: int, ctx: api.RequestContext) -> Any:
+        return await self.quorum.submit(request, api_version, ctx.listener)
+
+    def describe(self) -> dict[str, Any]:
+        return self.quorum.controller.describe()
+
+    def features(self) -> api.Features:
+        image = self.describe()
+        finalized = dict(image.get("features") or {})
+        if image.get("metadata_version"):
+            finalized.setdefault("metadata.version", image["metadata_version"])
+        return api.Features(
+            supported=self.supported_features,
+            finalized=finalized,
+            epoch=int(image.get("features_epoch", image.get("high_watermark", -1))),
+        )
+
+
+async def serve_node(
+    config: ServerConfig, *, task_status: trio.TaskStatus[RunningNode] = trio.TASK_STATUS_IGNORED
+) -> int:
+    from kraftpy.controller import recovery
+
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        server = Server(config)
+        try:
+            bound = await server.bind()
+        except OSError as exc:
+            raise NodeStartError(str(exc)) from None
+        config = config.with_bound_ports(bound)
+        server.config = config
+        try:
+            opened = await trio.to_thread.run_sync(recovery.open_node_storage, config)
+        except recovery.RecoveryError as exc:
+            raise NodeStartError(str(exc)) from None
+        quorum = Quorum(opened.controller, opened.storage)
+        node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features)
+        server.node = node
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(quorum.run)
+                await nursery.start(server.serve)
+                log.info("kraftpy node %d serving cluster %s from %s (leader epoch %d)",
+                         config.node_id, opened.cluster_id, config.metadata_log_dir,
+                         opened.leader_epoch)
+                task_status.started(node)
+                async for signum in signals:
+                    log.info("received %s: stopping (finishing requests in flight)",
+                             signal.Signals(signum).name)
+                    break
+                await server.drain()
+                await quorum.stop()
+        finally:
+            await trio.to_thread.run_sync(opened.storage.close)
+    log.info("stopped cleanly")
+    return 0
