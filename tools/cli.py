@@ -11,6 +11,7 @@ import sys
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("dump-log", "kraftpy.tools.cmd_dump_log"),
     ("pid-audit", "kraftpy.tools.cmd_pid_audit"),
+    ("pipeline", "kraftpy.tools.cmd_pipeline"),
     ("serve", "kraftpy.tools.cmd_serve"),
 ]
 
