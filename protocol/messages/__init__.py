@@ -1,1 +1,1 @@
-
+"""Generated codecs, one module per schema; see kraftpy.codegen."""

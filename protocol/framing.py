@@ -1,0 +1,147 @@
+"""Size-prefixed frames and request/response headers, sans-IO.
+
+A frame is `int32 size` + `size` bytes. The request header version follows from the API key
+and version read first (flexible versions use header v2, else v1); responses use header v1 for
+flexible versions, else v0, and ApiVersions responses always v0 (KIP-511).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.message import Message
+from kraftpy.protocol.messages.request_header import RequestHeader
+from kraftpy.protocol.messages.response_header import ResponseHeader
+from kraftpy.protocol.registry import (
+    API_KEYS,
+    request_header_version,
+    response_header_version,
+)
+
+_SIZE = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
+_RESP_V0 = struct.Struct(">ii")  # size, correlation id
+DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default (104857600)
+
+
+def encode_frame(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Splits a byte stream into frames: feed(data), then next_frame() until it returns None.
+
+    A negative size or one above `max_size` raises DecodeError: the connection cannot be
+    trusted after that, as in Kafka (InvalidReceiveException).
+    """
+
+    def __init__(self, max_size: int = DEFAULT_MAX_FRAME):
+        self.max_size = max_size
+        self._buf = bytearray()
+        self._pos = 0
+
+    def feed(self, data: bytes) -> None:
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf) - self._pos
+
+    def next_frame(self) -> bytes | None:
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            return None
+        size = _SIZE.unpack_from(buf, pos)[0]
+        if size < 0:
+            raise DecodeError(f"negative frame size {size}", offset=pos, field="size")
+        if size > self.max_size:
+            raise DecodeError(f"frame size {size} is larger than the maximum {self.max_size}",
+                              offset=pos, field="size")
+        end = pos + 4 + size
+        if len(buf) < end:
+            return None
+        frame = bytes(buf[pos + 4:end])
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        else:
+            self._pos = end
+            if end > 1 << 16 and end * 2 > len(buf):
+                del buf[:end]
+                self._pos = 0
+        return frame
+
+
+def read_request_header(frame: bytes) -> tuple[RequestHeader, int, int, int]:
+    """(header, api key, api version, offset of the body) of one request frame (no size prefix).
+
+    For an unknown key or a version beyond the schema, the header version still follows
+    Kafka's rule (flexible versions are open-ended), so ApiVersions at a future version parses.
+    """
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    if len(frame) < 4:
+        raise DecodeError("request header is truncated", offset=0, field="RequestApiKey")
+    api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+    version = request_header_version(api_key, api_version)
+    header, end = RequestHeader.decode_from(frame, 0, version)
+    return header, api_key, api_version, end
+
+
+def encode_request(request: Message, api_version: int, correlation_id: int,
+                   client_id: str | None = "kraftpy", *, header_tags: dict[int, bytes] | None = None) -> bytes:
+    """A framed request (size, header, body)."""
+    api_key = request.API_KEY
+    assert api_key is not None
+    header = RequestHeader(request_api_key=api_key, request_api_version=api_version,
+                           correlation_id=correlation_id, client_id=client_id,
+                           unknown_tagged_fields=dict(header_tags or {}))
+    parts: list[bytes] = [b""]
+    header.encode_into(parts.append, request_header_version(api_key, api_version))
+    request.encode_into(parts.append, api_version)
+    parts[0] = _SIZE.pack(sum(map(len, parts)))
+    return b"".join(parts)
+
+
+def encode_response(correlation_id: int, api_key: int, api_version: int, response: Message) -> bytes:
+    """A framed response (size, header, body)."""
+    parts: list[bytes] = [b""]
+    if response_header_version(api_key, api_version) == 0:
+        parts.append(b"")
+        response.encode_into(parts.append, api_version)
+        parts[0] = _RESP_V0.pack(sum(map(len, parts)) + 4, correlation_id)
+    else:
+        parts.append(b"")
+        response.encode_into(parts.append, api_version)
+        parts[0] = _RESP_V0.pack(sum(map(len, parts)) + 5, correlation_id)
+        parts[1] = b"\x00"
+    return b"".join(parts)
+
+
+def decode_response(frame: bytes, api_key: int, api_version: int,
+                    response_class: type[Message] | None = None) -> tuple[int, Any]:
+    """(correlation id, response) of one response frame without its size prefix."""
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    header, offset = ResponseHeader.decode_from(frame, 0, response_header_version(api_key, api_version))
+    cls = response_class
+    if cls is None:
+        spec = API_KEYS.get(api_key)
+        if spec is None:
+            raise DecodeError(f"unknown api key {api_key}", offset=0, field="api_key")
+        cls = spec.response
+    return header.correlation_id, cls.decode(frame[offset:], api_version)
+
+
+def decode_request(frame: bytes) -> tuple[RequestHeader, Message]:
+    """Header and typed body of one request frame (no size prefix); DecodeError if unknown."""
+    header, api_key, api_version, offset = read_request_header(frame)
+    spec = API_KEYS.get(api_key)
+    if spec is None:
+        raise DecodeError(f"unknown api key {api_key}", offset=0, field="RequestApiKey")
+    return header, spec.request.decode(frame[offset:], api_version)

@@ -1,0 +1,57 @@
+"""Records of `__transaction_state`: key and value each start with an int16 schema version.
+
+Key: version 0 + TransactionLogKey v0 (the transactional id). Value: version 0 or 1 +
+TransactionLogValue at that version (1 is flexible, with the tagged producer-id fields); a
+null value is the tombstone of a removed transactional id.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.records.transaction_log_key import TransactionLogKey
+from kraftpy.protocol.records.transaction_log_value import PartitionsSchema, TransactionLogValue
+
+__all__ = [
+    "PartitionsSchema",
+    "TransactionLogKey",
+    "TransactionLogValue",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+]
+
+_VERSION = struct.Struct(">h")
+KEY_VERSION = 0
+VALUE_VERSION = 1  # what Kafka 4.x writes
+
+
+def encode_key(key: TransactionLogKey | str, version: int = KEY_VERSION) -> bytes:
+    if isinstance(key, str):
+        key = TransactionLogKey(transactional_id=key)
+    return _VERSION.pack(version) + key.encode(version)
+
+
+def decode_key(data: bytes) -> tuple[TransactionLogKey, int]:
+    version = _version(data, "key")
+    return TransactionLogKey.decode(data[2:], version), version
+
+
+def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> bytes:
+    return _VERSION.pack(version) + value.encode(version)
+
+
+def decode_value(data: bytes | None) -> tuple[TransactionLogValue | None, int | None]:
+    """(value, version), or (None, None) for a tombstone."""
+    if data is None:
+        return None, None
+    version = _version(data, "value")
+    return TransactionLogValue.decode(data[2:], version), version
+
+
+def _version(data: bytes, what: str) -> int:
+    if data is None or len(data) < 2:
+        raise DecodeError(f"transaction log {what} is shorter than its version", offset=0, field="version")
+    return _VERSION.unpack_from(data, 0)[0]
