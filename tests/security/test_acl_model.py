@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from kraftpy.controller.security.acl import (
     AclBinding,
     AclBindingFilter,
