@@ -240,8 +240,8 @@ class SaslServerSession:
                                          error_message=error, auth_bytes=b""),
                 close=True, log=f"SASL/{name} authentication failed; closing")
         return SaslStep(
-            SaslAuthenticateResponse(error_code=ErrorCode.NONE, error_message=None,
-                                     auth_bytes=reply, session_lifetime_ms=0),
+            SaslAuthenticateResponse(error_code=ErrorCode.NONE, auth_bytes=reply,
+                                     session_lifetime_ms=0),
             log=f"SASL/{name} authenticated {self.principal}" if done else "",
         )
 
