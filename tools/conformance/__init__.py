@@ -1,0 +1,13 @@
+"""A wire-level conformance suite for Kafka-compatible controllers.
+
+Raw request bytes in, response fields checked: the KIP-511 ApiVersions rules, Metadata and
+FindCoordinator as clients need them, the InitProducerId decision table (KIP-98/360), the
+broker RPCs' error paths (KIP-631/730), DescribeCluster and DescribeQuorum, and every kind of
+bad input, which Kafka answers by closing the connection. It runs against any server:
+`kraftpy conformance --bootstrap HOST:PORT [--controller HOST:PORT]`, or from Python with
+`run_checks(Target(...))`. Apache Kafka 4.1 passes it; so must kraftpy.
+"""
+
+from kraftpy.tools.conformance.checks import CHECKS, CheckResult, Target, run_checks
+
+__all__ = ["CHECKS", "CheckResult", "Target", "run_checks"]
