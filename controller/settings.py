@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 # metadata.version levels (Kafka's MetadataVersion feature levels) that change what we write.
 MV_3_3_IV3 = 7  # lowest level Kafka 4.x supports; BrokerRegistrationChangeRecord v1
 MV_3_4_IV0 = 8  # RegisterBrokerRecord v2
+MV_3_6_IV1 = 13  # metadata transactions (BeginTransactionRecord, KIP-868)
 MV_3_7_IV2 = 17  # RegisterBrokerRecord v3 with LogDirs; registrations must carry log dirs
 MV_4_1_IV1 = 27  # what Kafka 4.1 bootstraps with
 

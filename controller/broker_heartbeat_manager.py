@@ -1,0 +1,120 @@
+"""BrokerHeartbeatManager: broker liveness and Kafka's broker state machine (KIP-631).
+
+Theory of operation. A broker's durable state (fenced, in controlled shutdown) lives in its
+registration and changes only by replayed records. What lives here is soft state, as in
+Kafka: when we last heard from each broker, the metadata offset it reported, and the offset
+its controlled shutdown must be seen at. It is rebuilt from nothing after a restart (every
+unfenced broker gets a fresh session at activation). `next_state` is the whole decision
+table; the caller turns a state change into records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+INT64_MAX = (1 << 63) - 1
+
+
+class BrokerControlState(Enum):
+    """(fenced, in controlled shutdown, should shut down), as Kafka's BrokerControlState."""
+
+    FENCED = (True, False, False)
+    UNFENCED = (False, False, False)
+    CONTROLLED_SHUTDOWN = (False, True, False)
+    SHUTDOWN_NOW = (True, False, True)
+
+    @property
+    def fenced(self) -> bool:
+        return self.value[0]
+
+    @property
+    def in_controlled_shutdown(self) -> bool:
+        return self.value[1]
+
+    @property
+    def should_shut_down(self) -> bool:
+        return self.value[2]
+
+
+def next_state(current: BrokerControlState, *, want_fence: bool, want_shut_down: bool,
+               caught_up: bool, has_leaderships: bool, controlled_shutdown_offset: int,
+               lowest_active_offset: int) -> BrokerControlState:
+    """Kafka's BrokerHeartbeatManager.calculateNextBrokerState, as a pure table."""
+    S = BrokerControlState
+    if current is S.FENCED:
+        if want_shut_down:
+            return S.SHUTDOWN_NOW
+        if not want_fence and caught_up:
+            return S.UNFENCED
+        return S.FENCED
+    if current is S.UNFENCED:
+        if want_fence:
+            return S.SHUTDOWN_NOW if want_shut_down else S.FENCED
+        if want_shut_down:
+            return S.CONTROLLED_SHUTDOWN if has_leaderships else S.SHUTDOWN_NOW
+        return S.UNFENCED
+    if current is S.CONTROLLED_SHUTDOWN:
+        if has_leaderships:
+            return S.CONTROLLED_SHUTDOWN
+        if controlled_shutdown_offset <= lowest_active_offset:
+            return S.SHUTDOWN_NOW
+        return S.CONTROLLED_SHUTDOWN
+    return S.SHUTDOWN_NOW
+
+
+def current_state(fenced: bool, in_controlled_shutdown: bool) -> BrokerControlState:
+    if fenced:
+        return BrokerControlState.FENCED
+    if in_controlled_shutdown:
+        return BrokerControlState.CONTROLLED_SHUTDOWN
+    return BrokerControlState.UNFENCED
+
+
+@dataclass
+class BrokerHeartbeatState:
+    last_contact_ms: int
+    metadata_offset: int = -1
+    controlled_shutdown_offset: int = -1
+
+
+class BrokerHeartbeatManager:
+    def __init__(self, session_timeout_ms: int) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.brokers: dict[int, BrokerHeartbeatState] = {}
+
+    def register(self, broker_id: int, now_ms: int) -> None:
+        """A fresh session: a new registration, or every broker at activation."""
+        self.brokers[broker_id] = BrokerHeartbeatState(now_ms)
+
+    def remove(self, broker_id: int) -> None:
+        self.brokers.pop(broker_id, None)
+
+    def state(self, broker_id: int, now_ms: int) -> BrokerHeartbeatState:
+        if broker_id not in self.brokers:
+            self.register(broker_id, now_ms)
+        return self.brokers[broker_id]
+
+    def touch(self, broker_id: int, now_ms: int, metadata_offset: int) -> None:
+        state = self.state(broker_id, now_ms)
+        state.last_contact_ms = now_ms
+        state.metadata_offset = metadata_offset
+
+    def has_valid_session(self, broker_id: int, fenced: bool, now_ms: int) -> bool:
+        """Unfenced and heard from within the session timeout (Kafka's hasValidSession)."""
+        state = self.brokers.get(broker_id)
+        if fenced or state is None:
+            return False
+        return state.last_contact_ms + self.session_timeout_ms >= now_ms
+
+    def oldest_stale(self, unfenced: list[int], now_ms: int) -> int | None:
+        """The unfenced broker silent longest, if its session expired: fenced one at a time."""
+        stale = [b for b in unfenced if not self.has_valid_session(b, False, now_ms)]
+        if not stale:
+            return None
+        return min(stale, key=lambda b: (self.brokers[b].last_contact_ms, b))
+
+    def lowest_active_offset(self, active: list[int]) -> int:
+        """The lowest metadata offset reported by an active broker (Kafka's lowestActiveOffset)."""
+        offsets = [self.brokers[b].metadata_offset for b in active if b in self.brokers]
+        return min(offsets, default=INT64_MAX)

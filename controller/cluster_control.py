@@ -1,0 +1,345 @@
+"""ClusterControlManager: broker registrations, broker epochs, heartbeats (KIP-631).
+
+The broker epoch is the log offset where the registration operation's records begin, so a
+broker restarted with a new incarnation always gets a larger epoch than any it held before.
+Registrations change only by replay; registering, heartbeating, unregistering and session
+fencing are commands that return records (see broker_heartbeat_manager for the state table).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraftpy.controller.broker_heartbeat_manager import (
+    BrokerControlState,
+    BrokerHeartbeatManager,
+    current_state,
+    next_state,
+)
+from kraftpy.controller.feature_control import FeatureControlManager
+from kraftpy.controller.replication_control import ReplicationControlManager
+from kraftpy.controller.result import ControllerResult
+from kraftpy.controller.settings import ControllerSettings
+from kraftpy.protocol.error_codes import ErrorCode
+from kraftpy.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from kraftpy.protocol.messages.broker_registration_response import BrokerRegistrationResponse
+from kraftpy.protocol.messages.unregister_broker_response import UnregisterBrokerResponse
+from kraftpy.protocol.records.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
+from kraftpy.protocol.records.register_broker_record import (
+    BrokerEndpoint,
+    BrokerFeature,
+    RegisterBrokerRecord,
+)
+from kraftpy.protocol.records.unregister_broker_record import UnregisterBrokerRecord
+from kraftpy.protocol.uuid import kafka_uuid_str
+
+
+class ReplayError(ValueError):
+    """A record that contradicts the replayed state: the log is damaged or not ours."""
+
+
+@dataclass
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    incarnation_id: uuid.UUID
+    endpoints: list[tuple[str, str, int, int]]  # (name, host, port, security protocol)
+    features: list[tuple[str, int, int]]  # (name, min supported, max supported)
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    is_migrating_zk_broker: bool = False
+    log_dirs: list[uuid.UUID] = field(default_factory=list)
+
+    @property
+    def state(self) -> BrokerControlState:
+        return current_state(self.fenced, self.in_controlled_shutdown)
+
+    def record(self, version: int) -> RegisterBrokerRecord:
+        return RegisterBrokerRecord(
+            broker_id=self.broker_id, is_migrating_zk_broker=self.is_migrating_zk_broker,
+            incarnation_id=self.incarnation_id, broker_epoch=self.epoch,
+            end_points=[BrokerEndpoint(name=n, host=h, port=p, security_protocol=s)
+                        for n, h, p, s in self.endpoints],
+            features=[BrokerFeature(name=n, min_supported_version=lo, max_supported_version=hi)
+                      for n, lo, hi in self.features],
+            rack=self.rack, fenced=self.fenced,
+            in_controlled_shutdown=self.in_controlled_shutdown,
+            log_dirs=list(self.log_dirs))
+
+
+def _reserved_dir(d: uuid.UUID) -> bool:
+    """Kafka's DirectoryId.reserved: the first 100 ids (UNASSIGNED, LOST, MIGRATING, ...)."""
+    return d.int < 100
+
+
+class ClusterControlManager:
+    def __init__(self, settings: ControllerSettings, features: FeatureControlManager,
+                 replication: ReplicationControlManager) -> None:
+        self.settings = settings
+        self.features = features
+        self.replication = replication
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.register_offsets: dict[int, int] = {}
+        self.controllers: dict[int, Any] = {}  # RegisterControllerRecord, kept for snapshots
+        self.heartbeats = BrokerHeartbeatManager(settings.broker_session_timeout_ms)
+        self.now_ms = 0  # the time of the event being handled; replay has no clock of its own
+
+    # --- replay ---------------------------------------------------------------------------
+
+    def replay_register(self, record: Any, offset: int) -> None:
+        old = self.brokers.get(record.broker_id)
+        self.brokers[record.broker_id] = BrokerRegistration(
+            record.broker_id, record.broker_epoch, record.incarnation_id,
+            [(e.name, e.host, e.port, e.security_protocol) for e in record.end_points],
+            [(f.name, f.min_supported_version, f.max_supported_version)
+             for f in record.features],
+            record.rack, bool(record.fenced), bool(record.in_controlled_shutdown),
+            bool(record.is_migrating_zk_broker), list(record.log_dirs or []))
+        self.register_offsets[record.broker_id] = offset
+        if old is None or old.epoch != record.broker_epoch:
+            self.heartbeats.register(record.broker_id, self.now_ms)
+
+    def replay_unregister(self, record: Any) -> None:
+        self._registration(record.broker_id, record.broker_epoch, record)
+        del self.brokers[record.broker_id]
+        self.register_offsets.pop(record.broker_id, None)
+        self.heartbeats.remove(record.broker_id)
+
+    def replay_fence(self, record: Any, fenced: bool) -> None:
+        """FenceBrokerRecord / UnfenceBrokerRecord (metadata.version before 3.3-IV2)."""
+        reg = self._registration(record.id, record.epoch, record)
+        self._set_fenced(reg, fenced)
+
+    def replay_change(self, record: Any) -> None:
+        reg = self._registration(record.broker_id, record.broker_epoch, record)
+        if record.fenced not in (-1, 0, 1) or record.in_controlled_shutdown not in (0, 1):
+            raise ReplayError(f"unknown fencing or shutdown change in {record!r}")
+        if record.fenced:
+            self._set_fenced(reg, record.fenced == 1)
+        if record.in_controlled_shutdown == 1:
+            reg.in_controlled_shutdown = True
+        if record.log_dirs:
+            reg.log_dirs = list(record.log_dirs)
+
+    def _set_fenced(self, reg: BrokerRegistration, fenced: bool) -> None:
+        if reg.fenced and not fenced:
+            self.heartbeats.register(reg.broker_id, self.now_ms)
+        reg.fenced = fenced
+
+    def _registration(self, broker_id: int, epoch: int, record: Any) -> BrokerRegistration:
+        reg = self.brokers.get(broker_id)
+        if reg is None:
+            raise ReplayError(f"no broker registration found for {record!r}")
+        if reg.epoch != epoch:
+            raise ReplayError(f"no broker registration with epoch {epoch} for {record!r}")
+        return reg
+
+    def snapshot_records(self) -> list[tuple[Any, int]]:
+        version = self.features.register_broker_record_version()
+        out: list[tuple[Any, int]] = [(b.record(version), version)
+                                      for b in self.brokers.values()]
+        out += [(r, 0) for r in self.controllers.values()]
+        return out
+
+    # --- queries --------------------------------------------------------------------------
+
+    def check_broker_epoch(self, broker_id: int, epoch: int) -> str | None:
+        """Why (broker id, epoch) is stale, or None when it is the current registration."""
+        reg = self.brokers.get(broker_id)
+        if reg is None:
+            return f"No broker registration found for broker id {broker_id}"
+        if reg.epoch != epoch:
+            return f"Expected broker epoch {reg.epoch}, but got broker epoch {epoch}"
+        return None
+
+    def usable(self, broker_id: int) -> bool:
+        """Can lead partitions: registered, unfenced and not shutting down."""
+        reg = self.brokers.get(broker_id)
+        return reg is not None and reg.state is BrokerControlState.UNFENCED
+
+    def unfenced(self) -> list[int]:
+        return [b for b, reg in self.brokers.items() if not reg.fenced]
+
+    # --- commands -------------------------------------------------------------------------
+
+    def register_broker(self, request: Any, now_ms: int, next_offset: int) -> ControllerResult:
+        broker_id = request.broker_id
+
+        def fail(code: ErrorCode, why: str) -> ControllerResult:
+            result = ControllerResult.reply(BrokerRegistrationResponse(
+                throttle_time_ms=0, error_code=code, broker_epoch=-1))
+            result.events.append(f"Refused registration of broker {broker_id}: {why}")
+            return result
+
+        if request.cluster_id != self.settings.cluster_id:
+            return fail(ErrorCode.INCONSISTENT_CLUSTER_ID,
+                        f"Expected cluster ID {self.settings.cluster_id}")
+        if broker_id < 0 or broker_id == self.settings.node_id:
+            return fail(ErrorCode.INVALID_REGISTRATION, f"Broker id {broker_id} is not usable")
+        existing = self.brokers.get(broker_id)
+        if (existing is not None and existing.incarnation_id != request.incarnation_id
+                and self.heartbeats.has_valid_session(broker_id, existing.fenced, now_ms)):
+            return fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                        "Another broker is registered with that broker id.")
+        if request.is_migrating_zk_broker:
+            return fail(ErrorCode.BROKER_ID_NOT_REGISTERED,
+                        "Controller does not support registering ZK brokers.")
+        log_dirs = list(request.log_dirs or [])
+        if self.features.log_dirs_required():
+            why = self._check_log_dirs(broker_id, log_dirs)
+            if why:
+                return fail(ErrorCode.INVALID_REGISTRATION, why)
+        why = self.features.check_broker_features(request.features)
+        if why:
+            return fail(ErrorCode.UNSUPPORTED_VERSION, why)
+
+        result = ControllerResult(None)
+        same = existing is not None and existing.incarnation_id == request.incarnation_id
+        if same:
+            epoch, fenced, shutting = (existing.epoch, existing.fenced,
+                                       existing.in_controlled_shutdown)
+        else:
+            epoch, fenced, shutting = next_offset, True, False
+            if existing is not None:  # the old incarnation ended uncleanly: leave its ISRs
+                result.records += self.replication.remove_from_isr(
+                    broker_id, lambda b: b != broker_id and self.usable(b),
+                    self._partition_change_version())
+        version = self.features.register_broker_record_version()
+        reg = BrokerRegistration(
+            broker_id, epoch, request.incarnation_id,
+            [(x.name, x.host, x.port, x.security_protocol) for x in request.listeners],
+            [(f.name, f.min_supported_version, f.max_supported_version)
+             for f in request.features],
+            request.rack, fenced, shutting, False, log_dirs if version >= 3 else [])
+        result.records.append((reg.record(version), version))
+        result.response = BrokerRegistrationResponse(throttle_time_ms=0,
+                                                     error_code=ErrorCode.NONE,
+                                                     broker_epoch=epoch)
+        result.events.append(f"Registered broker {broker_id} (incarnation "
+                             f"{request.incarnation_id}) with broker epoch {epoch}")
+        return result
+
+    def _check_log_dirs(self, broker_id: int, log_dirs: list[uuid.UUID]) -> str | None:
+        if not log_dirs:
+            return "No directories specified in request"
+        if any(_reserved_dir(d) for d in log_dirs):
+            return "Reserved directory ID in request"
+        if len(set(log_dirs)) != len(log_dirs):
+            return "Duplicate directory ID in request"
+        for other, reg in self.brokers.items():
+            if other != broker_id and set(reg.log_dirs) & set(log_dirs):
+                return f"Broker {other} is already registered with a requested directory"
+        return None
+
+    def heartbeat(self, request: Any, now_ms: int) -> ControllerResult:
+        broker_id = request.broker_id
+        if broker_id not in self.register_offsets:
+            return ControllerResult.reply(BrokerHeartbeatResponse(
+                throttle_time_ms=0, error_code=ErrorCode.STALE_BROKER_EPOCH))
+        if self.check_broker_epoch(broker_id, request.broker_epoch):
+            return ControllerResult.reply(BrokerHeartbeatResponse(
+                throttle_time_ms=0, error_code=ErrorCode.STALE_BROKER_EPOCH))
+        reg = self.brokers[broker_id]
+        register_offset = self.register_offsets[broker_id]
+        caught_up = request.current_metadata_offset >= register_offset
+        beat = self.heartbeats.state(broker_id, now_ms)
+        active = [b for b, r in self.brokers.items() if r.state is BrokerControlState.UNFENCED]
+        current = reg.state
+        nxt = next_state(current, want_fence=request.want_fence,
+                         want_shut_down=request.want_shut_down, caught_up=caught_up,
+                         has_leaderships=self.replication.leads_partitions(broker_id),
+                         controlled_shutdown_offset=beat.controlled_shutdown_offset,
+                         lowest_active_offset=self.heartbeats.lowest_active_offset(active))
+        result = self.transition(reg, current, nxt)
+        self.heartbeats.touch(broker_id, now_ms, request.current_metadata_offset)
+        result.response = BrokerHeartbeatResponse(
+            throttle_time_ms=0, error_code=ErrorCode.NONE, is_caught_up=caught_up,
+            is_fenced=nxt.fenced, should_shut_down=nxt.should_shut_down)
+        result.respond_before_commit = not result.records
+        return result
+
+    def transition(self, reg: BrokerRegistration, current: BrokerControlState,
+                   nxt: BrokerControlState) -> ControllerResult:
+        """The records that move a broker from one state to another (none if equal)."""
+        result = ControllerResult(None)
+        if current is nxt:
+            return result
+        b, epoch, pv = reg.broker_id, reg.epoch, self._partition_change_version()
+        S = BrokerControlState
+        if nxt in (S.FENCED, S.SHUTDOWN_NOW):
+            result.records += self.replication.remove_from_isr(
+                b, lambda r: r != b and self.usable(r), pv)
+            result.records.append((BrokerRegistrationChangeRecord(
+                broker_id=b, broker_epoch=epoch, fenced=1), 0))
+        elif nxt is S.UNFENCED:
+            result.records.append((BrokerRegistrationChangeRecord(
+                broker_id=b, broker_epoch=epoch, fenced=-1), 0))
+            result.records += self.replication.elect_for(b, pv)
+        elif nxt is S.CONTROLLED_SHUTDOWN:
+            result.records.append((BrokerRegistrationChangeRecord(
+                broker_id=b, broker_epoch=epoch, in_controlled_shutdown=1), 1))
+            result.records += self.replication.move_leaders_away(
+                b, lambda r: r != b and self.usable(r), pv)
+        result.events.append(f"Broker {b} (epoch {epoch}): {current.name} -> {nxt.name}")
+        return result
+
+    def fence_one_stale_broker(self, now_ms: int) -> ControllerResult:
+        """Session expiry: fence the broker silent longest, one per call, as Kafka does."""
+        stale = self.heartbeats.oldest_stale(self.unfenced(), now_ms)
+        if stale is None:
+            return ControllerResult(None)
+        reg = self.brokers[stale]
+        result = self.transition(reg, reg.state, BrokerControlState.FENCED)
+        result.events[-1] += (f" (no heartbeat for "
+                              f"{now_ms - self.heartbeats.brokers[stale].last_contact_ms} ms)")
+        return result
+
+    def unregister_broker(self, request: Any) -> ControllerResult:
+        reg = self.brokers.get(request.broker_id)
+        if reg is None:
+            return ControllerResult.reply(UnregisterBrokerResponse(
+                throttle_time_ms=0, error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker ID {request.broker_id} is not currently registered"))
+        b = reg.broker_id
+        result = ControllerResult(UnregisterBrokerResponse(throttle_time_ms=0,
+                                                           error_code=ErrorCode.NONE))
+        result.records += self.replication.remove_from_isr(
+            b, lambda r: r != b and self.usable(r), self._partition_change_version())
+        result.records.append((UnregisterBrokerRecord(broker_id=b, broker_epoch=reg.epoch), 0))
+        result.events.append(f"Unregistered broker {b} (epoch {reg.epoch})")
+        return result
+
+    def _partition_change_version(self) -> int:
+        return 1 if self.features.log_dirs_required() else 0
+
+    # --- reports --------------------------------------------------------------------------
+
+    def describe(self) -> list[dict[str, Any]]:
+        out = []
+        for b in sorted(self.brokers.values(), key=lambda r: r.broker_id):
+            beat = self.heartbeats.brokers.get(b.broker_id)
+            out.append({
+                "broker_id": b.broker_id, "broker_epoch": b.epoch,
+                "incarnation_id": kafka_uuid_str(b.incarnation_id),
+                "endpoints": [{"name": n, "host": h, "port": p, "security_protocol": s}
+                              for n, h, p, s in b.endpoints],
+                "rack": b.rack, "fenced": b.fenced,
+                "in_controlled_shutdown": b.in_controlled_shutdown, "state": b.state.name,
+                "last_contact_ms": beat.last_contact_ms if beat else None,
+            })
+        return out
+
+    def alive_endpoints(self, listener: str) -> Iterable[tuple[int, str, int, str | None]]:
+        """(broker id, host, port, rack) of unfenced brokers with a listener of that name."""
+        for b in sorted(self.brokers.values(), key=lambda r: r.broker_id):
+            if b.fenced:
+                continue
+            for name, host, port, _ in b.endpoints:
+                if name == listener:
+                    yield b.broker_id, host, port, b.rack

@@ -1,0 +1,297 @@
+"""QuorumController: the sans-IO control logic, request + state -> records + response.
+
+Theory of operation. One caller (the quorum task) feeds events one at a time: `handle` for a
+request, `tick` for timers. Neither changes state: each returns a ControllerResult, whose
+records the caller appends and then hands back through `apply` (= `replay` of each record).
+`replay` is the only way state changes, so live operation, recovery from the log and loading a
+snapshot cannot disagree. Time and offsets come in as arguments; nothing here touches a file,
+a socket or a clock. The managers each own one part of the state:
+
+  FeatureControlManager      finalized feature levels (metadata.version decides record versions)
+  ClusterControlManager      broker registrations and epochs; heartbeats and fencing
+  ReplicationControlManager  topics and partitions (from Kafka-written logs) and leader moves
+  ProducerIdControlManager   the cluster-wide producer-id counter (KIP-730)
+  ProducerIdManager          this node's own blocks for InitProducerId (volatile use)
+  TransactionControlManager  transactional ids in __transaction_state (KIP-98/360)
+  AclControlManager          ACLs (controller/acl_control.py)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kraftpy.controller import image
+from kraftpy.controller.cluster_control import ClusterControlManager, ReplayError
+from kraftpy.controller.feature_control import (
+    FeatureControlManager,
+    bootstrap_records,
+)
+from kraftpy.controller.producer_id_control import (
+    ProducerIdControlManager,
+    ProducerIdsExhausted,
+)
+from kraftpy.controller.producer_id_manager import ProducerIdManager
+from kraftpy.controller.replication_control import ReplicationControlManager
+from kraftpy.controller.result import ControllerResult
+from kraftpy.controller.settings import ControllerSettings
+from kraftpy.controller.transaction_control import TransactionControlManager
+from kraftpy.protocol.error_codes import ErrorCode
+from kraftpy.protocol.messages.broker_registration_response import BrokerRegistrationResponse
+from kraftpy.protocol.messages.init_producer_id_response import InitProducerIdResponse
+
+try:
+    from kraftpy.controller.acl_control import AclControlManager
+except ImportError:  # pragma: no cover - the ACL module ships with the controller
+    AclControlManager = None  # type: ignore[assignment,misc]
+
+__all__ = ["QuorumController", "ReplayError", "UnsupportedRequest"]
+
+# Metadata record types (Kafka's MetadataRecordType ids).
+REGISTER_BROKER = 0
+UNREGISTER_BROKER = 1
+TOPIC = 2
+PARTITION = 3
+CONFIG = 4
+PARTITION_CHANGE = 5
+FENCE_BROKER = 7
+UNFENCE_BROKER = 8
+REMOVE_TOPIC = 9
+FEATURE_LEVEL = 12
+PRODUCER_IDS = 15
+BROKER_REGISTRATION_CHANGE = 17
+ACCESS_CONTROL_ENTRY = 18
+REMOVE_ACCESS_CONTROL_ENTRY = 19
+REGISTER_CONTROLLER = 27
+
+# API keys answered here.
+INIT_PRODUCER_ID = 22
+CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS = 30, 31, 29
+DESCRIBE_QUORUM = 55
+DESCRIBE_CLUSTER = 60
+DESCRIBE_PRODUCERS = 61
+BROKER_REGISTRATION = 62
+BROKER_HEARTBEAT = 63
+UNREGISTER_BROKER_API = 64
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
+ALLOCATE_PRODUCER_IDS = 67
+
+
+class UnsupportedRequest(ValueError):
+    """An API key the controller does not answer (the handlers should never send one)."""
+
+
+class QuorumController:
+    SERVED_API_KEYS = frozenset({
+        INIT_PRODUCER_ID, DESCRIBE_QUORUM, DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS,
+        BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER_API, DESCRIBE_TRANSACTIONS,
+        LIST_TRANSACTIONS, ALLOCATE_PRODUCER_IDS,
+    } | ({CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS} if AclControlManager else set()))
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+        self.features = FeatureControlManager()
+        self.replication = ReplicationControlManager()
+        self.cluster = ClusterControlManager(settings, self.features, self.replication)
+        self.producer_ids = ProducerIdControlManager(settings, self.cluster)
+        self.own_ids = ProducerIdManager(settings.node_id, settings.producer_id_block_size,
+                                         settings.producer_id_prefetch_ratio)
+        self.transactions = TransactionControlManager(settings.transaction_max_timeout_ms)
+        self.acls = AclControlManager() if AclControlManager else None
+        self.configs: dict[tuple[int, str, str], Any] = {}  # ConfigRecords, for snapshots
+        self.leader_epoch = 0
+        self.active = False
+        self.high_watermark = 0
+        self.txn_high_watermark = 0
+        self.log_end_offset = 0  # one past the last record replayed
+        self.last_now_ms = 0
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def activate(self, *, leader_epoch: int, now_ms: int) -> None:
+        """Become the active controller: every unfenced broker gets a fresh session."""
+        self.leader_epoch = leader_epoch
+        self.active = True
+        self._clock(now_ms)
+        for broker_id in self.cluster.unfenced():
+            self.cluster.heartbeats.register(broker_id, now_ms)
+
+    def _clock(self, now_ms: int) -> None:
+        self.last_now_ms = max(self.last_now_ms, now_ms)
+        self.cluster.now_ms = self.last_now_ms
+        if not self.active:
+            self.activate(leader_epoch=self.leader_epoch, now_ms=now_ms)
+
+    # --- commands -------------------------------------------------------------------------
+
+    def handle(self, request: Any, api_version: int, *, now_ms: int, next_offset: int,
+               listener: str | None = None) -> ControllerResult:
+        self._clock(now_ms)
+        key = getattr(request, "API_KEY", None)
+        if key not in self.SERVED_API_KEYS:
+            raise UnsupportedRequest(f"the controller does not answer {type(request).__name__}")
+        if key == INIT_PRODUCER_ID:
+            return self._init_producer_id(request, api_version, now_ms, next_offset)
+        if key == ALLOCATE_PRODUCER_IDS:
+            return self.producer_ids.allocate(request, now_ms)
+        if key == BROKER_REGISTRATION:
+            if not self.features.metadata_version:  # not bootstrapped yet: retry shortly
+                return ControllerResult.reply(BrokerRegistrationResponse(
+                    error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1))
+            return self.cluster.register_broker(request, now_ms, next_offset)
+        if key == BROKER_HEARTBEAT:
+            return self.cluster.heartbeat(request, now_ms)
+        if key == UNREGISTER_BROKER_API:
+            return self.cluster.unregister_broker(request)
+        if key == DESCRIBE_CLUSTER:
+            return ControllerResult.reply(image.describe_cluster(self, request, api_version,
+                                                                 listener))
+        if key == DESCRIBE_QUORUM:
+            return ControllerResult.reply(image.describe_quorum(self, request, api_version,
+                                                                now_ms, next_offset))
+        if key == DESCRIBE_PRODUCERS:
+            return ControllerResult.reply(image.describe_producers(self, request))
+        if key == DESCRIBE_TRANSACTIONS:
+            return self.transactions.describe_transactions(request)
+        if key == LIST_TRANSACTIONS:
+            return self.transactions.list_transactions(request, api_version, now_ms)
+        assert self.acls is not None
+        if key == CREATE_ACLS:
+            return self.acls.create_acls(request, api_version)
+        if key == DELETE_ACLS:
+            return self.acls.delete_acls(request, api_version)
+        return self.acls.describe_acls(request, api_version)
+
+    def tick(self, *, now_ms: int, next_offset: int) -> ControllerResult:
+        """Timers: the bootstrap of an empty log, session fencing, this node's id prefetch."""
+        self._clock(now_ms)
+        if not self.features.metadata_version:
+            return ControllerResult(None, records=bootstrap_records(
+                self.settings.metadata_version, self.settings.bootstrap_features),
+                events=[f"Bootstrapping metadata.version {self.settings.metadata_version}"])
+        result = self.cluster.fence_one_stale_broker(now_ms)
+        return result.merge(self._maybe_claim_block(next_offset + len(result.records)))
+
+    def _init_producer_id(self, request: Any, api_version: int, now_ms: int,
+                          next_offset: int) -> ControllerResult:
+        if (request.producer_id == -1) != (request.producer_epoch == -1):
+            return ControllerResult.reply(InitProducerIdResponse(
+                error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))
+        if request.transactional_id is None:  # idempotent: a fresh id, epoch 0, no record
+            pid = self._new_id()
+            if isinstance(pid, ErrorCode):
+                result = ControllerResult.reply(InitProducerIdResponse(
+                    error_code=pid, producer_id=-1, producer_epoch=-1))
+            else:
+                result = ControllerResult.reply(InitProducerIdResponse(
+                    error_code=ErrorCode.NONE, producer_id=pid, producer_epoch=0))
+        else:
+            result = self.transactions.init_producer_id(request, api_version, now_ms,
+                                                        self._new_id)
+        # The prefetch claim rides along; the answer itself never waits for it.
+        claim = self._maybe_claim_block(next_offset + len(result.records))
+        if claim.records and not result.records and not result.txn_records:
+            result.respond_before_commit = True
+        return result.merge(claim)
+
+    def _new_id(self) -> int | ErrorCode:
+        pid = self.own_ids.next_id()
+        if pid is not None:
+            return pid
+        if self.own_ids.exhausted:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+    def _maybe_claim_block(self, offset: int) -> ControllerResult:
+        if not self.own_ids.wants_block() or not self.features.metadata_version:
+            return ControllerResult(None)
+        try:
+            first, record = self.producer_ids.generate(self.settings.node_id, -1)
+        except ProducerIdsExhausted as exc:
+            self.own_ids.exhausted = True
+            return ControllerResult(None, events=[f"No producer id block for this node: {exc}"])
+        self.own_ids.claimed(offset)
+        return ControllerResult(None, records=[(record, 0)], events=[
+            f"Producer ids [{first}, {first + self.producer_ids.block_size - 1}] claimed "
+            f"for this node's InitProducerId answers"])
+
+    # --- state ----------------------------------------------------------------------------
+
+    def replay(self, record: Any, version: int, offset: int) -> None:
+        """Apply one metadata record; unknown and unused record types are skipped."""
+        kind = getattr(record, "API_KEY", None)
+        if kind == PRODUCER_IDS:
+            self.producer_ids.replay(record)
+            self.own_ids.on_replay(record, offset)
+        elif kind == REGISTER_BROKER:
+            self.cluster.replay_register(record, offset)
+        elif kind == BROKER_REGISTRATION_CHANGE:
+            self.cluster.replay_change(record)
+        elif kind == UNREGISTER_BROKER:
+            self.cluster.replay_unregister(record)
+        elif kind in (FENCE_BROKER, UNFENCE_BROKER):
+            self.cluster.replay_fence(record, kind == FENCE_BROKER)
+        elif kind == FEATURE_LEVEL:
+            self.features.replay(record)
+        elif kind == TOPIC:
+            self.replication.replay_topic(record)
+        elif kind == PARTITION:
+            self.replication.replay_partition(record)
+        elif kind == PARTITION_CHANGE:
+            self.replication.replay_partition_change(record)
+        elif kind == REMOVE_TOPIC:
+            self.replication.replay_remove_topic(record)
+        elif kind == CONFIG:
+            self._replay_config(record)
+        elif kind == REGISTER_CONTROLLER:
+            self.cluster.controllers[record.controller_id] = record
+        elif kind in (ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY) and self.acls:
+            self.acls.replay(record, version, offset)
+        self.log_end_offset = max(self.log_end_offset, offset + 1)
+
+    def _replay_config(self, record: Any) -> None:
+        key = (record.resource_type, record.resource_name, record.name)
+        if record.value is None:
+            self.configs.pop(key, None)
+        else:
+            self.configs[key] = record
+
+    def replay_txn(self, key: Any, value: Any, offset: int) -> None:
+        self.transactions.replay(key, value, offset)
+
+    def apply(self, result: ControllerResult, *, offset: int, txn_offset: int) -> None:
+        """Replay a result's records at the offsets they were appended at."""
+        for i, (record, version) in enumerate(result.records):
+            self.replay(record, version, offset + i)
+        for i, (key, value) in enumerate(result.txn_records):
+            self.replay_txn(key, value, txn_offset + i)
+        if result.records:  # a controlled shutdown is seen once its whole batch is
+            end = offset + len(result.records) - 1
+            for record, _ in result.records:
+                if getattr(record, "API_KEY", None) == BROKER_REGISTRATION_CHANGE \
+                        and record.in_controlled_shutdown == 1:
+                    beat = self.cluster.heartbeats.state(record.broker_id, self.last_now_ms)
+                    beat.controlled_shutdown_offset = end
+
+    def on_committed(self, metadata_hwm: int, txn_hwm: int) -> None:
+        self.high_watermark = max(self.high_watermark, metadata_hwm)
+        self.txn_high_watermark = max(self.txn_high_watermark, txn_hwm)
+        self.own_ids.on_committed(metadata_hwm)
+        self.transactions.on_committed(txn_hwm)
+
+    def snapshot_records(self) -> list[tuple[Any, int]]:
+        """Records that rebuild the metadata state, in Kafka's image order."""
+        out = self.features.snapshot_records()
+        out += self.cluster.snapshot_records()
+        out += self.replication.snapshot_records()
+        out += [(r, 0) for r in self.configs.values()]
+        out += self.producer_ids.snapshot_records()
+        if self.acls is not None:
+            out += self.acls.snapshot_records()
+        return out
+
+    def txn_snapshot_records(self) -> list[tuple[Any, Any]]:
+        return self.transactions.snapshot_records()
+
+    def describe(self) -> dict[str, Any]:
+        return image.describe(self)
