@@ -204,7 +204,20 @@ def main(paths: Sequence[str], *, mode: str = "text", skip_noop: bool = False,
     bar = Progress.maybe(files, enabled=progress, stream=err)
     try:
         tally = dump(files, out, err, mode=mode, skip_noop=skip_noop, progress=bar)
+    except BrokenPipeError:  # `| head`: the reader has seen enough
+        _silence_stdout()
+        return EXIT_OK
     finally:
         if bar is not None:
             bar.close()
     return EXIT_DAMAGED if tally.problems else EXIT_OK
+
+
+def _silence_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

@@ -52,17 +52,30 @@ def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, pay
     rec.record = record
 
 
+# Kafka's names for the control types, as its dump tool prints them.
+CONTROL_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LeaderChange", 3: "SnapshotHeader",
+                 4: "SnapshotFooter", 5: "KRaftVersion", 6: "KRaftVoters"}
+
+
 def decode_control(rec: RecordInfo, key: bytes | None, value: bytes | None) -> None:
     rec.kind = "control"
     try:
-        type_id, name, message = control_records.decode_control_record(key, value)
+        rec.type_id = control_records.parse_control_key(key)
+    except DecodeError as e:
+        rec.type_name, rec.error = "UNKNOWN", str(e)
+        return
+    rec.type_name = CONTROL_NAMES.get(rec.type_id, "UNKNOWN")
+    try:
+        _, message = control_records.decode_control_record(key, value)
     except DecodeError as e:
         rec.error = str(e)
-        rec.type_id, rec.type_name = _control_type(key)
         return
-    rec.type_id, rec.type_name = type_id, name
-    rec.data = control_records.control_json(type_id, message)
     rec.record = message
+    if rec.type_id in (0, 1):
+        rec.data = {"coordinatorEpoch": message}
+    elif message is not None:
+        rec.version = 0
+        rec.data = message.to_json(0)
 
 
 def decode_txn(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
@@ -70,12 +83,15 @@ def decode_txn(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads
     rec.kind = "txn"
     rec.type_name = "TRANSACTION_LOG"
     try:
-        txn_key, txn_value, version = txn_log.decode_txn_record(key, value)
+        if key is None:
+            raise DecodeError("transaction log record without a key", offset=0)
+        txn_key, key_version = txn_log.decode_key(key)
+        txn_value, version = txn_log.decode_value(value)
     except DecodeError as e:
         rec.error = str(e)
         return
-    rec.key_data = txn_key.to_json(0)
-    rec.version = version
+    rec.key_data = txn_key.to_json(key_version)
+    rec.version = -1 if version is None else version
     rec.data = None if txn_value is None else txn_value.to_json(version)
     rec.record = (txn_key, txn_value)
 

@@ -1,0 +1,181 @@
+"""`kraftpy metadata-state PATH`: the state a metadata log directory describes, after the
+newest snapshot and the log after it are replayed by the controller itself
+(`QuorumController.replay` and `describe()`), so this tool and the controller cannot disagree.
+Text output is a tree like kafka-metadata-shell's `/image`; `--json` is describe() as is."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from kraftpy.tools.logdecode.dumptext import compact_json, problem_line
+from kraftpy.tools.logdecode.model import Problem, RecordInfo
+from kraftpy.tools.logdecode.paths import FileKind, LogFile, classify
+from kraftpy.tools.logdecode.reader import read_log_file
+from kraftpy.tools.logdecode.small_files import SmallFileError, read_properties
+
+EXIT_OK, EXIT_DAMAGED, EXIT_USAGE = 0, 1, 2
+
+
+class NoMetadataLog(ValueError):
+    """The path holds no `__cluster_metadata-*` segments or snapshots."""
+
+
+@dataclass
+class Replayed:
+    state: dict[str, Any]
+    snapshot: str | None
+    records: int = 0
+    txn_records: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+def find_partition(path: Path, prefix: str = "__cluster_metadata-") -> Path | None:
+    """The partition directory: PATH itself, or the first one of that name under PATH."""
+    if path.is_dir() and (path.name.startswith(prefix) or _has_log_files(path)):
+        return path
+    if path.is_dir():
+        for found in sorted(path.rglob(prefix + "*")):
+            if found.is_dir():
+                return found
+    return None
+
+
+def load(path: str | Path) -> Replayed:
+    from kraftpy.controller.quorum_controller import QuorumController
+    from kraftpy.controller.settings import ControllerSettings
+
+    root = Path(path)
+    if not root.exists():
+        raise NoMetadataLog(f"{path}: no such directory")
+    partition = find_partition(root)
+    if partition is None:
+        raise NoMetadataLog(f"{path}: no __cluster_metadata-* directory or log segments here")
+    files = [classify(p) for p in sorted(partition.iterdir()) if p.is_file()]
+    segments = [f for f in files if f.kind is FileKind.SEGMENT]
+    snapshots = sorted((f for f in files if f.kind is FileKind.SNAPSHOT), key=lambda f: f.base_offset)
+    props = _meta_properties(partition)
+    settings = ControllerSettings(cluster_id=props.get("cluster.id", ""),
+                                  node_id=int(props.get("node.id", "1") or 1))
+    controller = QuorumController(settings)
+    snapshot = snapshots[-1] if snapshots else None
+    start = snapshot.base_offset if snapshot is not None else 0
+    result = Replayed({}, str(snapshot.path) if snapshot else None)
+    log_end = start
+    if snapshot is not None:
+        for rec in _records(snapshot, result.problems):
+            result.records += _replay(controller, rec, rec.offset, snapshot, result.problems)
+    for segment in segments:
+        for rec in _records(segment, result.problems):
+            if rec.offset < start:
+                continue
+            result.records += _replay(controller, rec, rec.offset, segment, result.problems)
+            log_end = rec.offset + 1
+    txn_end = 0
+    for txn_dir in sorted(partition.parent.glob("__transaction_state-*")):
+        for file in [classify(p) for p in sorted(txn_dir.glob("*.log"))]:
+            for rec in _records(file, result.problems):
+                if rec.kind != "txn" or rec.error:
+                    continue
+                key, value = rec.record
+                try:
+                    controller.replay_txn(key, value, rec.offset)
+                    result.txn_records += 1
+                except ValueError as e:
+                    result.problems.append(Problem(str(file.path), 0, "replay", str(e), rec.offset))
+                txn_end = max(txn_end, rec.offset + 1)
+    controller.on_committed(log_end, txn_end)
+    result.state = controller.describe()
+    return result
+
+
+def _records(file: LogFile, problems: list[Problem]) -> Iterator[RecordInfo]:
+    for event in read_log_file(file):
+        if type(event) is RecordInfo:
+            yield event
+        elif type(event) is Problem:
+            problems.append(event)
+
+
+def _replay(controller: Any, rec: RecordInfo, offset: int, file: LogFile,
+            problems: list[Problem]) -> int:
+    if rec.kind != "metadata" or rec.record is None:
+        return 0
+    try:
+        controller.replay(rec.record, rec.version, offset)
+    except ValueError as e:
+        problems.append(Problem(str(file.path), 0, "replay", str(e), offset))
+        return 0
+    return 1
+
+
+def _meta_properties(partition: Path) -> dict[str, Any]:
+    path = partition.parent / "meta.properties"
+    try:
+        return read_properties(path.read_bytes())
+    except (OSError, SmallFileError):
+        return {}
+
+
+def _has_log_files(path: Path) -> bool:
+    return any(classify(p).kind in (FileKind.SEGMENT, FileKind.SNAPSHOT) for p in path.iterdir())
+
+
+def render_tree(replayed: Replayed) -> list[str]:
+    """kafka-metadata-shell-like paths, one fact per line."""
+    s = replayed.state
+    lines = []
+    if replayed.snapshot:
+        lines.append(f"/image/provenance: snapshot {Path(replayed.snapshot).name} "
+                     f"+ {replayed.records} records replayed")
+    else:
+        lines.append(f"/image/provenance: {replayed.records} records replayed, no snapshot")
+    for key in ("cluster_id", "metadata_version", "log_end_offset"):
+        if key in s:
+            lines.append(f"/image/{key}: {s[key]}")
+    for name, level in sorted((s.get("features") or {}).items()):
+        lines.append(f"/image/features/{name}: {level}")
+    for b in s.get("brokers") or []:
+        base = f"/image/cluster/brokers/{b['broker_id']}"
+        endpoints = ",".join(f"{e['name']}://{e['host']}:{e['port']}" for e in b.get("endpoints") or [])
+        lines.append(f"{base}: epoch={b.get('broker_epoch')} fenced={_t(b.get('fenced'))} "
+                     f"inControlledShutdown={_t(b.get('in_controlled_shutdown'))} "
+                     f"incarnationId={b.get('incarnation_id')} rack={b.get('rack')} "
+                     f"endpoints=[{endpoints}]")
+    pids = s.get("producer_ids") or {}
+    if "next_producer_id" in pids:
+        lines.append(f"/image/producerIds/nextProducerId: {pids['next_producer_id']}")
+    for t in s.get("topics") or []:
+        base = f"/image/topics/byName/{t['name']}"
+        lines.append(f"{base}/id: {t.get('topic_id')}")
+        for p in t.get("partitions") or []:
+            lines.append(f"{base}/{p['partition']}: leader={p.get('leader')} "
+                         f"leaderEpoch={p.get('leader_epoch')} isr={p.get('isr')} "
+                         f"replicas={p.get('replicas')}")
+    for x in s.get("transactions") or []:
+        lines.append(f"/image/transactions/{x['transactional_id']}: producerId={x.get('producer_id')} "
+                     f"producerEpoch={x.get('producer_epoch')} state={x.get('state')}")
+    return lines
+
+
+def main(path: str, *, as_json: bool = False, out: IO[str] = sys.stdout,
+         err: IO[str] = sys.stderr) -> int:
+    try:
+        replayed = load(path)
+    except NoMetadataLog as e:
+        err.write(f"kraftpy metadata-state: {e}\n")
+        return EXIT_USAGE
+    if as_json:
+        out.write(compact_json(replayed.state) + "\n")
+    else:
+        out.write("\n".join(render_tree(replayed)) + "\n")
+    for problem in replayed.problems:
+        err.write(problem_line(problem) + "\n")
+    return EXIT_DAMAGED if replayed.problems else EXIT_OK
+
+
+def _t(value: object) -> str:
+    return "true" if value is True else "false" if value is False else str(value)
