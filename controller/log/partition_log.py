@@ -1,0 +1,535 @@
+"""PartitionLog: one Kafka partition directory (`__cluster_metadata-0`, `__transaction_state-0`).
+
+Theory of operation. The directory holds segments `<20-digit base offset>.log` (v2 record
+batches, back to back) with their `.index`/`.timeindex`, plus `partition.metadata` and
+`leader-epoch-checkpoint`. `open` recovers: batches at or after the recovery point are checked
+(length, magic, CRC32C, offsets contiguous, leader epochs non-decreasing). A tail that is
+incomplete or fails its CRC and is followed by nothing valid is a torn write: it is cut off with
+a warning naming file, position and bytes dropped. A bad batch with a valid batch after it is
+damage, not a torn write: `open` refuses with `LogCorruptError` naming file and position, and
+touches nothing.
+
+`append` builds one batch (all of an operation's records, so it is atomic) and keeps its bytes
+in memory; `flush` writes everything pending with one write and fsyncs, and only then moves
+the high watermark. `begin_flush` / `FlushTicket.sync` / `complete_flush` split that so the
+fsync can run in a worker thread while the owner keeps appending.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kraftpy.controller.log import files
+from kraftpy.controller.log.segment import Segment, parse_segment_name, scan
+from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.record_batch import (
+    LOG_OVERHEAD,
+    CorruptBatchError,
+    RecordBatch,
+    TruncatedBatchError,
+    build_record_batch,
+    iter_record_batches,
+)
+
+log = logging.getLogger("kraftpy.log")
+
+DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
+MAX_BATCH_BYTES = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
+LEFTOVER_SUFFIXES = (".deleted", ".tmp", ".cleaned", ".swap")
+
+
+class LogCorruptError(RuntimeError):
+    """Damage that is not a torn tail; `path` and `position` say where. Nothing was changed."""
+
+    def __init__(self, message: str, *, path: Path, position: int) -> None:
+        super().__init__(f"{path}: {message} (file position {position}); refusing to start")
+        self.path = path
+        self.position = position
+
+
+LEADER_EPOCH_FILE = files.LEADER_EPOCH_CHECKPOINT
+
+
+class _Inconsistent(CorruptBatchError):
+    """A batch that reads fine but contradicts its neighbours (offsets, epochs)."""
+
+
+@dataclass
+class FlushTicket:
+    """What one fsync covers: the end offset it makes durable and the files it must sync."""
+
+    end_offset: int
+    fds: list[int] = field(default_factory=list)
+
+    def sync(self) -> None:
+        """fsync every file; safe to run in a worker thread (it owns duplicated fds)."""
+        try:
+            for fd in self.fds:
+                os.fsync(fd)
+        finally:
+            for fd in self.fds:
+                os.close(fd)
+            self.fds = []
+
+
+class PartitionLog:
+    """A partition's segments; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        read_only: bool = False,
+        contiguous: bool = True,
+    ) -> None:
+        self.directory = Path(directory)
+        self.segment_bytes = segment_bytes
+        self.read_only = read_only
+        self.contiguous = contiguous
+        self.segments: list[Segment] = []
+        self.leader_epochs: list[tuple[int, int]] = []
+        self.high_watermark = 0
+        self._pending = bytearray()
+        self._dirty: list[Segment] = []  # segments written since the last fsync
+        self._lock = threading.Lock()
+        self._checkpointed_epochs: list[tuple[int, int]] = []
+
+    # --- opening -------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        *,
+        topic_id: str | None = None,
+        start_offset: int = 0,
+        recovery_point: int | None = 0,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        read_only: bool = False,
+        contiguous: bool = True,
+        create: bool = True,
+    ) -> PartitionLog:
+        """Open (creating when `create`) and recover a partition directory.
+
+        Batches before `recovery_point` are trusted (they were fsynced before a clean point);
+        those after are validated. None means a clean stop: only the batches after the last
+        index entry are checked. An empty directory starts at `start_offset`.
+        """
+        self = cls(
+            directory, segment_bytes=segment_bytes, read_only=read_only, contiguous=contiguous
+        )
+        d = self.directory
+        if not d.is_dir():
+            if read_only or not create:
+                raise files.LogDirError(f"{d} does not exist")
+            d.mkdir(parents=True)
+            files.fsync_dir(d.parent)
+        self.leader_epochs = files.read_leader_epochs(d)
+        bases = sorted(b for p in d.iterdir() if (b := parse_segment_name(p.name)) is not None)
+        self.segments = [Segment(d, b) for b in bases]
+        if not self.segments:
+            if read_only:
+                self.high_watermark = start_offset
+                return self
+            seg = Segment(d, start_offset)
+            seg.create()
+            self.segments.append(seg)
+            files.fsync_dir(d)
+        if recovery_point is None:
+            last = self.segments[-1]
+            recovery_point = last.base_offset
+            if last.indexes.load() and last.indexes.offsets:
+                recovery_point = last.indexes.offsets[-1]
+        rebuilt = self._recover(recovery_point)
+        if not read_only:
+            # Only now that nothing was refused does anything in the directory change.
+            for seg in rebuilt:
+                seg.indexes.rewrite()
+            self._clean_leftovers()
+            if topic_id is not None:
+                existing = files.read_partition_metadata(d)
+                if existing is None:
+                    files.write_partition_metadata(d, topic_id)
+                elif existing != topic_id:
+                    raise files.LogDirError(
+                        f"{d / files.PARTITION_METADATA}: topic id {existing}, expected {topic_id}"
+                    )
+            if self._epochs_changed:
+                files.write_leader_epochs(d, self.leader_epochs)
+            self._epochs_changed = False
+        self.high_watermark = self.log_end_offset
+        return self
+
+    def _clean_leftovers(self) -> None:
+        live = {
+            p.name[:20] for p in self.directory.iterdir() if parse_segment_name(p.name) is not None
+        }
+        for p in self.directory.iterdir():
+            name = p.name
+            if name.endswith(LEFTOVER_SUFFIXES):
+                log.info("deleting leftover %s", p)
+                p.unlink()
+            elif name.endswith((".index", ".timeindex")) and name[:20] not in live:
+                log.info("deleting orphaned index %s", p)
+                p.unlink()
+
+    def _recover(self, recovery_point: int) -> list[Segment]:
+        """Find each segment's end and validate every batch from `recovery_point` on.
+
+        Reads only, except for cutting a torn tail; returns the segments whose indexes were
+        rebuilt in memory (the caller writes them once recovery has succeeded).
+        """
+        rebuilt: list[Segment] = []
+        self._checkpointed_epochs = list(self.leader_epochs)
+        segs = self.segments
+        first = max((i for i, s in enumerate(segs) if s.base_offset <= recovery_point), default=0)
+        for i, seg in enumerate(segs[:first]):
+            seg.next_offset = segs[i + 1].base_offset
+            seg.size = seg.path.stat().st_size
+            if not seg.indexes.load():
+                self._rebuild_indexes(seg)
+                rebuilt.append(seg)
+        last_epoch, last_position = -1, 0
+        for i in range(first, len(segs)):
+            seg = segs[i]
+            start = 0
+            if i == first and seg.base_offset < recovery_point and seg.indexes.load():
+                start = seg.indexes.position_before(recovery_point)
+                seg.indexes.truncate_after(start, writable=False)
+            else:
+                seg.indexes.reset(writable=False)
+            rebuilt.append(seg)
+            expected = seg.base_offset if start == 0 else None
+            position = start
+            try:
+                for batch in scan(seg.path, start):
+                    if expected is None:
+                        expected = batch.base_offset
+                    if batch.next_offset > recovery_point:
+                        self._check_batch(batch, expected, last_epoch, last_position)
+                        self._note_epoch(batch)
+                    last_epoch, last_position = batch.partition_leader_epoch, batch.position
+                    expected = batch.next_offset
+                    seg.indexes.on_batch(
+                        batch.last_offset, batch.position, batch.size, batch.max_timestamp
+                    )
+                    position = batch.position + batch.size
+            except _Inconsistent as exc:
+                raise LogCorruptError(exc.reason, path=seg.path, position=exc.offset or 0) from None
+            except (TruncatedBatchError, CorruptBatchError) as exc:
+                self._damaged(i, exc)
+                position = exc.offset if exc.offset is not None else position
+            seg.size = position
+            seg.next_offset = (
+                seg.base_offset if expected is None else max(expected, seg.base_offset)
+            )
+        end = self.log_end_offset
+        kept = [(e, o) for e, o in self.leader_epochs if o < end]
+        if kept != self.leader_epochs:
+            self.leader_epochs = kept
+            self._epochs_changed = True
+        return rebuilt
+
+    def _rebuild_indexes(self, seg: Segment) -> None:
+        seg.indexes.reset(writable=False)
+        for batch in scan(seg.path, 0, seg.size):
+            seg.indexes.on_batch(batch.last_offset, batch.position, batch.size, batch.max_timestamp)
+        seg.indexes.on_close()
+
+    _epochs_changed = False
+
+    def _note_epoch(self, batch: RecordBatch) -> None:
+        epoch = batch.partition_leader_epoch
+        if not self.leader_epochs or epoch > self.leader_epochs[-1][0]:
+            if self.leader_epochs and batch.base_offset < self.leader_epochs[-1][1]:
+                return
+            self.leader_epochs.append((epoch, batch.base_offset))
+            self._epochs_changed = True
+
+    def _check_batch(
+        self, batch: RecordBatch, expected: int, last_epoch: int, last_position: int
+    ) -> None:
+        """Consistency of a batch whose CRC checks: a failure here is damage, never a torn tail."""
+        where = batch.position
+        if (batch.base_offset != expected) if self.contiguous else (batch.base_offset < expected):
+            raise _Inconsistent(
+                f"base offset {batch.base_offset} where {expected} was expected", offset=where
+            )
+        epoch = batch.partition_leader_epoch
+        known = self._checkpointed_epochs
+        if known and batch.base_offset >= known[0][1]:
+            # leader-epoch-checkpoint says which epoch wrote each offset.
+            covering = max(e for e, start in known if start <= batch.base_offset)
+            if epoch != covering and epoch <= known[-1][0]:
+                raise _Inconsistent(
+                    f"leader epoch {epoch}, but {LEADER_EPOCH_FILE} has epoch {covering} here",
+                    offset=where,
+                )
+        if epoch < last_epoch:
+            # One of the two is wrong; the earlier batch claims the higher epoch.
+            raise _Inconsistent(
+                f"leader epoch {last_epoch} here, but {batch.partition_leader_epoch} in the next "
+                f"batch at position {where}",
+                offset=last_position,
+            )
+        if self.contiguous and batch.records_count != batch.last_offset_delta + 1:
+            raise _Inconsistent(
+                f"{batch.records_count} records for offset delta {batch.last_offset_delta}",
+                offset=where,
+            )
+
+    def _damaged(self, index: int, exc: DecodeError) -> None:
+        """A bad batch in segment `index`: cut a torn tail, refuse anything else."""
+        seg = self.segments[index]
+        position = exc.offset or 0
+        after = _valid_batch_after(seg.path, position)
+        later = any(s.path.stat().st_size > 0 for s in self.segments[index + 1 :])
+        if after is not None or later:
+            where = (
+                f"a valid batch follows at position {after}"
+                if after is not None
+                else "later segments follow"
+            )
+            raise LogCorruptError(
+                f"bad batch ({exc.reason}); {where}", path=seg.path, position=position
+            )
+        dropped = seg.path.stat().st_size - position
+        if self.read_only:
+            log.warning(
+                "%s: torn tail at position %d (%d bytes, %s) ignored (read-only)",
+                seg.path,
+                position,
+                dropped,
+                exc.reason,
+            )
+            return
+        log.warning(
+            "%s: truncating torn tail at position %d, dropping %d bytes (%s)",
+            seg.path,
+            position,
+            dropped,
+            exc.reason,
+        )
+        seg.truncate(position)
+
+    # --- state ---------------------------------------------------------------------------
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.segments[0].base_offset if self.segments else self.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (Kafka's LEO)."""
+        return self.segments[-1].next_offset if self.segments else self.high_watermark
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # --- appending -----------------------------------------------------------------------
+    def append(
+        self,
+        values: Sequence[bytes | None],
+        *,
+        leader_epoch: int,
+        timestamp: int,
+        keys: Sequence[bytes | None] | None = None,
+        control: bool = False,
+    ) -> int:
+        """Add one batch (not yet durable); returns its base offset."""
+        base = self.log_end_offset
+        raw = build_record_batch(
+            values,
+            base_offset=base,
+            partition_leader_epoch=leader_epoch,
+            timestamp=timestamp,
+            keys=keys,
+            control=control,
+        )
+        self.append_batch(raw)
+        return base
+
+    def append_batch(self, raw: bytes) -> int:
+        """Add one pre-built batch whose base offset must be the log end offset."""
+        if self.read_only:
+            raise files.LogDirError(f"{self.directory} is open read-only")
+        (batch,) = iter_record_batches(raw)
+        base = self.log_end_offset
+        if batch.base_offset != base:
+            raise ValueError(f"batch base offset {batch.base_offset}, log end offset {base}")
+        if len(raw) > MAX_BATCH_BYTES:
+            raise ValueError(f"batch of {len(raw)} bytes exceeds {MAX_BATCH_BYTES}")
+        epoch = batch.partition_leader_epoch
+        if self.leader_epochs and epoch < self.leader_epochs[-1][0]:
+            raise ValueError(f"leader epoch {epoch} below {self.leader_epochs[-1][0]}")
+        with self._lock:
+            seg = self.active
+            if seg.size > 0 and seg.size + len(raw) > self.segment_bytes:
+                seg = self._roll()
+            seg.indexes.on_batch(batch.last_offset, seg.size, len(raw), batch.max_timestamp)
+            self._pending += raw
+            seg.size += len(raw)
+            seg.next_offset = batch.next_offset
+        if not self.leader_epochs or epoch > self.leader_epochs[-1][0]:
+            self.leader_epochs.append((epoch, base))
+            files.write_leader_epochs(self.directory, self.leader_epochs)
+        return base
+
+    def _roll(self) -> Segment:
+        # Called with the lock held: the old segment's pending bytes go out first.
+        old = self.active
+        self._write_pending()
+        old.indexes.finish()
+        new = Segment(self.directory, old.next_offset)
+        new.next_offset = old.next_offset
+        new.create()
+        self.segments.append(new)
+        files.fsync_dir(self.directory)
+        log.info("rolled %s at offset %d", self.directory.name, new.base_offset)
+        return new
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            seg = self.active
+            seg.write(self._pending)
+            self._pending = bytearray()
+            if seg not in self._dirty:
+                self._dirty.append(seg)
+
+    # --- durability ----------------------------------------------------------------------
+    def begin_flush(self) -> FlushTicket:
+        """Write what is pending (one write) and hand back what an fsync must cover."""
+        with self._lock:
+            self._write_pending()
+            ticket = FlushTicket(self.log_end_offset, [os.dup(s.fd) for s in self._dirty])
+            self._dirty = []
+        return ticket
+
+    def complete_flush(self, ticket: FlushTicket) -> int:
+        if ticket.end_offset > self.high_watermark:
+            self.high_watermark = ticket.end_offset
+        return self.high_watermark
+
+    def flush(self) -> int:
+        """Write and fsync everything appended; returns the new high watermark."""
+        ticket = self.begin_flush()
+        ticket.sync()
+        return self.complete_flush(ticket)
+
+    # --- reading -------------------------------------------------------------------------
+    def read(
+        self, start_offset: int | None = None, *, committed_only: bool = False
+    ) -> Iterator[RecordBatch]:
+        """Batches holding offsets >= `start_offset`, in order (the first may begin earlier)."""
+        if not self.read_only and self._pending:
+            with self._lock:
+                self._write_pending()
+        start = self.log_start_offset if start_offset is None else start_offset
+        limit = self.high_watermark if committed_only else None
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            if nxt is not None and nxt <= start:
+                continue
+            position = seg.indexes.position_before(start) if seg.base_offset < start else 0
+            for batch in scan(seg.path, position, seg.size):
+                if batch.next_offset <= start:
+                    continue
+                if limit is not None and batch.base_offset >= limit:
+                    return
+                yield batch
+
+    # --- retention -----------------------------------------------------------------------
+    def delete_segments_below(self, offset: int) -> list[Path]:
+        """Delete segments wholly below `offset` (the newest snapshot's end offset)."""
+        deleted: list[Path] = []
+        segments = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            seg = self.segments.pop(0)
+            segments += 1
+            seg.close()
+            for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
+                if path.exists():
+                    gone = path.with_name(path.name + ".deleted")
+                    os.replace(path, gone)
+                    gone.unlink()
+                    deleted.append(path)
+        if deleted:
+            files.fsync_dir(self.directory)
+            start = self.log_start_offset
+            self.leader_epochs = _epochs_from(self.leader_epochs, start)
+            files.write_leader_epochs(self.directory, self.leader_epochs)
+            log.info(
+                "deleted %d segment files of %s below offset %d",
+                segments,
+                self.directory.name,
+                offset,
+            )
+        return deleted
+
+    def reset_to(self, offset: int) -> None:
+        """Drop every segment and start empty at `offset` (a snapshot newer than the log)."""
+        with self._lock:
+            self._pending = bytearray()
+            for seg in self.segments:
+                seg.close()
+                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
+                    if path.exists():
+                        path.unlink()
+            seg = Segment(self.directory, offset)
+            seg.create()
+            self.segments = [seg]
+            self._dirty = []
+        files.fsync_dir(self.directory)
+        self.leader_epochs = []
+        files.write_leader_epochs(self.directory, [])
+        self.high_watermark = offset
+
+    def close(self) -> None:
+        """Flush, add the final time index entries, and release the files."""
+        if not self.read_only:
+            self.flush()
+            if self.segments:
+                self.active.indexes.finish()
+        for seg in self.segments:
+            seg.close()
+
+
+def _epochs_from(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
+    """Kafka's truncateFromStart: the epoch covering `start` now begins there."""
+    out: list[tuple[int, int]] = []
+    for epoch, offset in epochs:
+        if offset < start:
+            out = [(epoch, start)]
+        else:
+            out.append((epoch, offset))
+    return out
+
+
+def _valid_batch_after(path: Path, position: int) -> int | None:
+    """The position of a batch after `position` whose CRC checks, if any (damage detector)."""
+    with open(path, "rb") as f:
+        f.seek(position + 1)
+        data = f.read()
+    base = position + 1
+    i = data.find(b"\x02", 16)
+    while i != -1:
+        start = i - 16
+        try:
+            next(iter_record_batches(data, start=start, position=base + start))
+            return base + start
+        except (DecodeError, StopIteration):
+            pass
+        i = data.find(b"\x02", i + 1)
+    return None
+
+
+__all__ = ["FlushTicket", "LogCorruptError", "PartitionLog", "LOG_OVERHEAD"]

@@ -1,0 +1,259 @@
+"""KRaft snapshots: `<20-digit end offset>-<10-digit epoch>.checkpoint` files.
+
+A snapshot is ordinary v2 batches with offsets from 0: a SnapshotHeader control batch, data
+batches of metadata records that rebuild the whole state, a SnapshotFooter control batch. The
+end offset (exclusive) and epoch live only in the file name. It is written to
+`<id>-<random>.checkpoint.part`, fsynced, renamed into place and the directory fsynced, so a
+crash leaves either no snapshot or a whole one. `bootstrap.checkpoint` has the same layout.
+
+Loading takes the newest snapshot that reads back whole (header, footer, every CRC); a damaged
+one is skipped with a warning and the next older one is tried.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kraftpy.controller.log.files import fsync_dir
+from kraftpy.protocol.control_records import (
+    ControlType,
+    parse_control_key,
+    snapshot_footer,
+    snapshot_header,
+)
+from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.record_batch import build_record_batch, iter_record_batches
+
+log = logging.getLogger("kraftpy.log")
+
+SUFFIX = ".checkpoint"
+PART_SUFFIX = ".checkpoint.part"
+DELETED_SUFFIX = ".checkpoint.deleted"
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+
+class SnapshotError(ValueError):
+    """A snapshot file that does not read back whole; the message names file and reason."""
+
+
+@dataclass(frozen=True, order=True)
+class SnapshotId:
+    end_offset: int  # exclusive: the snapshot holds offsets < end_offset
+    epoch: int
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.end_offset:020d}-{self.epoch:010d}{SUFFIX}"
+
+
+@dataclass
+class Snapshot:
+    """A loaded snapshot: its id (None for bootstrap.checkpoint) and its record values."""
+
+    path: Path
+    snapshot_id: SnapshotId | None
+    last_contained_log_timestamp: int
+    values: list[bytes]
+    control: list[tuple[int, bytes | None]]  # (control type, value) besides header/footer
+
+
+def parse_snapshot_name(name: str) -> SnapshotId | None:
+    m = _NAME.match(name)
+    return SnapshotId(int(m[1]), int(m[2])) if m else None
+
+
+def list_snapshots(directory: Path) -> list[tuple[SnapshotId, Path]]:
+    """Every `<offset>-<epoch>.checkpoint` in `directory`, oldest first."""
+    found = []
+    for path in directory.iterdir():
+        sid = parse_snapshot_name(path.name)
+        if sid is not None:
+            found.append((sid, path))
+    return sorted(found)
+
+
+def clean_partial_snapshots(directory: Path) -> list[Path]:
+    """Delete `.checkpoint.part` and `.checkpoint.deleted` leftovers (at startup)."""
+    removed = []
+    for path in directory.iterdir():
+        if path.name.endswith((PART_SUFFIX, DELETED_SUFFIX)):
+            log.info("deleting leftover snapshot file %s", path)
+            path.unlink()
+            removed.append(path)
+    if removed:
+        fsync_dir(directory)
+    return removed
+
+
+def encode_snapshot(
+    values: Iterable[bytes],
+    *,
+    epoch: int,
+    last_contained_log_timestamp: int,
+    timestamp: int,
+    control: Iterable[tuple[bytes, bytes]] = (),
+    max_batch_bytes: int = MAX_BATCH_BYTES,
+) -> Iterator[bytes]:
+    """The batches of a snapshot file, offsets from 0, each at most ~`max_batch_bytes`.
+
+    `control` adds records to the header batch (KRaftVersion and Voters, as Kafka does when
+    kraft.version >= 1).
+    """
+    header_key, header_value = snapshot_header(last_contained_log_timestamp)
+    extra = list(control)
+    keys = [header_key, *(k for k, _ in extra)]
+    offset = 0
+    yield build_record_batch(
+        [header_value, *(v for _, v in extra)],
+        keys=keys,
+        control=True,
+        base_offset=offset,
+        partition_leader_epoch=epoch,
+        timestamp=timestamp,
+    )
+    offset += len(keys)
+    chunk: list[bytes] = []
+    size = 0
+    for value in values:
+        chunk.append(value)
+        size += len(value) + 8
+        if size >= max_batch_bytes:
+            yield build_record_batch(
+                chunk, base_offset=offset, partition_leader_epoch=epoch, timestamp=timestamp
+            )
+            offset += len(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield build_record_batch(
+            chunk, base_offset=offset, partition_leader_epoch=epoch, timestamp=timestamp
+        )
+        offset += len(chunk)
+    footer_key, footer_value = snapshot_footer()
+    yield build_record_batch(
+        [footer_value],
+        keys=[footer_key],
+        control=True,
+        base_offset=offset,
+        partition_leader_epoch=epoch,
+        timestamp=timestamp,
+    )
+
+
+def write_checkpoint_file(path: Path, batches: Iterable[bytes]) -> None:
+    """Write via `<name>-<random>.part`, fsync, rename, fsync the directory."""
+    stem = path.name[: -len(SUFFIX)] if path.name.endswith(SUFFIX) else path.name
+    tmp = path.with_name(f"{stem}-{secrets.randbelow(10**18)}{PART_SUFFIX}")
+    try:
+        with open(tmp, "wb") as f:
+            for raw in batches:
+                f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_snapshot(
+    directory: Path,
+    snapshot_id: SnapshotId,
+    values: Iterable[bytes],
+    *,
+    last_contained_log_timestamp: int,
+    timestamp: int,
+) -> Path:
+    """Write a whole snapshot atomically; returns its path."""
+    path = directory / snapshot_id.file_name
+    batches = encode_snapshot(
+        values,
+        epoch=snapshot_id.epoch,
+        last_contained_log_timestamp=last_contained_log_timestamp,
+        timestamp=timestamp,
+    )
+    write_checkpoint_file(path, batches)
+    return path
+
+
+def read_snapshot(path: Path, snapshot_id: SnapshotId | None = None) -> Snapshot:
+    """Read and check a snapshot (or bootstrap.checkpoint); `SnapshotError` if not whole."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot read ({exc})") from None
+    values: list[bytes] = []
+    control: list[tuple[int, bytes | None]] = []
+    header_ts: int | None = None
+    footer = False
+    expected = 0
+    try:
+        for batch in iter_record_batches(data):
+            if footer:
+                raise SnapshotError(f"{path}: batch after the footer at position {batch.position}")
+            if batch.base_offset != expected:
+                raise SnapshotError(
+                    f"{path}: base offset {batch.base_offset} where {expected} was expected "
+                    f"(position {batch.position})"
+                )
+            expected = batch.next_offset
+            if batch.is_control:
+                for record in batch.records():
+                    ctype = parse_control_key(record.key)
+                    if ctype == ControlType.SNAPSHOT_HEADER:
+                        if header_ts is not None or batch.base_offset != 0:
+                            raise SnapshotError(f"{path}: SnapshotHeader not first")
+                        header_ts = int.from_bytes((record.value or b"")[2:10], "big", signed=True)
+                    elif ctype == ControlType.SNAPSHOT_FOOTER:
+                        footer = True
+                    else:
+                        control.append((ctype, record.value))
+            else:
+                if header_ts is None:
+                    raise SnapshotError(f"{path}: records before the SnapshotHeader")
+                batch_values = batch.values()
+                if any(v is None for v in batch_values):
+                    raise SnapshotError(f"{path}: null record value in batch at {batch.position}")
+                values.extend(batch_values)  # type: ignore[arg-type]
+    except DecodeError as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
+    if header_ts is None:
+        raise SnapshotError(f"{path}: no SnapshotHeader")
+    if not footer:
+        raise SnapshotError(f"{path}: no SnapshotFooter (incomplete)")
+    return Snapshot(path, snapshot_id, header_ts, values, control)
+
+
+def load_newest_snapshot(directory: Path, *, below_or_at: int | None = None) -> Snapshot | None:
+    """The newest snapshot that reads back whole, skipping damaged ones with a warning."""
+    for sid, path in reversed(list_snapshots(directory)):
+        if below_or_at is not None and sid.end_offset > below_or_at:
+            log.warning("%s ends past the log (offset %d); skipped", path, below_or_at)
+            continue
+        try:
+            return read_snapshot(path, sid)
+        except SnapshotError as exc:
+            log.warning("skipping damaged snapshot: %s", exc)
+    return None
+
+
+def delete_snapshots_before(
+    directory: Path, snapshot_id: SnapshotId, *, keep: int = 1
+) -> list[Path]:
+    """Delete snapshots older than `snapshot_id`, keeping the `keep` newest of them as fallback."""
+    older = [(sid, p) for sid, p in list_snapshots(directory) if sid < snapshot_id]
+    doomed = older[: max(0, len(older) - keep)]
+    for _sid, path in doomed:
+        gone = path.with_name(path.name + ".deleted")
+        os.replace(path, gone)
+        gone.unlink()
+    if doomed:
+        fsync_dir(directory)
+    return [p for _, p in doomed]

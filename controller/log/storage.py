@@ -1,0 +1,453 @@
+"""The controller's data directory: format it, open and recover it, append, flush, snapshot.
+
+Layout, as Kafka's (`kafka-storage.sh format` plus a running KRaft node):
+
+    <metadata.log.dir>/.lock                    held (flock) while a process uses the dir
+    <metadata.log.dir>/meta.properties          version=1, cluster.id, node.id, directory.id
+    <metadata.log.dir>/bootstrap.checkpoint     FeatureLevelRecords for the first start
+    <metadata.log.dir>/.kafka_cleanshutdown     present only between a clean stop and a start
+    <metadata.log.dir>/__cluster_metadata-0/    segments, snapshots, quorum-state, ...
+    <metadata.log.dir>/__transaction_state-0/   the transaction log (keyed records)
+
+`MetadataStorage` is what the quorum loop writes through (`append`, `flush` in a worker
+thread, `after_commit` for the snapshot policy). Startup loads the newest valid snapshot,
+then replays the log after it; only batches after the clean point (the snapshot's end offset,
+or the last index entry after a clean stop) are validated, which keeps startup from a snapshot
+independent of how long the log has grown.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kraftpy.controller.log import files
+from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.log.snapshots import (
+    Snapshot,
+    SnapshotId,
+    clean_partial_snapshots,
+    delete_snapshots_before,
+    encode_snapshot,
+    load_newest_snapshot,
+    read_snapshot,
+    write_checkpoint_file,
+    write_snapshot,
+)
+from kraftpy.protocol.control_records import leader_change
+
+log = logging.getLogger("kraftpy.log")
+
+METADATA_PARTITION = "__cluster_metadata-0"
+TXN_PARTITION = "__transaction_state-0"
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+DEFAULT_SNAPSHOT_BYTES = 20 * 1024 * 1024
+DEFAULT_SNAPSHOT_INTERVAL_MS = 60 * 60 * 1000
+
+
+# --- formatting ------------------------------------------------------------------------------
+
+
+def random_uuid() -> str:
+    """A fresh cluster or directory id in Kafka's text form (22 base64url characters)."""
+    from kraftpy.protocol.uuid import kafka_uuid_str, random_kafka_uuid
+
+    return kafka_uuid_str(random_kafka_uuid())
+
+
+def bootstrap_values(
+    metadata_version: int, features: Mapping[str, int] | None = None
+) -> list[bytes]:
+    from kraftpy.protocol.metadata_frame import encode_metadata_record
+    from kraftpy.protocol.records.feature_level_record import FeatureLevelRecord
+
+    records = [FeatureLevelRecord(name="metadata.version", feature_level=metadata_version)]
+    records += [
+        FeatureLevelRecord(name=n, feature_level=lvl) for n, lvl in (features or {}).items()
+    ]
+    return [encode_metadata_record(r, 0) for r in records]
+
+
+def format_storage(
+    log_dir: Path,
+    *,
+    cluster_id: str,
+    node_id: int,
+    metadata_version: int,
+    features: Mapping[str, int] | None = None,
+    directory_id: str | None = None,
+    now_ms: int = 0,
+    ignore_formatted: bool = False,
+) -> bool:
+    """Write meta.properties and bootstrap.checkpoint, as `kafka-storage.sh format` does.
+
+    Returns False (and changes nothing) if the dir is already formatted and
+    `ignore_formatted`; raises `LogDirError` if formatted otherwise or if in use.
+    """
+    from kraftpy.protocol.uuid import parse_kafka_uuid
+
+    try:
+        parse_kafka_uuid(cluster_id)
+    except Exception:
+        raise files.LogDirError(
+            f"cluster id {cluster_id!r} is not a Kafka uuid (22 base64url chars)"
+        ) from None
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with files.DirLock(log_dir):
+        if (log_dir / files.META_PROPERTIES).exists():
+            if ignore_formatted:
+                return False
+            raise files.LogDirError(
+                f"{log_dir} is already formatted ({files.META_PROPERTIES} exists)"
+            )
+        batches = encode_snapshot(
+            bootstrap_values(metadata_version, features),
+            epoch=0,
+            last_contained_log_timestamp=0,
+            timestamp=now_ms,
+        )
+        write_checkpoint_file(log_dir / files.BOOTSTRAP_CHECKPOINT, batches)
+        files.write_meta_properties(
+            log_dir,
+            cluster_id=cluster_id,
+            node_id=node_id,
+            directory_id=directory_id or random_uuid(),
+        )
+    return True
+
+
+def read_bootstrap(log_dir: Path) -> tuple[int | None, dict[str, int]]:
+    """(metadata.version level, other feature levels) from bootstrap.checkpoint."""
+    from kraftpy.protocol.metadata_frame import decode_metadata_record
+
+    path = Path(log_dir) / files.BOOTSTRAP_CHECKPOINT
+    if not path.exists():
+        return None, {}
+    snap = read_snapshot(path)
+    mv: int | None = None
+    features: dict[str, int] = {}
+    for value in snap.values:
+        record, _version = decode_metadata_record(value)
+        if type(record).__name__ == "FeatureLevelRecord":
+            if record.name == "metadata.version":
+                mv = record.feature_level
+            else:
+                features[record.name] = record.feature_level
+    return mv, features
+
+
+# --- the running storage ---------------------------------------------------------------------
+
+
+@dataclass
+class SnapshotPolicy:
+    """Kafka's two triggers: bytes appended since the last snapshot, and time since it."""
+
+    max_record_bytes: int = DEFAULT_SNAPSHOT_BYTES
+    interval_ms: int = DEFAULT_SNAPSHOT_INTERVAL_MS
+
+    def due(self, *, bytes_since: int, ms_since: int, new_records: bool) -> bool:
+        if not new_records:
+            return False
+        if bytes_since >= self.max_record_bytes:
+            return True
+        return self.interval_ms > 0 and ms_since >= self.interval_ms
+
+
+@dataclass
+class RecoveryStats:
+    snapshot: SnapshotId | None = None
+    snapshot_records: int = 0
+    log_records: int = 0
+    txn_records: int = 0
+    truncated: list[str] = field(default_factory=list)
+
+
+class MetadataStorage:
+    """The metadata log and the transaction log of one data dir, opened and recovered."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        *,
+        segment_bytes: int = 1024 * 1024 * 1024,
+        policy: SnapshotPolicy | None = None,
+        read_only: bool = False,
+        with_txn_log: bool = True,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.segment_bytes = segment_bytes
+        self.policy = policy or SnapshotPolicy()
+        self.read_only = read_only
+        self.with_txn_log = with_txn_log
+        self.lock: files.DirLock | None = None
+        self.meta: dict[str, str] = {}
+        self.metadata: PartitionLog
+        self.txn: PartitionLog | None = None
+        self.snapshot: Snapshot | None = None
+        self.leader_epoch = 0
+        self._last_snapshot_offset = 0
+        self._last_snapshot_bytes = 0
+        self._last_snapshot_ms: int | None = None
+
+    # --- open ---
+    @classmethod
+    def open(cls, log_dir: Path, *, node_id: int | None = None, **kwargs: Any) -> MetadataStorage:
+        """Lock, check meta.properties, recover both logs and find the newest snapshot."""
+        self = cls(log_dir, **kwargs)
+        d = self.log_dir
+        if not d.is_dir():
+            raise files.LogDirError(f"{d} does not exist; format it with `kraftpy storage format`")
+        if not self.read_only:
+            self.lock = files.DirLock(d).acquire()
+        try:
+            self._open(node_id)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
+        return self
+
+    def _open(self, node_id: int | None) -> None:
+        d = self.log_dir
+        self.meta = files.read_meta_properties(d)
+        if node_id is not None and int(self.meta["node.id"]) != node_id:
+            raise files.LogDirError(
+                f"{d / files.META_PROPERTIES}: node.id {self.meta['node.id']}, but this node is {node_id}"
+            )
+        clean = (d / CLEAN_SHUTDOWN).exists()
+        mdir = d / METADATA_PARTITION
+        if mdir.is_dir() and not self.read_only:
+            clean_partial_snapshots(mdir)
+        newest = None
+        if mdir.is_dir():
+            newest = load_newest_snapshot(mdir)
+        recovery_point: int | None = (
+            None if clean else (newest.snapshot_id.end_offset if newest else 0)
+        )
+        self.metadata = PartitionLog.open(
+            mdir,
+            topic_id=files.METADATA_TOPIC_ID,
+            recovery_point=recovery_point,
+            start_offset=newest.snapshot_id.end_offset if newest else 0,
+            segment_bytes=self.segment_bytes,
+            read_only=self.read_only,
+        )
+        if newest is not None and newest.snapshot_id.end_offset > self.metadata.log_end_offset:
+            if self.read_only:
+                log.warning("%s: snapshot %s is past the log end", mdir, newest.path.name)
+            else:
+                log.warning(
+                    "%s: log ends at %d, before snapshot %s; starting the log at the snapshot",
+                    mdir,
+                    self.metadata.log_end_offset,
+                    newest.path.name,
+                )
+                self.metadata.reset_to(newest.snapshot_id.end_offset)
+        self.snapshot = newest
+        if newest is not None:
+            self._last_snapshot_offset = newest.snapshot_id.end_offset
+        self._last_snapshot_bytes = self._bytes_at(self._last_snapshot_offset)
+        if self.with_txn_log and (not self.read_only or (d / TXN_PARTITION).is_dir()):
+            self.txn = PartitionLog.open(
+                d / TXN_PARTITION,
+                topic_id=self._txn_topic_id(),
+                recovery_point=None if clean else 0,
+                segment_bytes=self.segment_bytes,
+                read_only=self.read_only,
+                contiguous=False,
+            )
+        state = files.read_quorum_state(mdir) if mdir.is_dir() else None
+        epochs = [self.metadata.leader_epochs[-1][0]] if self.metadata.leader_epochs else []
+        self.leader_epoch = max([*epochs, state["leaderEpoch"] if state else 0])
+        if clean and not self.read_only:
+            (d / CLEAN_SHUTDOWN).unlink()
+            files.fsync_dir(d)
+
+    def _txn_topic_id(self) -> str | None:
+        existing = (
+            files.read_partition_metadata(self.log_dir / TXN_PARTITION)
+            if (self.log_dir / TXN_PARTITION).is_dir()
+            else None
+        )
+        return existing or random_uuid()
+
+    @property
+    def cluster_id(self) -> str:
+        return self.meta["cluster.id"]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.meta["node.id"])
+
+    # --- recovery ---
+    def replay_into(self, controller: Any) -> RecoveryStats:
+        """Snapshot records, then the log after the snapshot, then the txn log."""
+        from kraftpy.protocol.metadata_frame import decode_metadata_record
+
+        stats = RecoveryStats()
+        start = 0
+        if self.snapshot is not None:
+            stats.snapshot = self.snapshot.snapshot_id
+            for i, value in enumerate(self.snapshot.values):
+                record, version = decode_metadata_record(value)
+                controller.replay(record, version, i)
+            stats.snapshot_records = len(self.snapshot.values)
+            start = self.snapshot.snapshot_id.end_offset  # type: ignore[union-attr]
+        for batch in self.metadata.read(start):
+            if batch.is_control:
+                continue
+            offset = batch.base_offset
+            for value in batch.values():
+                if offset >= start:
+                    record, version = decode_metadata_record(value)  # type: ignore[arg-type]
+                    controller.replay(record, version, offset)
+                    stats.log_records += 1
+                offset += 1
+        if self.txn is not None:
+            stats.txn_records = self.replay_txn_into(controller)
+        return stats
+
+    def replay_txn_into(self, controller: Any) -> int:
+        from kraftpy.protocol.txn_log import decode_key, decode_value
+
+        count = 0
+        assert self.txn is not None
+        for batch in self.txn.read():
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                key, _kv = decode_key(record.key)  # type: ignore[arg-type]
+                value, _vv = decode_value(record.value)
+                controller.replay_txn(key, value, record.offset)
+                count += 1
+        return count
+
+    def _bytes_at(self, offset: int) -> int:
+        """Bytes of the metadata log below `offset`, for the snapshot byte trigger."""
+        total = 0
+        for seg in self.metadata.segments:
+            if seg.next_offset <= offset:
+                total += seg.size
+            elif seg.base_offset < offset:
+                total += seg.indexes.position_before(offset)
+        return total
+
+    # --- leadership ---
+    def begin_epoch(self, *, voters: list[int] | None = None, now_ms: int) -> int:
+        """Become leader in a new epoch: quorum-state first, then a LeaderChange batch."""
+        epoch = self.leader_epoch + 1
+        me = self.node_id
+        files.write_quorum_state(
+            self.log_dir / METADATA_PARTITION,
+            leader_id=me,
+            leader_epoch=epoch,
+            voters=voters or [me],
+        )
+        key, value = leader_change(me, voters or [me])
+        self.metadata.append(
+            [value], keys=[key], control=True, leader_epoch=epoch, timestamp=now_ms
+        )
+        self.metadata.flush()
+        self.leader_epoch = epoch
+        return epoch
+
+    # --- the quorum loop's Storage protocol ---
+    def metadata_end_offset(self) -> int:
+        return self.metadata.log_end_offset
+
+    def txn_end_offset(self) -> int:
+        return self.txn.log_end_offset if self.txn is not None else 0
+
+    def append(self, result: Any, now_ms: int) -> tuple[int, int]:
+        """One batch per log for a ControllerResult; returns the base offsets."""
+        from kraftpy.protocol.metadata_frame import encode_metadata_record
+
+        offset = self.metadata.log_end_offset
+        txn_offset = self.txn_end_offset()
+        if result.records:
+            values = [encode_metadata_record(r, v) for r, v in result.records]
+            offset = self.metadata.append(values, leader_epoch=self.leader_epoch, timestamp=now_ms)
+        if result.txn_records:
+            from kraftpy.protocol.txn_log import encode_key, encode_value
+
+            if self.txn is None:
+                raise RuntimeError("transaction records but no transaction log is open")
+            keys = [encode_key(k) for k, _ in result.txn_records]
+            values = [None if v is None else encode_value(v) for _, v in result.txn_records]
+            txn_offset = self.txn.append(
+                values, keys=keys, leader_epoch=self.leader_epoch, timestamp=now_ms
+            )
+        return offset, txn_offset
+
+    def flush(self) -> tuple[int, int]:
+        """fsync both logs (one write + one fsync each); returns the high watermarks."""
+        hwm = self.metadata.flush()
+        txn_hwm = self.txn.flush() if self.txn is not None else 0
+        return hwm, txn_hwm
+
+    def after_commit(self, controller: Any, now_ms: int) -> SnapshotId | None:
+        """Take a snapshot when the policy says so (on the loop: the state is the committed one)."""
+        if self._last_snapshot_ms is None:
+            self._last_snapshot_ms = now_ms
+        hwm = self.metadata.high_watermark
+        bytes_since = self.metadata.size_bytes - self._last_snapshot_bytes
+        if not self.policy.due(
+            bytes_since=bytes_since,
+            ms_since=now_ms - self._last_snapshot_ms,
+            new_records=hwm > self._last_snapshot_offset,
+        ):
+            return None
+        return self.take_snapshot(controller, now_ms)
+
+    def take_snapshot(self, controller: Any, now_ms: int) -> SnapshotId:
+        """Write a snapshot of the committed state at the high watermark, then trim the log."""
+        from kraftpy.protocol.metadata_frame import encode_metadata_record
+
+        hwm = self.metadata.high_watermark
+        epoch = self._epoch_of(hwm - 1)
+        sid = SnapshotId(hwm, epoch)
+        values = [encode_metadata_record(r, v) for r, v in controller.snapshot_records()]
+        last_ts = self._last_timestamp()
+        write_snapshot(
+            self.log_dir / METADATA_PARTITION,
+            sid,
+            values,
+            last_contained_log_timestamp=last_ts,
+            timestamp=now_ms,
+        )
+        log.info("snapshot %s written (%d records)", sid.file_name, len(values))
+        self._last_snapshot_offset = hwm
+        self._last_snapshot_ms = now_ms
+        self.metadata.delete_segments_below(hwm)
+        delete_snapshots_before(self.log_dir / METADATA_PARTITION, sid, keep=1)
+        self._last_snapshot_bytes = self._bytes_at(hwm)
+        return sid
+
+    def _epoch_of(self, offset: int) -> int:
+        epoch = 0
+        for e, start in self.metadata.leader_epochs:
+            if start <= offset:
+                epoch = e
+        return epoch
+
+    def _last_timestamp(self) -> int:
+        seg = self.metadata.active
+        if seg.indexes.max_timestamp >= 0:
+            return seg.indexes.max_timestamp
+        return self.snapshot.last_contained_log_timestamp if self.snapshot else 0
+
+    def close(self) -> None:
+        """Flush, close both logs, leave the clean-shutdown marker, release the lock."""
+        if not self.read_only:
+            self.metadata.close()
+            if self.txn is not None:
+                self.txn.close()
+            files.atomic_write(self.log_dir / CLEAN_SHUTDOWN, b'{"version":0,"brokerEpoch":-1}')
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
