@@ -10,6 +10,7 @@ import sys
 # sets `func` on it; `func(args) -> int` is the exit status.
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("dump-log", "kraftpy.tools.cmd_dump_log"),
+    ("metadata-state", "kraftpy.tools.cmd_metadata_state"),
     ("pid-audit", "kraftpy.tools.cmd_pid_audit"),
     ("pipeline", "kraftpy.tools.cmd_pipeline"),
     ("serve", "kraftpy.tools.cmd_serve"),

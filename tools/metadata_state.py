@@ -66,8 +66,9 @@ def load(path: str | Path) -> Replayed:
     result = Replayed({}, str(snapshot.path) if snapshot else None)
     log_end = start
     if snapshot is not None:
+        # As Kafka does: a snapshot's records stand at its last contained offset.
         for rec in _records(snapshot, result.problems):
-            result.records += _replay(controller, rec, rec.offset, snapshot, result.problems)
+            result.records += _replay(controller, rec, start - 1, snapshot, result.problems)
     for segment in segments:
         for rec in _records(segment, result.problems):
             if rec.offset < start:
