@@ -1,0 +1,92 @@
+"""pid-audit on constructed logs: a deliberate overlap and a gap are flagged; formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kraftpy.tools import pid_audit
+from support.metadata_logs import (
+    MetadataLogWriter,
+    no_op,
+    producer_ids,
+    register_broker,
+    registration_change,
+    write_snapshot,
+)
+
+
+def constructed(root: Path) -> Path:
+    """Broker 1 registers at 0, broker 2 at 1; blocks 0-999, 1000-1999, then a gap
+    (2000-2999 never granted), 3000-3999, then an overlap: 3500-4499 reaches into 3000-3999."""
+    part = root / "cluster=lab" / "__cluster_metadata-0"
+    w = MetadataLogWriter(part)
+    w.append([register_broker(1, 0)])
+    w.append([register_broker(2, 1), registration_change(2, 1, fenced=-1)])
+    w.append([producer_ids(1, 0, 1000)])
+    w.append([no_op()])
+    w.append([producer_ids(2, 1, 2000)])
+    w.append([producer_ids(1, 0, 4000)])
+    w.append([producer_ids(2, 1, 4500)])
+    w.close()
+    return root
+
+
+def audit(paths: list[Path], fmt: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = pid_audit.main([str(p) for p in paths], fmt=fmt, out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def test_overlap_and_gap_are_findings(tmp_path: Path) -> None:
+    status, out, err = audit([constructed(tmp_path)], "json")
+    assert status == 1 and err == ""
+    result = json.loads(out)
+    assert [(b["offset"], b["broker_id"], b["broker_epoch"], b["first_id"], b["last_id"])
+            for b in result["blocks"]] == [
+        (3, 1, 0, 0, 999), (5, 2, 1, 1000, 1999), (6, 1, 0, 3000, 3999), (7, 2, 1, 3500, 4499)]
+    assert [b["registration_offset"] for b in result["blocks"]] == [0, 1, 0, 1]
+    assert [(f["kind"], f["offset"], f["first_id"], f["last_id"]) for f in result["findings"]] == [
+        ("gap", 6, 2000, 2999), ("overlap", 7, 3500, 3999)]
+    assert {b["cluster"] for b in result["blocks"]} == {"lab"}
+
+
+def test_text_and_csv(tmp_path: Path) -> None:
+    root = constructed(tmp_path)
+    status, out, _ = audit([root], "text")
+    assert status == 1
+    assert "lab: GAP at offset 6: ids 2000..2999 were never granted" in out
+    assert "lab: OVERLAP at offset 7: ids 3500..3999 were already granted at offset 6" in out
+    status, out, _ = audit([root], "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["first_id"] for r in rows] == ["0", "1000", "3000", "3500"]
+    assert rows[3]["finding"] == "overlap" and rows[2]["finding"] == "gap"
+
+
+def test_clean_log_exits_zero_and_snapshot_seeds(tmp_path: Path) -> None:
+    part = tmp_path / "__cluster_metadata-0"
+    # Segments before 100 were deleted; the snapshot at 100 holds the state up to there.
+    w = MetadataLogWriter(part, base_offset=100)
+    w.append([producer_ids(1, 5, 8000)])
+    w.close()
+    write_snapshot(part, end_offset=100, epoch=1,
+                   records=[register_broker(1, 5), producer_ids(-1, -1, 7000)])
+    status, out, _ = audit([tmp_path], "json")
+    result = json.loads(out)
+    assert status == 0 and result["findings"] == []
+    assert result["blocks"][0]["first_id"] == 7000
+    assert result["seeded_from_snapshot"] == {tmp_path.name: 100}
+
+
+def test_command_line_exit_status(tmp_path: Path) -> None:
+    root = constructed(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "kraftpy.tools", "pid-audit", "--csv", str(root)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout.startswith("cluster,offset,")
+    proc = subprocess.run([sys.executable, "-m", "kraftpy.tools", "pid-audit", str(tmp_path / "x")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
