@@ -108,7 +108,8 @@ class PartitionLog:
         *,
         topic_id: str | None = None,
         start_offset: int = 0,
-        recovery_point: int | None = 0,
+        recovery_point: int | None = None,
+        clean: bool = False,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         read_only: bool = False,
         contiguous: bool = True,
@@ -117,8 +118,10 @@ class PartitionLog:
         """Open (creating when `create`) and recover a partition directory.
 
         Batches before `recovery_point` are trusted (they were fsynced before a clean point);
-        those after are validated. None means a clean stop: only the batches after the last
-        index entry are checked. An empty directory starts at `start_offset`.
+        those after are validated. By default the recovery point is the end offset of the
+        newest snapshot file in the directory (a snapshot is only written of fsynced records).
+        `clean` (after a clean stop) checks only the batches after the last index entry. An
+        empty directory starts at `start_offset`.
         """
         self = cls(
             directory, segment_bytes=segment_bytes, read_only=read_only, contiguous=contiguous
@@ -140,11 +143,13 @@ class PartitionLog:
             seg.create()
             self.segments.append(seg)
             files.fsync_dir(d)
-        if recovery_point is None:
+        if clean:
             last = self.segments[-1]
             recovery_point = last.base_offset
             if last.indexes.load() and last.indexes.offsets:
                 recovery_point = last.indexes.offsets[-1]
+        elif recovery_point is None:
+            recovery_point = _newest_snapshot_end(d)
         rebuilt = self._recover(recovery_point)
         if not read_only:
             # Only now that nothing was refused does anything in the directory change.
@@ -207,10 +212,15 @@ class PartitionLog:
             expected = seg.base_offset if start == 0 else None
             position = start
             try:
-                for batch in scan(seg.path, start):
+                for batch in scan(seg.path, start, verify_crc=False):
                     if expected is None:
                         expected = batch.base_offset
                     if batch.next_offset > recovery_point:
+                        if not batch.crc_valid():
+                            raise CorruptBatchError(
+                                f"CRC mismatch in batch at base offset {batch.base_offset}",
+                                offset=batch.position,
+                            )
                         self._check_batch(batch, expected, last_epoch, last_position)
                         self._note_epoch(batch)
                     last_epoch, last_position = batch.partition_leader_epoch, batch.position
@@ -501,6 +511,15 @@ class PartitionLog:
                 self.active.indexes.finish()
         for seg in self.segments:
             seg.close()
+
+
+def _newest_snapshot_end(directory: Path) -> int:
+    ends = [
+        int(p.name[:20])
+        for p in directory.iterdir()
+        if p.name.endswith(".checkpoint") and len(p.name) == 42 and p.name[:20].isdigit()
+    ]
+    return max(ends, default=0)
 
 
 def _epochs_from(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:

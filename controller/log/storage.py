@@ -293,9 +293,11 @@ class MetadataStorage:
         start = 0
         if self.snapshot is not None:
             stats.snapshot = self.snapshot.snapshot_id
-            for i, value in enumerate(self.snapshot.values):
+            # As Kafka: snapshot records carry the snapshot's last contained offset.
+            last_contained = self.snapshot.snapshot_id.end_offset - 1  # type: ignore[union-attr]
+            for value in self.snapshot.values:
                 record, version = decode_metadata_record(value)
-                controller.replay(record, version, i)
+                controller.replay(record, version, last_contained)
             stats.snapshot_records = len(self.snapshot.values)
             start = self.snapshot.snapshot_id.end_offset  # type: ignore[union-attr]
         for batch in self.metadata.read(start):

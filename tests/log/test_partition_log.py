@@ -185,11 +185,18 @@ def test_flipped_bit_in_the_middle_batch_refuses_and_touches_nothing(tmp_path: P
 
 def test_recovery_point_skips_validation_of_trusted_batches(tmp_path: Path) -> None:
     log_file, starts, _values = _three_batch_log(tmp_path)
-    # A damaged batch before the recovery point is not read at open (it was fsynced and
-    # validated before); batches after it still are.
+    data = bytearray(log_file.read_bytes())
+    data[starts[1] - 1] ^= 1  # damage the first batch (offsets 0-3)
+    log_file.write_bytes(bytes(data))
+    with pytest.raises(LogCorruptError):
+        PartitionLog.open(log_file.parent, topic_id=TOPIC_ID, recovery_point=0)
+    # Below the recovery point batches were fsynced and checked before: not re-read at open.
     plog = PartitionLog.open(log_file.parent, topic_id=TOPIC_ID, recovery_point=8)
     assert plog.log_end_offset == 12
     plog.close()
+    # A snapshot file's end offset is the default recovery point.
+    (log_file.parent / "00000000000000000008-0000000001.checkpoint").write_bytes(b"")
+    PartitionLog.open(log_file.parent, topic_id=TOPIC_ID).close()
 
 
 def test_delete_segments_below_and_leftovers(tmp_path: Path) -> None:
