@@ -14,6 +14,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("pid-audit", "kraftpy.tools.cmd_pid_audit"),
     ("pipeline", "kraftpy.tools.cmd_pipeline"),
     ("serve", "kraftpy.tools.cmd_serve"),
+    ("conformance", "kraftpy.tools.cmd_conformance"),
 ]
 
 

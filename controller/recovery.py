@@ -1,0 +1,136 @@
+"""Opening a data dir for serving: format once, recover, replay, start a new leader epoch.
+
+Startup is replay: `MetadataStorage` (controller/log) recovers both logs and feeds the newest
+whole snapshot, the metadata records after it and the __transaction_state records to the same
+`replay` the live loop uses, so a restarted node has exactly the state its fsynced records
+describe. The node then writes quorum-state and a LeaderChange control batch with a bumped
+leader epoch, as a Kafka controller does when it takes over, and only then answers requests.
+A bare data dir is formatted first (meta.properties + bootstrap.checkpoint), and says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kraftpy.controller.config import ServerConfig
+from kraftpy.controller.feature_control import SUPPORTED_FEATURES
+from kraftpy.controller.log import files
+from kraftpy.controller.log.partition_log import LogCorruptError
+from kraftpy.controller.log.snapshots import SnapshotError
+from kraftpy.controller.log.storage import (
+    MetadataStorage,
+    SnapshotPolicy,
+    format_storage,
+    random_uuid,
+    read_bootstrap,
+)
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.settings import AdvertisedEndpoint, ControllerSettings
+from kraftpy.protocol.errors import DecodeError
+
+log = logging.getLogger("kraftpy.recovery")
+
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class RecoveryError(RuntimeError):
+    """The data dir cannot be used; the message names the file and the reason."""
+
+
+def controller_settings(config: ServerConfig, cluster_id: str) -> ControllerSettings:
+    """Kafka properties mapped onto what the sans-IO controller is told."""
+    endpoints = tuple(
+        AdvertisedEndpoint(ep.name, config.advertised(ep.name).host,
+                           config.advertised(ep.name).port,
+                           SECURITY_PROTOCOL_IDS[config.security_protocol(ep.name)])
+        for ep in config.listeners
+    )
+    extra: dict[str, Any] = {}
+    if "metadata.version" in config.extra:
+        extra["metadata_version"] = int(config.extra["metadata.version"])
+    return ControllerSettings(
+        cluster_id=cluster_id,
+        node_id=config.node_id,
+        broker_session_timeout_ms=config.broker_session_timeout_ms,
+        broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
+        transaction_max_timeout_ms=config.transaction_max_timeout_ms,
+        allocate_producer_ids_quota=config.producer_id_quota_per_broker,
+        advertised_listeners=endpoints,
+        controller_listener_names=config.controller_listener_names,
+        rack=config.extra.get("broker.rack"),
+        **extra,
+    )
+
+
+@dataclass
+class OpenedNode:
+    storage: MetadataStorage
+    controller: QuorumController
+    cluster_id: str
+    leader_epoch: int
+    supported_features: dict[str, tuple[int, int]]
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _format_if_new(config: ServerConfig, log_dir: Path) -> None:
+    if (log_dir / files.META_PROPERTIES).exists():
+        return
+    if log_dir.is_dir():
+        leftovers = [p.name for p in log_dir.iterdir() if p.name != files.LOCK_FILE]
+        if leftovers:
+            raise RecoveryError(
+                f"{log_dir} has no {files.META_PROPERTIES} but is not empty "
+                f"({', '.join(sorted(leftovers)[:5])}); refusing to format over it"
+            )
+    cluster_id = config.extra.get("cluster.id") or random_uuid()
+    metadata_version = controller_settings(config, cluster_id).metadata_version
+    format_storage(log_dir, cluster_id=cluster_id, node_id=config.node_id,
+                   metadata_version=metadata_version, now_ms=_now_ms())
+    log.info("formatted %s for a new cluster %s (node %d, metadata.version %d)",
+             log_dir.resolve(), cluster_id, config.node_id, metadata_version)
+
+
+def open_node_storage(config: ServerConfig) -> OpenedNode:
+    """Format if new, open and recover the data dir, replay it, begin a new leader epoch."""
+    log_dir = Path(config.metadata_log_dir)
+    started = time.monotonic()
+    try:
+        _format_if_new(config, log_dir)
+        storage = MetadataStorage.open(
+            log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
+            policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
+                                  interval_ms=config.snapshot_interval_ms),
+        )
+    except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
+        raise RecoveryError(str(exc)) from None
+    try:
+        settings = controller_settings(config, storage.cluster_id)
+        mv, features = read_bootstrap(log_dir)
+        if mv is not None:
+            settings = replace(settings, metadata_version=mv, bootstrap_features=features)
+        controller = QuorumController(settings)
+        try:
+            stats = storage.replay_into(controller)
+        except (DecodeError, ValueError) as exc:
+            raise RecoveryError(f"cannot replay {log_dir}: {exc}") from None
+        controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+        now = _now_ms()
+        epoch = storage.begin_epoch(now_ms=now)
+        controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+        controller.activate(leader_epoch=epoch, now_ms=now)
+    except BaseException:
+        storage.close()
+        raise
+    log.info("recovered %s in %.0f ms: %d snapshot records%s, %d log records, %d transaction "
+             "records; leader epoch %d, log end offset %d", log_dir,
+             (time.monotonic() - started) * 1000, stats.snapshot_records,
+             f" ({stats.snapshot.file_name})" if stats.snapshot else "", stats.log_records,
+             stats.txn_records, epoch, storage.metadata_end_offset())
+    return OpenedNode(storage, controller, storage.cluster_id, epoch, dict(SUPPORTED_FEATURES))
