@@ -328,7 +328,7 @@ class ClusterControlManager:
                 "broker_id": b.broker_id, "broker_epoch": b.epoch,
                 "incarnation_id": kafka_uuid_str(b.incarnation_id),
                 "endpoints": [{"name": n, "host": h, "port": p, "security_protocol": s}
-                              for n, h, p, s in b.endpoints],
+                              for n, h, p, s in sorted(b.endpoints)],
                 "rack": b.rack, "fenced": b.fenced,
                 "in_controlled_shutdown": b.in_controlled_shutdown, "state": b.state.name,
                 "last_contact_ms": beat.last_contact_ms if beat else None,

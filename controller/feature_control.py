@@ -15,6 +15,7 @@ from kraftpy.protocol.records.end_transaction_record import EndTransactionRecord
 from kraftpy.protocol.records.feature_level_record import FeatureLevelRecord
 
 METADATA_VERSION = "metadata.version"
+ELR_VERSION = "eligible.leader.replicas.version"
 
 # The feature ranges this node supports: (min, max) levels. kraftpy runs a static single-voter
 # quorum (kraft.version 0) and none of the KIP-890/848 coordinator protocols (level 0 only).
@@ -54,6 +55,12 @@ class FeatureControlManager:
         if mv >= MV_3_4_IV0:
             return 2
         return 1
+
+    def partition_record_version(self) -> int:
+        """2 with eligible leader replicas (KIP-966) finalized, 1 with directories, else 0."""
+        if self.finalized.get(ELR_VERSION, 0) >= 1:
+            return 2
+        return 1 if self.metadata_version >= MV_3_7_IV2 else 0
 
     def log_dirs_required(self) -> bool:
         return self.metadata_version >= MV_3_7_IV2

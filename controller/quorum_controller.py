@@ -283,7 +283,7 @@ class QuorumController:
         """Records that rebuild the metadata state, in Kafka's image order."""
         out = self.features.snapshot_records()
         out += self.cluster.snapshot_records()
-        out += self.replication.snapshot_records()
+        out += self.replication.snapshot_records(self.features.partition_record_version())
         out += [(r, 0) for r in self.configs.values()]
         out += self.producer_ids.snapshot_records()
         if self.acls is not None:

@@ -38,9 +38,7 @@ class Partition:
     eligible_leader_replicas: list[int] | None = None
     last_known_elr: list[int] | None = None
 
-    def record(self) -> tuple[PartitionRecord, int]:
-        version = 2 if self.eligible_leader_replicas is not None or self.last_known_elr \
-            is not None else (1 if self.directories else 0)
+    def record(self, version: int) -> tuple[PartitionRecord, int]:
         return PartitionRecord(
             partition_id=self.partition_id, topic_id=self.topic_id,
             replicas=list(self.replicas), isr=list(self.isr),
@@ -48,8 +46,9 @@ class Partition:
             adding_replicas=list(self.adding_replicas), leader=self.leader,
             leader_recovery_state=self.leader_recovery_state, leader_epoch=self.leader_epoch,
             partition_epoch=self.partition_epoch, directories=list(self.directories),
-            eligible_leader_replicas=self.eligible_leader_replicas,
-            last_known_elr=self.last_known_elr), version
+            # Kafka keeps these as arrays and writes only non-empty ones.
+            eligible_leader_replicas=list(self.eligible_leader_replicas or []) or None,
+            last_known_elr=list(self.last_known_elr or []) or None), version
 
 
 @dataclass
@@ -108,11 +107,11 @@ class ReplicationControlManager:
             part.last_known_elr = list(record.last_known_elr)
         part.partition_epoch += 1
 
-    def snapshot_records(self) -> list[tuple[Any, int]]:
+    def snapshot_records(self, partition_version: int) -> list[tuple[Any, int]]:
         out: list[tuple[Any, int]] = []
         for topic in self.topics.values():
             out.append((TopicRecord(name=topic.name, topic_id=topic.topic_id), 0))
-            out.extend(p.record() for p in topic.partitions.values())
+            out.extend(p.record(partition_version) for p in topic.partitions.values())
         return out
 
     # --- queries --------------------------------------------------------------------------
