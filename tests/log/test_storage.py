@@ -1,0 +1,263 @@
+"""The data dir: format, lock, open, snapshots by policy, and state from real Kafka dirs."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kafka.record.memory_records import MemoryRecords
+from kraftpy.controller.log.files import LogDirError, read_meta_properties
+from kraftpy.controller.log.snapshots import list_snapshots, read_snapshot
+from kraftpy.controller.log.storage import (
+    CLEAN_SHUTDOWN,
+    MetadataStorage,
+    SnapshotPolicy,
+    format_storage,
+    random_uuid,
+    read_bootstrap,
+)
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.settings import ControllerSettings
+from kraftpy.protocol.metadata_frame import decode_metadata_record
+from kraftpy.protocol.records.no_op_record import NoOpRecord
+from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+from support.paths import reference
+
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def formatted(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    assert format_storage(
+        d,
+        cluster_id=CLUSTER,
+        node_id=1,
+        metadata_version=27,
+        features={"transaction.version": 2},
+        now_ms=1_700_000_000_000,
+    )
+    return d
+
+
+def test_format_writes_kafka_files(tmp_path: Path) -> None:
+    d = formatted(tmp_path)
+    text = (d / "meta.properties").read_text()
+    lines = text.splitlines()
+    assert lines[0] == "#" and lines[1].startswith("#") and "UTC" in lines[1]
+    props = read_meta_properties(d)
+    assert props["cluster.id"] == CLUSTER and props["node.id"] == "1" and props["version"] == "1"
+    assert len(props["directory.id"]) == 22
+    assert read_bootstrap(d) == (27, {"transaction.version": 2})
+    records = MemoryRecords((d / "bootstrap.checkpoint").read_bytes())
+    shapes = []
+    while records.has_next():
+        batch = records.next_batch()
+        assert batch.validate_crc()
+        shapes.append((batch.base_offset, batch.is_control_batch, batch.leader_epoch))
+    assert shapes == [(0, True, 0), (1, False, 0), (3, True, 0)]
+    with pytest.raises(LogDirError, match="already formatted"):
+        format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    assert not format_storage(
+        d, cluster_id=CLUSTER, node_id=1, metadata_version=27, ignore_formatted=True
+    )
+    with pytest.raises(LogDirError, match="not a Kafka uuid"):
+        format_storage(tmp_path / "x", cluster_id="nope", node_id=1, metadata_version=27)
+    assert len(random_uuid()) == 22
+
+
+def test_unformatted_dir_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LogDirError, match="not formatted.*kraftpy storage format"):
+        MetadataStorage.open(tmp_path / "empty")
+    with pytest.raises(LogDirError, match="does not exist"):
+        MetadataStorage.open(tmp_path / "missing")
+
+
+def test_node_id_mismatch_is_refused(tmp_path: Path) -> None:
+    d = formatted(tmp_path)
+    with pytest.raises(LogDirError, match="node.id 1"):
+        MetadataStorage.open(d, node_id=2)
+
+
+def test_second_process_is_refused_by_the_lock(tmp_path: Path) -> None:
+    d = formatted(tmp_path)
+    storage = MetadataStorage.open(d, node_id=1)
+    try:
+        with pytest.raises(LogDirError, match="in use by another process"):
+            MetadataStorage.open(d, node_id=1)
+        code = (
+            "import sys; from pathlib import Path\n"
+            "from kraftpy.controller.log.storage import MetadataStorage\n"
+            "from kraftpy.controller.log.files import LogDirError\n"
+            "try:\n    MetadataStorage.open(Path(sys.argv[1]))\n"
+            "except LogDirError as e:\n    print(e); sys.exit(7)\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code, str(d)], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 7 and "in use by another process" in proc.stdout
+    finally:
+        storage.close()
+    MetadataStorage.open(d, node_id=1).close()  # free again once closed
+
+
+class RecordingController:
+    """Just enough of the controller contract to watch what storage replays."""
+
+    def __init__(self) -> None:
+        self.replayed: list[tuple[str, int, int]] = []
+        self.next_id = 0
+
+    def replay(self, record, version: int, offset: int) -> None:
+        self.replayed.append((type(record).__name__, version, offset))
+        if isinstance(record, ProducerIdsRecord):
+            self.next_id = record.next_producer_id
+
+    def replay_txn(self, key, value, offset: int) -> None:
+        raise AssertionError("no txn records here")
+
+    def snapshot_records(self):
+        return [
+            (ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_id), 0)
+        ]
+
+
+def _op(i: int) -> SimpleNamespace:
+    return SimpleNamespace(
+        records=[
+            (ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=1000 * (i + 1)), 0),
+            (NoOpRecord(), 0),
+        ],
+        txn_records=[],
+    )
+
+
+def test_snapshot_policy_trims_and_restart_replays_snapshot_plus_suffix(tmp_path: Path) -> None:
+    d = formatted(tmp_path)
+    storage = MetadataStorage.open(
+        d,
+        node_id=1,
+        segment_bytes=2048,
+        policy=SnapshotPolicy(max_record_bytes=3000, interval_ms=0),
+    )
+    controller = RecordingController()
+    storage.replay_into(controller)
+    assert storage.begin_epoch(now_ms=1) == 1
+    taken = []
+    for i in range(120):
+        offset, _ = storage.append(_op(i), 1000 + i)
+        controller.replay(_op(i).records[0][0], 0, offset)
+        storage.flush()
+        if (sid := storage.after_commit(controller, 1000 + i)) is not None:
+            taken.append(sid)
+    assert len(taken) >= 3
+    mdir = d / "__cluster_metadata-0"
+    snaps = list_snapshots(mdir)
+    assert [s for s, _ in snaps][-1] == taken[-1] and len(snaps) == 2  # newest + one fallback
+    assert storage.metadata.log_start_offset <= taken[-1].end_offset
+    assert storage.metadata.log_start_offset > 0  # segments below were deleted
+    storage.close()
+    assert (d / CLEAN_SHUTDOWN).exists()
+
+    again = MetadataStorage.open(d, node_id=1)
+    assert not (d / CLEAN_SHUTDOWN).exists()
+    replayed = RecordingController()
+    stats = again.replay_into(replayed)
+    assert stats.snapshot == taken[-1] and stats.snapshot_records == 1
+    assert replayed.next_id == controller.next_id == 120_000
+    # snapshot records at the snapshot's last offset, then the log after it at its own offsets
+    assert replayed.replayed[0][2] == taken[-1].end_offset - 1
+    assert [o for _, _, o in replayed.replayed[1:]] == list(
+        range(taken[-1].end_offset, again.metadata_end_offset())
+    )
+    assert again.leader_epoch == 1
+    again.close()
+
+
+def test_damaged_newest_snapshot_falls_back_to_the_previous(tmp_path: Path) -> None:
+    d = formatted(tmp_path)
+    storage = MetadataStorage.open(
+        d, node_id=1, policy=SnapshotPolicy(max_record_bytes=10**9, interval_ms=0)
+    )
+    controller = RecordingController()
+    storage.begin_epoch(now_ms=1)
+    for i in range(10):
+        storage.append(_op(i), 10)
+        controller.replay(_op(i).records[0][0], 0, 0)
+        storage.flush()
+        if i in (4, 9):
+            storage.take_snapshot(controller, 10)
+    storage.close()
+    mdir = d / "__cluster_metadata-0"
+    (older, _), (newest, newest_path) = list_snapshots(mdir)
+    newest_path.write_bytes(newest_path.read_bytes()[:-5])  # torn footer
+    (mdir / "00000000000000000099-0000000001-123.checkpoint.part").write_bytes(b"partial")
+    again = MetadataStorage.open(d, node_id=1)
+    replayed = RecordingController()
+    stats = again.replay_into(replayed)
+    assert stats.snapshot == older and replayed.next_id == 10_000
+    assert not list(mdir.glob("*.part"))
+    again.close()
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _settings(storage: MetadataStorage) -> ControllerSettings:
+    return ControllerSettings(cluster_id=storage.cluster_id, node_id=storage.node_id)
+
+
+@pytest.mark.parametrize(
+    ("sample", "mv", "next_pid", "broker_epoch", "end"),
+    [
+        ("flink-on-prem", 14, 1000, 6, 17027),
+        ("spring-kafka", 21, 5000, 235852, 245533),
+        ("kafka-4.1-generated", 27, 5000, 174, 308),
+    ],
+)
+def test_real_kafka_dirs_report_their_state(sample, mv, next_pid, broker_epoch, end) -> None:
+    data = reference("real-metadata-logs", sample, "data")
+    before = _digest(data)
+    storage = MetadataStorage.open(data, read_only=True)
+    controller = QuorumController(_settings(storage))
+    stats = storage.replay_into(controller)
+    storage.close()
+    assert _digest(data) == before  # read-only: not a byte changed, no lock file made
+    assert stats.snapshot is not None and stats.snapshot_records > 0
+    image = controller.describe()
+    assert image["metadata_version"] == mv
+    assert image["producer_ids"]["next_producer_id"] == next_pid
+    assert [(b["broker_id"], b["broker_epoch"]) for b in image["brokers"]] == [(1, broker_epoch)]
+    assert image["log_end_offset"] == end
+
+
+def test_kafka_snapshot_plus_suffix_equals_full_replay_of_kafkas_log() -> None:
+    data = reference("real-metadata-logs", "flink-on-prem", "data")
+    storage = MetadataStorage.open(data, read_only=True)
+    from_snapshot = QuorumController(_settings(storage))
+    storage.replay_into(from_snapshot)
+    full = QuorumController(_settings(storage))
+    for batch in storage.metadata.read(0):
+        if not batch.is_control:
+            for i, value in enumerate(batch.values()):
+                record, version = decode_metadata_record(value)
+                full.replay(record, version, batch.base_offset + i)
+    storage.close()
+    assert from_snapshot.describe() == full.describe()
+
+
+def test_kafka_snapshot_records_read_back(tmp_path: Path) -> None:
+    folder = reference("real-metadata-logs", "kafka-4.1-generated", "data", "__cluster_metadata-0")
+    for sid, path in list_snapshots(folder):
+        snap = read_snapshot(path, sid)
+        kinds = {type(decode_metadata_record(v)[0]).__name__ for v in snap.values}
+        assert "ProducerIdsRecord" in kinds and "RegisterBrokerRecord" in kinds
