@@ -1,0 +1,203 @@
+"""Real Kafka clients get producer ids from a real kraftpy process.
+
+kafka-python, aiokafka and confluent-kafka (librdkafka), each idempotent and transactional:
+an idempotent producer gets a fresh id at epoch 0; a transactional id initialised twice keeps
+its id and bumps its epoch. Many producers at once get distinct ids, and no id handed to a
+client falls inside a block given to a broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+
+import pytest
+from support.broker_sim import BrokerSim
+from support.server import KraftpyServer, running_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+WAIT_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    with running_server(tmp_path_factory.mktemp("clients")) as srv:
+        yield srv
+
+
+def txn_id(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+# --- kafka-python -----------------------------------------------------------------------------
+
+def kafka_python_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tuple[int, int]:
+    from kafka import KafkaProducer
+
+    kwargs = {"transactional_id": transactional_id} if transactional_id else {
+        "enable_idempotence": True}
+    producer = KafkaProducer(bootstrap_servers=srv.bootstrap, **kwargs)
+    try:
+        if transactional_id:
+            producer.init_transactions()
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            pe = producer._transaction_manager.producer_id_and_epoch
+            if pe.producer_id >= 0 or time.monotonic() > deadline:
+                return pe.producer_id, pe.epoch
+            time.sleep(0.02)
+    finally:
+        producer.close(timeout=5)
+
+
+def test_kafka_python_idempotent(server) -> None:
+    a, b = kafka_python_pid(server), kafka_python_pid(server)
+    assert a[0] >= 0 and b[0] >= 0 and a[0] != b[0]
+    assert a[1] == b[1] == 0
+
+
+def test_kafka_python_transactional(server) -> None:
+    tid = txn_id("kafka-python")
+    pid, epoch = kafka_python_pid(server, tid)
+    assert pid >= 0 and epoch == 0
+    assert kafka_python_pid(server, tid) == (pid, 1)
+
+
+# --- aiokafka ---------------------------------------------------------------------------------
+
+async def _aiokafka_pid(srv: KraftpyServer, transactional_id: str | None) -> tuple[int, int]:
+    from aiokafka import AIOKafkaProducer
+
+    kwargs = {"transactional_id": transactional_id} if transactional_id else {
+        "enable_idempotence": True}
+    producer = AIOKafkaProducer(bootstrap_servers=srv.bootstrap, **kwargs)
+    await asyncio.wait_for(producer.start(), WAIT_S)
+    try:
+        return producer._txn_manager.producer_id, producer._txn_manager.producer_epoch
+    finally:
+        await producer.stop()
+
+
+def aiokafka_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tuple[int, int]:
+    return asyncio.run(_aiokafka_pid(srv, transactional_id))
+
+
+def test_aiokafka_idempotent(server) -> None:
+    a, b = aiokafka_pid(server), aiokafka_pid(server)
+    assert a[0] >= 0 and b[0] >= 0 and a[0] != b[0]
+    assert a[1] == b[1] == 0
+
+
+def test_aiokafka_transactional(server) -> None:
+    tid = txn_id("aiokafka")
+    pid, epoch = aiokafka_pid(server, tid)
+    assert pid >= 0 and epoch == 0
+    assert aiokafka_pid(server, tid) == (pid, 1)
+
+
+# --- confluent-kafka (librdkafka) -------------------------------------------------------------
+
+def confluent_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tuple[int, int]:
+    from confluent_kafka import Producer
+
+    got: dict = {}
+
+    def stats(text: str) -> None:
+        eos = json.loads(text).get("eos", {})
+        if eos.get("producer_id", -1) >= 0:
+            got.update(eos)
+
+    conf = {"bootstrap.servers": srv.bootstrap, "statistics.interval.ms": 50,
+            "stats_cb": stats}
+    conf.update({"transactional.id": transactional_id} if transactional_id else {
+        "enable.idempotence": True})
+    producer = Producer(conf)
+    if transactional_id:
+        producer.init_transactions(WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while not got and time.monotonic() < deadline:
+        producer.poll(0.02)
+    producer.flush(1)
+    return got.get("producer_id", -1), got.get("producer_epoch", -1)
+
+
+def test_confluent_kafka_idempotent(server) -> None:
+    a, b = confluent_pid(server), confluent_pid(server)
+    assert a[0] >= 0 and b[0] >= 0 and a[0] != b[0]
+    assert a[1] == b[1] == 0
+
+
+def test_confluent_kafka_transactional(server) -> None:
+    tid = txn_id("librdkafka")
+    pid, epoch = confluent_pid(server, tid)
+    assert pid >= 0 and epoch == 0
+    assert confluent_pid(server, tid) == (pid, 1)
+
+
+def test_one_transactional_id_across_all_three_clients(server) -> None:
+    tid = txn_id("shared")
+    pid, _ = kafka_python_pid(server, tid)
+    assert aiokafka_pid(server, tid) == (pid, 1)
+    assert confluent_pid(server, tid) == (pid, 2)
+    assert kafka_python_pid(server, tid) == (pid, 3)
+
+
+# --- many at once, and never inside a broker's block --------------------------------------------
+
+def test_many_producers_at_once_get_distinct_ids_outside_every_broker_block(server) -> None:
+    brokers = [BrokerSim((server.host, server.controller_port), 500 + i, server.cluster_id())
+               for i in range(3)]
+    for b in brokers:
+        b.register()
+        b.wait_unfenced()
+    blocks: list[tuple[int, int]] = []
+    ids: list[tuple[str, int, int]] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def allocate(b: BrokerSim) -> None:
+        try:
+            while not stop.is_set() and len(blocks) < 60:
+                blocks.append(b.allocate())
+                time.sleep(0.01)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def run(kind: str, fn, *args) -> None:
+        try:
+            pid, epoch = fn(server, *args)
+            ids.append((kind, pid, epoch))
+        except BaseException as exc:
+            errors.append(exc)
+
+    async def aio_many(n: int) -> list[tuple[int, int]]:
+        return await asyncio.gather(*(_aiokafka_pid(server, None) for _ in range(n)))
+
+    threads = [threading.Thread(target=allocate, args=(b,)) for b in brokers]
+    threads += [threading.Thread(target=run, args=("confluent", confluent_pid))
+                for _ in range(8)]
+    threads += [threading.Thread(target=run, args=("kafka-python", kafka_python_pid))
+                for _ in range(4)]
+    threads += [threading.Thread(target=run, args=("confluent-txn", confluent_pid,
+                                                   txn_id(f"many{i}"))) for i in range(4)]
+    for t in threads:
+        t.start()
+    for pid, epoch in asyncio.run(aio_many(16)):
+        ids.append(("aiokafka", pid, epoch))
+    stop.set()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(ids) == 32
+    pids = [pid for _, pid, _ in ids]
+    assert min(pids) >= 0
+    assert len(set(pids)) == len(pids), sorted(pids)
+    assert len(blocks) >= 3
+    for start, length in blocks:
+        inside = [p for p in pids if start <= p < start + length]
+        assert not inside, (start, length, inside)
+    starts = sorted(s for s, _ in blocks)
+    assert len(set(starts)) == len(starts)
