@@ -57,9 +57,14 @@ async def serve_node(
     config: ServerConfig, *, task_status: trio.TaskStatus[RunningNode] = trio.TASK_STATUS_IGNORED
 ) -> int:
     from kraftpy.controller import recovery
+    from kraftpy.controller.security.layer import SecurityConfigError, SecurityLayer
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         server = Server(config)
+        try:
+            security = SecurityLayer.from_config(config)
+        except SecurityConfigError as exc:
+            raise NodeStartError(f"bad security configuration: {exc}") from None
         try:
             bound = await server.bind()
         except OSError as exc:
@@ -73,6 +78,8 @@ async def serve_node(
         quorum = Quorum(opened.controller, opened.storage)
         node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features)
         server.node = node
+        security.install(server, node)
+        security.attach_acls(opened.controller)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(quorum.run)

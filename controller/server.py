@@ -51,6 +51,8 @@ class Server:
         self.config = config
         self.node = node
         self.connection_hooks: list[ConnectionHook] = []
+        # Run once a served connection has ended (the security layer frees its slot).
+        self.close_hooks: list[Callable[[Connection], None]] = []
         self.bound: dict[str, int] = {}
         self._listeners: list[tuple[Endpoint, list[trio.SocketListener]]] = []
         self._listen_scope = trio.CancelScope()
@@ -137,6 +139,7 @@ class Server:
             return
         self._open += 1
         self._all_closed = trio.Event() if self._open == 1 else self._all_closed
+        conn = None
         try:
             conn = await self.open_connection(stream, ep)
             if conn is not None:
@@ -145,6 +148,9 @@ class Server:
             pass
         finally:
             await trio.aclose_forcefully(stream)
+            if conn is not None:
+                for close_hook in self.close_hooks:
+                    close_hook(conn)
             self._open -= 1
             if self._open == 0:
                 self._all_closed.set()

@@ -37,6 +37,8 @@ MODULES = (
     "broker_heartbeat",
     "unregister_broker",
     "allocate_producer_ids",
+    "sasl_handshake",
+    "sasl_authenticate",
 )
 
 

@@ -51,5 +51,11 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
         request = handler.request_class.decode(frame[body_offset:], api_version)
     except DecodeError as exc:
         raise CloseConnection(f"error reading {handler.name} v{api_version} body: {exc}") from None
-    response = await handler.handle(node, request, ctx)
+    security = getattr(node, "security", None)  # controller/security/layer.py
+    if security is None:
+        response = await handler.handle(node, request, ctx)
+    else:
+        denied = await security.before(ctx, api_key, request)
+        response = denied if denied is not None else await handler.handle(node, request, ctx)
+        response = security.after(ctx, api_key, request, response)
     return encode_response(header.correlation_id, api_key, api_version, response)

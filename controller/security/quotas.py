@@ -1,7 +1,7 @@
 """Connection limits and per-principal request quotas, in Kafka's terms and property names.
 
-Connections: `max.connections` (per listener, as Kafka applies it to each listener) and
-`max.connections.per.ip` with `max.connections.per.ip.overrides` (`host:count,...`). A
+Connections: `max.connections` (client listeners) and `max.connections.per.ip` with
+`max.connections.per.ip.overrides` (`host:count,...`). A
 connection beyond a limit is accepted and closed at once, before a byte is read, so the
 sessions already established never notice.
 
@@ -102,7 +102,12 @@ class LimitSettings:
 
 
 class ConnectionLimiter:
-    """Counts open connections of one listener, in total and per client address."""
+    """Counts open connections, in total and per client address.
+
+    `max.connections` counts client-listener connections only: like Kafka's inter-broker
+    listener, the CONTROLLER listener stays reachable for brokers during a client flood.
+    `max.connections.per.ip` counts every listener.
+    """
 
     def __init__(self, settings: LimitSettings) -> None:
         self.settings = settings
@@ -112,21 +117,21 @@ class ConnectionLimiter:
     def _ip_limit(self, ip: str) -> int:
         return self.settings.per_ip_overrides.get(ip, self.settings.max_connections_per_ip)
 
-    def try_acquire(self, ip: str) -> str | None:
+    def try_acquire(self, ip: str, *, counted: bool = True) -> str | None:
         """Take a slot for a new connection, or say why there is none (then close it)."""
-        if self.total >= self.settings.max_connections:
+        if counted and self.total >= self.settings.max_connections:
             return f"max.connections ({self.settings.max_connections}) reached"
         if self.per_ip.get(ip, 0) >= self._ip_limit(ip):
             return f"max.connections.per.ip ({self._ip_limit(ip)}) reached for {ip}"
-        self.total += 1
+        self.total += counted
         self.per_ip[ip] = self.per_ip.get(ip, 0) + 1
         return None
 
-    def release(self, ip: str) -> None:
+    def release(self, ip: str, *, counted: bool = True) -> None:
         count = self.per_ip.get(ip, 0)
         if count <= 0:
             return
-        self.total -= 1
+        self.total -= counted
         if count == 1:
             del self.per_ip[ip]
         else:

@@ -36,6 +36,11 @@ def test_connection_limits() -> None:
     lim.release("never-seen")  # harmless
     assert lim.total == 4
     assert lim.settings.per_ip_overrides["::1"] == 1
+    # the CONTROLLER listener is not counted in max.connections, only per address
+    assert lim.try_acquire("10.0.0.2", counted=False) is None
+    assert lim.total == 4 and lim.per_ip["10.0.0.2"] == 1
+    lim.release("10.0.0.2", counted=False)
+    assert lim.total == 4 and "10.0.0.2" not in lim.per_ip
 
 
 def test_under_quota_is_not_throttled() -> None:
