@@ -92,7 +92,7 @@ def input_paths(options: dict[str, str]) -> list[str]:
     return out
 
 
-_SPARK_TO_ARROW = {"string": "string", "bigint": "int64", "int": "int32", "boolean": "bool"}
+_SPARK_TO_ARROW = {"string": "string", "bigint": "int64", "int": "int32", "boolean": "bool_"}
 
 
 def _arrow_schema():
