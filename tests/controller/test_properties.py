@@ -13,6 +13,7 @@ from support.controller_harness import settings as controller_settings
 OPS = st.lists(st.one_of(
     st.tuples(st.just("register"), st.integers(2, 4)),
     st.tuples(st.just("heartbeat"), st.integers(2, 4)),
+    st.tuples(st.just("shutdown"), st.integers(2, 4)),
     st.tuples(st.just("allocate"), st.integers(2, 4)),
     st.tuples(st.just("init"), st.none()),
     st.tuples(st.just("init"), st.sampled_from(["a", "b"])),
@@ -54,10 +55,14 @@ class Run:
         h = self.h
         if op == "register":
             h.register(arg)
-        elif op == "heartbeat":
+        elif op in ("heartbeat", "shutdown"):
             reg = h.qc.cluster.brokers.get(arg)
             if reg is not None:
-                h.heartbeat(arg, reg.epoch)
+                reply = h.heartbeat(arg, reg.epoch, want_shut_down=op == "shutdown")
+                after = h.qc.cluster.brokers[arg]  # the answer is what the records made durable
+                assert reply.error_code == 0 and reply.is_fenced == after.fenced
+                assert reply.is_caught_up
+                assert not reply.should_shut_down or after.fenced
         elif op == "allocate":
             reg = h.qc.cluster.brokers.get(arg)
             if reg is not None:
