@@ -20,6 +20,7 @@ or, for ListTransactions, are left out, as Kafka does.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kraftpy.controller.security.acl import CLUSTER_NAME, AclOperation, ResourceType
@@ -27,6 +28,7 @@ from kraftpy.controller.security.authorizer import Authorizer
 from kraftpy.protocol.error_codes import ErrorCode
 
 Op, RT = AclOperation, ResourceType
+log = logging.getLogger("kraftpy.authorizer")
 
 CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70})  # registration, heartbeat, ids, controllers
 ALTER_CLUSTER_APIS = frozenset({64, 30, 31})  # UnregisterBroker, CreateAcls, DeleteAcls
@@ -95,6 +97,8 @@ def denial(az: Authorizer, ctx: Any, api_key: int, request: Any) -> Any | None:
         code = _init_producer_id(az, ctx, request)
     if code is None:
         return None
+    log.info("Principal = %s is denied api key %d from host %s: %s", ctx.principal, api_key,
+             ctx.client_host, code.name)
     return _error_response(api_key, request, code)
 
 
