@@ -239,7 +239,7 @@ def read_bytes(buf: bytes, pos: int, *, compact: bool, nullable: bool) -> tuple[
         raise DecodeError("null or negative length in non-nullable bytes", offset=start)
     end = pos + n
     if end > len(buf):
-        raise DecodeError(f"{n} bytes announced, fewer present", offset=start)
+        raise DecodeError(f"bytes of {n} announced are truncated", offset=start)
     return buf[pos:end], end
 
 
