@@ -141,9 +141,13 @@ class ClusterControlManager:
         return reg
 
     def snapshot_records(self) -> list[tuple[Any, int]]:
-        version = self.features.register_broker_record_version()
-        out: list[tuple[Any, int]] = [(b.record(version), version)
-                                      for b in self.brokers.values()]
+        base = self.features.register_broker_record_version()
+        out: list[tuple[Any, int]] = []
+        for b in self.brokers.values():
+            # metadata.version decides, unless the registration holds what only a later
+            # version can carry (a log without feature levels, or written by a newer Kafka)
+            version = max(base, 3 if b.log_dirs else 2 if b.is_migrating_zk_broker else 1)
+            out.append((b.record(version), version))
         out += [(r, 0) for r in self.controllers.values()]
         return out
 
