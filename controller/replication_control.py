@@ -39,6 +39,11 @@ class Partition:
     last_known_elr: list[int] | None = None
 
     def record(self, version: int) -> tuple[PartitionRecord, int]:
+        """At `version` (metadata.version's), or the one its fields need if that is later."""
+        if self.eligible_leader_replicas or self.last_known_elr:
+            version = 2
+        elif self.directories:
+            version = max(version, 1)
         return PartitionRecord(
             partition_id=self.partition_id, topic_id=self.topic_id,
             replicas=list(self.replicas), isr=list(self.isr),
