@@ -183,19 +183,17 @@ class TransactionControlManager:
             if isinstance(pid, ErrorCode):
                 return _error(pid, api_version)
             last = meta.producer_epoch if expected is not None else NO_PRODUCER_EPOCH
-            new = replace(meta, producer_id=pid, producer_epoch=0, last_producer_epoch=last,
-                          previous_producer_id=meta.producer_id)
+            epoch, previous = 0, meta.producer_id
             event = (f"Transactional id {tid!r}: epoch exhausted, producer id "
                      f"{meta.producer_id} -> {pid}")
         else:
             bumped = _bump(meta, expected)
             if bumped is None:
                 return _error(ErrorCode.PRODUCER_FENCED, api_version)
-            epoch, last = bumped
-            new = replace(meta, producer_epoch=epoch, last_producer_epoch=last)
+            pid, (epoch, last), previous = meta.producer_id, bumped, meta.previous_producer_id
             event = ""
-        new = replace(new, timeout_ms=timeout, state=TxnState.EMPTY, partitions=(),
-                      last_update_ms=now_ms, start_ms=-1, next_producer_id=NO_PRODUCER_ID)
+        new = TxnMetadata(tid, pid, epoch, timeout, TxnState.EMPTY, previous, NO_PRODUCER_ID,
+                          last, (), now_ms, -1, meta.client_transaction_version)
         result = self._write(new)
         result.response = InitProducerIdResponse(
             throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=new.producer_id,
