@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.controller.broker_heartbeat_manager import (
+    INT64_MAX,
     BrokerControlState,
     BrokerHeartbeatManager,
     current_state,
@@ -253,13 +254,22 @@ class ClusterControlManager:
         register_offset = self.register_offsets[broker_id]
         caught_up = request.current_metadata_offset >= register_offset
         beat = self.heartbeats.state(broker_id, now_ms)
-        active = [b for b, r in self.brokers.items() if r.state is BrokerControlState.UNFENCED]
         current = reg.state
+        # Leaderships and the lowest active offset matter only on the way to a shutdown;
+        # the steady heartbeat skips the scans over partitions and brokers.
+        shutting = current is BrokerControlState.CONTROLLED_SHUTDOWN or (
+            current is BrokerControlState.UNFENCED and request.want_shut_down
+            and not request.want_fence)
+        leads = shutting and self.replication.leads_partitions(broker_id)
+        lowest = INT64_MAX
+        if current is BrokerControlState.CONTROLLED_SHUTDOWN:
+            lowest = self.heartbeats.lowest_active_offset(
+                [b for b, r in self.brokers.items() if r.state is BrokerControlState.UNFENCED])
         nxt = next_state(current, want_fence=request.want_fence,
                          want_shut_down=request.want_shut_down, caught_up=caught_up,
-                         has_leaderships=self.replication.leads_partitions(broker_id),
+                         has_leaderships=leads,
                          controlled_shutdown_offset=beat.controlled_shutdown_offset,
-                         lowest_active_offset=self.heartbeats.lowest_active_offset(active))
+                         lowest_active_offset=lowest)
         result = self.transition(reg, current, nxt)
         self.heartbeats.touch(broker_id, now_ms, request.current_metadata_offset)
         result.response = BrokerHeartbeatResponse(
