@@ -174,7 +174,7 @@ class QuorumController:
 
     def _init_producer_id(self, request: Any, api_version: int, now_ms: int,
                           next_offset: int) -> ControllerResult:
-        if (request.producer_id == -1) != (request.producer_epoch == -1):
+        if api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
             return ControllerResult.reply(InitProducerIdResponse(
                 error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))
         if request.transactional_id is None:  # idempotent: a fresh id, epoch 0, no record
