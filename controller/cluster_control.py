@@ -9,7 +9,6 @@ fencing are commands that return records (see broker_heartbeat_manager for the s
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -348,12 +347,3 @@ class ClusterControlManager:
                 "last_contact_ms": beat.last_contact_ms if beat else None,
             })
         return out
-
-    def alive_endpoints(self, listener: str) -> Iterable[tuple[int, str, int, str | None]]:
-        """(broker id, host, port, rack) of unfenced brokers with a listener of that name."""
-        for b in sorted(self.brokers.values(), key=lambda r: r.broker_id):
-            if b.fenced:
-                continue
-            for name, host, port, _ in b.endpoints:
-                if name == listener:
-                    yield b.broker_id, host, port, b.rack
