@@ -93,7 +93,7 @@ async def serve_node(
                              signal.Signals(signum).name)
                     break
                 await server.drain()
-                await quorum.stop()
+                quorum.stop()
         finally:
             await trio.to_thread.run_sync(opened.storage.close)
     log.info("stopped cleanly")

@@ -1,14 +1,19 @@
-"""The one trio task that owns the QuorumController: events in, durable answers out.
+"""The quorum: the only code that calls the QuorumController, and the task that commits.
 
-Theory of operation. Connections `submit` requests; they queue on a channel. The task takes
-every event waiting (a round), runs each through `handle` one at a time, appends each result's
-records as one batch to __cluster_metadata-0 (and its txn records to __transaction_state-0),
-applies them at once so the next event sees the new state, and then fsyncs once for the whole
-round (group commit, in a worker thread so the loop's clock and channel stay live). Answers are
-released by the rule in ControllerResult: at once when they depend on nothing uncommitted,
-otherwise after the fsync that covers them. Timers run through `tick` every 100 ms and right
-after each commit. A failed write or fsync stops the node: memory is then ahead of disk, and
-only a restart (which replays the log) makes them agree again.
+Theory of operation. trio runs one task at a time, so a call that does not await is atomic.
+`submit` runs a request through `handle`, appends the result's records (one batch per log)
+and applies them, all without awaiting: operations are serialized exactly as if one task
+ran them from a queue, in arrival order, and the next operation sees the new state, as in
+Kafka's controller. It costs no task switch, so a request that writes nothing (most
+InitProducerId answers) is answered at once. Durability is the commit task's job (`run`):
+whenever something was appended it writes and fsyncs both logs in one round (group commit,
+in a worker thread, while requests keep being handled and appended for the next round), then
+calls `on_committed` and releases every waiting answer the new high watermarks cover. Answers
+follow ControllerResult's rule: at once when they depend on nothing uncommitted, otherwise
+after the fsync that covers everything appended up to and including their own records.
+Timers run through `tick` every 100 ms and right after each commit. A failed write or fsync
+stops the node: memory is then ahead of disk, and only a restart (which replays the log) makes
+them agree again.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import trio
@@ -25,42 +29,27 @@ from kraftpy.controller.result import ControllerResult
 log = logging.getLogger("kraftpy.quorum")
 
 TICK_INTERVAL_S = 0.1
-MAX_ROUND = 2048
 
 
 class Storage(Protocol):
-    """The two logs as the loop sees them (implemented over controller/log by recovery.py)."""
+    """The two logs as the quorum sees them (`controller/log/storage.MetadataStorage`)."""
 
     def metadata_end_offset(self) -> int: ...
 
     def txn_end_offset(self) -> int: ...
 
     def append(self, result: ControllerResult, now_ms: int) -> tuple[int, int]:
-        """Write the result's records (one batch each log); returns their base offsets."""
+        """Write the result's records (one batch per log, not yet durable); base offsets."""
 
     def flush(self) -> tuple[int, int]:
-        """fsync both logs; returns the (metadata, txn) high watermarks. Runs in a thread."""
+        """Write and fsync both logs; the (metadata, txn) high watermarks. Runs in a thread."""
 
-    def after_commit(self, controller: Any, now_ms: int) -> None:
-        """Housekeeping once durable (snapshots by policy). Runs on the loop."""
+    def after_commit(self, controller: Any, now_ms: int) -> Any:
+        """Housekeeping once durable (snapshots by policy). Runs on the event loop."""
 
 
 class NodeStopped(RuntimeError):
-    """The quorum task is not running (stopping, or failed on a write)."""
-
-
-@dataclass(eq=False)
-class _Event:
-    request: Any
-    api_version: int
-    listener: str | None
-    done: trio.Event = field(default_factory=trio.Event)
-    response: Any = None
-    error: BaseException | None = None
-
-    def resolve(self, response: Any = None, error: BaseException | None = None) -> None:
-        self.response, self.error = response, error
-        self.done.set()
+    """The quorum is not running (stopping, or stopped by a failed write)."""
 
 
 def wall_clock_ms() -> int:
@@ -68,116 +57,51 @@ def wall_clock_ms() -> int:
 
 
 class Quorum:
-    """Owns the controller; `run` is the task, `submit` is how everyone else talks to it."""
+    """Owns the controller: `submit` for requests, `run` as the commit-and-timers task."""
 
-    def __init__(
-        self,
-        controller: Any,
-        storage: Storage,
-        *,
-        clock_ms: Callable[[], int] = wall_clock_ms,
-        queue_size: int = 65536,
-    ) -> None:
+    def __init__(self, controller: Any, storage: Storage, *,
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.controller = controller
         self.storage = storage
         self.clock_ms = clock_ms
-        self._send, self._receive = trio.open_memory_channel[_Event](queue_size)
+        self.hwm = (storage.metadata_end_offset(), storage.txn_end_offset())
+        self.fsyncs = 0
+        self._appended = trio.Event()  # set when records wait for a commit
+        self._committed = trio.Event()  # replaced after every commit round
         self._stopping = False
         self._failed: BaseException | None = None
-        self.rounds = 0
-        self.fsyncs = 0
 
     # --- callers -------------------------------------------------------------------------------
     async def submit(self, request: Any, api_version: int, listener: str | None = None) -> Any:
         """The response to `request`, once the rule for releasing it allows."""
-        if self._stopping or self._failed is not None:
-            raise NodeStopped("the controller is shutting down")
-        event = _Event(request, api_version, listener)
-        await self._send.send(event)
-        await event.done.wait()
-        if event.error is not None:
-            raise event.error
-        return event.response
-
-    async def stop(self) -> None:
-        """Finish the queued events, commit them, end the task."""
-        self._stopping = True
-        await self._send.aclose()
-
-    # --- the task ------------------------------------------------------------------------------
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        next_tick = trio.current_time()
-        try:
-            while True:
-                batch: list[_Event] = []
-                closed = False
-                with trio.move_on_at(next_tick):
-                    try:
-                        batch.append(await self._receive.receive())
-                    except trio.EndOfChannel:
-                        closed = True
-                while not closed and len(batch) < MAX_ROUND:
-                    try:
-                        batch.append(self._receive.receive_nowait())
-                    except trio.WouldBlock:
-                        break
-                    except trio.EndOfChannel:
-                        closed = True
-                tick_due = trio.current_time() >= next_tick
-                await self._round(batch, tick=tick_due)
-                if tick_due:
-                    next_tick = trio.current_time() + TICK_INTERVAL_S
-                if closed:
-                    return
-        except BaseException as exc:
-            self._failed = exc
-            raise
-        finally:
-            self._fail_waiting()
-
-    def _fail_waiting(self) -> None:
-        while True:
-            try:
-                event = self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return
-            event.resolve(error=NodeStopped("the controller stopped"))
-
-    async def _round(self, batch: list[_Event], *, tick: bool) -> None:
-        self.rounds += 1
-        waiting: list[_Event] = []
-        wrote = False
-        for event in batch:
-            now = self.clock_ms()
-            try:
-                result = self.controller.handle(
-                    event.request, event.api_version, now_ms=now,
-                    next_offset=self.storage.metadata_end_offset(), listener=event.listener,
-                )
-            except Exception as exc:
-                # A refused request (e.g. an API the controller does not serve) fails alone.
-                event.resolve(error=exc)
-                continue
-            wrote |= self._write(result, now)
-            if result.respond_before_commit:
-                event.resolve(result.response)
-            else:
-                event.response = result.response
-                waiting.append(event)
-        if tick:
-            wrote |= self._tick()
-        if wrote:
-            await self._commit()
-            if self._tick():  # timers that the commit made due (e.g. id prefetch)
-                await self._commit()
-        for event in waiting:
-            event.resolve(event.response)
-
-    def _tick(self) -> bool:
+        self._check_running()
         now = self.clock_ms()
-        result = self.controller.tick(now_ms=now, next_offset=self.storage.metadata_end_offset())
-        return self._write(result, now)
+        result = self.controller.handle(
+            request, api_version, now_ms=now,
+            next_offset=self.storage.metadata_end_offset(), listener=listener,
+        )
+        self._write(result, now)
+        if not result.respond_before_commit:
+            await self._wait_durable(
+                (self.storage.metadata_end_offset(), self.storage.txn_end_offset()))
+        return result.response
+
+    def stop(self) -> None:
+        """Refuse new requests; `run` commits what is pending and returns."""
+        self._stopping = True
+        self._appended.set()
+
+    def _check_running(self) -> None:
+        if self._failed is not None:
+            raise NodeStopped("the controller stopped after a failed write") from self._failed
+        if self._stopping:
+            raise NodeStopped("the controller is shutting down")
+
+    async def _wait_durable(self, target: tuple[int, int]) -> None:
+        while self.hwm[0] < target[0] or self.hwm[1] < target[1]:
+            if self._failed is not None:
+                raise NodeStopped("the write of this request failed") from self._failed
+            await self._committed.wait()
 
     def _write(self, result: ControllerResult, now_ms: int) -> bool:
         for line in result.events:
@@ -186,12 +110,53 @@ class Quorum:
             return False
         offset, txn_offset = self.storage.append(result, now_ms)
         self.controller.apply(result, offset=offset, txn_offset=txn_offset)
+        self._appended.set()
         return True
 
+    # --- the commit task -----------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        next_tick = trio.current_time()
+        try:
+            while True:
+                with trio.move_on_at(next_tick):
+                    await self._appended.wait()
+                if trio.current_time() >= next_tick:
+                    self._tick()
+                    next_tick = trio.current_time() + TICK_INTERVAL_S
+                if self._pending():
+                    await self._commit()
+                    self._tick()  # timers the commit made due (e.g. id prefetch)
+                    if self._pending():
+                        continue
+                if self._stopping and not self._pending():
+                    return
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        finally:
+            self._committed.set()
+
+    def _pending(self) -> bool:
+        end = (self.storage.metadata_end_offset(), self.storage.txn_end_offset())
+        return end[0] > self.hwm[0] or end[1] > self.hwm[1]
+
+    def _tick(self) -> None:
+        if self._failed is not None:
+            return
+        now = self.clock_ms()
+        self._write(self.controller.tick(now_ms=now,
+                                         next_offset=self.storage.metadata_end_offset()), now)
+
     async def _commit(self) -> None:
+        self._appended = trio.Event()
         # Shielded: a durable write is never abandoned halfway by a cancellation.
         with trio.CancelScope(shield=True):
             hwm, txn_hwm = await trio.to_thread.run_sync(self.storage.flush)
         self.fsyncs += 1
+        self.hwm = (hwm, txn_hwm)
         self.controller.on_committed(hwm, txn_hwm)
-        self.storage.after_commit(self.controller, self.clock_ms())
+        done, self._committed = self._committed, trio.Event()
+        done.set()
+        if not self._pending():  # a snapshot must hold exactly the committed state
+            self.storage.after_commit(self.controller, self.clock_ms())

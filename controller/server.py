@@ -27,6 +27,7 @@ from kraftpy.protocol.framing import FrameReader
 log = logging.getLogger("kraftpy.server")
 
 RECEIVE_SIZE = 65536
+MAX_COALESCED = 64
 
 
 @dataclass
@@ -159,14 +160,29 @@ class Server:
         reader = FrameReader(self.config.socket_request_max_bytes)
         send_lock = trio.Lock()
         idle_s = self.config.connections_max_idle_ms / 1000
+        # Answers to requests that were already buffered go out in one write (pipelining
+        # clients); they are still produced one at a time, in order.
+        outgoing: list[bytes] = []
+
+        async def flush() -> None:
+            if outgoing:
+                data = b"".join(outgoing)
+                outgoing.clear()
+                async with send_lock:
+                    # A frame is never cut: cancellation waits for the whole send.
+                    with trio.CancelScope(shield=True):
+                        await conn.stream.send_all(data)
+
         while True:
             try:
                 frame = reader.next_frame()
             except DecodeError as exc:
+                await flush()
                 log.warning("closing connection from %s on %s: %s",
                             conn.peer, conn.context.listener, exc)
                 return
             if frame is None:
+                await flush()
                 if self._draining:
                     return
                 with trio.move_on_after(idle_s) as scope:
@@ -187,19 +203,19 @@ class Server:
                 continue
             try:
                 assert self.node is not None
-                out = await dispatch(self.node, frame, conn.context)
+                outgoing.append(await dispatch(self.node, frame, conn.context))
             except CloseConnection as exc:
+                await flush()
                 log.warning("closing connection from %s on %s: %s",
                             conn.peer, conn.context.listener, exc)
                 return
             except Exception:
+                await flush()
                 log.exception("closing connection from %s on %s: request failed",
                               conn.peer, conn.context.listener)
                 return
-            async with send_lock:
-                # A frame is never cut: cancellation waits for the whole send.
-                with trio.CancelScope(shield=True):
-                    await conn.stream.send_all(out)
+            if len(outgoing) >= MAX_COALESCED:
+                await flush()
 
     # --- shutdown -------------------------------------------------------------------------------
     async def drain(self, timeout_s: float = 30.0) -> None:

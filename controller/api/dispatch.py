@@ -7,12 +7,20 @@ not serve, a malformed header or body) raises `CloseConnection`, as Kafka closes
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from kraftpy.controller import api
 from kraftpy.controller.api import api_versions
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import encode_response, read_request_header
+
+
+def _for_request(conn: api.RequestContext, client_id: str, correlation_id: int, api_key: int,
+                 api_version: int) -> api.RequestContext:
+    """The connection's context for one request: a copy, far cheaper than replace()."""
+    ctx = object.__new__(api.RequestContext)
+    ctx.__dict__.update(conn.__dict__)
+    ctx.__dict__.update(client_id=client_id, correlation_id=correlation_id, api_key=api_key,
+                        api_version=api_version)
+    return ctx
 
 
 class CloseConnection(Exception):
@@ -31,13 +39,7 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
             f"received request api key {api_key} with version {api_version} which is not "
             f"enabled on listener {conn.listener}"
         )
-    ctx = replace(
-        conn,
-        client_id=header.client_id or "",
-        correlation_id=header.correlation_id,
-        api_key=api_key,
-        api_version=api_version,
-    )
+    ctx = _for_request(conn, header.client_id or "", header.correlation_id, api_key, api_version)
     if not handler.serves(api_version):
         if api_key == api_versions.API_KEY:
             return encode_response(
