@@ -39,6 +39,9 @@ MODULES = (
     "allocate_producer_ids",
     "sasl_handshake",
     "sasl_authenticate",
+    "describe_acls",
+    "create_acls",
+    "delete_acls",
 )
 
 
