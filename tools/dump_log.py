@@ -27,7 +27,7 @@ from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
 from kraftpy.tools.logdecode.paths import FileKind, LogFile, expand
 from kraftpy.tools.logdecode.progress import Progress
 from kraftpy.tools.logdecode.reader import read_log_file
-from kraftpy.tools.logdecode.rows import file_rows, row_dict
+from kraftpy.tools.logdecode.rows import file_rows, row_json
 from kraftpy.tools.logdecode.small_files import SmallFileError, read_small_file, render_small_file
 
 NO_OP = "NO_OP_RECORD"
@@ -154,7 +154,7 @@ def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> No
                 tally.problems.append(Problem(row[1], row[3], "undecodable-record", row[12], row[5]))
         if skip_noop and row[9] == NO_OP:
             continue
-        lines.append(compact_json(row_dict(row)))
+        lines.append(row_json(row))
         if len(lines) >= 2000:
             out.write("\n".join(lines) + "\n")
             lines.clear()

@@ -94,7 +94,7 @@ def load(path: str | Path) -> Replayed:
 
 
 def _records(file: LogFile, problems: list[Problem]) -> Iterator[RecordInfo]:
-    for event in read_log_file(file):
+    for event in read_log_file(file, objects=True):
         if type(event) is RecordInfo:
             yield event
         elif type(event) is Problem:

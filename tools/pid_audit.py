@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import IO
 
 from kraftpy.tools.dump_log import EXIT_USAGE, NotALogError, resolve
-from kraftpy.tools.logdecode.audit import AUDIT_TYPES, Audit, Block, audit
+from kraftpy.tools.logdecode.audit import AUDIT_TYPES, OWN_BLOCK_EPOCH, Audit, Block, audit
 from kraftpy.tools.logdecode.dumptext import compact_json, problem_line
 from kraftpy.tools.logdecode.model import Problem
 from kraftpy.tools.logdecode.rows import audit_record, file_rows
@@ -46,7 +46,7 @@ def render_text(result: Audit, out: IO[str]) -> None:
         rows.append((
             str(block.offset), _time(block.timestamp_ms), str(block.broker_id),
             str(block.broker_epoch), str(block.first_id), str(block.last_id),
-            "-" if block.registration_offset is None else str(block.registration_offset),
+            _registered(block),
             block.incarnation_id or "-", block.finding or "ok",
         ))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -94,6 +94,12 @@ def main(paths: Sequence[str], *, fmt: str = "text", cluster: str = "", block_si
     for problem in problems:
         err.write(problem_line(problem) + "\n")
     return EXIT_OVERLAP if result.has_overlap else EXIT_OK
+
+
+def _registered(block: Block) -> str:
+    if block.registration_offset is not None:
+        return str(block.registration_offset)
+    return "own block" if block.broker_epoch == OWN_BLOCK_EPOCH else "-"
 
 
 def _time(ms: int) -> str:

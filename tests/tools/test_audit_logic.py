@@ -58,3 +58,8 @@ def test_log_after_a_snapshot_is_seeded_from_it() -> None:
     # Without the snapshot there is no baseline, hence no gap can be claimed for the first one.
     assert audit(log).findings[0].kind == "unregistered-epoch"
     assert all(f.kind != "gap" for f in audit(log).findings)
+
+
+def test_a_controllers_own_block_needs_no_registration() -> None:
+    result = audit([pids(1, 1, -1, 1000), reg(2, 101, 2), pids(3, 101, 2, 2000)])
+    assert result.findings == [] and [b.first_id for b in result.blocks] == [0, 1000]

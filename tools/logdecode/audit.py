@@ -23,6 +23,9 @@ BLOCK_SIZE = 1000
 PRODUCER_IDS = "PRODUCER_IDS_RECORD"
 REGISTER_BROKER = "REGISTER_BROKER_RECORD"
 AUDIT_TYPES = frozenset({PRODUCER_IDS, REGISTER_BROKER})
+# A block a combined controller takes for its own InitProducerId answers carries its node id
+# and no broker epoch; it needs no registration.
+OWN_BLOCK_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +133,7 @@ def _audit_cluster(cluster: str, records: list[AuditRecord], block_size: int, ou
             block.registration_offset = reg.offset if reg.file_kind == "segment" else None
             block.registration_timestamp_ms = reg.timestamp_ms
             block.incarnation_id = reg.data.get("incarnationId")
-        else:
+        elif block.broker_epoch != OWN_BLOCK_EPOCH:
             findings.append(Finding(cluster, "unregistered-epoch", rec.offset, block.first_id,
                                     block.last_id,
                                     f"broker {block.broker_id} epoch {block.broker_epoch} has no "

@@ -64,14 +64,13 @@ def _record_tail(record: RecordInfo) -> str:
         label = _CONTROL_LABELS.get(record.type_name)
         if label is None:
             return f" controlType: {record.type_name}({record.type_id})"
-        return f" {label} {compact_json(record.data)}"
+        return f" {label} {record.json}"
     if record.kind == "txn":
         return _txn_tail(record)
     if record.error:
         return f" payload: Error at {record.offset}, skipping. {record.error}"
     if record.kind == "metadata":
-        return " payload: " + compact_json(
-            {"type": record.type_name, "version": record.version, "data": record.data})
+        return f' payload: {{"type":"{record.type_name}","version":{record.version},"data":{record.json}}}'
     return ""
 
 

@@ -85,6 +85,7 @@ class RecordInfo:
     type_id: int = -1
     version: int = -1
     data: Any = None
+    json: str | None = None  # `data` as compact JSON text (what the dump and the rows print)
     key_data: Any = None
     error: str = ""
     record: Any = field(default=None, repr=False)  # the decoded object, for replay

@@ -6,11 +6,14 @@ picks the decoder for the record's kind and turns a failure into a message on th
 
 from __future__ import annotations
 
+from typing import Any
+
 from kraftpy.protocol import control_records, txn_log
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.metadata_frame import decode_metadata_record
 from kraftpy.protocol.registry import record_type_name
 
+from .dumptext import compact_json
 from .model import RecordInfo
 
 _TYPE_NAMES: dict[int, str] = {}
@@ -27,12 +30,26 @@ def type_name(type_id: int) -> str:
     return name
 
 
+# Decoding depends only on a value's bytes, and metadata logs repeat themselves (NoOpRecords,
+# fence/unfence of the same brokers, ...), so decoded values are kept by their bytes. Bounded:
+# emptied when full, which costs one re-decode per distinct value.
+_CACHE: dict[bytes, tuple[int, str, int, Any, str]] = {}
+_CACHE_LIMIT = 50_000
+
+
 def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
-                    types: frozenset[str] | None) -> None:
+                    types: frozenset[str] | None, objects: bool = False) -> None:
+    """Fill in type, version, data and its JSON text; `objects` also keeps the decoded record
+    (a fresh one, never shared) for replay."""
     rec.kind = "metadata"
     if value is None:
         rec.error = "metadata record has a null value"
         return
+    if not objects:
+        hit = _CACHE.get(value)
+        if hit is not None:
+            rec.type_id, rec.type_name, rec.version, rec.data, rec.json = hit
+            return
     # The frame's first three uvarints are one byte each for every type Kafka defines; read
     # them here so a filtered scan can skip the body entirely.
     if len(value) >= 3 and value[0] == 1 and value[1] < 0x80 and value[2] < 0x80:
@@ -49,7 +66,13 @@ def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, pay
     rec.type_name = type_name(rec.type_id)
     rec.version = version
     rec.data = record.to_json(version)
-    rec.record = record
+    rec.json = compact_json(rec.data)
+    if objects:
+        rec.record = record
+        return
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[bytes(value)] = (rec.type_id, rec.type_name, rec.version, rec.data, rec.json)
 
 
 # Kafka's names for the control types, as its dump tool prints them.
@@ -76,10 +99,12 @@ def decode_control(rec: RecordInfo, key: bytes | None, value: bytes | None) -> N
     elif message is not None:
         rec.version = 0
         rec.data = message.to_json(0)
+    if rec.data is not None:
+        rec.json = compact_json(rec.data)
 
 
 def decode_txn(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
-               types: frozenset[str] | None) -> None:
+               types: frozenset[str] | None, objects: bool = False) -> None:
     rec.kind = "txn"
     rec.type_name = "TRANSACTION_LOG"
     try:
@@ -93,11 +118,8 @@ def decode_txn(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads
     rec.key_data = txn_key.to_json(key_version)
     rec.version = -1 if version is None else version
     rec.data = None if txn_value is None else txn_value.to_json(version)
+    rec.json = compact_json({"key": rec.key_data, "value": rec.data})
     rec.record = (txn_key, txn_value)
-
-
-def decode_raw(rec: RecordInfo, key: bytes | None, value: bytes | None) -> None:
-    rec.kind = "raw"
 
 
 def _control_type(key: bytes | None) -> tuple[int, str]:

@@ -22,17 +22,18 @@ from kraftpy.protocol.record_batch import (
 
 from .model import BatchInfo, Problem, RecordInfo, batch_info
 from .paths import LogFile
-from .payload import decode_control, decode_metadata, decode_raw, decode_txn
+from .payload import decode_control, decode_metadata, decode_txn
 
 Event = BatchInfo | RecordInfo | Problem
 
 
 def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = True,
-                  types: frozenset[str] | None = None) -> Iterator[Event]:
+                  types: frozenset[str] | None = None, objects: bool = False) -> Iterator[Event]:
     """Yield each batch, then its records, with Problems where the bytes are damaged.
 
     `payloads=False` skips value decoding (type names are still read); `types` limits full
-    decoding to those record type names (others keep type and version, no data).
+    decoding to those record type names (others keep type and version, no data); `objects`
+    keeps each decoded record object on `RecordInfo.record` (for replay).
     """
     path = str(file.path)
     if data is None:
@@ -54,7 +55,7 @@ def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = 
                     yield Problem(path, batch.position, "crc",
                                   f"CRC mismatch: stored {batch.crc}, computed {batch.compute_crc()}",
                                   batch.base_offset)
-                yield from _records(path, batch, info, decode_value, payloads, types)
+                yield from _records(path, batch, info, decode_value, payloads, types, objects)
             return
         except TruncatedBatchError as e:
             yield Problem(path, _at(e, pos), "torn-tail",
@@ -67,34 +68,31 @@ def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = 
 
 
 def _records(path: str, batch: RecordBatch, info: BatchInfo, decode_value, payloads: bool,
-             types: frozenset[str] | None) -> Iterator[Event]:
+             types: frozenset[str] | None, objects: bool) -> Iterator[Event]:
     try:
         records = batch.records()
     except DecodeError as e:
         yield Problem(path, batch.position, "bad-batch", e.reason, batch.base_offset)
         return
     base_seq = batch.base_sequence
+    base_offset = batch.base_offset
     control = info.is_control
-    for rec in records:
-        key, value = rec.key, rec.value
-        info_rec = RecordInfo(
-            offset=rec.offset,
-            timestamp=rec.timestamp,
-            key_size=-1 if key is None else len(key),
-            value_size=-1 if value is None else len(value),
-            sequence=-1 if base_seq < 0 else (base_seq + rec.offset - batch.base_offset) % 0x80000000,
-            header_keys=[h[0] for h in rec.headers] if rec.headers else [],
-            kind="control" if control else "raw",
+    for offset, timestamp, key, value, headers in records:
+        rec = RecordInfo(
+            offset, timestamp, -1 if key is None else len(key), -1 if value is None else len(value),
+            -1 if base_seq < 0 else (base_seq + offset - base_offset) % 0x80000000,
+            [h[0] for h in headers] if headers else _NO_HEADERS, "raw",
         )
         if control:
-            decode_control(info_rec, key, value)
+            decode_control(rec, key, value)
         elif decode_value is not None:
-            decode_value(info_rec, key, value, payloads, types)
-        else:
-            decode_raw(info_rec, key, value)
-        yield info_rec
-        if info_rec.error:
-            yield Problem(path, batch.position, "undecodable-record", info_rec.error, rec.offset)
+            decode_value(rec, key, value, payloads, types, objects)
+        yield rec
+        if rec.error:
+            yield Problem(path, batch.position, "undecodable-record", rec.error, offset)
+
+
+_NO_HEADERS: list[str] = []
 
 
 def _at(error: DecodeError, default: int) -> int:

@@ -7,13 +7,13 @@ a row with no record type and the problem in `error`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 from .audit import AuditRecord
-from .dumptext import compact_json
-from .model import BatchInfo, Problem, RecordInfo
+from .model import BatchInfo, RecordInfo
 from .paths import LogFile, cluster_of
 from .reader import read_log_file
 
@@ -66,13 +66,7 @@ def file_rows(file: LogFile, cluster: str = "", *, types: frozenset[str] | None 
 
 
 def _payload(rec: RecordInfo) -> str | None:
-    if rec.kind == "txn":
-        if rec.error:
-            return None
-        return compact_json({"key": rec.key_data, "value": rec.data})
-    if rec.data is None:
-        return None
-    return compact_json(rec.data)
+    return None if rec.error else rec.json
 
 
 def row_dict(row: Row) -> dict[str, Any]:
@@ -93,5 +87,22 @@ def audit_record(row: Row | dict[str, Any]) -> AuditRecord:
                        r["record_type"], json.loads(payload) if isinstance(payload, str) else payload)
 
 
-def problem_of(row: Row) -> Problem | None:
-    return None if row[12] is None else Problem(row[1], row[3], "row", row[12], row[5])
+def row_json(row: Row) -> str:
+    """`row_dict(row)` as compact JSON text, without parsing the payload back."""
+    (cluster, file, kind, position, base, offset, epoch, timestamp, control, rtype, version,
+     payload, error) = row
+    return (
+        f'{{"cluster":{_text(cluster)},"file":{_text(file)},"file_kind":"{kind}",'
+        f'"batch_position":{position},"batch_base_offset":{base},'
+        f'"offset":{"null" if offset is None else offset},"leader_epoch":{epoch},'
+        f'"timestamp_ms":{timestamp},"is_control":{"true" if control else "false"},'
+        f'"record_type":{"null" if rtype is None else _text(rtype)},'
+        f'"version":{"null" if version is None else version},'
+        f'"payload":{"null" if payload is None else payload},'
+        f'"error":{"null" if error is None else _text(error)}}}'
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _text(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
