@@ -1,0 +1,126 @@
+"""The quorum's release rule and failure rule, with a scripted controller and storage."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import trio
+from kraftpy.controller.quorum import NodeStopped, Quorum
+from kraftpy.controller.result import ControllerResult
+
+
+class Controller:
+    def __init__(self) -> None:
+        self.applied: list[tuple[int, list]] = []
+        self.committed: list[tuple[int, int]] = []
+        self.ticks = 0
+
+    def handle(self, request, api_version, *, now_ms, next_offset, listener=None):
+        kind, n = request
+        records = [("rec", 0)] * n
+        return ControllerResult(response=(kind, next_offset), records=records,
+                                respond_before_commit=(kind == "early"))
+
+    def tick(self, *, now_ms, next_offset):
+        self.ticks += 1
+        return ControllerResult()
+
+    def apply(self, result, *, offset, txn_offset):
+        self.applied.append((offset, result.records))
+
+    def on_committed(self, hwm, txn_hwm):
+        self.committed.append((hwm, txn_hwm))
+
+
+class Storage:
+    def __init__(self) -> None:
+        self.end = 0
+        self.durable = 0
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail = False
+        self.snapshots_at: list[int] = []
+
+    def metadata_end_offset(self):
+        return self.end
+
+    def txn_end_offset(self):
+        return 0
+
+    def append(self, result, now_ms):
+        base = self.end
+        self.end += len(result.records)
+        return base, 0
+
+    def flush(self):
+        self.gate.wait(10)
+        if self.fail:
+            raise OSError(5, "Input/output error")
+        self.durable = self.end
+        return self.durable, 0
+
+    def after_commit(self, controller, now_ms):
+        self.snapshots_at.append(self.durable)
+
+
+async def test_answers_wait_for_the_fsync_that_covers_them() -> None:
+    controller, storage = Controller(), Storage()
+    quorum = Quorum(controller, storage)
+    storage.gate.clear()
+    got: dict[str, object] = {}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+
+        async def ask(name, request):
+            got[name] = await quorum.submit(request, 0)
+
+        for name, request in (("write", ("late", 2)), ("read", ("late", 0)),
+                              ("early", ("early", 1))):
+            nursery.start_soon(ask, name, request)
+            await trio.sleep(0.01)
+        await trio.sleep(0.3)
+        # The early answer is out; the write and the read after it wait for the fsync.
+        assert set(got) == {"early"}
+        assert controller.applied and controller.applied[0][0] == 0
+        storage.gate.set()
+        await trio.sleep(0.3)
+        assert got["write"] == ("late", 0) and got["read"] == ("late", 2)
+        assert controller.committed[-1][0] == 3
+        assert storage.snapshots_at and storage.snapshots_at[-1] == 3
+        quorum.stop()
+    with pytest.raises(NodeStopped):
+        await quorum.submit(("late", 0), 0)
+
+
+async def test_a_failed_fsync_stops_the_node_and_fails_the_waiters() -> None:
+    controller, storage = Controller(), Storage()
+    quorum = Quorum(controller, storage)
+    storage.fail = True
+    errors: list[BaseException] = []
+
+    async def ask():
+        try:
+            await quorum.submit(("late", 1), 0)
+        except NodeStopped as exc:
+            errors.append(exc)
+
+    with pytest.raises(BaseExceptionGroup) as failure:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            nursery.start_soon(ask)
+            await trio.sleep(1)
+    assert failure.group_contains(OSError)
+    assert len(errors) == 1
+    with pytest.raises(NodeStopped):
+        await quorum.submit(("early", 0), 0)
+
+
+async def test_ticks_run_while_idle() -> None:
+    controller, storage = Controller(), Storage()
+    quorum = Quorum(controller, storage)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        await trio.sleep(0.35)
+        quorum.stop()
+    assert controller.ticks >= 3
