@@ -1,0 +1,133 @@
+"""Kafka 4.1's recorded requests replayed against a real kraftpy process.
+
+The bytes Kafka answered are the reference. Where an answer carries state (the producer id
+kraftpy chose, its cluster id, its ports), that value is substituted into Kafka's bytes and
+into the replayed request; everything else must be byte-for-byte Kafka's.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+
+import pytest
+from kraftpy.protocol.framing import decode_request, encode_request
+from kraftpy.tools.conformance.wire import Connection
+from support.paths import reference
+from support.server import KraftpyServer, running_server
+
+KAFKA_CLUSTER = b"G0dMBTBsQ--_v26MQTG0jA"
+KAFKA_PID = 2  # what Kafka gave golden-txn
+
+
+def exchanges() -> dict[tuple[str, str], dict]:
+    path = reference("real-captures", "kafka-4.1", "wire-4.1.jsonl")
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            e = json.loads(line)
+            out[(e["listener"], e["name"])] = e
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    with running_server(tmp_path_factory.mktemp("replay")) as srv:
+        yield srv
+
+
+def replay(srv: KraftpyServer, ex: dict, *, pid: int | None = None) -> bytes:
+    """Send Kafka's request (with `pid` in place of Kafka's producer id); our answer frame."""
+    raw = bytes.fromhex(ex["request_hex"])
+    if pid is not None:
+        header, request = decode_request(raw[4:])
+        request.producer_id = pid
+        raw = encode_request(request, header.request_api_version, header.correlation_id,
+                             header.client_id)
+    port = srv.client_port if ex["listener"] == "client" else srv.controller_port
+    with Connection((srv.host, port)) as conn:
+        conn.send_raw(raw)
+        return conn.recv_frame()
+
+
+def kafka_answer(ex: dict, *, pid: int | None = None) -> bytes:
+    data = bytes.fromhex(ex["response_hex"])[4:]
+    if pid is not None:
+        data = data.replace(struct.pack(">q", KAFKA_PID), struct.pack(">q", pid))
+    return data
+
+
+TXN_SEQUENCE = [  # (name, producer id in the request relative to ours, or None)
+    ("InitProducerId v4 txn golden-txn first init (attempt 1)", None),
+    ("InitProducerId v4 txn re-init with returned pid/epoch", 0),
+    ("InitProducerId v4 txn re-init again (second bump)", 0),
+    ("InitProducerId v4 txn re-init with previous epoch (retry of last bump)", 0),
+    ("InitProducerId v4 txn re-init with stale epoch (current-2)", 0),
+    ("InitProducerId v4 txn re-init with future epoch (current+5)", 0),
+    ("InitProducerId v4 txn re-init with wrong producer id", 12345),
+    ("InitProducerId v4 txn pid set, epoch -1", 0),
+    ("InitProducerId v4 txn timeout above max (900001 ms)", None),
+    ("InitProducerId v4 txn timeout 0 ms", None),
+    ("InitProducerId v4 idempotent pid set, epoch -1", None),
+]
+
+
+def test_the_transactional_decision_table_answers_kafkas_bytes(server) -> None:
+    ex = exchanges()
+    first = replay(server, ex[("client", TXN_SEQUENCE[0][0])])
+    ours = struct.unpack(">q", first[4 + 1 + 4 + 2:4 + 1 + 4 + 2 + 8])[0]  # header v1, body
+    assert ours >= 0
+    for name, offset in TXN_SEQUENCE:
+        e = ex[("client", name)]
+        got = first if offset is None and name == TXN_SEQUENCE[0][0] else replay(
+            server, e, pid=None if offset is None else ours + offset)
+        assert got.hex() == kafka_answer(e, pid=ours).hex(), name
+
+
+@pytest.mark.parametrize("name", [
+    "InitProducerId v0 idempotent (attempt 2)",
+    "InitProducerId v4 idempotent",
+    "InitProducerId v4 idempotent timeout above max",
+])
+def test_idempotent_answers_have_kafkas_shape(server, name: str) -> None:
+    e = exchanges()[("client", name)]
+    deadline = time.monotonic() + 10
+    while True:
+        got = replay(server, e)
+        if got[-12:-10] != b"\x00\x0e" or time.monotonic() > deadline:  # 14: ids not ready
+            break
+        time.sleep(0.05)
+    want = kafka_answer(e)
+    assert len(got) == len(want)
+    body = 5 if e["api_version"] >= 2 else 4  # response header v1 / v0
+    # Same throttle, error code and epoch (0); only the producer id is ours.
+    assert got[:body + 6] == want[:body + 6]
+    assert got[body + 14:] == want[body + 14:]
+    assert struct.unpack(">q", got[body + 6:body + 14])[0] >= 0
+
+
+@pytest.mark.parametrize("name", [
+    "BrokerRegistration v3 wrong cluster id",
+    "AllocateProducerIds v0 unregistered broker 77",
+    "AllocateProducerIds v0 unregistered broker 77 epoch -1",
+    "BrokerHeartbeat v1 unregistered broker 77",
+    "DescribeCluster v1 endpoint_type=1 (brokers) on controller",
+])
+def test_broker_error_paths_answer_kafkas_bytes(server, name: str) -> None:
+    e = exchanges()[("controller", name)]
+    assert replay(server, e).hex() == kafka_answer(e).hex()
+
+
+@pytest.mark.parametrize(("listener", "name"), [
+    ("controller", "DescribeCluster v1 endpoint_type=2 (controllers)"),
+    ("client", "DescribeCluster v1 endpoint_type=1 on client listener"),
+])
+def test_describe_cluster_answers_kafkas_bytes_with_our_id_and_port(server, listener, name
+                                                                      ) -> None:
+    e = exchanges()[(listener, name)]
+    port = server.client_port if listener == "client" else server.controller_port
+    kafka_port = 39092 if listener == "client" else 39093
+    want = kafka_answer(e).replace(KAFKA_CLUSTER, server.cluster_id().encode()).replace(
+        struct.pack(">i", kafka_port), struct.pack(">i", port))
+    assert replay(server, e).hex() == want.hex()
