@@ -143,7 +143,6 @@ class ModuleEmitter:
         done = self.decoders.setdefault(struct.name, {})
         if version in done:
             return done[version]
-        flexible = version in self.spec.flexible
         # children first, so this body names their (deduplicated) functions
         for f in struct.fields:
             if version in f.versions:
@@ -152,35 +151,10 @@ class ModuleEmitter:
                     self.decoder(self.spec.structs[t.struct], version)
         self.tmp = 0
         c = _Code()
-        cls = self.names[struct.name]
         c(1, "F = None")
         c(1, "try:")
         c(2, "L = len(b)")
-        c(2, f"o = _new({cls})")
-        regular = []
-        tagged = []
-        for f in struct.fields:
-            if version not in f.versions:
-                c(2, f"o.{f.attr} = {_default_expr(f, self.names)}")
-            elif version in f.tagged:
-                tagged.append(f)
-            else:
-                regular.append(f)
-        run: list[Field] = []
-        for f in regular + [None]:
-            if f is not None and f.type.fixed and version not in f.nullable:
-                run.append(f)
-                continue
-            if run:
-                self._read_run(c, run)
-                run = []
-            if f is not None:
-                c(2, f"F = {f.name!r}")
-                self._read(c, 2, f, f.type, version in f.nullable, version, f"o.{f.attr}")
-        if flexible:
-            self._read_tags(c, struct, tagged, version)
-        else:
-            c(2, "o.unknown_tagged_fields = {}")
+        self._decode_body(c, struct, version, 2, "o", "")
         c(2, "return o, p")
         c(1, "except _DecodeError as x:")
         c(2, "raise _nest(x, F) from None")
@@ -192,23 +166,60 @@ class ModuleEmitter:
         done[version] = name
         return name
 
-    def _read_run(self, c: _Code, run: list[Field]) -> None:
+    def inlinable(self, struct: Struct, version: int) -> bool:
+        """Small structs without nested structs are decoded and encoded inline in array loops."""
+        live = self.fields_at(struct, version)
+        return len(live) <= 12 and all(
+            f.type.kind != "struct" and (f.type.kind != "array" or f.type.elem.kind != "struct")
+            for f in live)
+
+    def _decode_body(self, c: _Code, struct: Struct, version: int, ind: int, obj: str,
+                     prefix: str) -> None:
+        flexible = version in self.spec.flexible
+        c(ind, f"{obj} = _new({self.names[struct.name]})")
+        regular = []
+        tagged = []
+        for f in struct.fields:
+            if version not in f.versions:
+                c(ind, f"{obj}.{f.attr} = {_default_expr(f, self.names)}")
+            elif version in f.tagged:
+                tagged.append(f)
+            else:
+                regular.append(f)
+        run: list[Field] = []
+        for f in regular + [None]:
+            if f is not None and f.type.fixed and version not in f.nullable:
+                run.append(f)
+                continue
+            if run:
+                self._read_run(c, run, ind, obj, prefix)
+                run = []
+            if f is not None:
+                c(ind, f"F = {prefix + f.name!r}")
+                self._read(c, ind, f, f.type, version in f.nullable, version, f"{obj}.{f.attr}",
+                           prefix + f.name + ".")
+        if flexible:
+            self._read_tags(c, struct, tagged, version, ind, obj, prefix)
+        else:
+            c(ind, f"{obj}.unknown_tagged_fields = {{}}")
+
+    def _read_run(self, c: _Code, run: list[Field], ind: int, obj: str, prefix: str) -> None:
         codes = "".join(STRUCT_CODES[f.type.kind] for f in run)
         size = sum(FIXED_SIZES[f.type.kind] for f in run)
         s = self.fmt(codes)
-        c(2, f"F = {run[0].name!r}")
+        c(ind, f"F = {prefix + run[0].name!r}")
         if any(f.type.kind == "uuid" for f in run):
-            tmps = [f"t{i}" for i in range(len(run))]
-            c(2, f"{', '.join(tmps)}, = {s}.unpack_from(b, p)")
+            tmps = [self.var("t") for _ in run]
+            c(ind, f"{', '.join(tmps)}, = {s}.unpack_from(b, p)")
             for f, t in zip(run, tmps, strict=True):
-                val = f"_uuid({t})" if f.type.kind == "uuid" else t
-                c(2, f"o.{f.attr} = {val}")
+                val = f"_UC.get({t}) or _uuid({t})" if f.type.kind == "uuid" else t
+                c(ind, f"{obj}.{f.attr} = {val}")
         elif len(run) == 1:
-            c(2, f"o.{run[0].attr} = {s}.unpack_from(b, p)[0]")
+            c(ind, f"{obj}.{run[0].attr} = {s}.unpack_from(b, p)[0]")
         else:
-            targets = ", ".join(f"o.{f.attr}" for f in run)
-            c(2, f"{targets} = {s}.unpack_from(b, p)")
-        c(2, f"p += {size}")
+            targets = ", ".join(f"{obj}.{f.attr}" for f in run)
+            c(ind, f"{targets} = {s}.unpack_from(b, p)")
+        c(ind, f"p += {size}")
 
     def _read_len(self, c: _Code, ind: int, n: str, compact: bool, wide: bool) -> None:
         """Read a length into `n` (compact: uvarint minus one; else int16/int32)."""
@@ -234,12 +245,13 @@ class ModuleEmitter:
         c(ind, "else:")
 
     def _read(self, c: _Code, ind: int, f: Field | None, t: FieldType, nullable: bool,
-              version: int, target: str) -> None:
+              version: int, target: str, prefix: str = "") -> None:
         k = t.kind
         if t.fixed:
             s = self.fmt(STRUCT_CODES[k])
             if k == "uuid":
-                c(ind, f"{target} = _uuid({s}.unpack_from(b, p)[0])")
+                c(ind, f"u16 = {s}.unpack_from(b, p)[0]")
+                c(ind, f"{target} = _UC.get(u16) or _uuid(u16)")
             else:
                 c(ind, f"{target} = {s}.unpack_from(b, p)[0]")
             c(ind, f"p += {FIXED_SIZES[k]}")
@@ -266,25 +278,40 @@ class ModuleEmitter:
             c(ind + 1, f"if {n} * {esize} > L - p:")
             c(ind + 2, f"raise _DecodeError('array of ' + str({n}) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)")
             if el.fixed and el.kind != "uuid":
-                c(ind + 1, f"{target} = list(_unpack_from('>' + str({n}) + {STRUCT_CODES[el.kind]!r}, b, p))")
+                code = STRUCT_CODES[el.kind]
+                c(ind + 1, f"if {n} < 64:")
+                c(ind + 2, f"{target} = list(_ARRAY[{code!r}][{n}].unpack_from(b, p))")
+                c(ind + 1, "else:")
+                c(ind + 2, f"{target} = list(_unpack_from('>' + str({n}) + {code!r}, b, p))")
                 c(ind + 1, f"p += {n} * {esize}")
             elif el.kind == "uuid":
-                c(ind + 1, f"{target} = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * {n}, 16)]")
-                c(ind + 1, f"p += 16 * {n}")
-            elif el.kind == "struct":
-                fn = self.decoder(self.spec.structs[el.struct], version)
                 lst = self.var("l")
                 c(ind + 1, f"{lst} = []")
                 c(ind + 1, f"for _ in range({n}):")
-                c(ind + 2, f"it, p = {fn}(b, p)")
-                c(ind + 2, f"{lst}.append(it)")
+                c(ind + 2, "u16 = b[p:p + 16]")
+                c(ind + 2, f"{lst}.append(_UC.get(u16) or _uuid(u16))")
+                c(ind + 2, "p += 16")
+                c(ind + 1, f"{target} = {lst}")
+            elif el.kind == "struct":
+                sub = self.spec.structs[el.struct]
+                fn = self.decoder(sub, version)
+                lst = self.var("l")
+                c(ind + 1, f"{lst} = []")
+                c(ind + 1, f"for _ in range({n}):")
+                if self.inlinable(sub, version):
+                    it = self.var("s")
+                    self._decode_body(c, sub, version, ind + 2, it, prefix)
+                    c(ind + 2, f"{lst}.append({it})")
+                else:
+                    c(ind + 2, f"it, p = {fn}(b, p)")
+                    c(ind + 2, f"{lst}.append(it)")
                 c(ind + 1, f"{target} = {lst}")
             else:
                 lst = self.var("l")
                 c(ind + 1, f"{lst} = []")
                 c(ind + 1, f"for _ in range({n}):")
                 v = self.var("v")
-                self._read(c, ind + 2, None, el, False, version, v)
+                self._read(c, ind + 2, None, el, False, version, v, prefix)
                 c(ind + 2, f"{lst}.append({v})")
                 c(ind + 1, f"{target} = {lst}")
             return
@@ -301,53 +328,61 @@ class ModuleEmitter:
             return
         raise AssertionError(k)
 
-    def _read_tags(self, c: _Code, struct: Struct, tagged: list[Field], version: int) -> None:
+    def _read_tags(self, c: _Code, struct: Struct, tagged: list[Field], version: int, ind: int,
+                   obj: str, prefix: str) -> None:
         for f in tagged:
-            c(2, f"o.{f.attr} = {_default_expr(f, self.names)}")
-        c(2, "F = None")
-        c(2, "u = {}")
-        c(2, "o.unknown_tagged_fields = u")
-        c(2, "n = b[p]")
-        c(2, "p += 1")
-        c(2, "if n:")
-        c(3, "if n >= 128:")
-        c(4, "n, p = _ruv(b, p - 1)")
-        c(3, "if n > L - p:")
-        c(4, "raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)")
-        c(3, "for _ in range(n):")
-        c(4, "t, p = _ruv(b, p)")
-        c(4, "z, p = _ruv(b, p)")
-        c(4, "e = p + z")
-        c(4, "if e > L:")
-        c(5, "raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)")
+            c(ind, f"{obj}.{f.attr} = {_default_expr(f, self.names)}")
+        u, n, t, z, e = (self.var(x) for x in ("u", "tn", "tag", "tz", "te"))
+        c(ind, f"F = {prefix[:-1] or None!r}")
+        c(ind, f"{u} = {obj}.unknown_tagged_fields = {{}}")
+        c(ind, f"{n} = b[p]")
+        c(ind, "p += 1")
+        c(ind, f"if {n}:")
+        i = ind + 1
+        c(i, f"if {n} >= 128:")
+        c(i + 1, f"{n}, p = _ruv(b, p - 1)")
+        c(i, f"if {n} > L - p:")
+        c(i + 1, f"raise _DecodeError(str({n}) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)")
+        c(i, f"for _ in range({n}):")
+        i += 1
+        for var in (t, z):
+            c(i, f"{var} = b[p]")
+            c(i, f"if {var} < 128:")
+            c(i + 1, "p += 1")
+            c(i, "else:")
+            c(i + 1, f"{var}, p = _ruv(b, p)")
+        c(i, f"{e} = p + {z}")
+        c(i, f"if {e} > L:")
+        c(i + 1, f"raise _DecodeError('tagged field ' + str({t}) + ' of ' + str({z}) + ' bytes is truncated', offset=p)")
         kw = "if"
         for f in sorted(tagged, key=lambda f: f.tag):
-            c(4, f"{kw} t == {f.tag}:")
+            c(i, f"{kw} {t} == {f.tag}:")
             kw = "elif"
-            c(5, f"F = {f.name!r}")
+            c(i + 1, f"F = {prefix + f.name!r}")
             if f.type.kind == "struct" and version in f.nullable:
                 fn = self.decoder(self.spec.structs[f.type.struct], version)
-                c(5, "m, p = _ruv(b, p)")
-                c(5, "if m == 0:")
-                c(6, f"o.{f.attr} = None")
-                c(5, "else:")
-                c(6, f"o.{f.attr}, p = {fn}(b, p)")
+                m = self.var("m")
+                c(i + 1, f"{m}, p = _ruv(b, p)")
+                c(i + 1, f"if {m} == 0:")
+                c(i + 2, f"{obj}.{f.attr} = None")
+                c(i + 1, "else:")
+                c(i + 2, f"{obj}.{f.attr}, p = {fn}(b, p)")
             else:
-                self._read(c, 5, f, f.type, version in f.nullable, version, f"o.{f.attr}")
-            c(5, "if p != e:")
-            c(6, "raise _DecodeError('tagged field size does not match its content', offset=p)")
-            c(5, "F = None")
+                self._read(c, i + 1, f, f.type, version in f.nullable, version, f"{obj}.{f.attr}",
+                           prefix + f.name + ".")
+            c(i + 1, f"if p != {e}:")
+            c(i + 2, "raise _DecodeError('tagged field size does not match its content', offset=p)")
         other = sorted({f.tag for f in struct.fields if f.tag is not None} - {f.tag for f in tagged})
         if other:
-            c(4, f"{kw} t in {tuple(other)!r}:")
+            c(i, f"{kw} {t} in {tuple(other)!r}:")
             kw = "elif"
-            c(5, f"raise _DecodeError('tag ' + str(t) + ' is not valid for version {version}', offset=p)")
+            c(i + 1, f"raise _DecodeError('tag ' + str({t}) + ' is not valid for version {version}', offset=p)")
         if kw == "if":
-            c(4, "u[t] = b[p:e]")
+            c(i, f"{u}[{t}] = b[p:{e}]")
         else:
-            c(4, "else:")
-            c(5, "u[t] = b[p:e]")
-        c(4, "p = e")
+            c(i, "else:")
+            c(i + 1, f"{u}[{t}] = b[p:{e}]")
+        c(i, f"p = {e}")
 
     # --- encoding ---------------------------------------------------------------------------
 
@@ -361,14 +396,23 @@ class ModuleEmitter:
                 if t.kind == "struct":
                     self.encoder(self.spec.structs[t.struct], version)
         self.tmp = 0
-        flexible = version in self.spec.flexible
         c = _Code()
+        self._encode_body(c, struct, version, 1, "o", "a")
+        if not c.lines:
+            c(1, "pass")
+        name = self._register("e", struct, version, c.lines, "o, a")
+        done[version] = name
+        return name
+
+    def _encode_body(self, c: _Code, struct: Struct, version: int, ind: int, obj: str,
+                     app: str) -> None:
+        flexible = version in self.spec.flexible
         regular, tagged = [], []
         for f in struct.fields:
             if version not in f.versions:
                 if not f.ignorable:
-                    c(1, f"if {_is_default_check(f, 'o.' + f.attr, self.names)}:")
-                    c(2, f"raise _Absent({f.name!r})")
+                    c(ind, f"if {_is_default_check(f, obj + '.' + f.attr, self.names)}:")
+                    c(ind + 1, f"raise _Absent({f.name!r})")
             elif version in f.tagged:
                 tagged.append(f)
             else:
@@ -380,22 +424,17 @@ class ModuleEmitter:
                 continue
             if run:
                 codes = "".join(STRUCT_CODES[r.type.kind] for r in run)
-                args = ", ".join(f"o.{r.attr}.bytes" if r.type.kind == "uuid" else f"o.{r.attr}"
+                args = ", ".join(f"{obj}.{r.attr}.bytes" if r.type.kind == "uuid" else f"{obj}.{r.attr}"
                                  for r in run)
-                c(1, f"a({self.fmt(codes)}.pack({args}))")
+                c(ind, f"{app}({self.fmt(codes)}.pack({args}))")
                 run = []
             if f is not None:
-                self._write(c, 1, f, f.type, version in f.nullable, version, f"o.{f.attr}", "a")
+                self._write(c, ind, f, f.type, version in f.nullable, version, f"{obj}.{f.attr}", app)
         if flexible:
-            self._write_tags(c, tagged, version)
+            self._write_tags(c, tagged, version, ind, obj, app)
         else:
-            c(1, "if o.unknown_tagged_fields:")
-            c(2, "raise _EncodeError('tagged fields need a flexible version')")
-        if not c.lines:
-            c(1, "pass")
-        name = self._register("e", struct, version, c.lines, "o, a")
-        done[version] = name
-        return name
+            c(ind, f"if {obj}.unknown_tagged_fields:")
+            c(ind + 1, "raise _EncodeError('tagged fields need a flexible version')")
 
     def _write_len(self, c: _Code, ind: int, n: str, compact: bool, wide: bool, app: str) -> None:
         if compact:
@@ -443,9 +482,14 @@ class ModuleEmitter:
             if el.fixed and el.kind != "uuid":
                 c(ind + 1, f"{app}(_pack('>' + str({n}) + {STRUCT_CODES[el.kind]!r}, *{v}))")
             elif el.kind == "struct":
-                fn = self.encoder(self.spec.structs[el.struct], version)
-                c(ind + 1, f"for it in {v}:")
-                c(ind + 2, f"{fn}(it, {app})")
+                sub = self.spec.structs[el.struct]
+                fn = self.encoder(sub, version)
+                it = self.var("s")
+                c(ind + 1, f"for {it} in {v}:")
+                if self.inlinable(sub, version):
+                    self._encode_body(c, sub, version, ind + 2, it, app)
+                else:
+                    c(ind + 2, f"{fn}({it}, {app})")
             else:
                 it = self.var("i")
                 c(ind + 1, f"for {it} in {v}:")
@@ -464,36 +508,41 @@ class ModuleEmitter:
             return
         raise AssertionError(k)
 
-    def _write_tags(self, c: _Code, tagged: list[Field], version: int) -> None:
+    def _write_tags(self, c: _Code, tagged: list[Field], version: int, ind: int, obj: str,
+                    app: str) -> None:
+        u = self.var("u")
         if not tagged:
-            c(1, "u = o.unknown_tagged_fields")
-            c(1, "if u:")
-            c(2, "_wtags(sorted(u.items()), a)")
-            c(1, "else:")
-            c(2, "a(b'\\x00')")
+            c(ind, f"{u} = {obj}.unknown_tagged_fields")
+            c(ind, f"if {u}:")
+            c(ind + 1, f"_wtags(sorted({u}.items()), {app})")
+            c(ind, "else:")
+            c(ind + 1, f"{app}(b'\\x00')")
             return
-        c(1, "T = []")
+        tags = self.var("T")
+        c(ind, f"{tags} = []")
         for f in sorted(tagged, key=lambda f: f.tag):
-            c(1, f"if {_is_default_check(f, 'o.' + f.attr, self.names)}:")
-            c(2, "w = []")
+            w = self.var("w")
+            c(ind, f"if {_is_default_check(f, obj + '.' + f.attr, self.names)}:")
+            c(ind + 1, f"{w} = []")
             if f.type.kind == "struct" and version in f.nullable:
                 fn = self.encoder(self.spec.structs[f.type.struct], version)
-                c(2, f"if o.{f.attr} is None:")
-                c(3, "w.append(b'\\x00')")
-                c(2, "else:")
-                c(3, "w.append(b'\\x01')")
-                c(3, f"{fn}(o.{f.attr}, w.append)")
+                c(ind + 1, f"if {obj}.{f.attr} is None:")
+                c(ind + 2, f"{w}.append(b'\\x00')")
+                c(ind + 1, "else:")
+                c(ind + 2, f"{w}.append(b'\\x01')")
+                c(ind + 2, f"{fn}({obj}.{f.attr}, {w}.append)")
             else:
-                self._write(c, 2, f, f.type, version in f.nullable, version, f"o.{f.attr}", "w.append")
-            c(2, f"T.append(({f.tag}, b''.join(w)))")
-        c(1, "u = o.unknown_tagged_fields")
-        c(1, "if u:")
-        c(2, "T.extend(u.items())")
-        c(2, "T.sort()")
-        c(1, "if T:")
-        c(2, "_wtags(T, a)")
-        c(1, "else:")
-        c(2, "a(b'\\x00')")
+                self._write(c, ind + 1, f, f.type, version in f.nullable, version, f"{obj}.{f.attr}",
+                            f"{w}.append")
+            c(ind + 1, f"{tags}.append(({f.tag}, b''.join({w})))")
+        c(ind, f"{u} = {obj}.unknown_tagged_fields")
+        c(ind, f"if {u}:")
+        c(ind + 1, f"{tags}.extend({u}.items())")
+        c(ind + 1, f"{tags}.sort()")
+        c(ind, f"if {tags}:")
+        c(ind + 1, f"_wtags({tags}, {app})")
+        c(ind, "else:")
+        c(ind + 1, f"{app}(b'\\x00')")
 
     # --- classes ----------------------------------------------------------------------------
 
@@ -585,6 +634,8 @@ class ModuleEmitter:
         out.append("from kraftpy.protocol.errors import EncodeError as _EncodeError")
         out.append("from kraftpy.protocol.message import FieldSpec as _F")
         out.append("from kraftpy.protocol.message import Message")
+        out.append("from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY")
+        out.append("from kraftpy.protocol.primitives import UUID_CACHE as _UC")
         out.append("from kraftpy.protocol.primitives import UV1 as _UV1")
         out.append("from kraftpy.protocol.primitives import ZERO_UUID, _new")
         out.append("from kraftpy.protocol.primitives import AbsentFieldError as _Absent")

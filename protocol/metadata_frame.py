@@ -13,6 +13,8 @@ from kraftpy.protocol.registry import METADATA_RECORDS
 
 FRAME_VERSION = 1
 _PREFIX = UV1[FRAME_VERSION]
+_FAST = {(t, v): fn for t, cls in METADATA_RECORDS.items() for v, fn in cls._DECODERS.items()
+         if t < 0x80 and v < 0x80}
 
 
 def encode_metadata_record(record: Message, version: int) -> bytes:
@@ -40,6 +42,14 @@ def decode_metadata_record(value: bytes | bytearray | memoryview) -> tuple[Messa
         raise DecodeError("a metadata record cannot have a null value", offset=0)
     if type(value) is not bytes:
         value = bytes(value)
+    if len(value) > 2 and value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
+        fn = _FAST.get((value[1], value[2]))  # the common case: one-byte type and version
+        if fn is not None:
+            record, end = fn(value, 3)
+            if end != len(value):
+                raise DecodeError(f"{len(value) - end} trailing bytes after {type(record).__name__}",
+                                  offset=end)
+            return record, value[2]
     record_type, version, pos = decode_metadata_header(value)
     cls = METADATA_RECORDS.get(record_type)
     if cls is None:

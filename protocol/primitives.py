@@ -33,14 +33,28 @@ class AbsentFieldError(EncodeError):
         super().__init__(f"non-default value for field {field}, which this version lacks")
 
 
+# Metadata logs repeat a few ids (topics, directories, incarnations) very often; UUIDs are
+# immutable, so decoders share one object per id. Generated code tries `UUID_CACHE.get(raw)`
+# inline and calls uuid_from_bytes only on a miss.
+UUID_CACHE: dict[bytes, uuid.UUID] = {}
+_UUID_CACHE_MAX = 4096
+
+# struct.Struct(">{n}{code}") for arrays of fixed-size elements, n < 64
+ARRAY_STRUCTS = {code: tuple(struct.Struct(f">{n}{code}") for n in range(64)) for code in "?bhHiIqd"}
+
+
 def uuid_from_bytes(raw: bytes) -> uuid.UUID:
     """A UUID from 16 big-endian bytes, without uuid.UUID's argument checks (hot path)."""
+    u = UUID_CACHE.get(raw)
+    if u is not None:
+        return u
     n = int.from_bytes(raw, "big")
-    if not n:
-        return ZERO_UUID
     u = _new(uuid.UUID)
     _setattr(u, "int", n)
     _setattr(u, "is_safe", _SAFE_UNKNOWN)
+    if len(UUID_CACHE) >= _UUID_CACHE_MAX:
+        UUID_CACHE.clear()
+    UUID_CACHE[bytes(raw)] = u
     return u
 
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -78,23 +80,30 @@ def _d_AddOffsetsToTxnResponse_3(b, p):
         o.throttle_time_ms, o.error_code = _S0.unpack_from(b, p)
         p += 6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -112,9 +121,9 @@ def _e_AddOffsetsToTxnResponse_0(o, a):
 
 def _e_AddOffsetsToTxnResponse_3(o, a):
     a(_S0.pack(o.throttle_time_ms, o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -138,26 +140,36 @@ def _d_AddPartitionsToTxnTopic_4(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -204,27 +216,91 @@ def _d_AddPartitionsToTxnTransaction_4(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_AddPartitionsToTxnTopic_4(b, p)
-                l4.append(it)
+                s5 = _new(AddPartitionsToTxnTopic)
+                F = 'Topics.Name'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'Topics.Partitions'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'Topics'
+                u9 = s5.unknown_tagged_fields = {}
+                tn10 = b[p]
+                p += 1
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag11 = b[p]
+                        if tag11 < 128:
+                            p += 1
+                        else:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
+                            p += 1
+                        else:
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u9[tag11] = b[p:te13]
+                        p = te13
+                l4.append(s5)
             o.topics = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn15 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn15:
+            if tn15 >= 128:
+                tn15, p = _ruv(b, p - 1)
+            if tn15 > L - p:
+                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn15):
+                tag16 = b[p]
+                if tag16 < 128:
+                    p += 1
+                else:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
+                    p += 1
+                else:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u14[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -250,9 +326,9 @@ def _e_AddPartitionsToTxnTopic_4(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -273,11 +349,30 @@ def _e_AddPartitionsToTxnTransaction_4(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_AddPartitionsToTxnTopic_4(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 4')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.partitions
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 4')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -298,9 +393,9 @@ def _e_AddPartitionsToTxnTopic_5(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -321,11 +416,30 @@ def _e_AddPartitionsToTxnTransaction_5(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_AddPartitionsToTxnTopic_5(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 5')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.partitions
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 5')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -354,7 +468,10 @@ def _d_AddPartitionsToTxnTopic_0(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -442,9 +559,9 @@ def _e_AddPartitionsToTxnTopic_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -479,8 +596,33 @@ def _d_AddPartitionsToTxnRequest_0(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_AddPartitionsToTxnTopic_0(b, p)
-                l4.append(it)
+                s5 = _new(AddPartitionsToTxnTopic)
+                F = 'V3AndBelowTopics.Name'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'V3AndBelowTopics.Partitions'
+                n8 = _S2.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.v3_and_below_topics = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -530,27 +672,91 @@ def _d_AddPartitionsToTxnRequest_3(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_AddPartitionsToTxnTopic_4(b, p)
-                l4.append(it)
+                s5 = _new(AddPartitionsToTxnTopic)
+                F = 'V3AndBelowTopics.Name'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'V3AndBelowTopics.Partitions'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'V3AndBelowTopics'
+                u9 = s5.unknown_tagged_fields = {}
+                tn10 = b[p]
+                p += 1
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag11 = b[p]
+                        if tag11 < 128:
+                            p += 1
+                        else:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
+                            p += 1
+                        else:
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u9[tag11] = b[p:te13]
+                        p = te13
+                l4.append(s5)
             o.v3_and_below_topics = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn15 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn15:
+            if tn15 >= 128:
+                tn15, p = _ruv(b, p - 1)
+            if tn15 > L - p:
+                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn15):
+                tag16 = b[p]
+                if tag16 < 128:
+                    p += 1
+                else:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
+                    p += 1
+                else:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u14[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -587,23 +793,30 @@ def _d_AddPartitionsToTxnRequest_4(b, p):
                 l2.append(it)
             o.transactions = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -631,8 +844,24 @@ def _e_AddPartitionsToTxnRequest_0(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_AddPartitionsToTxnTopic_0(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            v8 = s5.partitions
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 0')
+            else:
+                n9 = len(v8)
+                a(_S2.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -655,8 +884,24 @@ def _e_AddPartitionsToTxnRequest_1(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_AddPartitionsToTxnTopic_1(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            v8 = s5.partitions
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 1')
+            else:
+                n9 = len(v8)
+                a(_S2.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -679,8 +924,24 @@ def _e_AddPartitionsToTxnRequest_2(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_AddPartitionsToTxnTopic_2(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            v8 = s5.partitions
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 2')
+            else:
+                n9 = len(v8)
+                a(_S2.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -703,11 +964,30 @@ def _e_AddPartitionsToTxnRequest_3(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_AddPartitionsToTxnTopic_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 3')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.partitions
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 3')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -727,11 +1007,11 @@ def _e_AddPartitionsToTxnRequest_4(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_AddPartitionsToTxnTransaction_4(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_AddPartitionsToTxnTransaction_4(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -751,11 +1031,11 @@ def _e_AddPartitionsToTxnRequest_5(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_AddPartitionsToTxnTransaction_5(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_AddPartitionsToTxnTransaction_5(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -156,23 +158,30 @@ def _d_ApiVersion_3(b, p):
         o.api_key, o.min_version, o.max_version = _S0.unpack_from(b, p)
         p += 6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -190,9 +199,9 @@ def _e_ApiVersion_0(o, a):
 
 def _e_ApiVersion_3(o, a):
     a(_S0.pack(o.api_key, o.min_version, o.max_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -221,23 +230,30 @@ def _d_SupportedFeatureKey_3(b, p):
         o.min_version, o.max_version = _S1.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -257,9 +273,9 @@ def _e_SupportedFeatureKey_3(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_version, o.max_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -274,9 +290,9 @@ def _e_SupportedFeatureKey_4(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_version, o.max_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -305,23 +321,30 @@ def _d_FinalizedFeatureKey_3(b, p):
         o.max_version_level, o.min_version_level = _S1.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -341,9 +364,9 @@ def _e_FinalizedFeatureKey_3(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.max_version_level, o.min_version_level))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -358,9 +381,9 @@ def _e_FinalizedFeatureKey_4(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.max_version_level, o.min_version_level))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -388,8 +411,12 @@ def _d_ApiVersionsResponse_0(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_ApiVersion_0(b, p)
-                l2.append(it)
+                s3 = _new(ApiVersion)
+                F = 'ApiKeys.ApiKey'
+                s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
+                p += 6
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.api_keys = l2
         o.unknown_tagged_fields = {}
         return o, p
@@ -423,8 +450,12 @@ def _d_ApiVersionsResponse_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_ApiVersion_0(b, p)
-                l2.append(it)
+                s3 = _new(ApiVersion)
+                F = 'ApiKeys.ApiKey'
+                s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
+                p += 6
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.api_keys = l2
         F = 'ThrottleTimeMs'
         o.throttle_time_ms = _S3.unpack_from(b, p)[0]
@@ -461,8 +492,36 @@ def _d_ApiVersionsResponse_3(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_ApiVersion_3(b, p)
-                l2.append(it)
+                s3 = _new(ApiVersion)
+                F = 'ApiKeys.ApiKey'
+                s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
+                p += 6
+                F = 'ApiKeys'
+                u4 = s3.unknown_tagged_fields = {}
+                tn5 = b[p]
+                p += 1
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag6 = b[p]
+                        if tag6 < 128:
+                            p += 1
+                        else:
+                            tag6, p = _ruv(b, p)
+                        tz7 = b[p]
+                        if tz7 < 128:
+                            p += 1
+                        else:
+                            tz7, p = _ruv(b, p)
+                        te8 = p + tz7
+                        if te8 > L:
+                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                        u4[tag6] = b[p:te8]
+                        p = te8
+                l2.append(s3)
             o.api_keys = l2
         F = 'ThrottleTimeMs'
         o.throttle_time_ms = _S3.unpack_from(b, p)[0]
@@ -472,80 +531,169 @@ def _d_ApiVersionsResponse_3(b, p):
         o.finalized_features = []
         o.zk_migration_ready = False
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
+                    p += 1
+                else:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
+                    p += 1
+                else:
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                if tag11 == 0:
                     F = 'SupportedFeatures'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n14 = b[p]
+                    if n14 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
+                        n14, p = _ruv(b, p)
+                    n14 -= 1
+                    if n14 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n3 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l4 = []
-                        for _ in range(n3):
-                            it, p = _d_SupportedFeatureKey_3(b, p)
-                            l4.append(it)
-                        o.supported_features = l4
-                    if p != e:
+                        if n14 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l15 = []
+                        for _ in range(n14):
+                            s16 = _new(SupportedFeatureKey)
+                            F = 'SupportedFeatures.Name'
+                            n17 = b[p]
+                            if n17 < 128:
+                                p += 1
+                            else:
+                                n17, p = _ruv(b, p)
+                            n17 -= 1
+                            if n17 < 0:
+                                raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                            else:
+                                e18 = p + n17
+                                if e18 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n17) + ' bytes is truncated', offset=p)
+                                s16.name = b[p:e18].decode()
+                                p = e18
+                            F = 'SupportedFeatures.MinVersion'
+                            s16.min_version, s16.max_version = _S1.unpack_from(b, p)
+                            p += 4
+                            F = 'SupportedFeatures'
+                            u19 = s16.unknown_tagged_fields = {}
+                            tn20 = b[p]
+                            p += 1
+                            if tn20:
+                                if tn20 >= 128:
+                                    tn20, p = _ruv(b, p - 1)
+                                if tn20 > L - p:
+                                    raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn20):
+                                    tag21 = b[p]
+                                    if tag21 < 128:
+                                        p += 1
+                                    else:
+                                        tag21, p = _ruv(b, p)
+                                    tz22 = b[p]
+                                    if tz22 < 128:
+                                        p += 1
+                                    else:
+                                        tz22, p = _ruv(b, p)
+                                    te23 = p + tz22
+                                    if te23 > L:
+                                        raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
+                                    u19[tag21] = b[p:te23]
+                                    p = te23
+                            l15.append(s16)
+                        o.supported_features = l15
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag11 == 1:
                     F = 'FinalizedFeaturesEpoch'
                     o.finalized_features_epoch = _S4.unpack_from(b, p)[0]
                     p += 8
-                    if p != e:
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 2:
+                elif tag11 == 2:
                     F = 'FinalizedFeatures'
-                    n5 = b[p]
-                    if n5 < 128:
+                    n24 = b[p]
+                    if n24 < 128:
                         p += 1
                     else:
-                        n5, p = _ruv(b, p)
-                    n5 -= 1
-                    if n5 < 0:
+                        n24, p = _ruv(b, p)
+                    n24 -= 1
+                    if n24 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n5 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l6 = []
-                        for _ in range(n5):
-                            it, p = _d_FinalizedFeatureKey_3(b, p)
-                            l6.append(it)
-                        o.finalized_features = l6
-                    if p != e:
+                        if n24 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n24) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l25 = []
+                        for _ in range(n24):
+                            s26 = _new(FinalizedFeatureKey)
+                            F = 'FinalizedFeatures.Name'
+                            n27 = b[p]
+                            if n27 < 128:
+                                p += 1
+                            else:
+                                n27, p = _ruv(b, p)
+                            n27 -= 1
+                            if n27 < 0:
+                                raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                            else:
+                                e28 = p + n27
+                                if e28 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+                                s26.name = b[p:e28].decode()
+                                p = e28
+                            F = 'FinalizedFeatures.MaxVersionLevel'
+                            s26.max_version_level, s26.min_version_level = _S1.unpack_from(b, p)
+                            p += 4
+                            F = 'FinalizedFeatures'
+                            u29 = s26.unknown_tagged_fields = {}
+                            tn30 = b[p]
+                            p += 1
+                            if tn30:
+                                if tn30 >= 128:
+                                    tn30, p = _ruv(b, p - 1)
+                                if tn30 > L - p:
+                                    raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn30):
+                                    tag31 = b[p]
+                                    if tag31 < 128:
+                                        p += 1
+                                    else:
+                                        tag31, p = _ruv(b, p)
+                                    tz32 = b[p]
+                                    if tz32 < 128:
+                                        p += 1
+                                    else:
+                                        tz32, p = _ruv(b, p)
+                                    te33 = p + tz32
+                                    if te33 > L:
+                                        raise _DecodeError('tagged field ' + str(tag31) + ' of ' + str(tz32) + ' bytes is truncated', offset=p)
+                                    u29[tag31] = b[p:te33]
+                                    p = te33
+                            l25.append(s26)
+                        o.finalized_features = l25
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 3:
+                elif tag11 == 3:
                     F = 'ZkMigrationReady'
                     o.zk_migration_ready = _S5.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -563,8 +711,10 @@ def _e_ApiVersionsResponse_0(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_ApiVersion_0(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -577,8 +727,10 @@ def _e_ApiVersionsResponse_1(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_ApiVersion_0(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S3.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -592,8 +744,10 @@ def _e_ApiVersionsResponse_2(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_ApiVersion_0(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S3.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -607,46 +761,77 @@ def _e_ApiVersionsResponse_3(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_ApiVersion_3(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
     a(_S3.pack(o.throttle_time_ms))
-    T = []
+    T6 = []
     if o.supported_features:
-        w = []
-        v3 = o.supported_features
-        if v3 is None:
+        w7 = []
+        v8 = o.supported_features
+        if v8 is None:
             raise _EncodeError('null in non-nullable field SupportedFeatures at version 3')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_SupportedFeatureKey_3(it, w.append)
-        T.append((0, b''.join(w)))
+            n9 = len(v8)
+            w7.append(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+            for s10 in v8:
+                v11 = s10.name
+                if v11 is None:
+                    raise _EncodeError('null in non-nullable field Name at version 3')
+                else:
+                    v11 = v11.encode()
+                    n12 = len(v11)
+                    w7.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+                    w7.append(v11)
+                w7.append(_S1.pack(s10.min_version, s10.max_version))
+                u13 = s10.unknown_tagged_fields
+                if u13:
+                    _wtags(sorted(u13.items()), w7.append)
+                else:
+                    w7.append(b'\x00')
+        T6.append((0, b''.join(w7)))
     if o.finalized_features_epoch != -1:
-        w = []
-        w.append(_S4.pack(o.finalized_features_epoch))
-        T.append((1, b''.join(w)))
+        w14 = []
+        w14.append(_S4.pack(o.finalized_features_epoch))
+        T6.append((1, b''.join(w14)))
     if o.finalized_features:
-        w = []
-        v5 = o.finalized_features
-        if v5 is None:
+        w15 = []
+        v16 = o.finalized_features
+        if v16 is None:
             raise _EncodeError('null in non-nullable field FinalizedFeatures at version 3')
         else:
-            n6 = len(v5)
-            w.append(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-            for it in v5:
-                _e_FinalizedFeatureKey_3(it, w.append)
-        T.append((2, b''.join(w)))
+            n17 = len(v16)
+            w15.append(_UV1[n17 + 1] if n17 < 127 else _uvb(n17 + 1))
+            for s18 in v16:
+                v19 = s18.name
+                if v19 is None:
+                    raise _EncodeError('null in non-nullable field Name at version 3')
+                else:
+                    v19 = v19.encode()
+                    n20 = len(v19)
+                    w15.append(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
+                    w15.append(v19)
+                w15.append(_S1.pack(s18.max_version_level, s18.min_version_level))
+                u21 = s18.unknown_tagged_fields
+                if u21:
+                    _wtags(sorted(u21.items()), w15.append)
+                else:
+                    w15.append(b'\x00')
+        T6.append((2, b''.join(w15)))
     if o.zk_migration_ready is not False and o.zk_migration_ready != False:
-        w = []
-        w.append(_S5.pack(o.zk_migration_ready))
-        T.append((3, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w22 = []
+        w22.append(_S5.pack(o.zk_migration_ready))
+        T6.append((3, b''.join(w22)))
+    u5 = o.unknown_tagged_fields
+    if u5:
+        T6.extend(u5.items())
+        T6.sort()
+    if T6:
+        _wtags(T6, a)
     else:
         a(b'\x00')
 
@@ -659,46 +844,77 @@ def _e_ApiVersionsResponse_4(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_ApiVersion_3(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
     a(_S3.pack(o.throttle_time_ms))
-    T = []
+    T6 = []
     if o.supported_features:
-        w = []
-        v3 = o.supported_features
-        if v3 is None:
+        w7 = []
+        v8 = o.supported_features
+        if v8 is None:
             raise _EncodeError('null in non-nullable field SupportedFeatures at version 4')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_SupportedFeatureKey_4(it, w.append)
-        T.append((0, b''.join(w)))
+            n9 = len(v8)
+            w7.append(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+            for s10 in v8:
+                v11 = s10.name
+                if v11 is None:
+                    raise _EncodeError('null in non-nullable field Name at version 4')
+                else:
+                    v11 = v11.encode()
+                    n12 = len(v11)
+                    w7.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+                    w7.append(v11)
+                w7.append(_S1.pack(s10.min_version, s10.max_version))
+                u13 = s10.unknown_tagged_fields
+                if u13:
+                    _wtags(sorted(u13.items()), w7.append)
+                else:
+                    w7.append(b'\x00')
+        T6.append((0, b''.join(w7)))
     if o.finalized_features_epoch != -1:
-        w = []
-        w.append(_S4.pack(o.finalized_features_epoch))
-        T.append((1, b''.join(w)))
+        w14 = []
+        w14.append(_S4.pack(o.finalized_features_epoch))
+        T6.append((1, b''.join(w14)))
     if o.finalized_features:
-        w = []
-        v5 = o.finalized_features
-        if v5 is None:
+        w15 = []
+        v16 = o.finalized_features
+        if v16 is None:
             raise _EncodeError('null in non-nullable field FinalizedFeatures at version 4')
         else:
-            n6 = len(v5)
-            w.append(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-            for it in v5:
-                _e_FinalizedFeatureKey_4(it, w.append)
-        T.append((2, b''.join(w)))
+            n17 = len(v16)
+            w15.append(_UV1[n17 + 1] if n17 < 127 else _uvb(n17 + 1))
+            for s18 in v16:
+                v19 = s18.name
+                if v19 is None:
+                    raise _EncodeError('null in non-nullable field Name at version 4')
+                else:
+                    v19 = v19.encode()
+                    n20 = len(v19)
+                    w15.append(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
+                    w15.append(v19)
+                w15.append(_S1.pack(s18.max_version_level, s18.min_version_level))
+                u21 = s18.unknown_tagged_fields
+                if u21:
+                    _wtags(sorted(u21.items()), w15.append)
+                else:
+                    w15.append(b'\x00')
+        T6.append((2, b''.join(w15)))
     if o.zk_migration_ready is not False and o.zk_migration_ready != False:
-        w = []
-        w.append(_S5.pack(o.zk_migration_ready))
-        T.append((3, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w22 = []
+        w22.append(_S5.pack(o.zk_migration_ready))
+        T6.append((3, b''.join(w22)))
+    u5 = o.unknown_tagged_fields
+    if u5:
+        T6.extend(u5.items())
+        T6.sort()
+    if T6:
+        _wtags(T6, a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -169,8 +171,13 @@ def _d_TopicData_0(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionData_0(b, p)
-                l4.append(it)
+                s5 = _new(PartitionData)
+                s5.voter_directory_id = ZERO_UUID
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.leader_id, s5.leader_epoch = _S0.unpack_from(b, p)
+                p += 12
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -188,30 +195,37 @@ def _d_PartitionData_1(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        t0, t1, t2, t3, = _S3.unpack_from(b, p)
-        o.partition_index = t0
-        o.voter_directory_id = _uuid(t1)
-        o.leader_id = t2
-        o.leader_epoch = t3
+        t1, t2, t3, t4, = _S3.unpack_from(b, p)
+        o.partition_index = t1
+        o.voter_directory_id = _UC.get(t2) or _uuid(t2)
+        o.leader_id = t3
+        o.leader_epoch = t4
         p += 28
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -255,27 +269,66 @@ def _d_TopicData_1(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionData_1(b, p)
-                l4.append(it)
+                s5 = _new(PartitionData)
+                F = 'Partitions.PartitionIndex'
+                t6, t7, t8, t9, = _S3.unpack_from(b, p)
+                s5.partition_index = t6
+                s5.voter_directory_id = _UC.get(t7) or _uuid(t7)
+                s5.leader_id = t8
+                s5.leader_epoch = t9
+                p += 28
+                F = 'Partitions'
+                u10 = s5.unknown_tagged_fields = {}
+                tn11 = b[p]
+                p += 1
+                if tn11:
+                    if tn11 >= 128:
+                        tn11, p = _ruv(b, p - 1)
+                    if tn11 > L - p:
+                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn11):
+                        tag12 = b[p]
+                        if tag12 < 128:
+                            p += 1
+                        else:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
+                            p += 1
+                        else:
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u10[tag12] = b[p:te14]
+                        p = te14
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -306,17 +359,19 @@ def _e_TopicData_0(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_0(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.leader_id, s5.leader_epoch))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_PartitionData_1(o, a):
     a(_S3.pack(o.partition_index, o.voter_directory_id.bytes, o.leader_id, o.leader_epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -336,11 +391,16 @@ def _e_TopicData_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.voter_directory_id.bytes, s5.leader_id, s5.leader_epoch))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -384,23 +444,30 @@ def _d_LeaderEndpoint_1(b, p):
         o.port = _S4.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -428,9 +495,9 @@ def _e_LeaderEndpoint_1(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S4.pack(o.port))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -534,27 +601,92 @@ def _d_BeginQuorumEpochRequest_1(b, p):
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l6 = []
             for _ in range(n5):
-                it, p = _d_LeaderEndpoint_1(b, p)
-                l6.append(it)
+                s7 = _new(LeaderEndpoint)
+                F = 'LeaderEndpoints.Name'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s7.name = b[p:e9].decode()
+                    p = e9
+                F = 'LeaderEndpoints.Host'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e11].decode()
+                    p = e11
+                F = 'LeaderEndpoints.Port'
+                s7.port = _S4.unpack_from(b, p)[0]
+                p += 2
+                F = 'LeaderEndpoints'
+                u12 = s7.unknown_tagged_fields = {}
+                tn13 = b[p]
+                p += 1
+                if tn13:
+                    if tn13 >= 128:
+                        tn13, p = _ruv(b, p - 1)
+                    if tn13 > L - p:
+                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn13):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u12[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
             o.leader_endpoints = l6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -579,8 +711,8 @@ def _e_BeginQuorumEpochRequest_0(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_TopicData_0(it, a)
+        for s5 in v3:
+            _e_TopicData_0(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -601,19 +733,40 @@ def _e_BeginQuorumEpochRequest_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicData_1(it, a)
-    v5 = o.leader_endpoints
-    if v5 is None:
+        for s5 in v3:
+            _e_TopicData_1(s5, a)
+    v6 = o.leader_endpoints
+    if v6 is None:
         raise _EncodeError('null in non-nullable field LeaderEndpoints at version 1')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_LeaderEndpoint_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n7 = len(v6)
+        a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+        for s8 in v6:
+            v9 = s8.name
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v9 = v9.encode()
+                n10 = len(v9)
+                a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+                a(v9)
+            v11 = s8.host
+            if v11 is None:
+                raise _EncodeError('null in non-nullable field Host at version 1')
+            else:
+                v11 = v11.encode()
+                n12 = len(v11)
+                a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+                a(v11)
+            a(_S4.pack(s8.port))
+            u13 = s8.unknown_tagged_fields
+            if u13:
+                _wtags(sorted(u13.items()), a)
+            else:
+                a(b'\x00')
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 

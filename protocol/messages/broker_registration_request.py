@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -155,23 +157,30 @@ def _d_Listener_0(b, p):
         o.port, o.security_protocol = _S0.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -199,9 +208,9 @@ def _e_Listener_0(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -224,9 +233,9 @@ def _e_Listener_1(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -249,9 +258,9 @@ def _e_Listener_2(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -274,9 +283,9 @@ def _e_Listener_3(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -299,9 +308,9 @@ def _e_Listener_4(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -330,23 +339,30 @@ def _d_Feature_0(b, p):
         o.min_supported_version, o.max_supported_version = _S1.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -366,9 +382,9 @@ def _e_Feature_0(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -383,9 +399,9 @@ def _e_Feature_1(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -400,9 +416,9 @@ def _e_Feature_2(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -417,9 +433,9 @@ def _e_Feature_3(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -434,9 +450,9 @@ def _e_Feature_4(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -468,78 +484,186 @@ def _d_BrokerRegistrationRequest_0(b, p):
             o.cluster_id = b[p:e2].decode()
             p = e2
         F = 'IncarnationId'
-        t0, = _S3.unpack_from(b, p)
-        o.incarnation_id = _uuid(t0)
+        t3, = _S3.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
         p += 16
         F = 'Listeners'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_Listener_0(b, p)
-                l4.append(it)
-            o.listeners = l4
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(Listener)
+                F = 'Listeners.Name'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e8].decode()
+                    p = e8
+                F = 'Listeners.Host'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e10].decode()
+                    p = e10
+                F = 'Listeners.Port'
+                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'Listeners'
+                u11 = s6.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.listeners = l5
         F = 'Features'
-        n5 = b[p]
-        if n5 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                it, p = _d_Feature_0(b, p)
-                l6.append(it)
-            o.features = l6
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(Feature)
+                F = 'Features.Name'
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e20 = p + n19
+                    if e20 > L:
+                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
+                    s18.name = b[p:e20].decode()
+                    p = e20
+                F = 'Features.MinSupportedVersion'
+                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u21 = s18.unknown_tagged_fields = {}
+                tn22 = b[p]
+                p += 1
+                if tn22:
+                    if tn22 >= 128:
+                        tn22, p = _ruv(b, p - 1)
+                    if tn22 > L - p:
+                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn22):
+                        tag23 = b[p]
+                        if tag23 < 128:
+                            p += 1
+                        else:
+                            tag23, p = _ruv(b, p)
+                        tz24 = b[p]
+                        if tz24 < 128:
+                            p += 1
+                        else:
+                            tz24, p = _ruv(b, p)
+                        te25 = p + tz24
+                        if te25 > L:
+                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                        u21[tag23] = b[p:te25]
+                        p = te25
+                l17.append(s18)
+            o.features = l17
         F = 'Rack'
-        n7 = b[p]
-        if n7 < 128:
+        n26 = b[p]
+        if n26 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            if n7 != -1:
-                raise _DecodeError('negative string length ' + str(n7), offset=p)
+            n26, p = _ruv(b, p)
+        n26 -= 1
+        if n26 < 0:
+            if n26 != -1:
+                raise _DecodeError('negative string length ' + str(n26), offset=p)
             o.rack = None
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e8].decode()
-            p = e8
+            e27 = p + n26
+            if e27 > L:
+                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e27].decode()
+            p = e27
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u28 = o.unknown_tagged_fields = {}
+        tn29 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn29:
+            if tn29 >= 128:
+                tn29, p = _ruv(b, p - 1)
+            if tn29 > L - p:
+                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn29):
+                tag30 = b[p]
+                if tag30 < 128:
+                    p += 1
+                else:
+                    tag30, p = _ruv(b, p)
+                tz31 = b[p]
+                if tz31 < 128:
+                    p += 1
+                else:
+                    tz31, p = _ruv(b, p)
+                te32 = p + tz31
+                if te32 > L:
+                    raise _DecodeError('tagged field ' + str(tag30) + ' of ' + str(tz31) + ' bytes is truncated', offset=p)
+                u28[tag30] = b[p:te32]
+                p = te32
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -575,81 +699,189 @@ def _d_BrokerRegistrationRequest_1(b, p):
             o.cluster_id = b[p:e2].decode()
             p = e2
         F = 'IncarnationId'
-        t0, = _S3.unpack_from(b, p)
-        o.incarnation_id = _uuid(t0)
+        t3, = _S3.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
         p += 16
         F = 'Listeners'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_Listener_0(b, p)
-                l4.append(it)
-            o.listeners = l4
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(Listener)
+                F = 'Listeners.Name'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e8].decode()
+                    p = e8
+                F = 'Listeners.Host'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e10].decode()
+                    p = e10
+                F = 'Listeners.Port'
+                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'Listeners'
+                u11 = s6.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.listeners = l5
         F = 'Features'
-        n5 = b[p]
-        if n5 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                it, p = _d_Feature_0(b, p)
-                l6.append(it)
-            o.features = l6
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(Feature)
+                F = 'Features.Name'
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e20 = p + n19
+                    if e20 > L:
+                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
+                    s18.name = b[p:e20].decode()
+                    p = e20
+                F = 'Features.MinSupportedVersion'
+                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u21 = s18.unknown_tagged_fields = {}
+                tn22 = b[p]
+                p += 1
+                if tn22:
+                    if tn22 >= 128:
+                        tn22, p = _ruv(b, p - 1)
+                    if tn22 > L - p:
+                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn22):
+                        tag23 = b[p]
+                        if tag23 < 128:
+                            p += 1
+                        else:
+                            tag23, p = _ruv(b, p)
+                        tz24 = b[p]
+                        if tz24 < 128:
+                            p += 1
+                        else:
+                            tz24, p = _ruv(b, p)
+                        te25 = p + tz24
+                        if te25 > L:
+                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                        u21[tag23] = b[p:te25]
+                        p = te25
+                l17.append(s18)
+            o.features = l17
         F = 'Rack'
-        n7 = b[p]
-        if n7 < 128:
+        n26 = b[p]
+        if n26 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            if n7 != -1:
-                raise _DecodeError('negative string length ' + str(n7), offset=p)
+            n26, p = _ruv(b, p)
+        n26 -= 1
+        if n26 < 0:
+            if n26 != -1:
+                raise _DecodeError('negative string length ' + str(n26), offset=p)
             o.rack = None
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e8].decode()
-            p = e8
+            e27 = p + n26
+            if e27 > L:
+                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e27].decode()
+            p = e27
         F = 'IsMigratingZkBroker'
         o.is_migrating_zk_broker = _S4.unpack_from(b, p)[0]
         p += 1
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u28 = o.unknown_tagged_fields = {}
+        tn29 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn29:
+            if tn29 >= 128:
+                tn29, p = _ruv(b, p - 1)
+            if tn29 > L - p:
+                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn29):
+                tag30 = b[p]
+                if tag30 < 128:
+                    p += 1
+                else:
+                    tag30, p = _ruv(b, p)
+                tz31 = b[p]
+                if tz31 < 128:
+                    p += 1
+                else:
+                    tz31, p = _ruv(b, p)
+                te32 = p + tz31
+                if te32 > L:
+                    raise _DecodeError('tagged field ' + str(tag30) + ' of ' + str(tz31) + ' bytes is truncated', offset=p)
+                u28[tag30] = b[p:te32]
+                p = te32
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -684,95 +916,207 @@ def _d_BrokerRegistrationRequest_2(b, p):
             o.cluster_id = b[p:e2].decode()
             p = e2
         F = 'IncarnationId'
-        t0, = _S3.unpack_from(b, p)
-        o.incarnation_id = _uuid(t0)
+        t3, = _S3.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
         p += 16
         F = 'Listeners'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_Listener_0(b, p)
-                l4.append(it)
-            o.listeners = l4
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(Listener)
+                F = 'Listeners.Name'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e8].decode()
+                    p = e8
+                F = 'Listeners.Host'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e10].decode()
+                    p = e10
+                F = 'Listeners.Port'
+                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'Listeners'
+                u11 = s6.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.listeners = l5
         F = 'Features'
-        n5 = b[p]
-        if n5 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                it, p = _d_Feature_0(b, p)
-                l6.append(it)
-            o.features = l6
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(Feature)
+                F = 'Features.Name'
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e20 = p + n19
+                    if e20 > L:
+                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
+                    s18.name = b[p:e20].decode()
+                    p = e20
+                F = 'Features.MinSupportedVersion'
+                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u21 = s18.unknown_tagged_fields = {}
+                tn22 = b[p]
+                p += 1
+                if tn22:
+                    if tn22 >= 128:
+                        tn22, p = _ruv(b, p - 1)
+                    if tn22 > L - p:
+                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn22):
+                        tag23 = b[p]
+                        if tag23 < 128:
+                            p += 1
+                        else:
+                            tag23, p = _ruv(b, p)
+                        tz24 = b[p]
+                        if tz24 < 128:
+                            p += 1
+                        else:
+                            tz24, p = _ruv(b, p)
+                        te25 = p + tz24
+                        if te25 > L:
+                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                        u21[tag23] = b[p:te25]
+                        p = te25
+                l17.append(s18)
+            o.features = l17
         F = 'Rack'
-        n7 = b[p]
-        if n7 < 128:
+        n26 = b[p]
+        if n26 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            if n7 != -1:
-                raise _DecodeError('negative string length ' + str(n7), offset=p)
+            n26, p = _ruv(b, p)
+        n26 -= 1
+        if n26 < 0:
+            if n26 != -1:
+                raise _DecodeError('negative string length ' + str(n26), offset=p)
             o.rack = None
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e8].decode()
-            p = e8
+            e27 = p + n26
+            if e27 > L:
+                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e27].decode()
+            p = e27
         F = 'IsMigratingZkBroker'
         o.is_migrating_zk_broker = _S4.unpack_from(b, p)[0]
         p += 1
         F = 'LogDirs'
-        n9 = b[p]
-        if n9 < 128:
+        n28 = b[p]
+        if n28 < 128:
             p += 1
         else:
-            n9, p = _ruv(b, p)
-        n9 -= 1
-        if n9 < 0:
+            n28, p = _ruv(b, p)
+        n28 -= 1
+        if n28 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n9 * 16 > L - p:
-                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.log_dirs = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n9, 16)]
-            p += 16 * n9
+            if n28 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n28) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l29 = []
+            for _ in range(n28):
+                u16 = b[p:p + 16]
+                l29.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.log_dirs = l29
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u30 = o.unknown_tagged_fields = {}
+        tn31 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn31:
+            if tn31 >= 128:
+                tn31, p = _ruv(b, p - 1)
+            if tn31 > L - p:
+                raise _DecodeError(str(tn31) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn31):
+                tag32 = b[p]
+                if tag32 < 128:
+                    p += 1
+                else:
+                    tag32, p = _ruv(b, p)
+                tz33 = b[p]
+                if tz33 < 128:
+                    p += 1
+                else:
+                    tz33, p = _ruv(b, p)
+                te34 = p + tz33
+                if te34 > L:
+                    raise _DecodeError('tagged field ' + str(tag32) + ' of ' + str(tz33) + ' bytes is truncated', offset=p)
+                u30[tag32] = b[p:te34]
+                p = te34
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -806,98 +1150,210 @@ def _d_BrokerRegistrationRequest_3(b, p):
             o.cluster_id = b[p:e2].decode()
             p = e2
         F = 'IncarnationId'
-        t0, = _S3.unpack_from(b, p)
-        o.incarnation_id = _uuid(t0)
+        t3, = _S3.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
         p += 16
         F = 'Listeners'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_Listener_0(b, p)
-                l4.append(it)
-            o.listeners = l4
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(Listener)
+                F = 'Listeners.Name'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e8].decode()
+                    p = e8
+                F = 'Listeners.Host'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e10].decode()
+                    p = e10
+                F = 'Listeners.Port'
+                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'Listeners'
+                u11 = s6.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.listeners = l5
         F = 'Features'
-        n5 = b[p]
-        if n5 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                it, p = _d_Feature_0(b, p)
-                l6.append(it)
-            o.features = l6
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(Feature)
+                F = 'Features.Name'
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e20 = p + n19
+                    if e20 > L:
+                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
+                    s18.name = b[p:e20].decode()
+                    p = e20
+                F = 'Features.MinSupportedVersion'
+                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u21 = s18.unknown_tagged_fields = {}
+                tn22 = b[p]
+                p += 1
+                if tn22:
+                    if tn22 >= 128:
+                        tn22, p = _ruv(b, p - 1)
+                    if tn22 > L - p:
+                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn22):
+                        tag23 = b[p]
+                        if tag23 < 128:
+                            p += 1
+                        else:
+                            tag23, p = _ruv(b, p)
+                        tz24 = b[p]
+                        if tz24 < 128:
+                            p += 1
+                        else:
+                            tz24, p = _ruv(b, p)
+                        te25 = p + tz24
+                        if te25 > L:
+                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                        u21[tag23] = b[p:te25]
+                        p = te25
+                l17.append(s18)
+            o.features = l17
         F = 'Rack'
-        n7 = b[p]
-        if n7 < 128:
+        n26 = b[p]
+        if n26 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            if n7 != -1:
-                raise _DecodeError('negative string length ' + str(n7), offset=p)
+            n26, p = _ruv(b, p)
+        n26 -= 1
+        if n26 < 0:
+            if n26 != -1:
+                raise _DecodeError('negative string length ' + str(n26), offset=p)
             o.rack = None
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e8].decode()
-            p = e8
+            e27 = p + n26
+            if e27 > L:
+                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e27].decode()
+            p = e27
         F = 'IsMigratingZkBroker'
         o.is_migrating_zk_broker = _S4.unpack_from(b, p)[0]
         p += 1
         F = 'LogDirs'
-        n9 = b[p]
-        if n9 < 128:
+        n28 = b[p]
+        if n28 < 128:
             p += 1
         else:
-            n9, p = _ruv(b, p)
-        n9 -= 1
-        if n9 < 0:
+            n28, p = _ruv(b, p)
+        n28 -= 1
+        if n28 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n9 * 16 > L - p:
-                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.log_dirs = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n9, 16)]
-            p += 16 * n9
+            if n28 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n28) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l29 = []
+            for _ in range(n28):
+                u16 = b[p:p + 16]
+                l29.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.log_dirs = l29
         F = 'PreviousBrokerEpoch'
         o.previous_broker_epoch = _S5.unpack_from(b, p)[0]
         p += 8
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u30 = o.unknown_tagged_fields = {}
+        tn31 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn31:
+            if tn31 >= 128:
+                tn31, p = _ruv(b, p - 1)
+            if tn31 > L - p:
+                raise _DecodeError(str(tn31) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn31):
+                tag32 = b[p]
+                if tag32 < 128:
+                    p += 1
+                else:
+                    tag32, p = _ruv(b, p)
+                tz33 = b[p]
+                if tz33 < 128:
+                    p += 1
+                else:
+                    tz33, p = _ruv(b, p)
+                te34 = p + tz33
+                if te34 > L:
+                    raise _DecodeError('tagged field ' + str(tag32) + ' of ' + str(tz33) + ' bytes is truncated', offset=p)
+                u30[tag32] = b[p:te34]
+                p = te34
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -926,27 +1382,61 @@ def _e_BrokerRegistrationRequest_0(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_Listener_0(it, a)
-    v5 = o.features
-    if v5 is None:
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 0')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S0.pack(s5.port, s5.security_protocol))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    v11 = o.features
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 0')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_Feature_0(it, a)
-    v7 = o.rack
-    if v7 is None:
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            v14 = s13.name
+            if v14 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v14 = v14.encode()
+                n15 = len(v14)
+                a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+                a(v14)
+            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
+            u16 = s13.unknown_tagged_fields
+            if u16:
+                _wtags(sorted(u16.items()), a)
+            else:
+                a(b'\x00')
+    v17 = o.rack
+    if v17 is None:
         a(b'\x00')
     else:
-        v7 = v7.encode()
-        n8 = len(v7)
-        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-        a(v7)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        v17 = v17.encode()
+        n18 = len(v17)
+        a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
+        a(v17)
+    u19 = o.unknown_tagged_fields
+    if u19:
+        _wtags(sorted(u19.items()), a)
     else:
         a(b'\x00')
 
@@ -968,28 +1458,62 @@ def _e_BrokerRegistrationRequest_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_Listener_1(it, a)
-    v5 = o.features
-    if v5 is None:
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 1')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S0.pack(s5.port, s5.security_protocol))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    v11 = o.features
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 1')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_Feature_1(it, a)
-    v7 = o.rack
-    if v7 is None:
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            v14 = s13.name
+            if v14 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v14 = v14.encode()
+                n15 = len(v14)
+                a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+                a(v14)
+            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
+            u16 = s13.unknown_tagged_fields
+            if u16:
+                _wtags(sorted(u16.items()), a)
+            else:
+                a(b'\x00')
+    v17 = o.rack
+    if v17 is None:
         a(b'\x00')
     else:
-        v7 = v7.encode()
-        n8 = len(v7)
-        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-        a(v7)
+        v17 = v17.encode()
+        n18 = len(v17)
+        a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
+        a(v17)
     a(_S4.pack(o.is_migrating_zk_broker))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u19 = o.unknown_tagged_fields
+    if u19:
+        _wtags(sorted(u19.items()), a)
     else:
         a(b'\x00')
 
@@ -1011,36 +1535,70 @@ def _e_BrokerRegistrationRequest_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_Listener_2(it, a)
-    v5 = o.features
-    if v5 is None:
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 2')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S0.pack(s5.port, s5.security_protocol))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    v11 = o.features
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 2')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_Feature_2(it, a)
-    v7 = o.rack
-    if v7 is None:
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            v14 = s13.name
+            if v14 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v14 = v14.encode()
+                n15 = len(v14)
+                a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+                a(v14)
+            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
+            u16 = s13.unknown_tagged_fields
+            if u16:
+                _wtags(sorted(u16.items()), a)
+            else:
+                a(b'\x00')
+    v17 = o.rack
+    if v17 is None:
         a(b'\x00')
     else:
-        v7 = v7.encode()
-        n8 = len(v7)
-        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-        a(v7)
+        v17 = v17.encode()
+        n18 = len(v17)
+        a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
+        a(v17)
     a(_S4.pack(o.is_migrating_zk_broker))
-    v9 = o.log_dirs
-    if v9 is None:
+    v19 = o.log_dirs
+    if v19 is None:
         raise _EncodeError('null in non-nullable field LogDirs at version 2')
     else:
-        n10 = len(v9)
-        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-        for i11 in v9:
-            a(i11.bytes)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n20 = len(v19)
+        a(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
+        for i21 in v19:
+            a(i21.bytes)
+    u22 = o.unknown_tagged_fields
+    if u22:
+        _wtags(sorted(u22.items()), a)
     else:
         a(b'\x00')
 
@@ -1062,37 +1620,71 @@ def _e_BrokerRegistrationRequest_3(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_Listener_3(it, a)
-    v5 = o.features
-    if v5 is None:
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 3')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 3')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S0.pack(s5.port, s5.security_protocol))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    v11 = o.features
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 3')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_Feature_3(it, a)
-    v7 = o.rack
-    if v7 is None:
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            v14 = s13.name
+            if v14 is None:
+                raise _EncodeError('null in non-nullable field Name at version 3')
+            else:
+                v14 = v14.encode()
+                n15 = len(v14)
+                a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+                a(v14)
+            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
+            u16 = s13.unknown_tagged_fields
+            if u16:
+                _wtags(sorted(u16.items()), a)
+            else:
+                a(b'\x00')
+    v17 = o.rack
+    if v17 is None:
         a(b'\x00')
     else:
-        v7 = v7.encode()
-        n8 = len(v7)
-        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-        a(v7)
+        v17 = v17.encode()
+        n18 = len(v17)
+        a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
+        a(v17)
     a(_S4.pack(o.is_migrating_zk_broker))
-    v9 = o.log_dirs
-    if v9 is None:
+    v19 = o.log_dirs
+    if v19 is None:
         raise _EncodeError('null in non-nullable field LogDirs at version 3')
     else:
-        n10 = len(v9)
-        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-        for i11 in v9:
-            a(i11.bytes)
+        n20 = len(v19)
+        a(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
+        for i21 in v19:
+            a(i21.bytes)
     a(_S5.pack(o.previous_broker_epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u22 = o.unknown_tagged_fields
+    if u22:
+        _wtags(sorted(u22.items()), a)
     else:
         a(b'\x00')
 
@@ -1114,37 +1706,71 @@ def _e_BrokerRegistrationRequest_4(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_Listener_4(it, a)
-    v5 = o.features
-    if v5 is None:
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 4')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 4')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S0.pack(s5.port, s5.security_protocol))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    v11 = o.features
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 4')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_Feature_4(it, a)
-    v7 = o.rack
-    if v7 is None:
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            v14 = s13.name
+            if v14 is None:
+                raise _EncodeError('null in non-nullable field Name at version 4')
+            else:
+                v14 = v14.encode()
+                n15 = len(v14)
+                a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+                a(v14)
+            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
+            u16 = s13.unknown_tagged_fields
+            if u16:
+                _wtags(sorted(u16.items()), a)
+            else:
+                a(b'\x00')
+    v17 = o.rack
+    if v17 is None:
         a(b'\x00')
     else:
-        v7 = v7.encode()
-        n8 = len(v7)
-        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-        a(v7)
+        v17 = v17.encode()
+        n18 = len(v17)
+        a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
+        a(v17)
     a(_S4.pack(o.is_migrating_zk_broker))
-    v9 = o.log_dirs
-    if v9 is None:
+    v19 = o.log_dirs
+    if v19 is None:
         raise _EncodeError('null in non-nullable field LogDirs at version 4')
     else:
-        n10 = len(v9)
-        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-        for i11 in v9:
-            a(i11.bytes)
+        n20 = len(v19)
+        a(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
+        for i21 in v19:
+            a(i21.bytes)
     a(_S5.pack(o.previous_broker_epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u22 = o.unknown_tagged_fields
+    if u22:
+        _wtags(sorted(u22.items()), a)
     else:
         a(b'\x00')
 

@@ -202,31 +202,30 @@ def _d_AclCreation_2(b, p):
         o.operation, o.permission_type = _S2.unpack_from(b, p)
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -296,9 +295,9 @@ def _e_AclCreation_2(o, a):
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
     a(_S2.pack(o.operation, o.permission_type))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -331,9 +330,9 @@ def _e_AclCreation_3(o, a):
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
     a(_S2.pack(o.operation, o.permission_type))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -353,8 +352,51 @@ def _d_CreateAclsRequest_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AclCreation_1(b, p)
-                l2.append(it)
+                s3 = _new(AclCreation)
+                F = 'Creations.ResourceType'
+                s3.resource_type = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Creations.ResourceName'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.resource_name = b[p:e5].decode()
+                    p = e5
+                F = 'Creations.ResourcePatternType'
+                s3.resource_pattern_type = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Creations.Principal'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.principal = b[p:e7].decode()
+                    p = e7
+                F = 'Creations.Host'
+                n8 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e9].decode()
+                    p = e9
+                F = 'Creations.Operation'
+                s3.operation, s3.permission_type = _S2.unpack_from(b, p)
+                p += 2
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.creations = l2
         o.unknown_tagged_fields = {}
         return o, p
@@ -385,35 +427,113 @@ def _d_CreateAclsRequest_2(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AclCreation_2(b, p)
-                l2.append(it)
+                s3 = _new(AclCreation)
+                F = 'Creations.ResourceType'
+                s3.resource_type = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Creations.ResourceName'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.resource_name = b[p:e5].decode()
+                    p = e5
+                F = 'Creations.ResourcePatternType'
+                s3.resource_pattern_type = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Creations.Principal'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.principal = b[p:e7].decode()
+                    p = e7
+                F = 'Creations.Host'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e9].decode()
+                    p = e9
+                F = 'Creations.Operation'
+                s3.operation, s3.permission_type = _S2.unpack_from(b, p)
+                p += 2
+                F = 'Creations'
+                u10 = s3.unknown_tagged_fields = {}
+                tn11 = b[p]
+                p += 1
+                if tn11:
+                    if tn11 >= 128:
+                        tn11, p = _ruv(b, p - 1)
+                    if tn11 > L - p:
+                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn11):
+                        tag12 = b[p]
+                        if tag12 < 128:
+                            p += 1
+                        else:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
+                            p += 1
+                        else:
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u10[tag12] = b[p:te14]
+                        p = te14
+                l2.append(s3)
             o.creations = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -430,8 +550,36 @@ def _e_CreateAclsRequest_1(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_AclCreation_1(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.resource_type))
+            v4 = s3.resource_name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field ResourceName at version 1')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.resource_pattern_type))
+            v6 = s3.principal
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Principal at version 1')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            v8 = s3.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 1')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_S1.pack(n9))
+                a(v8)
+            a(_S2.pack(s3.operation, s3.permission_type))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -443,11 +591,42 @@ def _e_CreateAclsRequest_2(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_AclCreation_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S0.pack(s3.resource_type))
+            v4 = s3.resource_name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field ResourceName at version 2')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.resource_pattern_type))
+            v6 = s3.principal
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Principal at version 2')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s3.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 2')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S2.pack(s3.operation, s3.permission_type))
+            u10 = s3.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -459,11 +638,42 @@ def _e_CreateAclsRequest_3(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_AclCreation_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S0.pack(s3.resource_type))
+            v4 = s3.resource_name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field ResourceName at version 3')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.resource_pattern_type))
+            v6 = s3.principal
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Principal at version 3')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s3.host
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Host at version 3')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S2.pack(s3.operation, s3.permission_type))
+            u10 = s3.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 

@@ -130,31 +130,30 @@ def _d_AclCreationResult_2(b, p):
             o.error_message = b[p:e2].decode()
             p = e2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -188,9 +187,9 @@ def _e_AclCreationResult_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -213,8 +212,25 @@ def _d_CreateAclsResponse_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AclCreationResult_1(b, p)
-                l2.append(it)
+                s3 = _new(AclCreationResult)
+                F = 'Results.ErrorCode'
+                s3.error_code = _S0.unpack_from(b, p)[0]
+                p += 2
+                F = 'Results.ErrorMessage'
+                n4 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    if n4 != -1:
+                        raise _DecodeError('negative string length ' + str(n4), offset=p)
+                    s3.error_message = None
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.error_message = b[p:e5].decode()
+                    p = e5
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.results = l2
         o.unknown_tagged_fields = {}
         return o, p
@@ -248,35 +264,79 @@ def _d_CreateAclsResponse_2(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AclCreationResult_2(b, p)
-                l2.append(it)
+                s3 = _new(AclCreationResult)
+                F = 'Results.ErrorCode'
+                s3.error_code = _S0.unpack_from(b, p)[0]
+                p += 2
+                F = 'Results.ErrorMessage'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    if n4 != -1:
+                        raise _DecodeError('negative string length ' + str(n4), offset=p)
+                    s3.error_message = None
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.error_message = b[p:e5].decode()
+                    p = e5
+                F = 'Results'
+                u6 = s3.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l2.append(s3)
             o.results = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -294,8 +354,18 @@ def _e_CreateAclsResponse_1(o, a):
     else:
         n2 = len(v1)
         a(_S1.pack(n2))
-        for it in v1:
-            _e_AclCreationResult_1(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.error_code))
+            v4 = s3.error_message
+            if v4 is None:
+                a(b'\xff\xff')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -308,11 +378,24 @@ def _e_CreateAclsResponse_2(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_AclCreationResult_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S0.pack(s3.error_code))
+            v4 = s3.error_message
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -325,11 +408,24 @@ def _e_CreateAclsResponse_3(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_AclCreationResult_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S0.pack(s3.error_code))
+            v4 = s3.error_message
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 

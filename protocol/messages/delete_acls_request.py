@@ -214,31 +214,30 @@ def _d_DeleteAclsFilter_2(b, p):
         o.operation, o.permission_type = _S2.unpack_from(b, p)
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -308,9 +307,9 @@ def _e_DeleteAclsFilter_2(o, a):
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
     a(_S2.pack(o.operation, o.permission_type))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -330,8 +329,57 @@ def _d_DeleteAclsRequest_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_DeleteAclsFilter_1(b, p)
-                l2.append(it)
+                s3 = _new(DeleteAclsFilter)
+                F = 'Filters.ResourceTypeFilter'
+                s3.resource_type_filter = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Filters.ResourceNameFilter'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    if n4 != -1:
+                        raise _DecodeError('negative string length ' + str(n4), offset=p)
+                    s3.resource_name_filter = None
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.resource_name_filter = b[p:e5].decode()
+                    p = e5
+                F = 'Filters.PatternTypeFilter'
+                s3.pattern_type_filter = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Filters.PrincipalFilter'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.principal_filter = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.principal_filter = b[p:e7].decode()
+                    p = e7
+                F = 'Filters.HostFilter'
+                n8 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s3.host_filter = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s3.host_filter = b[p:e9].decode()
+                    p = e9
+                F = 'Filters.Operation'
+                s3.operation, s3.permission_type = _S2.unpack_from(b, p)
+                p += 2
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.filters = l2
         o.unknown_tagged_fields = {}
         return o, p
@@ -362,35 +410,119 @@ def _d_DeleteAclsRequest_2(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_DeleteAclsFilter_2(b, p)
-                l2.append(it)
+                s3 = _new(DeleteAclsFilter)
+                F = 'Filters.ResourceTypeFilter'
+                s3.resource_type_filter = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Filters.ResourceNameFilter'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    if n4 != -1:
+                        raise _DecodeError('negative string length ' + str(n4), offset=p)
+                    s3.resource_name_filter = None
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.resource_name_filter = b[p:e5].decode()
+                    p = e5
+                F = 'Filters.PatternTypeFilter'
+                s3.pattern_type_filter = _S0.unpack_from(b, p)[0]
+                p += 1
+                F = 'Filters.PrincipalFilter'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.principal_filter = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.principal_filter = b[p:e7].decode()
+                    p = e7
+                F = 'Filters.HostFilter'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s3.host_filter = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s3.host_filter = b[p:e9].decode()
+                    p = e9
+                F = 'Filters.Operation'
+                s3.operation, s3.permission_type = _S2.unpack_from(b, p)
+                p += 2
+                F = 'Filters'
+                u10 = s3.unknown_tagged_fields = {}
+                tn11 = b[p]
+                p += 1
+                if tn11:
+                    if tn11 >= 128:
+                        tn11, p = _ruv(b, p - 1)
+                    if tn11 > L - p:
+                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn11):
+                        tag12 = b[p]
+                        if tag12 < 128:
+                            p += 1
+                        else:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
+                            p += 1
+                        else:
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u10[tag12] = b[p:te14]
+                        p = te14
+                l2.append(s3)
             o.filters = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -407,8 +539,36 @@ def _e_DeleteAclsRequest_1(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_DeleteAclsFilter_1(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.resource_type_filter))
+            v4 = s3.resource_name_filter
+            if v4 is None:
+                a(b'\xff\xff')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.pattern_type_filter))
+            v6 = s3.principal_filter
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            v8 = s3.host_filter
+            if v8 is None:
+                a(b'\xff\xff')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_S1.pack(n9))
+                a(v8)
+            a(_S2.pack(s3.operation, s3.permission_type))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -420,11 +580,42 @@ def _e_DeleteAclsRequest_2(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_DeleteAclsFilter_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S0.pack(s3.resource_type_filter))
+            v4 = s3.resource_name_filter
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.pattern_type_filter))
+            v6 = s3.principal_filter
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s3.host_filter
+            if v8 is None:
+                a(b'\x00')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S2.pack(s3.operation, s3.permission_type))
+            u10 = s3.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -436,11 +627,42 @@ def _e_DeleteAclsRequest_3(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_DeleteAclsFilter_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S0.pack(s3.resource_type_filter))
+            v4 = s3.resource_name_filter
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.pattern_type_filter))
+            v6 = s3.principal_filter
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s3.host_filter
+            if v8 is None:
+                a(b'\x00')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S2.pack(s3.operation, s3.permission_type))
+            u10 = s3.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 

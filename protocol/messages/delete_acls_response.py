@@ -214,8 +214,67 @@ def _d_DeleteAclsFilterResult_1(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_DeleteAclsMatchingAcl_1(b, p)
-                l4.append(it)
+                s5 = _new(DeleteAclsMatchingAcl)
+                F = 'MatchingAcls.ErrorCode'
+                s5.error_code = _S0.unpack_from(b, p)[0]
+                p += 2
+                F = 'MatchingAcls.ErrorMessage'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.error_message = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.error_message = b[p:e7].decode()
+                    p = e7
+                F = 'MatchingAcls.ResourceType'
+                s5.resource_type = _S1.unpack_from(b, p)[0]
+                p += 1
+                F = 'MatchingAcls.ResourceName'
+                n8 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s5.resource_name = b[p:e9].decode()
+                    p = e9
+                F = 'MatchingAcls.PatternType'
+                s5.pattern_type = _S1.unpack_from(b, p)[0]
+                p += 1
+                F = 'MatchingAcls.Principal'
+                n10 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s5.principal = b[p:e11].decode()
+                    p = e11
+                F = 'MatchingAcls.Host'
+                n12 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n12 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s5.host = b[p:e13].decode()
+                    p = e13
+                F = 'MatchingAcls.Operation'
+                s5.operation, s5.permission_type = _S2.unpack_from(b, p)
+                p += 2
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.matching_acls = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -307,31 +366,30 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
         o.operation, o.permission_type = _S2.unpack_from(b, p)
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -380,35 +438,133 @@ def _d_DeleteAclsFilterResult_2(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_DeleteAclsMatchingAcl_2(b, p)
-                l4.append(it)
+                s5 = _new(DeleteAclsMatchingAcl)
+                F = 'MatchingAcls.ErrorCode'
+                s5.error_code = _S0.unpack_from(b, p)[0]
+                p += 2
+                F = 'MatchingAcls.ErrorMessage'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.error_message = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.error_message = b[p:e7].decode()
+                    p = e7
+                F = 'MatchingAcls.ResourceType'
+                s5.resource_type = _S1.unpack_from(b, p)[0]
+                p += 1
+                F = 'MatchingAcls.ResourceName'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s5.resource_name = b[p:e9].decode()
+                    p = e9
+                F = 'MatchingAcls.PatternType'
+                s5.pattern_type = _S1.unpack_from(b, p)[0]
+                p += 1
+                F = 'MatchingAcls.Principal'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s5.principal = b[p:e11].decode()
+                    p = e11
+                F = 'MatchingAcls.Host'
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s5.host = b[p:e13].decode()
+                    p = e13
+                F = 'MatchingAcls.Operation'
+                s5.operation, s5.permission_type = _S2.unpack_from(b, p)
+                p += 2
+                F = 'MatchingAcls'
+                u14 = s5.unknown_tagged_fields = {}
+                tn15 = b[p]
+                p += 1
+                if tn15:
+                    if tn15 >= 128:
+                        tn15, p = _ruv(b, p - 1)
+                    if tn15 > L - p:
+                        raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn15):
+                        tag16 = b[p]
+                        if tag16 < 128:
+                            p += 1
+                        else:
+                            tag16, p = _ruv(b, p)
+                        tz17 = b[p]
+                        if tz17 < 128:
+                            p += 1
+                        else:
+                            tz17, p = _ruv(b, p)
+                        te18 = p + tz17
+                        if te18 > L:
+                            raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                        u14[tag16] = b[p:te18]
+                        p = te18
+                l4.append(s5)
             o.matching_acls = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u19 = o.unknown_tagged_fields = {}
+        tn20 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn20:
+            if tn20 >= 128:
+                tn20, p = _ruv(b, p - 1)
+            if tn20 > L - p:
+                raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn20):
+                tag21 = b[p]
+                if tag21 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag21, p = _ruv(b, p)
+                tz22 = b[p]
+                if tz22 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz22, p = _ruv(b, p)
+                te23 = p + tz22
+                if te23 > L:
+                    raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
+                u19[tag21] = b[p:te23]
+                p = te23
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -475,8 +631,45 @@ def _e_DeleteAclsFilterResult_1(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_DeleteAclsMatchingAcl_1(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.error_code))
+            v6 = s5.error_message
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            a(_S1.pack(s5.resource_type))
+            v8 = s5.resource_name
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field ResourceName at version 1')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(v8)
+            a(_S1.pack(s5.pattern_type))
+            v10 = s5.principal
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field Principal at version 1')
+            else:
+                v10 = v10.encode()
+                n11 = len(v10)
+                a(_S0.pack(n11))
+                a(v10)
+            v12 = s5.host
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Host at version 1')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_S0.pack(n13))
+                a(v12)
+            a(_S2.pack(s5.operation, s5.permission_type))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -518,9 +711,9 @@ def _e_DeleteAclsMatchingAcl_2(o, a):
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(v7)
     a(_S2.pack(o.operation, o.permission_type))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -541,11 +734,51 @@ def _e_DeleteAclsFilterResult_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_DeleteAclsMatchingAcl_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.error_code))
+            v6 = s5.error_message
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s5.resource_type))
+            v8 = s5.resource_name
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field ResourceName at version 2')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S1.pack(s5.pattern_type))
+            v10 = s5.principal
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field Principal at version 2')
+            else:
+                v10 = v10.encode()
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(v10)
+            v12 = s5.host
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Host at version 2')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                a(v12)
+            a(_S2.pack(s5.operation, s5.permission_type))
+            u14 = s5.unknown_tagged_fields
+            if u14:
+                _wtags(sorted(u14.items()), a)
+            else:
+                a(b'\x00')
+    u15 = o.unknown_tagged_fields
+    if u15:
+        _wtags(sorted(u15.items()), a)
     else:
         a(b'\x00')
 
@@ -587,9 +820,9 @@ def _e_DeleteAclsMatchingAcl_3(o, a):
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(v7)
     a(_S2.pack(o.operation, o.permission_type))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -610,11 +843,51 @@ def _e_DeleteAclsFilterResult_3(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_DeleteAclsMatchingAcl_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.error_code))
+            v6 = s5.error_message
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s5.resource_type))
+            v8 = s5.resource_name
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field ResourceName at version 3')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            a(_S1.pack(s5.pattern_type))
+            v10 = s5.principal
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field Principal at version 3')
+            else:
+                v10 = v10.encode()
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(v10)
+            v12 = s5.host
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Host at version 3')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                a(v12)
+            a(_S2.pack(s5.operation, s5.permission_type))
+            u14 = s5.unknown_tagged_fields
+            if u14:
+                _wtags(sorted(u14.items()), a)
+            else:
+                a(b'\x00')
+    u15 = o.unknown_tagged_fields
+    if u15:
+        _wtags(sorted(u15.items()), a)
     else:
         a(b'\x00')
 
@@ -676,31 +949,30 @@ def _d_DeleteAclsResponse_2(b, p):
                 l2.append(it)
             o.filter_results = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t = b[p]
-                if t < 128:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
                     p += 1
                 else:
-                    t, p = _ruv(b, p)
-                z = b[p]
-                if z < 128:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
                     p += 1
                 else:
-                    z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -718,8 +990,8 @@ def _e_DeleteAclsResponse_1(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_DeleteAclsFilterResult_1(it, a)
+        for s3 in v1:
+            _e_DeleteAclsFilterResult_1(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -732,11 +1004,11 @@ def _e_DeleteAclsResponse_2(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_DeleteAclsFilterResult_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_DeleteAclsFilterResult_2(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -749,11 +1021,11 @@ def _e_DeleteAclsResponse_3(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_DeleteAclsFilterResult_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_DeleteAclsFilterResult_3(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -101,26 +103,36 @@ def _d_TopicRequest_0(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -146,9 +158,9 @@ def _e_TopicRequest_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -172,27 +184,91 @@ def _d_DescribeProducersRequest_0(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_TopicRequest_0(b, p)
-                l2.append(it)
+                s3 = _new(TopicRequest)
+                F = 'Topics.Name'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e5].decode()
+                    p = e5
+                F = 'Topics.PartitionIndexes'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s3.partition_indexes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s3.partition_indexes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                F = 'Topics'
+                u7 = s3.unknown_tagged_fields = {}
+                tn8 = b[p]
+                p += 1
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag9 = b[p]
+                        if tag9 < 128:
+                            p += 1
+                        else:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
+                            p += 1
+                        else:
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u7[tag9] = b[p:te11]
+                        p = te11
+                l2.append(s3)
             o.topics = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn13 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn13:
+            if tn13 >= 128:
+                tn13, p = _ruv(b, p - 1)
+            if tn13 > L - p:
+                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn13):
+                tag14 = b[p]
+                if tag14 < 128:
+                    p += 1
+                else:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
+                    p += 1
+                else:
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u12[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -209,11 +285,30 @@ def _e_DescribeProducersRequest_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicRequest_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.partition_indexes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 0')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 

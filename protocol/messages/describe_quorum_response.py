@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -190,23 +192,30 @@ def _d_ReplicaState_0(b, p):
         o.replica_id, o.log_end_offset = _S0.unpack_from(b, p)
         p += 12
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -239,44 +248,113 @@ def _d_PartitionData_0(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_ReplicaState_0(b, p)
-                l2.append(it)
+                s3 = _new(ReplicaState)
+                s3.replica_directory_id = ZERO_UUID
+                s3.last_fetch_timestamp = -1
+                s3.last_caught_up_timestamp = -1
+                F = 'CurrentVoters.ReplicaId'
+                s3.replica_id, s3.log_end_offset = _S0.unpack_from(b, p)
+                p += 12
+                F = 'CurrentVoters'
+                u4 = s3.unknown_tagged_fields = {}
+                tn5 = b[p]
+                p += 1
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag6 = b[p]
+                        if tag6 < 128:
+                            p += 1
+                        else:
+                            tag6, p = _ruv(b, p)
+                        tz7 = b[p]
+                        if tz7 < 128:
+                            p += 1
+                        else:
+                            tz7, p = _ruv(b, p)
+                        te8 = p + tz7
+                        if te8 > L:
+                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                        u4[tag6] = b[p:te8]
+                        p = te8
+                l2.append(s3)
             o.current_voters = l2
         F = 'Observers'
-        n3 = b[p]
-        if n3 < 128:
+        n9 = b[p]
+        if n9 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n9, p = _ruv(b, p)
+        n9 -= 1
+        if n9 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_ReplicaState_0(b, p)
-                l4.append(it)
-            o.observers = l4
+            if n9 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l10 = []
+            for _ in range(n9):
+                s11 = _new(ReplicaState)
+                s11.replica_directory_id = ZERO_UUID
+                s11.last_fetch_timestamp = -1
+                s11.last_caught_up_timestamp = -1
+                F = 'Observers.ReplicaId'
+                s11.replica_id, s11.log_end_offset = _S0.unpack_from(b, p)
+                p += 12
+                F = 'Observers'
+                u12 = s11.unknown_tagged_fields = {}
+                tn13 = b[p]
+                p += 1
+                if tn13:
+                    if tn13 >= 128:
+                        tn13, p = _ruv(b, p - 1)
+                    if tn13 > L - p:
+                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn13):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u12[tag14] = b[p:te16]
+                        p = te16
+                l10.append(s11)
+            o.observers = l10
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -324,23 +402,30 @@ def _d_TopicData_0(b, p):
                 l4.append(it)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -360,23 +445,30 @@ def _d_ReplicaState_1(b, p):
         o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp = _S2.unpack_from(b, p)
         p += 28
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -409,44 +501,109 @@ def _d_PartitionData_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_ReplicaState_1(b, p)
-                l2.append(it)
+                s3 = _new(ReplicaState)
+                s3.replica_directory_id = ZERO_UUID
+                F = 'CurrentVoters.ReplicaId'
+                s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp = _S2.unpack_from(b, p)
+                p += 28
+                F = 'CurrentVoters'
+                u4 = s3.unknown_tagged_fields = {}
+                tn5 = b[p]
+                p += 1
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag6 = b[p]
+                        if tag6 < 128:
+                            p += 1
+                        else:
+                            tag6, p = _ruv(b, p)
+                        tz7 = b[p]
+                        if tz7 < 128:
+                            p += 1
+                        else:
+                            tz7, p = _ruv(b, p)
+                        te8 = p + tz7
+                        if te8 > L:
+                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                        u4[tag6] = b[p:te8]
+                        p = te8
+                l2.append(s3)
             o.current_voters = l2
         F = 'Observers'
-        n3 = b[p]
-        if n3 < 128:
+        n9 = b[p]
+        if n9 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n9, p = _ruv(b, p)
+        n9 -= 1
+        if n9 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_ReplicaState_1(b, p)
-                l4.append(it)
-            o.observers = l4
+            if n9 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l10 = []
+            for _ in range(n9):
+                s11 = _new(ReplicaState)
+                s11.replica_directory_id = ZERO_UUID
+                F = 'Observers.ReplicaId'
+                s11.replica_id, s11.log_end_offset, s11.last_fetch_timestamp, s11.last_caught_up_timestamp = _S2.unpack_from(b, p)
+                p += 28
+                F = 'Observers'
+                u12 = s11.unknown_tagged_fields = {}
+                tn13 = b[p]
+                p += 1
+                if tn13:
+                    if tn13 >= 128:
+                        tn13, p = _ruv(b, p - 1)
+                    if tn13 > L - p:
+                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn13):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u12[tag14] = b[p:te16]
+                        p = te16
+                l10.append(s11)
+            o.observers = l10
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -494,23 +651,30 @@ def _d_TopicData_1(b, p):
                 l4.append(it)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -526,31 +690,38 @@ def _d_ReplicaState_2(b, p):
         L = len(b)
         o = _new(ReplicaState)
         F = 'ReplicaId'
-        t0, t1, t2, t3, t4, = _S3.unpack_from(b, p)
-        o.replica_id = t0
-        o.replica_directory_id = _uuid(t1)
-        o.log_end_offset = t2
-        o.last_fetch_timestamp = t3
-        o.last_caught_up_timestamp = t4
+        t1, t2, t3, t4, t5, = _S3.unpack_from(b, p)
+        o.replica_id = t1
+        o.replica_directory_id = _UC.get(t2) or _uuid(t2)
+        o.log_end_offset = t3
+        o.last_fetch_timestamp = t4
+        o.last_caught_up_timestamp = t5
         p += 44
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn7 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn7:
+            if tn7 >= 128:
+                tn7, p = _ruv(b, p - 1)
+            if tn7 > L - p:
+                raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn7):
+                tag8 = b[p]
+                if tag8 < 128:
+                    p += 1
+                else:
+                    tag8, p = _ruv(b, p)
+                tz9 = b[p]
+                if tz9 < 128:
+                    p += 1
+                else:
+                    tz9, p = _ruv(b, p)
+                te10 = p + tz9
+                if te10 > L:
+                    raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                u6[tag8] = b[p:te10]
+                p = te10
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -602,44 +773,117 @@ def _d_PartitionData_2(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ReplicaState_2(b, p)
-                l4.append(it)
+                s5 = _new(ReplicaState)
+                F = 'CurrentVoters.ReplicaId'
+                t6, t7, t8, t9, t10, = _S3.unpack_from(b, p)
+                s5.replica_id = t6
+                s5.replica_directory_id = _UC.get(t7) or _uuid(t7)
+                s5.log_end_offset = t8
+                s5.last_fetch_timestamp = t9
+                s5.last_caught_up_timestamp = t10
+                p += 44
+                F = 'CurrentVoters'
+                u11 = s5.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l4.append(s5)
             o.current_voters = l4
         F = 'Observers'
-        n5 = b[p]
-        if n5 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                it, p = _d_ReplicaState_2(b, p)
-                l6.append(it)
-            o.observers = l6
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(ReplicaState)
+                F = 'Observers.ReplicaId'
+                t19, t20, t21, t22, t23, = _S3.unpack_from(b, p)
+                s18.replica_id = t19
+                s18.replica_directory_id = _UC.get(t20) or _uuid(t20)
+                s18.log_end_offset = t21
+                s18.last_fetch_timestamp = t22
+                s18.last_caught_up_timestamp = t23
+                p += 44
+                F = 'Observers'
+                u24 = s18.unknown_tagged_fields = {}
+                tn25 = b[p]
+                p += 1
+                if tn25:
+                    if tn25 >= 128:
+                        tn25, p = _ruv(b, p - 1)
+                    if tn25 > L - p:
+                        raise _DecodeError(str(tn25) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn25):
+                        tag26 = b[p]
+                        if tag26 < 128:
+                            p += 1
+                        else:
+                            tag26, p = _ruv(b, p)
+                        tz27 = b[p]
+                        if tz27 < 128:
+                            p += 1
+                        else:
+                            tz27, p = _ruv(b, p)
+                        te28 = p + tz27
+                        if te28 > L:
+                            raise _DecodeError('tagged field ' + str(tag26) + ' of ' + str(tz27) + ' bytes is truncated', offset=p)
+                        u24[tag26] = b[p:te28]
+                        p = te28
+                l17.append(s18)
+            o.observers = l17
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u29 = o.unknown_tagged_fields = {}
+        tn30 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn30:
+            if tn30 >= 128:
+                tn30, p = _ruv(b, p - 1)
+            if tn30 > L - p:
+                raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn30):
+                tag31 = b[p]
+                if tag31 < 128:
+                    p += 1
+                else:
+                    tag31, p = _ruv(b, p)
+                tz32 = b[p]
+                if tz32 < 128:
+                    p += 1
+                else:
+                    tz32, p = _ruv(b, p)
+                te33 = p + tz32
+                if te33 > L:
+                    raise _DecodeError('tagged field ' + str(tag31) + ' of ' + str(tz32) + ' bytes is truncated', offset=p)
+                u29[tag31] = b[p:te33]
+                p = te33
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -687,23 +931,30 @@ def _d_TopicData_2(b, p):
                 l4.append(it)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -717,9 +968,9 @@ def _e_ReplicaState_0(o, a):
     if o.replica_directory_id != ZERO_UUID:
         raise _Absent('ReplicaDirectoryId')
     a(_S0.pack(o.replica_id, o.log_end_offset))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -732,19 +983,33 @@ def _e_PartitionData_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_ReplicaState_0(it, a)
-    v3 = o.observers
-    if v3 is None:
+        for s3 in v1:
+            if s3.replica_directory_id != ZERO_UUID:
+                raise _Absent('ReplicaDirectoryId')
+            a(_S0.pack(s3.replica_id, s3.log_end_offset))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    v5 = o.observers
+    if v5 is None:
         raise _EncodeError('null in non-nullable field Observers at version 0')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ReplicaState_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n6 = len(v5)
+        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
+        for s7 in v5:
+            if s7.replica_directory_id != ZERO_UUID:
+                raise _Absent('ReplicaDirectoryId')
+            a(_S0.pack(s7.replica_id, s7.log_end_offset))
+            u8 = s7.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -764,11 +1029,11 @@ def _e_TopicData_0(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionData_0(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -777,9 +1042,9 @@ def _e_ReplicaState_1(o, a):
     if o.replica_directory_id != ZERO_UUID:
         raise _Absent('ReplicaDirectoryId')
     a(_S2.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -792,19 +1057,33 @@ def _e_PartitionData_1(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_ReplicaState_1(it, a)
-    v3 = o.observers
-    if v3 is None:
+        for s3 in v1:
+            if s3.replica_directory_id != ZERO_UUID:
+                raise _Absent('ReplicaDirectoryId')
+            a(_S2.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    v5 = o.observers
+    if v5 is None:
         raise _EncodeError('null in non-nullable field Observers at version 1')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ReplicaState_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n6 = len(v5)
+        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
+        for s7 in v5:
+            if s7.replica_directory_id != ZERO_UUID:
+                raise _Absent('ReplicaDirectoryId')
+            a(_S2.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp))
+            u8 = s7.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -824,20 +1103,20 @@ def _e_TopicData_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionData_1(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_ReplicaState_2(o, a):
     a(_S3.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -859,19 +1138,29 @@ def _e_PartitionData_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ReplicaState_2(it, a)
-    v5 = o.observers
-    if v5 is None:
+        for s5 in v3:
+            a(_S3.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    v7 = o.observers
+    if v7 is None:
         raise _EncodeError('null in non-nullable field Observers at version 2')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_ReplicaState_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n8 = len(v7)
+        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+        for s9 in v7:
+            a(_S3.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp))
+            u10 = s9.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -891,11 +1180,11 @@ def _e_TopicData_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionData_2(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -939,23 +1228,30 @@ def _d_Listener_2(b, p):
         o.port = _S6.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -987,27 +1283,92 @@ def _d_Node_2(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_Listener_2(b, p)
-                l2.append(it)
+                s3 = _new(Listener)
+                F = 'Listeners.Name'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e5].decode()
+                    p = e5
+                F = 'Listeners.Host'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e7].decode()
+                    p = e7
+                F = 'Listeners.Port'
+                s3.port = _S6.unpack_from(b, p)[0]
+                p += 2
+                F = 'Listeners'
+                u8 = s3.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l2.append(s3)
             o.listeners = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn14 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn14:
+            if tn14 >= 128:
+                tn14, p = _ruv(b, p - 1)
+            if tn14 > L - p:
+                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn14):
+                tag15 = b[p]
+                if tag15 < 128:
+                    p += 1
+                else:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
+                    p += 1
+                else:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u13[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1035,9 +1396,9 @@ def _e_Listener_2(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S6.pack(o.port))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1050,11 +1411,32 @@ def _e_Node_2(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_Listener_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 2')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S6.pack(s3.port))
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -1087,23 +1469,30 @@ def _d_DescribeQuorumResponse_0(b, p):
                 l2.append(it)
             o.topics = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1141,23 +1530,30 @@ def _d_DescribeQuorumResponse_1(b, p):
                 l2.append(it)
             o.topics = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1227,23 +1623,30 @@ def _d_DescribeQuorumResponse_2(b, p):
                 l6.append(it)
             o.nodes = l6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
+                    p += 1
+                else:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
+                    p += 1
+                else:
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1263,11 +1666,11 @@ def _e_DescribeQuorumResponse_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_TopicData_0(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1282,11 +1685,11 @@ def _e_DescribeQuorumResponse_1(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicData_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_TopicData_1(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1307,19 +1710,19 @@ def _e_DescribeQuorumResponse_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicData_2(it, a)
-    v5 = o.nodes
-    if v5 is None:
+        for s5 in v3:
+            _e_TopicData_2(s5, a)
+    v6 = o.nodes
+    if v6 is None:
         raise _EncodeError('null in non-nullable field Nodes at version 2')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_Node_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n7 = len(v6)
+        a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+        for s8 in v6:
+            _e_Node_2(s8, a)
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 

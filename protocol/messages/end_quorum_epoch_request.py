@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -160,7 +162,10 @@ def _d_PartitionData_0(b, p):
         else:
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.preferred_successors = list(_unpack_from('>' + str(n1) + 'i', b, p))
+            if n1 < 64:
+                o.preferred_successors = list(_ARRAY['i'][n1].unpack_from(b, p))
+            else:
+                o.preferred_successors = list(_unpack_from('>' + str(n1) + 'i', b, p))
             p += n1 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -198,8 +203,26 @@ def _d_TopicData_0(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionData_0(b, p)
-                l4.append(it)
+                s5 = _new(PartitionData)
+                s5.preferred_candidates = []
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.leader_id, s5.leader_epoch = _S0.unpack_from(b, p)
+                p += 12
+                F = 'Partitions.PreferredSuccessors'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 4
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s5.preferred_successors = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s5.preferred_successors = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -217,28 +240,35 @@ def _d_ReplicaInfo_1(b, p):
         L = len(b)
         o = _new(ReplicaInfo)
         F = 'CandidateId'
-        t0, t1, = _S3.unpack_from(b, p)
-        o.candidate_id = t0
-        o.candidate_directory_id = _uuid(t1)
+        t1, t2, = _S3.unpack_from(b, p)
+        o.candidate_id = t1
+        o.candidate_directory_id = _UC.get(t2) or _uuid(t2)
         p += 20
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -271,27 +301,64 @@ def _d_PartitionData_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_ReplicaInfo_1(b, p)
-                l2.append(it)
+                s3 = _new(ReplicaInfo)
+                F = 'PreferredCandidates.CandidateId'
+                t4, t5, = _S3.unpack_from(b, p)
+                s3.candidate_id = t4
+                s3.candidate_directory_id = _UC.get(t5) or _uuid(t5)
+                p += 20
+                F = 'PreferredCandidates'
+                u6 = s3.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l2.append(s3)
             o.preferred_candidates = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
+                    p += 1
+                else:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
+                    p += 1
+                else:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -339,23 +406,30 @@ def _d_TopicData_1(b, p):
                 l4.append(it)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -393,17 +467,26 @@ def _e_TopicData_0(o, a):
     else:
         n4 = len(v3)
         a(_S1.pack(n4))
-        for it in v3:
-            _e_PartitionData_0(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.preferred_successors
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field PreferredSuccessors at version 0')
+            else:
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_ReplicaInfo_1(o, a):
     a(_S3.pack(o.candidate_id, o.candidate_directory_id.bytes))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -416,11 +499,16 @@ def _e_PartitionData_1(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_ReplicaInfo_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S3.pack(s3.candidate_id, s3.candidate_directory_id.bytes))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -440,11 +528,11 @@ def _e_TopicData_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionData_1(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -488,23 +576,30 @@ def _d_LeaderEndpoint_1(b, p):
         o.port = _S4.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -532,9 +627,9 @@ def _e_LeaderEndpoint_1(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S4.pack(o.port))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -634,27 +729,92 @@ def _d_EndQuorumEpochRequest_1(b, p):
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l6 = []
             for _ in range(n5):
-                it, p = _d_LeaderEndpoint_1(b, p)
-                l6.append(it)
+                s7 = _new(LeaderEndpoint)
+                F = 'LeaderEndpoints.Name'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s7.name = b[p:e9].decode()
+                    p = e9
+                F = 'LeaderEndpoints.Host'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e11].decode()
+                    p = e11
+                F = 'LeaderEndpoints.Port'
+                s7.port = _S4.unpack_from(b, p)[0]
+                p += 2
+                F = 'LeaderEndpoints'
+                u12 = s7.unknown_tagged_fields = {}
+                tn13 = b[p]
+                p += 1
+                if tn13:
+                    if tn13 >= 128:
+                        tn13, p = _ruv(b, p - 1)
+                    if tn13 > L - p:
+                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn13):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u12[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
             o.leader_endpoints = l6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -679,8 +839,8 @@ def _e_EndQuorumEpochRequest_0(o, a):
     else:
         n4 = len(v3)
         a(_S1.pack(n4))
-        for it in v3:
-            _e_TopicData_0(it, a)
+        for s5 in v3:
+            _e_TopicData_0(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -700,19 +860,40 @@ def _e_EndQuorumEpochRequest_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicData_1(it, a)
-    v5 = o.leader_endpoints
-    if v5 is None:
+        for s5 in v3:
+            _e_TopicData_1(s5, a)
+    v6 = o.leader_endpoints
+    if v6 is None:
         raise _EncodeError('null in non-nullable field LeaderEndpoints at version 1')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_LeaderEndpoint_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n7 = len(v6)
+        a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+        for s8 in v6:
+            v9 = s8.name
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v9 = v9.encode()
+                n10 = len(v9)
+                a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+                a(v9)
+            v11 = s8.host
+            if v11 is None:
+                raise _EncodeError('null in non-nullable field Host at version 1')
+            else:
+                v11 = v11.encode()
+                n12 = len(v11)
+                a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+                a(v11)
+            a(_S4.pack(s8.port))
+            u13 = s8.unknown_tagged_fields
+            if u13:
+                _wtags(sorted(u13.items()), a)
+            else:
+                a(b'\x00')
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -186,23 +188,30 @@ def _d_ReplicaState_15(b, p):
         o.replica_id, o.replica_epoch = _S0.unpack_from(b, p)
         p += 12
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -214,9 +223,9 @@ def _d_ReplicaState_15(b, p):
 
 def _e_ReplicaState_15(o, a):
     a(_S0.pack(o.replica_id, o.replica_epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -271,8 +280,17 @@ def _d_FetchTopic_4(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_FetchPartition_4(b, p)
-                l4.append(it)
+                s5 = _new(FetchPartition)
+                s5.current_leader_epoch = -1
+                s5.last_fetched_epoch = -1
+                s5.log_start_offset = -1
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s5.partition, s5.fetch_offset, s5.partition_max_bytes = _S1.unpack_from(b, p)
+                p += 16
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -333,8 +351,16 @@ def _d_FetchTopic_5(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_FetchPartition_5(b, p)
-                l4.append(it)
+                s5 = _new(FetchPartition)
+                s5.current_leader_epoch = -1
+                s5.last_fetched_epoch = -1
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S4.unpack_from(b, p)
+                p += 24
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -394,8 +420,15 @@ def _d_FetchTopic_9(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_FetchPartition_9(b, p)
-                l4.append(it)
+                s5 = _new(FetchPartition)
+                s5.last_fetched_epoch = -1
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S5.unpack_from(b, p)
+                p += 28
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -418,26 +451,33 @@ def _d_FetchPartition_12(b, p):
         o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
         p += 32
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0, 1):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 12', offset=p)
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 in (0, 1):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 12', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -482,27 +522,67 @@ def _d_FetchTopic_12(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_FetchPartition_12(b, p)
-                l4.append(it)
+                s5 = _new(FetchPartition)
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes = _S6.unpack_from(b, p)
+                p += 32
+                F = 'Partitions'
+                u6 = s5.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        if tag8 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 12', offset=p)
+                        else:
+                            u6[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
+                    p += 1
+                else:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
+                    p += 1
+                else:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -523,26 +603,33 @@ def _d_FetchPartition_13(b, p):
         o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
         p += 32
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0, 1):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 13', offset=p)
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 in (0, 1):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 13', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -559,44 +646,84 @@ def _d_FetchTopic_13(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S7.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S7.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_FetchPartition_13(b, p)
-                l2.append(it)
-            o.partitions = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(FetchPartition)
+                s4.replica_directory_id = ZERO_UUID
+                s4.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
+                p += 32
+                F = 'Partitions'
+                u5 = s4.unknown_tagged_fields = {}
+                tn6 = b[p]
+                p += 1
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag7 = b[p]
+                        if tag7 < 128:
+                            p += 1
+                        else:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
+                            p += 1
+                        else:
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        if tag7 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 13', offset=p)
+                        else:
+                            u5[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn11 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn11:
+            if tn11 >= 128:
+                tn11, p = _ruv(b, p - 1)
+            if tn11 > L - p:
+                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn11):
+                tag12 = b[p]
+                if tag12 < 128:
+                    p += 1
+                else:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
+                    p += 1
+                else:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                u10[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -617,26 +744,33 @@ def _d_FetchPartition_14(b, p):
         o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
         p += 32
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0, 1):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 14', offset=p)
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 in (0, 1):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 14', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -653,44 +787,84 @@ def _d_FetchTopic_14(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S7.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S7.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_FetchPartition_14(b, p)
-                l2.append(it)
-            o.partitions = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(FetchPartition)
+                s4.replica_directory_id = ZERO_UUID
+                s4.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
+                p += 32
+                F = 'Partitions'
+                u5 = s4.unknown_tagged_fields = {}
+                tn6 = b[p]
+                p += 1
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag7 = b[p]
+                        if tag7 < 128:
+                            p += 1
+                        else:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
+                            p += 1
+                        else:
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        if tag7 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 14', offset=p)
+                        else:
+                            u5[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn11 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn11:
+            if tn11 >= 128:
+                tn11, p = _ruv(b, p - 1)
+            if tn11 > L - p:
+                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn11):
+                tag12 = b[p]
+                if tag12 < 128:
+                    p += 1
+                else:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
+                    p += 1
+                else:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                u10[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -711,26 +885,33 @@ def _d_FetchPartition_15(b, p):
         o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
         p += 32
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0, 1):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 15', offset=p)
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 in (0, 1):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 15', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -747,44 +928,84 @@ def _d_FetchTopic_15(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S7.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S7.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_FetchPartition_15(b, p)
-                l2.append(it)
-            o.partitions = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(FetchPartition)
+                s4.replica_directory_id = ZERO_UUID
+                s4.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
+                p += 32
+                F = 'Partitions'
+                u5 = s4.unknown_tagged_fields = {}
+                tn6 = b[p]
+                p += 1
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag7 = b[p]
+                        if tag7 < 128:
+                            p += 1
+                        else:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
+                            p += 1
+                        else:
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        if tag7 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 15', offset=p)
+                        else:
+                            u5[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn11 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn11:
+            if tn11 >= 128:
+                tn11, p = _ruv(b, p - 1)
+            if tn11 > L - p:
+                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn11):
+                tag12 = b[p]
+                if tag12 < 128:
+                    p += 1
+                else:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
+                    p += 1
+                else:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                u10[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -805,26 +1026,33 @@ def _d_FetchPartition_16(b, p):
         o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
         p += 32
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0, 1):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 16', offset=p)
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 in (0, 1):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 16', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -841,44 +1069,84 @@ def _d_FetchTopic_16(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S7.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S7.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_FetchPartition_16(b, p)
-                l2.append(it)
-            o.partitions = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(FetchPartition)
+                s4.replica_directory_id = ZERO_UUID
+                s4.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
+                p += 32
+                F = 'Partitions'
+                u5 = s4.unknown_tagged_fields = {}
+                tn6 = b[p]
+                p += 1
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag7 = b[p]
+                        if tag7 < 128:
+                            p += 1
+                        else:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
+                            p += 1
+                        else:
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        if tag7 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 16', offset=p)
+                        else:
+                            u5[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn11 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn11:
+            if tn11 >= 128:
+                tn11, p = _ruv(b, p - 1)
+            if tn11 > L - p:
+                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn11):
+                tag12 = b[p]
+                if tag12 < 128:
+                    p += 1
+                else:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
+                    p += 1
+                else:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                u10[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -899,33 +1167,40 @@ def _d_FetchPartition_17(b, p):
         p += 32
         o.replica_directory_id = ZERO_UUID
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
-                    F = 'ReplicaDirectoryId'
-                    o.replica_directory_id = _uuid(_S7.unpack_from(b, p)[0])
-                    p += 16
-                    if p != e:
-                        raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (1,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 17', offset=p)
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 == 0:
+                    F = 'ReplicaDirectoryId'
+                    u16 = _S7.unpack_from(b, p)[0]
+                    o.replica_directory_id = _UC.get(u16) or _uuid(u16)
+                    p += 16
+                    if p != te5:
+                        raise _DecodeError('tagged field size does not match its content', offset=p)
+                elif tag3 in (1,):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 17', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -942,44 +1217,91 @@ def _d_FetchTopic_17(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S7.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S7.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_FetchPartition_17(b, p)
-                l2.append(it)
-            o.partitions = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(FetchPartition)
+                s4.high_watermark = 9223372036854775807
+                F = 'Partitions.Partition'
+                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
+                p += 32
+                s4.replica_directory_id = ZERO_UUID
+                F = 'Partitions'
+                u5 = s4.unknown_tagged_fields = {}
+                tn6 = b[p]
+                p += 1
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag7 = b[p]
+                        if tag7 < 128:
+                            p += 1
+                        else:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
+                            p += 1
+                        else:
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        if tag7 == 0:
+                            F = 'Partitions.ReplicaDirectoryId'
+                            u16 = _S7.unpack_from(b, p)[0]
+                            s4.replica_directory_id = _UC.get(u16) or _uuid(u16)
+                            p += 16
+                            if p != te9:
+                                raise _DecodeError('tagged field size does not match its content', offset=p)
+                        elif tag7 in (1,):
+                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 17', offset=p)
+                        else:
+                            u5[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn11 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn11:
+            if tn11 >= 128:
+                tn11, p = _ruv(b, p - 1)
+            if tn11 > L - p:
+                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn11):
+                tag12 = b[p]
+                if tag12 < 128:
+                    p += 1
+                else:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
+                    p += 1
+                else:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                u10[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1000,38 +1322,44 @@ def _d_FetchPartition_18(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 == 0:
                     F = 'ReplicaDirectoryId'
-                    o.replica_directory_id = _uuid(_S7.unpack_from(b, p)[0])
+                    u16 = _S7.unpack_from(b, p)[0]
+                    o.replica_directory_id = _UC.get(u16) or _uuid(u16)
                     p += 16
-                    if p != e:
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag3 == 1:
                     F = 'HighWatermark'
                     o.high_watermark = _S8.unpack_from(b, p)[0]
                     p += 8
-                    if p != e:
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1048,44 +1376,95 @@ def _d_FetchTopic_18(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S7.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S7.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_FetchPartition_18(b, p)
-                l2.append(it)
-            o.partitions = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(FetchPartition)
+                F = 'Partitions.Partition'
+                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
+                p += 32
+                s4.replica_directory_id = ZERO_UUID
+                s4.high_watermark = 9223372036854775807
+                F = 'Partitions'
+                u5 = s4.unknown_tagged_fields = {}
+                tn6 = b[p]
+                p += 1
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag7 = b[p]
+                        if tag7 < 128:
+                            p += 1
+                        else:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
+                            p += 1
+                        else:
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        if tag7 == 0:
+                            F = 'Partitions.ReplicaDirectoryId'
+                            u16 = _S7.unpack_from(b, p)[0]
+                            s4.replica_directory_id = _UC.get(u16) or _uuid(u16)
+                            p += 16
+                            if p != te9:
+                                raise _DecodeError('tagged field size does not match its content', offset=p)
+                        elif tag7 == 1:
+                            F = 'Partitions.HighWatermark'
+                            s4.high_watermark = _S8.unpack_from(b, p)[0]
+                            p += 8
+                            if p != te9:
+                                raise _DecodeError('tagged field size does not match its content', offset=p)
+                        else:
+                            u5[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn11 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn11:
+            if tn11 >= 128:
+                tn11, p = _ruv(b, p - 1)
+            if tn11 > L - p:
+                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn11):
+                tag12 = b[p]
+                if tag12 < 128:
+                    p += 1
+                else:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
+                    p += 1
+                else:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                u10[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1118,8 +1497,12 @@ def _e_FetchTopic_4(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_4(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S1.pack(s5.partition, s5.fetch_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1147,8 +1530,12 @@ def _e_FetchTopic_5(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_5(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1168,8 +1555,12 @@ def _e_FetchTopic_6(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_5(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1189,8 +1580,12 @@ def _e_FetchTopic_7(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_5(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1210,8 +1605,12 @@ def _e_FetchTopic_8(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_5(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1239,8 +1638,12 @@ def _e_FetchTopic_9(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_9(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S5.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1260,8 +1663,12 @@ def _e_FetchTopic_10(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_9(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S5.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1281,17 +1688,21 @@ def _e_FetchTopic_11(o, a):
     else:
         n4 = len(v3)
         a(_S3.pack(n4))
-        for it in v3:
-            _e_FetchPartition_9(it, a)
+        for s5 in v3:
+            if s5.last_fetched_epoch != -1:
+                raise _Absent('LastFetchedEpoch')
+            a(_S5.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_FetchPartition_12(o, a):
     a(_S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -1311,11 +1722,16 @@ def _e_FetchTopic_12(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_FetchPartition_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S6.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -1328,11 +1744,16 @@ def _e_FetchTopic_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchPartition_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1345,11 +1766,16 @@ def _e_FetchTopic_14(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchPartition_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1362,11 +1788,16 @@ def _e_FetchTopic_15(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchPartition_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1379,28 +1810,33 @@ def _e_FetchTopic_16(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchPartition_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_FetchPartition_17(o, a):
     a(_S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
-    T = []
+    T2 = []
     if o.replica_directory_id != ZERO_UUID:
-        w = []
-        w.append(o.replica_directory_id.bytes)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w3 = []
+        w3.append(o.replica_directory_id.bytes)
+        T2.append((0, b''.join(w3)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 
@@ -1413,32 +1849,45 @@ def _e_FetchTopic_17(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchPartition_17(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            T5 = []
+            if s3.replica_directory_id != ZERO_UUID:
+                w6 = []
+                w6.append(s3.replica_directory_id.bytes)
+                T5.append((0, b''.join(w6)))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                T5.extend(u4.items())
+                T5.sort()
+            if T5:
+                _wtags(T5, a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_FetchPartition_18(o, a):
     a(_S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
-    T = []
+    T2 = []
     if o.replica_directory_id != ZERO_UUID:
-        w = []
-        w.append(o.replica_directory_id.bytes)
-        T.append((0, b''.join(w)))
+        w3 = []
+        w3.append(o.replica_directory_id.bytes)
+        T2.append((0, b''.join(w3)))
     if o.high_watermark != 9223372036854775807:
-        w = []
-        w.append(_S8.pack(o.high_watermark))
-        T.append((1, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w4 = []
+        w4.append(_S8.pack(o.high_watermark))
+        T2.append((1, b''.join(w4)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 
@@ -1451,11 +1900,28 @@ def _e_FetchTopic_18(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchPartition_18(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            T5 = []
+            if s3.replica_directory_id != ZERO_UUID:
+                w6 = []
+                w6.append(s3.replica_directory_id.bytes)
+                T5.append((0, b''.join(w6)))
+            if s3.high_watermark != 9223372036854775807:
+                w7 = []
+                w7.append(_S8.pack(s3.high_watermark))
+                T5.append((1, b''.join(w7)))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                T5.extend(u4.items())
+                T5.sort()
+            if T5:
+                _wtags(T5, a)
+            else:
+                a(b'\x00')
+    u8 = o.unknown_tagged_fields
+    if u8:
+        _wtags(sorted(u8.items()), a)
     else:
         a(b'\x00')
 
@@ -1485,7 +1951,10 @@ def _d_ForgottenTopic_7(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -1530,26 +1999,36 @@ def _d_ForgottenTopic_12(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1566,41 +2045,51 @@ def _d_ForgottenTopic_13(b, p):
         o = _new(ForgottenTopic)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S7.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S7.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partitions = list(_unpack_from('>' + str(n1) + 'i', b, p))
-            p += n1 * 4
+            if n2 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n2 < 64:
+                o.partitions = list(_ARRAY['i'][n2].unpack_from(b, p))
+            else:
+                o.partitions = list(_unpack_from('>' + str(n2) + 'i', b, p))
+            p += n2 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1726,9 +2215,9 @@ def _e_ForgottenTopic_12(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1742,9 +2231,9 @@ def _e_ForgottenTopic_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(_pack('>' + str(n2) + 'i', *v1))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -1758,9 +2247,9 @@ def _e_ForgottenTopic_14(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(_pack('>' + str(n2) + 'i', *v1))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -1774,9 +2263,9 @@ def _e_ForgottenTopic_15(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(_pack('>' + str(n2) + 'i', *v1))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -1790,9 +2279,9 @@ def _e_ForgottenTopic_16(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(_pack('>' + str(n2) + 'i', *v1))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -1806,9 +2295,9 @@ def _e_ForgottenTopic_17(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(_pack('>' + str(n2) + 'i', *v1))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -1822,9 +2311,9 @@ def _e_ForgottenTopic_18(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(_pack('>' + str(n2) + 'i', *v1))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -1937,8 +2426,34 @@ def _d_FetchRequest_7(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_7(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic_id = ZERO_UUID
+                F = 'ForgottenTopicsData.Topic'
+                n6 = _S2.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.topic = b[p:e7].decode()
+                    p = e7
+                F = 'ForgottenTopicsData.Partitions'
+                n8 = _S3.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.forgotten_topics_data = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -1984,8 +2499,34 @@ def _d_FetchRequest_9(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_7(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic_id = ZERO_UUID
+                F = 'ForgottenTopicsData.Topic'
+                n6 = _S2.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.topic = b[p:e7].decode()
+                    p = e7
+                F = 'ForgottenTopicsData.Partitions'
+                n8 = _S3.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.forgotten_topics_data = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -2030,20 +2571,46 @@ def _d_FetchRequest_11(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_7(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic_id = ZERO_UUID
+                F = 'ForgottenTopicsData.Topic'
+                n6 = _S2.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.topic = b[p:e7].decode()
+                    p = e7
+                F = 'ForgottenTopicsData.Partitions'
+                n8 = _S3.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = _S2.unpack_from(b, p)[0]
+        n9 = _S2.unpack_from(b, p)[0]
         p += 2
-        if n5 < 0:
+        if n9 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e10 = p + n9
+            if e10 > L:
+                raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e10].decode()
+            p = e10
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -2094,67 +2661,131 @@ def _d_FetchRequest_12(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_12(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic_id = ZERO_UUID
+                F = 'ForgottenTopicsData.Topic'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.topic = b[p:e7].decode()
+                    p = e7
+                F = 'ForgottenTopicsData.Partitions'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'ForgottenTopicsData'
+                u9 = s5.unknown_tagged_fields = {}
+                tn10 = b[p]
+                p += 1
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag11 = b[p]
+                        if tag11 < 128:
+                            p += 1
+                        else:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
+                            p += 1
+                        else:
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u9[tag11] = b[p:te13]
+                        p = te13
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = b[p]
-        if n5 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e15].decode()
+            p = e15
         o.cluster_id = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn17 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn17:
+            if tn17 >= 128:
+                tn17, p = _ruv(b, p - 1)
+            if tn17 > L - p:
+                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn17):
+                tag18 = b[p]
+                if tag18 < 128:
+                    p += 1
+                else:
+                    tag18, p = _ruv(b, p)
+                tz19 = b[p]
+                if tz19 < 128:
+                    p += 1
+                else:
+                    tz19, p = _ruv(b, p)
+                te20 = p + tz19
+                if te20 > L:
+                    raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
+                if tag18 == 0:
                     F = 'ClusterId'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n21 = b[p]
+                    if n21 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative string length ' + str(n7), offset=p)
+                        n21, p = _ruv(b, p)
+                    n21 -= 1
+                    if n21 < 0:
+                        if n21 != -1:
+                            raise _DecodeError('negative string length ' + str(n21), offset=p)
                         o.cluster_id = None
                     else:
-                        e8 = p + n7
-                        if e8 > L:
-                            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e8].decode()
-                        p = e8
-                    if p != e:
+                        e22 = p + n21
+                        if e22 > L:
+                            raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e22].decode()
+                        p = e22
+                    if p != te20:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (1,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 12', offset=p)
+                elif tag18 in (1,):
+                    raise _DecodeError('tag ' + str(tag18) + ' is not valid for version 12', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u16[tag18] = b[p:te20]
+                p = te20
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2204,67 +2835,120 @@ def _d_FetchRequest_13(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_13(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic = ''
+                F = 'ForgottenTopicsData.TopicId'
+                t6, = _S7.unpack_from(b, p)
+                s5.topic_id = _UC.get(t6) or _uuid(t6)
+                p += 16
+                F = 'ForgottenTopicsData.Partitions'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'ForgottenTopicsData'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = b[p]
-        if n5 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e14].decode()
+            p = e14
         o.cluster_id = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                if tag17 == 0:
                     F = 'ClusterId'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n20 = b[p]
+                    if n20 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative string length ' + str(n7), offset=p)
+                        n20, p = _ruv(b, p)
+                    n20 -= 1
+                    if n20 < 0:
+                        if n20 != -1:
+                            raise _DecodeError('negative string length ' + str(n20), offset=p)
                         o.cluster_id = None
                     else:
-                        e8 = p + n7
-                        if e8 > L:
-                            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e8].decode()
-                        p = e8
-                    if p != e:
+                        e21 = p + n20
+                        if e21 > L:
+                            raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e21].decode()
+                        p = e21
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (1,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 13', offset=p)
+                elif tag17 in (1,):
+                    raise _DecodeError('tag ' + str(tag17) + ' is not valid for version 13', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2314,67 +2998,120 @@ def _d_FetchRequest_14(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_13(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic = ''
+                F = 'ForgottenTopicsData.TopicId'
+                t6, = _S7.unpack_from(b, p)
+                s5.topic_id = _UC.get(t6) or _uuid(t6)
+                p += 16
+                F = 'ForgottenTopicsData.Partitions'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'ForgottenTopicsData'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = b[p]
-        if n5 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e14].decode()
+            p = e14
         o.cluster_id = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                if tag17 == 0:
                     F = 'ClusterId'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n20 = b[p]
+                    if n20 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative string length ' + str(n7), offset=p)
+                        n20, p = _ruv(b, p)
+                    n20 -= 1
+                    if n20 < 0:
+                        if n20 != -1:
+                            raise _DecodeError('negative string length ' + str(n20), offset=p)
                         o.cluster_id = None
                     else:
-                        e8 = p + n7
-                        if e8 > L:
-                            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e8].decode()
-                        p = e8
-                    if p != e:
+                        e21 = p + n20
+                        if e21 > L:
+                            raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e21].decode()
+                        p = e21
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (1,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 14', offset=p)
+                elif tag17 in (1,):
+                    raise _DecodeError('tag ' + str(tag17) + ' is not valid for version 14', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2424,72 +3161,124 @@ def _d_FetchRequest_15(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_13(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic = ''
+                F = 'ForgottenTopicsData.TopicId'
+                t6, = _S7.unpack_from(b, p)
+                s5.topic_id = _UC.get(t6) or _uuid(t6)
+                p += 16
+                F = 'ForgottenTopicsData.Partitions'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'ForgottenTopicsData'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = b[p]
-        if n5 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e14].decode()
+            p = e14
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                if tag17 == 0:
                     F = 'ClusterId'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n20 = b[p]
+                    if n20 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative string length ' + str(n7), offset=p)
+                        n20, p = _ruv(b, p)
+                    n20 -= 1
+                    if n20 < 0:
+                        if n20 != -1:
+                            raise _DecodeError('negative string length ' + str(n20), offset=p)
                         o.cluster_id = None
                     else:
-                        e8 = p + n7
-                        if e8 > L:
-                            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e8].decode()
-                        p = e8
-                    if p != e:
+                        e21 = p + n20
+                        if e21 > L:
+                            raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e21].decode()
+                        p = e21
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag17 == 1:
                     F = 'ReplicaState'
                     o.replica_state, p = _d_ReplicaState_15(b, p)
-                    if p != e:
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2539,72 +3328,124 @@ def _d_FetchRequest_16(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_13(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic = ''
+                F = 'ForgottenTopicsData.TopicId'
+                t6, = _S7.unpack_from(b, p)
+                s5.topic_id = _UC.get(t6) or _uuid(t6)
+                p += 16
+                F = 'ForgottenTopicsData.Partitions'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'ForgottenTopicsData'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = b[p]
-        if n5 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e14].decode()
+            p = e14
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                if tag17 == 0:
                     F = 'ClusterId'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n20 = b[p]
+                    if n20 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative string length ' + str(n7), offset=p)
+                        n20, p = _ruv(b, p)
+                    n20 -= 1
+                    if n20 < 0:
+                        if n20 != -1:
+                            raise _DecodeError('negative string length ' + str(n20), offset=p)
                         o.cluster_id = None
                     else:
-                        e8 = p + n7
-                        if e8 > L:
-                            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e8].decode()
-                        p = e8
-                    if p != e:
+                        e21 = p + n20
+                        if e21 > L:
+                            raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e21].decode()
+                        p = e21
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag17 == 1:
                     F = 'ReplicaState'
                     o.replica_state, p = _d_ReplicaState_15(b, p)
-                    if p != e:
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2654,72 +3495,124 @@ def _d_FetchRequest_17(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_13(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic = ''
+                F = 'ForgottenTopicsData.TopicId'
+                t6, = _S7.unpack_from(b, p)
+                s5.topic_id = _UC.get(t6) or _uuid(t6)
+                p += 16
+                F = 'ForgottenTopicsData.Partitions'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'ForgottenTopicsData'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = b[p]
-        if n5 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e14].decode()
+            p = e14
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                if tag17 == 0:
                     F = 'ClusterId'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n20 = b[p]
+                    if n20 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative string length ' + str(n7), offset=p)
+                        n20, p = _ruv(b, p)
+                    n20 -= 1
+                    if n20 < 0:
+                        if n20 != -1:
+                            raise _DecodeError('negative string length ' + str(n20), offset=p)
                         o.cluster_id = None
                     else:
-                        e8 = p + n7
-                        if e8 > L:
-                            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e8].decode()
-                        p = e8
-                    if p != e:
+                        e21 = p + n20
+                        if e21 > L:
+                            raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e21].decode()
+                        p = e21
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag17 == 1:
                     F = 'ReplicaState'
                     o.replica_state, p = _d_ReplicaState_15(b, p)
-                    if p != e:
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2769,72 +3662,124 @@ def _d_FetchRequest_18(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_ForgottenTopic_13(b, p)
-                l4.append(it)
+                s5 = _new(ForgottenTopic)
+                s5.topic = ''
+                F = 'ForgottenTopicsData.TopicId'
+                t6, = _S7.unpack_from(b, p)
+                s5.topic_id = _UC.get(t6) or _uuid(t6)
+                p += 16
+                F = 'ForgottenTopicsData.Partitions'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'ForgottenTopicsData'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n5 = b[p]
-        if n5 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e6].decode()
-            p = e6
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e14].decode()
+            p = e14
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                if tag17 == 0:
                     F = 'ClusterId'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n20 = b[p]
+                    if n20 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative string length ' + str(n7), offset=p)
+                        n20, p = _ruv(b, p)
+                    n20 -= 1
+                    if n20 < 0:
+                        if n20 != -1:
+                            raise _DecodeError('negative string length ' + str(n20), offset=p)
                         o.cluster_id = None
                     else:
-                        e8 = p + n7
-                        if e8 > L:
-                            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e8].decode()
-                        p = e8
-                    if p != e:
+                        e21 = p + n20
+                        if e21 > L:
+                            raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e21].decode()
+                        p = e21
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag17 == 1:
                     F = 'ReplicaState'
                     o.replica_state, p = _d_ReplicaState_15(b, p)
-                    if p != e:
+                    if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2856,8 +3801,8 @@ def _e_FetchRequest_4(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_4(it, a)
+        for s3 in v1:
+            _e_FetchTopic_4(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2874,8 +3819,8 @@ def _e_FetchRequest_5(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_5(it, a)
+        for s3 in v1:
+            _e_FetchTopic_5(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2892,8 +3837,8 @@ def _e_FetchRequest_6(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_6(it, a)
+        for s3 in v1:
+            _e_FetchTopic_6(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2908,16 +3853,32 @@ def _e_FetchRequest_7(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_7(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_7(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 7')
     else:
-        n4 = len(v3)
-        a(_S3.pack(n4))
-        for it in v3:
-            _e_ForgottenTopic_7(it, a)
+        n5 = len(v4)
+        a(_S3.pack(n5))
+        for s6 in v4:
+            v7 = s6.topic
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Topic at version 7')
+            else:
+                v7 = v7.encode()
+                n8 = len(v7)
+                a(_S2.pack(n8))
+                a(v7)
+            v9 = s6.partitions
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 7')
+            else:
+                n10 = len(v9)
+                a(_S3.pack(n10))
+                a(_pack('>' + str(n10) + 'i', *v9))
+            if s6.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2932,16 +3893,32 @@ def _e_FetchRequest_8(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_8(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_8(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 8')
     else:
-        n4 = len(v3)
-        a(_S3.pack(n4))
-        for it in v3:
-            _e_ForgottenTopic_8(it, a)
+        n5 = len(v4)
+        a(_S3.pack(n5))
+        for s6 in v4:
+            v7 = s6.topic
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Topic at version 8')
+            else:
+                v7 = v7.encode()
+                n8 = len(v7)
+                a(_S2.pack(n8))
+                a(v7)
+            v9 = s6.partitions
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 8')
+            else:
+                n10 = len(v9)
+                a(_S3.pack(n10))
+                a(_pack('>' + str(n10) + 'i', *v9))
+            if s6.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2956,16 +3933,32 @@ def _e_FetchRequest_9(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_9(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_9(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 9')
     else:
-        n4 = len(v3)
-        a(_S3.pack(n4))
-        for it in v3:
-            _e_ForgottenTopic_9(it, a)
+        n5 = len(v4)
+        a(_S3.pack(n5))
+        for s6 in v4:
+            v7 = s6.topic
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Topic at version 9')
+            else:
+                v7 = v7.encode()
+                n8 = len(v7)
+                a(_S2.pack(n8))
+                a(v7)
+            v9 = s6.partitions
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 9')
+            else:
+                n10 = len(v9)
+                a(_S3.pack(n10))
+                a(_pack('>' + str(n10) + 'i', *v9))
+            if s6.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2980,16 +3973,32 @@ def _e_FetchRequest_10(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_10(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_10(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 10')
     else:
-        n4 = len(v3)
-        a(_S3.pack(n4))
-        for it in v3:
-            _e_ForgottenTopic_10(it, a)
+        n5 = len(v4)
+        a(_S3.pack(n5))
+        for s6 in v4:
+            v7 = s6.topic
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Topic at version 10')
+            else:
+                v7 = v7.encode()
+                n8 = len(v7)
+                a(_S2.pack(n8))
+                a(v7)
+            v9 = s6.partitions
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 10')
+            else:
+                n10 = len(v9)
+                a(_S3.pack(n10))
+                a(_pack('>' + str(n10) + 'i', *v9))
+            if s6.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -3004,24 +4013,40 @@ def _e_FetchRequest_11(o, a):
     else:
         n2 = len(v1)
         a(_S3.pack(n2))
-        for it in v1:
-            _e_FetchTopic_11(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_11(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 11')
     else:
-        n4 = len(v3)
-        a(_S3.pack(n4))
-        for it in v3:
-            _e_ForgottenTopic_11(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_S3.pack(n5))
+        for s6 in v4:
+            v7 = s6.topic
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Topic at version 11')
+            else:
+                v7 = v7.encode()
+                n8 = len(v7)
+                a(_S2.pack(n8))
+                a(v7)
+            v9 = s6.partitions
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 11')
+            else:
+                n10 = len(v9)
+                a(_S3.pack(n10))
+                a(_pack('>' + str(n10) + 'i', *v9))
+            if s6.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v11 = o.rack_id
+    if v11 is None:
         raise _EncodeError('null in non-nullable field RackId at version 11')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_S2.pack(n6))
-        a(v5)
+        v11 = v11.encode()
+        n12 = len(v11)
+        a(_S2.pack(n12))
+        a(v11)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -3036,42 +4061,61 @@ def _e_FetchRequest_12(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchTopic_12(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_12(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 12')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ForgottenTopic_12(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+        for s6 in v4:
+            v7 = s6.topic
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Topic at version 12')
+            else:
+                v7 = v7.encode()
+                n8 = len(v7)
+                a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+                a(v7)
+            v9 = s6.partitions
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 12')
+            else:
+                n10 = len(v9)
+                a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+                a(_pack('>' + str(n10) + 'i', *v9))
+            u11 = s6.unknown_tagged_fields
+            if u11:
+                _wtags(sorted(u11.items()), a)
+            else:
+                a(b'\x00')
+    v12 = o.rack_id
+    if v12 is None:
         raise _EncodeError('null in non-nullable field RackId at version 12')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
-    T = []
+        v12 = v12.encode()
+        n13 = len(v12)
+        a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+        a(v12)
+    T15 = []
     if o.cluster_id is not None:
-        w = []
-        v7 = o.cluster_id
-        if v7 is None:
-            w.append(b'\x00')
+        w16 = []
+        v17 = o.cluster_id
+        if v17 is None:
+            w16.append(b'\x00')
         else:
-            v7 = v7.encode()
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(v7)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            v17 = v17.encode()
+            n18 = len(v17)
+            w16.append(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
+            w16.append(v17)
+        T15.append((0, b''.join(w16)))
+    u14 = o.unknown_tagged_fields
+    if u14:
+        T15.extend(u14.items())
+        T15.sort()
+    if T15:
+        _wtags(T15, a)
     else:
         a(b'\x00')
 
@@ -3086,42 +4130,54 @@ def _e_FetchRequest_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchTopic_13(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_13(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 13')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ForgottenTopic_13(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+        for s6 in v4:
+            a(_S7.pack(s6.topic_id.bytes))
+            v7 = s6.partitions
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 13')
+            else:
+                n8 = len(v7)
+                a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+                a(_pack('>' + str(n8) + 'i', *v7))
+            u9 = s6.unknown_tagged_fields
+            if u9:
+                _wtags(sorted(u9.items()), a)
+            else:
+                a(b'\x00')
+    v10 = o.rack_id
+    if v10 is None:
         raise _EncodeError('null in non-nullable field RackId at version 13')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
-    T = []
+        v10 = v10.encode()
+        n11 = len(v10)
+        a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+        a(v10)
+    T13 = []
     if o.cluster_id is not None:
-        w = []
-        v7 = o.cluster_id
-        if v7 is None:
-            w.append(b'\x00')
+        w14 = []
+        v15 = o.cluster_id
+        if v15 is None:
+            w14.append(b'\x00')
         else:
-            v7 = v7.encode()
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(v7)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            v15 = v15.encode()
+            n16 = len(v15)
+            w14.append(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+            w14.append(v15)
+        T13.append((0, b''.join(w14)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 
@@ -3136,42 +4192,54 @@ def _e_FetchRequest_14(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchTopic_14(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_14(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 14')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ForgottenTopic_14(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+        for s6 in v4:
+            a(_S7.pack(s6.topic_id.bytes))
+            v7 = s6.partitions
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 14')
+            else:
+                n8 = len(v7)
+                a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+                a(_pack('>' + str(n8) + 'i', *v7))
+            u9 = s6.unknown_tagged_fields
+            if u9:
+                _wtags(sorted(u9.items()), a)
+            else:
+                a(b'\x00')
+    v10 = o.rack_id
+    if v10 is None:
         raise _EncodeError('null in non-nullable field RackId at version 14')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
-    T = []
+        v10 = v10.encode()
+        n11 = len(v10)
+        a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+        a(v10)
+    T13 = []
     if o.cluster_id is not None:
-        w = []
-        v7 = o.cluster_id
-        if v7 is None:
-            w.append(b'\x00')
+        w14 = []
+        v15 = o.cluster_id
+        if v15 is None:
+            w14.append(b'\x00')
         else:
-            v7 = v7.encode()
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(v7)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            v15 = v15.encode()
+            n16 = len(v15)
+            w14.append(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+            w14.append(v15)
+        T13.append((0, b''.join(w14)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 
@@ -3186,47 +4254,59 @@ def _e_FetchRequest_15(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchTopic_15(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_15(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 15')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ForgottenTopic_15(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+        for s6 in v4:
+            a(_S7.pack(s6.topic_id.bytes))
+            v7 = s6.partitions
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 15')
+            else:
+                n8 = len(v7)
+                a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+                a(_pack('>' + str(n8) + 'i', *v7))
+            u9 = s6.unknown_tagged_fields
+            if u9:
+                _wtags(sorted(u9.items()), a)
+            else:
+                a(b'\x00')
+    v10 = o.rack_id
+    if v10 is None:
         raise _EncodeError('null in non-nullable field RackId at version 15')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
-    T = []
+        v10 = v10.encode()
+        n11 = len(v10)
+        a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+        a(v10)
+    T13 = []
     if o.cluster_id is not None:
-        w = []
-        v7 = o.cluster_id
-        if v7 is None:
-            w.append(b'\x00')
+        w14 = []
+        v15 = o.cluster_id
+        if v15 is None:
+            w14.append(b'\x00')
         else:
-            v7 = v7.encode()
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(v7)
-        T.append((0, b''.join(w)))
+            v15 = v15.encode()
+            n16 = len(v15)
+            w14.append(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+            w14.append(v15)
+        T13.append((0, b''.join(w14)))
     if o.replica_state != _DEF_ReplicaState:
-        w = []
-        v9 = o.replica_state
-        _e_ReplicaState_15(v9, w.append)
-        T.append((1, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w17 = []
+        v18 = o.replica_state
+        _e_ReplicaState_15(v18, w17.append)
+        T13.append((1, b''.join(w17)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 
@@ -3241,47 +4321,59 @@ def _e_FetchRequest_16(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchTopic_16(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_16(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 16')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ForgottenTopic_16(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+        for s6 in v4:
+            a(_S7.pack(s6.topic_id.bytes))
+            v7 = s6.partitions
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 16')
+            else:
+                n8 = len(v7)
+                a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+                a(_pack('>' + str(n8) + 'i', *v7))
+            u9 = s6.unknown_tagged_fields
+            if u9:
+                _wtags(sorted(u9.items()), a)
+            else:
+                a(b'\x00')
+    v10 = o.rack_id
+    if v10 is None:
         raise _EncodeError('null in non-nullable field RackId at version 16')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
-    T = []
+        v10 = v10.encode()
+        n11 = len(v10)
+        a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+        a(v10)
+    T13 = []
     if o.cluster_id is not None:
-        w = []
-        v7 = o.cluster_id
-        if v7 is None:
-            w.append(b'\x00')
+        w14 = []
+        v15 = o.cluster_id
+        if v15 is None:
+            w14.append(b'\x00')
         else:
-            v7 = v7.encode()
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(v7)
-        T.append((0, b''.join(w)))
+            v15 = v15.encode()
+            n16 = len(v15)
+            w14.append(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+            w14.append(v15)
+        T13.append((0, b''.join(w14)))
     if o.replica_state != _DEF_ReplicaState:
-        w = []
-        v9 = o.replica_state
-        _e_ReplicaState_15(v9, w.append)
-        T.append((1, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w17 = []
+        v18 = o.replica_state
+        _e_ReplicaState_15(v18, w17.append)
+        T13.append((1, b''.join(w17)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 
@@ -3296,47 +4388,59 @@ def _e_FetchRequest_17(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchTopic_17(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_17(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 17')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ForgottenTopic_17(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+        for s6 in v4:
+            a(_S7.pack(s6.topic_id.bytes))
+            v7 = s6.partitions
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 17')
+            else:
+                n8 = len(v7)
+                a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+                a(_pack('>' + str(n8) + 'i', *v7))
+            u9 = s6.unknown_tagged_fields
+            if u9:
+                _wtags(sorted(u9.items()), a)
+            else:
+                a(b'\x00')
+    v10 = o.rack_id
+    if v10 is None:
         raise _EncodeError('null in non-nullable field RackId at version 17')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
-    T = []
+        v10 = v10.encode()
+        n11 = len(v10)
+        a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+        a(v10)
+    T13 = []
     if o.cluster_id is not None:
-        w = []
-        v7 = o.cluster_id
-        if v7 is None:
-            w.append(b'\x00')
+        w14 = []
+        v15 = o.cluster_id
+        if v15 is None:
+            w14.append(b'\x00')
         else:
-            v7 = v7.encode()
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(v7)
-        T.append((0, b''.join(w)))
+            v15 = v15.encode()
+            n16 = len(v15)
+            w14.append(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+            w14.append(v15)
+        T13.append((0, b''.join(w14)))
     if o.replica_state != _DEF_ReplicaState:
-        w = []
-        v9 = o.replica_state
-        _e_ReplicaState_15(v9, w.append)
-        T.append((1, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w17 = []
+        v18 = o.replica_state
+        _e_ReplicaState_15(v18, w17.append)
+        T13.append((1, b''.join(w17)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 
@@ -3351,47 +4455,59 @@ def _e_FetchRequest_18(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchTopic_18(it, a)
-    v3 = o.forgotten_topics_data
-    if v3 is None:
+        for s3 in v1:
+            _e_FetchTopic_18(s3, a)
+    v4 = o.forgotten_topics_data
+    if v4 is None:
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 18')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ForgottenTopic_18(it, a)
-    v5 = o.rack_id
-    if v5 is None:
+        n5 = len(v4)
+        a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+        for s6 in v4:
+            a(_S7.pack(s6.topic_id.bytes))
+            v7 = s6.partitions
+            if v7 is None:
+                raise _EncodeError('null in non-nullable field Partitions at version 18')
+            else:
+                n8 = len(v7)
+                a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+                a(_pack('>' + str(n8) + 'i', *v7))
+            u9 = s6.unknown_tagged_fields
+            if u9:
+                _wtags(sorted(u9.items()), a)
+            else:
+                a(b'\x00')
+    v10 = o.rack_id
+    if v10 is None:
         raise _EncodeError('null in non-nullable field RackId at version 18')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
-    T = []
+        v10 = v10.encode()
+        n11 = len(v10)
+        a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+        a(v10)
+    T13 = []
     if o.cluster_id is not None:
-        w = []
-        v7 = o.cluster_id
-        if v7 is None:
-            w.append(b'\x00')
+        w14 = []
+        v15 = o.cluster_id
+        if v15 is None:
+            w14.append(b'\x00')
         else:
-            v7 = v7.encode()
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(v7)
-        T.append((0, b''.join(w)))
+            v15 = v15.encode()
+            n16 = len(v15)
+            w14.append(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+            w14.append(v15)
+        T13.append((0, b''.join(w14)))
     if o.replica_state != _DEF_ReplicaState:
-        w = []
-        v9 = o.replica_state
-        _e_ReplicaState_15(v9, w.append)
-        T.append((1, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w17 = []
+        v18 = o.replica_state
+        _e_ReplicaState_15(v18, w17.append)
+        T13.append((1, b''.join(w17)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -269,22 +271,26 @@ def _d_PartitionData_4(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AbortedTransaction_4(b, p)
-                l2.append(it)
+                s3 = _new(AbortedTransaction)
+                F = 'AbortedTransactions.ProducerId'
+                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
+                p += 16
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.aborted_transactions = l2
         F = 'Records'
-        n3 = _S2.unpack_from(b, p)[0]
+        n4 = _S2.unpack_from(b, p)[0]
         p += 4
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative records length ' + str(n3), offset=p)
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative records length ' + str(n4), offset=p)
             o.records = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('records' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.records = b[p:e4]
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('records' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.records = b[p:e5]
+            p = e5
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -359,22 +365,26 @@ def _d_PartitionData_5(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AbortedTransaction_4(b, p)
-                l2.append(it)
+                s3 = _new(AbortedTransaction)
+                F = 'AbortedTransactions.ProducerId'
+                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
+                p += 16
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.aborted_transactions = l2
         F = 'Records'
-        n3 = _S2.unpack_from(b, p)[0]
+        n4 = _S2.unpack_from(b, p)[0]
         p += 4
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative records length ' + str(n3), offset=p)
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative records length ' + str(n4), offset=p)
             o.records = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('records' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.records = b[p:e4]
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('records' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.records = b[p:e5]
+            p = e5
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -448,25 +458,29 @@ def _d_PartitionData_11(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AbortedTransaction_4(b, p)
-                l2.append(it)
+                s3 = _new(AbortedTransaction)
+                F = 'AbortedTransactions.ProducerId'
+                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
+                p += 16
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.aborted_transactions = l2
         F = 'PreferredReadReplica'
         o.preferred_read_replica = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
-        n3 = _S2.unpack_from(b, p)[0]
+        n4 = _S2.unpack_from(b, p)[0]
         p += 4
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative records length ' + str(n3), offset=p)
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative records length ' + str(n4), offset=p)
             o.records = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('records' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.records = b[p:e4]
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('records' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.records = b[p:e5]
+            p = e5
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -526,23 +540,30 @@ def _d_EpochEndOffset_12(b, p):
         o.epoch, o.end_offset = _S5.unpack_from(b, p)
         p += 12
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -561,23 +582,30 @@ def _d_LeaderIdAndEpoch_12(b, p):
         o.leader_id, o.leader_epoch = _S6.unpack_from(b, p)
         p += 8
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -596,23 +624,30 @@ def _d_SnapshotId_12(b, p):
         o.end_offset, o.epoch = _S7.unpack_from(b, p)
         p += 12
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -631,23 +666,30 @@ def _d_AbortedTransaction_12(b, p):
         o.producer_id, o.first_offset = _S0.unpack_from(b, p)
         p += 16
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -681,69 +723,101 @@ def _d_PartitionData_12(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_AbortedTransaction_12(b, p)
-                l2.append(it)
+                s3 = _new(AbortedTransaction)
+                F = 'AbortedTransactions.ProducerId'
+                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
+                p += 16
+                F = 'AbortedTransactions'
+                u4 = s3.unknown_tagged_fields = {}
+                tn5 = b[p]
+                p += 1
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag6 = b[p]
+                        if tag6 < 128:
+                            p += 1
+                        else:
+                            tag6, p = _ruv(b, p)
+                        tz7 = b[p]
+                        if tz7 < 128:
+                            p += 1
+                        else:
+                            tz7, p = _ruv(b, p)
+                        te8 = p + tz7
+                        if te8 > L:
+                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                        u4[tag6] = b[p:te8]
+                        p = te8
+                l2.append(s3)
             o.aborted_transactions = l2
         F = 'PreferredReadReplica'
         o.preferred_read_replica = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
-        n3 = b[p]
-        if n3 < 128:
+        n9 = b[p]
+        if n9 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative records length ' + str(n3), offset=p)
+            n9, p = _ruv(b, p)
+        n9 -= 1
+        if n9 < 0:
+            if n9 != -1:
+                raise _DecodeError('negative records length ' + str(n9), offset=p)
             o.records = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('records' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.records = b[p:e4]
-            p = e4
+            e10 = p + n9
+            if e10 > L:
+                raise _DecodeError('records' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+            o.records = b[p:e10]
+            p = e10
         o.diverging_epoch = EpochEndOffset()
         o.current_leader = LeaderIdAndEpoch()
         o.snapshot_id = SnapshotId()
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
+                    p += 1
+                else:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
+                    p += 1
+                else:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                if tag13 == 0:
                     F = 'DivergingEpoch'
                     o.diverging_epoch, p = _d_EpochEndOffset_12(b, p)
-                    if p != e:
+                    if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag13 == 1:
                     F = 'CurrentLeader'
                     o.current_leader, p = _d_LeaderIdAndEpoch_12(b, p)
-                    if p != e:
+                    if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 2:
+                elif tag13 == 2:
                     F = 'SnapshotId'
                     o.snapshot_id, p = _d_SnapshotId_12(b, p)
-                    if p != e:
+                    if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -792,23 +866,30 @@ def _d_FetchableTopicResponse_12(b, p):
                 l4.append(it)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -825,44 +906,51 @@ def _d_FetchableTopicResponse_13(b, p):
         o = _new(FetchableTopicResponse)
         o.topic = ''
         F = 'TopicId'
-        t0, = _S8.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_PartitionData_12(b, p)
-                l2.append(it)
-            o.partitions = l2
+                l3.append(it)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -894,15 +982,17 @@ def _e_PartitionData_4(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_AbortedTransaction_4(it, a)
-    v3 = o.records
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.producer_id, s3.first_offset))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v4 = o.records
+    if v4 is None:
         a(b'\xff\xff\xff\xff')
     else:
-        n4 = len(v3)
-        a(_S2.pack(n4))
-        a(v3)
+        n5 = len(v4)
+        a(_S2.pack(n5))
+        a(v4)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -922,8 +1012,8 @@ def _e_FetchableTopicResponse_4(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_4(it, a)
+        for s5 in v3:
+            _e_PartitionData_4(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -944,15 +1034,17 @@ def _e_PartitionData_5(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_AbortedTransaction_4(it, a)
-    v3 = o.records
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.producer_id, s3.first_offset))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v4 = o.records
+    if v4 is None:
         a(b'\xff\xff\xff\xff')
     else:
-        n4 = len(v3)
-        a(_S2.pack(n4))
-        a(v3)
+        n5 = len(v4)
+        a(_S2.pack(n5))
+        a(v4)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -972,8 +1064,8 @@ def _e_FetchableTopicResponse_5(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_5(it, a)
+        for s5 in v3:
+            _e_PartitionData_5(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -993,8 +1085,8 @@ def _e_FetchableTopicResponse_6(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_5(it, a)
+        for s5 in v3:
+            _e_PartitionData_5(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1014,8 +1106,8 @@ def _e_FetchableTopicResponse_7(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_5(it, a)
+        for s5 in v3:
+            _e_PartitionData_5(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1035,8 +1127,8 @@ def _e_FetchableTopicResponse_8(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_5(it, a)
+        for s5 in v3:
+            _e_PartitionData_5(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1056,8 +1148,8 @@ def _e_FetchableTopicResponse_9(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_5(it, a)
+        for s5 in v3:
+            _e_PartitionData_5(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1077,8 +1169,8 @@ def _e_FetchableTopicResponse_10(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_5(it, a)
+        for s5 in v3:
+            _e_PartitionData_5(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1097,16 +1189,18 @@ def _e_PartitionData_11(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_AbortedTransaction_4(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.producer_id, s3.first_offset))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S2.pack(o.preferred_read_replica))
-    v3 = o.records
-    if v3 is None:
+    v4 = o.records
+    if v4 is None:
         a(b'\xff\xff\xff\xff')
     else:
-        n4 = len(v3)
-        a(_S2.pack(n4))
-        a(v3)
+        n5 = len(v4)
+        a(_S2.pack(n5))
+        a(v4)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1126,44 +1220,44 @@ def _e_FetchableTopicResponse_11(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionData_11(it, a)
+        for s5 in v3:
+            _e_PartitionData_11(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_EpochEndOffset_12(o, a):
     a(_S5.pack(o.epoch, o.end_offset))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_LeaderIdAndEpoch_12(o, a):
     a(_S6.pack(o.leader_id, o.leader_epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_SnapshotId_12(o, a):
     a(_S7.pack(o.end_offset, o.epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_AbortedTransaction_12(o, a):
     a(_S0.pack(o.producer_id, o.first_offset))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -1176,38 +1270,43 @@ def _e_PartitionData_12(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_AbortedTransaction_12(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.producer_id, s3.first_offset))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
     a(_S2.pack(o.preferred_read_replica))
-    v3 = o.records
-    if v3 is None:
+    v5 = o.records
+    if v5 is None:
         a(b'\x00')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
-    T = []
+        n6 = len(v5)
+        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
+        a(v5)
+    T8 = []
     if o.diverging_epoch != _DEF_EpochEndOffset:
-        w = []
-        v5 = o.diverging_epoch
-        _e_EpochEndOffset_12(v5, w.append)
-        T.append((0, b''.join(w)))
+        w9 = []
+        v10 = o.diverging_epoch
+        _e_EpochEndOffset_12(v10, w9.append)
+        T8.append((0, b''.join(w9)))
     if o.current_leader != _DEF_LeaderIdAndEpoch:
-        w = []
-        v6 = o.current_leader
-        _e_LeaderIdAndEpoch_12(v6, w.append)
-        T.append((1, b''.join(w)))
+        w11 = []
+        v12 = o.current_leader
+        _e_LeaderIdAndEpoch_12(v12, w11.append)
+        T8.append((1, b''.join(w11)))
     if o.snapshot_id != _DEF_SnapshotId:
-        w = []
-        v7 = o.snapshot_id
-        _e_SnapshotId_12(v7, w.append)
-        T.append((2, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w13 = []
+        v14 = o.snapshot_id
+        _e_SnapshotId_12(v14, w13.append)
+        T8.append((2, b''.join(w13)))
+    u7 = o.unknown_tagged_fields
+    if u7:
+        T8.extend(u7.items())
+        T8.sort()
+    if T8:
+        _wtags(T8, a)
     else:
         a(b'\x00')
 
@@ -1227,11 +1326,11 @@ def _e_FetchableTopicResponse_12(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionData_12(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1244,11 +1343,11 @@ def _e_FetchableTopicResponse_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_PartitionData_12(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1261,11 +1360,11 @@ def _e_FetchableTopicResponse_14(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_PartitionData_12(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1278,11 +1377,11 @@ def _e_FetchableTopicResponse_15(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_PartitionData_12(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1295,11 +1394,11 @@ def _e_FetchableTopicResponse_16(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_PartitionData_12(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1312,11 +1411,11 @@ def _e_FetchableTopicResponse_17(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_PartitionData_12(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1329,11 +1428,11 @@ def _e_FetchableTopicResponse_18(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_PartitionData_12(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1382,23 +1481,30 @@ def _d_NodeEndpoint_16(b, p):
             o.rack = b[p:e4].decode()
             p = e4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1427,9 +1533,9 @@ def _e_NodeEndpoint_16(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1453,9 +1559,9 @@ def _e_NodeEndpoint_17(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1479,9 +1585,9 @@ def _e_NodeEndpoint_18(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1645,26 +1751,33 @@ def _d_FetchResponse_12(b, p):
                 l2.append(it)
             o.responses = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 12', offset=p)
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 in (0,):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 12', offset=p)
+                else:
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1701,26 +1814,33 @@ def _d_FetchResponse_13(b, p):
                 l2.append(it)
             o.responses = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 13', offset=p)
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 in (0,):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 13', offset=p)
+                else:
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1757,26 +1877,33 @@ def _d_FetchResponse_14(b, p):
                 l2.append(it)
             o.responses = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 14', offset=p)
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 in (0,):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 14', offset=p)
+                else:
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1813,26 +1940,33 @@ def _d_FetchResponse_15(b, p):
                 l2.append(it)
             o.responses = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 15', offset=p)
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 in (0,):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 15', offset=p)
+                else:
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1869,45 +2003,114 @@ def _d_FetchResponse_16(b, p):
             o.responses = l2
         o.node_endpoints = []
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'NodeEndpoints'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n3 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l4 = []
-                        for _ in range(n3):
-                            it, p = _d_NodeEndpoint_16(b, p)
-                            l4.append(it)
-                        o.node_endpoints = l4
-                    if p != e:
+                        if n8 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l9 = []
+                        for _ in range(n8):
+                            s10 = _new(NodeEndpoint)
+                            F = 'NodeEndpoints.NodeId'
+                            s10.node_id = _S2.unpack_from(b, p)[0]
+                            p += 4
+                            F = 'NodeEndpoints.Host'
+                            n11 = b[p]
+                            if n11 < 128:
+                                p += 1
+                            else:
+                                n11, p = _ruv(b, p)
+                            n11 -= 1
+                            if n11 < 0:
+                                raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                            else:
+                                e12 = p + n11
+                                if e12 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e12].decode()
+                                p = e12
+                            F = 'NodeEndpoints.Port'
+                            s10.port = _S2.unpack_from(b, p)[0]
+                            p += 4
+                            F = 'NodeEndpoints.Rack'
+                            n13 = b[p]
+                            if n13 < 128:
+                                p += 1
+                            else:
+                                n13, p = _ruv(b, p)
+                            n13 -= 1
+                            if n13 < 0:
+                                if n13 != -1:
+                                    raise _DecodeError('negative string length ' + str(n13), offset=p)
+                                s10.rack = None
+                            else:
+                                e14 = p + n13
+                                if e14 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+                                s10.rack = b[p:e14].decode()
+                                p = e14
+                            F = 'NodeEndpoints'
+                            u15 = s10.unknown_tagged_fields = {}
+                            tn16 = b[p]
+                            p += 1
+                            if tn16:
+                                if tn16 >= 128:
+                                    tn16, p = _ruv(b, p - 1)
+                                if tn16 > L - p:
+                                    raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn16):
+                                    tag17 = b[p]
+                                    if tag17 < 128:
+                                        p += 1
+                                    else:
+                                        tag17, p = _ruv(b, p)
+                                    tz18 = b[p]
+                                    if tz18 < 128:
+                                        p += 1
+                                    else:
+                                        tz18, p = _ruv(b, p)
+                                    te19 = p + tz18
+                                    if te19 > L:
+                                        raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                                    u15[tag17] = b[p:te19]
+                                    p = te19
+                            l9.append(s10)
+                        o.node_endpoints = l9
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1929,8 +2132,8 @@ def _e_FetchResponse_4(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_4(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_4(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1947,8 +2150,8 @@ def _e_FetchResponse_5(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_5(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_5(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1965,8 +2168,8 @@ def _e_FetchResponse_6(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_6(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_6(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1981,8 +2184,8 @@ def _e_FetchResponse_7(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_7(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_7(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1997,8 +2200,8 @@ def _e_FetchResponse_8(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_8(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_8(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2013,8 +2216,8 @@ def _e_FetchResponse_9(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_9(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_9(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2029,8 +2232,8 @@ def _e_FetchResponse_10(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_10(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_10(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2045,8 +2248,8 @@ def _e_FetchResponse_11(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_FetchableTopicResponse_11(it, a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_11(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2061,11 +2264,11 @@ def _e_FetchResponse_12(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchableTopicResponse_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_12(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -2080,11 +2283,11 @@ def _e_FetchResponse_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchableTopicResponse_13(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_13(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -2099,11 +2302,11 @@ def _e_FetchResponse_14(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchableTopicResponse_14(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_14(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -2118,11 +2321,11 @@ def _e_FetchResponse_15(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchableTopicResponse_15(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_FetchableTopicResponse_15(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -2135,26 +2338,48 @@ def _e_FetchResponse_16(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchableTopicResponse_16(it, a)
-    T = []
+        for s3 in v1:
+            _e_FetchableTopicResponse_16(s3, a)
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 16')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_16(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S2.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 16')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                v12 = s9.rack
+                if v12 is None:
+                    w6.append(b'\x00')
+                else:
+                    v12 = v12.encode()
+                    n13 = len(v12)
+                    w6.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                    w6.append(v12)
+                u14 = s9.unknown_tagged_fields
+                if u14:
+                    _wtags(sorted(u14.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 
@@ -2167,26 +2392,48 @@ def _e_FetchResponse_17(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchableTopicResponse_17(it, a)
-    T = []
+        for s3 in v1:
+            _e_FetchableTopicResponse_17(s3, a)
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 17')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_17(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S2.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 17')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                v12 = s9.rack
+                if v12 is None:
+                    w6.append(b'\x00')
+                else:
+                    v12 = v12.encode()
+                    n13 = len(v12)
+                    w6.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                    w6.append(v12)
+                u14 = s9.unknown_tagged_fields
+                if u14:
+                    _wtags(sorted(u14.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 
@@ -2199,26 +2446,48 @@ def _e_FetchResponse_18(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_FetchableTopicResponse_18(it, a)
-    T = []
+        for s3 in v1:
+            _e_FetchableTopicResponse_18(s3, a)
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 18')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_18(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S2.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 18')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                v12 = s9.rack
+                if v12 is None:
+                    w6.append(b'\x00')
+                else:
+                    v12 = v12.encode()
+                    n13 = len(v12)
+                    w6.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                    w6.append(v12)
+                u14 = s9.unknown_tagged_fields
+                if u14:
+                    _wtags(sorted(u14.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 

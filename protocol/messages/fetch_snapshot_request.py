@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -133,23 +135,30 @@ def _d_SnapshotId_0(b, p):
         o.end_offset, o.epoch = _S0.unpack_from(b, p)
         p += 12
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -174,26 +183,33 @@ def _d_PartitionSnapshot_0(b, p):
         o.position = _S2.unpack_from(b, p)[0]
         p += 8
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 0', offset=p)
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 in (0,):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 0', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -241,23 +257,30 @@ def _d_TopicSnapshot_0(b, p):
                 l4.append(it)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -282,31 +305,38 @@ def _d_PartitionSnapshot_1(b, p):
         p += 8
         o.replica_directory_id = ZERO_UUID
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
-                    F = 'ReplicaDirectoryId'
-                    o.replica_directory_id = _uuid(_S3.unpack_from(b, p)[0])
-                    p += 16
-                    if p != e:
-                        raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 == 0:
+                    F = 'ReplicaDirectoryId'
+                    u16 = _S3.unpack_from(b, p)[0]
+                    o.replica_directory_id = _UC.get(u16) or _uuid(u16)
+                    p += 16
+                    if p != te5:
+                        raise _DecodeError('tagged field size does not match its content', offset=p)
+                else:
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -354,23 +384,30 @@ def _d_TopicSnapshot_1(b, p):
                 l4.append(it)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -382,9 +419,9 @@ def _d_TopicSnapshot_1(b, p):
 
 def _e_SnapshotId_0(o, a):
     a(_S0.pack(o.end_offset, o.epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -394,9 +431,9 @@ def _e_PartitionSnapshot_0(o, a):
     v1 = o.snapshot_id
     _e_SnapshotId_0(v1, a)
     a(_S2.pack(o.position))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u2 = o.unknown_tagged_fields
+    if u2:
+        _wtags(sorted(u2.items()), a)
     else:
         a(b'\x00')
 
@@ -416,11 +453,11 @@ def _e_TopicSnapshot_0(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionSnapshot_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionSnapshot_0(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -430,17 +467,17 @@ def _e_PartitionSnapshot_1(o, a):
     v1 = o.snapshot_id
     _e_SnapshotId_0(v1, a)
     a(_S2.pack(o.position))
-    T = []
+    T3 = []
     if o.replica_directory_id != ZERO_UUID:
-        w = []
-        w.append(o.replica_directory_id.bytes)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w4 = []
+        w4.append(o.replica_directory_id.bytes)
+        T3.append((0, b''.join(w4)))
+    u2 = o.unknown_tagged_fields
+    if u2:
+        T3.extend(u2.items())
+        T3.sort()
+    if T3:
+        _wtags(T3, a)
     else:
         a(b'\x00')
 
@@ -460,11 +497,11 @@ def _e_TopicSnapshot_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionSnapshot_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionSnapshot_1(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -496,45 +533,51 @@ def _d_FetchSnapshotRequest_0(b, p):
             o.topics = l2
         o.cluster_id = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'ClusterId'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _DecodeError('negative string length ' + str(n3), offset=p)
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        if n8 != -1:
+                            raise _DecodeError('negative string length ' + str(n8), offset=p)
                         o.cluster_id = None
                     else:
-                        e4 = p + n3
-                        if e4 > L:
-                            raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e4].decode()
-                        p = e4
-                    if p != e:
+                        e9 = p + n8
+                        if e9 > L:
+                            raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e9].decode()
+                        p = e9
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -571,45 +614,51 @@ def _d_FetchSnapshotRequest_1(b, p):
             o.topics = l2
         o.cluster_id = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'ClusterId'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _DecodeError('negative string length ' + str(n3), offset=p)
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        if n8 != -1:
+                            raise _DecodeError('negative string length ' + str(n8), offset=p)
                         o.cluster_id = None
                     else:
-                        e4 = p + n3
-                        if e4 > L:
-                            raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-                        o.cluster_id = b[p:e4].decode()
-                        p = e4
-                    if p != e:
+                        e9 = p + n8
+                        if e9 > L:
+                            raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                        o.cluster_id = b[p:e9].decode()
+                        p = e9
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -627,26 +676,26 @@ def _e_FetchSnapshotRequest_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicSnapshot_0(it, a)
-    T = []
+        for s3 in v1:
+            _e_TopicSnapshot_0(s3, a)
+    T5 = []
     if o.cluster_id is not None:
-        w = []
-        v3 = o.cluster_id
-        if v3 is None:
-            w.append(b'\x00')
+        w6 = []
+        v7 = o.cluster_id
+        if v7 is None:
+            w6.append(b'\x00')
         else:
-            v3 = v3.encode()
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            w.append(v3)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            v7 = v7.encode()
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            w6.append(v7)
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 
@@ -659,26 +708,26 @@ def _e_FetchSnapshotRequest_1(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicSnapshot_1(it, a)
-    T = []
+        for s3 in v1:
+            _e_TopicSnapshot_1(s3, a)
+    T5 = []
     if o.cluster_id is not None:
-        w = []
-        v3 = o.cluster_id
-        if v3 is None:
-            w.append(b'\x00')
+        w6 = []
+        v7 = o.cluster_id
+        if v7 is None:
+            w6.append(b'\x00')
         else:
-            v3 = v3.encode()
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            w.append(v3)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            v7 = v7.encode()
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            w6.append(v7)
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -150,23 +152,30 @@ def _d_Coordinator_4(b, p):
             o.error_message = b[p:e6].decode()
             p = e6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
+                    p += 1
+                else:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
+                    p += 1
+                else:
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -203,9 +212,9 @@ def _e_Coordinator_4(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -237,9 +246,9 @@ def _e_Coordinator_5(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -271,9 +280,9 @@ def _e_Coordinator_6(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -410,23 +419,30 @@ def _d_FindCoordinatorResponse_3(b, p):
         o.port = _S0.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -463,27 +479,112 @@ def _d_FindCoordinatorResponse_4(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_Coordinator_4(b, p)
-                l2.append(it)
+                s3 = _new(Coordinator)
+                F = 'Coordinators.Key'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.key = b[p:e5].decode()
+                    p = e5
+                F = 'Coordinators.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Coordinators.Host'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e7].decode()
+                    p = e7
+                F = 'Coordinators.Port'
+                s3.port, s3.error_code = _S1.unpack_from(b, p)
+                p += 6
+                F = 'Coordinators.ErrorMessage'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s3.error_message = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s3.error_message = b[p:e9].decode()
+                    p = e9
+                F = 'Coordinators'
+                u10 = s3.unknown_tagged_fields = {}
+                tn11 = b[p]
+                p += 1
+                if tn11:
+                    if tn11 >= 128:
+                        tn11, p = _ruv(b, p - 1)
+                    if tn11 > L - p:
+                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn11):
+                        tag12 = b[p]
+                        if tag12 < 128:
+                            p += 1
+                        else:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
+                            p += 1
+                        else:
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u10[tag12] = b[p:te14]
+                        p = te14
+                l2.append(s3)
             o.coordinators = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -584,9 +685,9 @@ def _e_FindCoordinatorResponse_3(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -607,11 +708,41 @@ def _e_FindCoordinatorResponse_4(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_Coordinator_4(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            v4 = s3.key
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Key at version 4')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.node_id))
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 4')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s3.port, s3.error_code))
+            v8 = s3.error_message
+            if v8 is None:
+                a(b'\x00')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            u10 = s3.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -632,11 +763,41 @@ def _e_FindCoordinatorResponse_5(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_Coordinator_5(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            v4 = s3.key
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Key at version 5')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.node_id))
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 5')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s3.port, s3.error_code))
+            v8 = s3.error_message
+            if v8 is None:
+                a(b'\x00')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            u10 = s3.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -657,11 +818,41 @@ def _e_FindCoordinatorResponse_6(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_Coordinator_6(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            v4 = s3.key
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Key at version 6')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.node_id))
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 6')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s3.port, s3.error_code))
+            v8 = s3.error_message
+            if v8 is None:
+                a(b'\x00')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            u10 = s3.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 

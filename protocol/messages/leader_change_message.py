@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -86,23 +88,30 @@ def _d_Voter_0(b, p):
         o.voter_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -118,28 +127,35 @@ def _d_Voter_1(b, p):
         L = len(b)
         o = _new(Voter)
         F = 'VoterId'
-        t0, t1, = _S1.unpack_from(b, p)
-        o.voter_id = t0
-        o.voter_directory_id = _uuid(t1)
+        t1, t2, = _S1.unpack_from(b, p)
+        o.voter_id = t1
+        o.voter_directory_id = _UC.get(t2) or _uuid(t2)
         p += 20
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -153,18 +169,18 @@ def _e_Voter_0(o, a):
     if o.voter_directory_id != ZERO_UUID:
         raise _Absent('VoterDirectoryId')
     a(_S0.pack(o.voter_id))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_Voter_1(o, a):
     a(_S1.pack(o.voter_id, o.voter_directory_id.bytes))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -191,44 +207,109 @@ def _d_LeaderChangeMessage_0(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_Voter_0(b, p)
-                l2.append(it)
+                s3 = _new(Voter)
+                s3.voter_directory_id = ZERO_UUID
+                F = 'Voters.VoterId'
+                s3.voter_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Voters'
+                u4 = s3.unknown_tagged_fields = {}
+                tn5 = b[p]
+                p += 1
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag6 = b[p]
+                        if tag6 < 128:
+                            p += 1
+                        else:
+                            tag6, p = _ruv(b, p)
+                        tz7 = b[p]
+                        if tz7 < 128:
+                            p += 1
+                        else:
+                            tz7, p = _ruv(b, p)
+                        te8 = p + tz7
+                        if te8 > L:
+                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                        u4[tag6] = b[p:te8]
+                        p = te8
+                l2.append(s3)
             o.voters = l2
         F = 'GrantingVoters'
-        n3 = b[p]
-        if n3 < 128:
+        n9 = b[p]
+        if n9 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n9, p = _ruv(b, p)
+        n9 -= 1
+        if n9 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_Voter_0(b, p)
-                l4.append(it)
-            o.granting_voters = l4
+            if n9 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l10 = []
+            for _ in range(n9):
+                s11 = _new(Voter)
+                s11.voter_directory_id = ZERO_UUID
+                F = 'GrantingVoters.VoterId'
+                s11.voter_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'GrantingVoters'
+                u12 = s11.unknown_tagged_fields = {}
+                tn13 = b[p]
+                p += 1
+                if tn13:
+                    if tn13 >= 128:
+                        tn13, p = _ruv(b, p - 1)
+                    if tn13 > L - p:
+                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn13):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u12[tag14] = b[p:te16]
+                        p = te16
+                l10.append(s11)
+            o.granting_voters = l10
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -260,44 +341,111 @@ def _d_LeaderChangeMessage_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_Voter_1(b, p)
-                l2.append(it)
+                s3 = _new(Voter)
+                F = 'Voters.VoterId'
+                t4, t5, = _S1.unpack_from(b, p)
+                s3.voter_id = t4
+                s3.voter_directory_id = _UC.get(t5) or _uuid(t5)
+                p += 20
+                F = 'Voters'
+                u6 = s3.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l2.append(s3)
             o.voters = l2
         F = 'GrantingVoters'
-        n3 = b[p]
-        if n3 < 128:
+        n11 = b[p]
+        if n11 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n11, p = _ruv(b, p)
+        n11 -= 1
+        if n11 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_Voter_1(b, p)
-                l4.append(it)
-            o.granting_voters = l4
+            if n11 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l12 = []
+            for _ in range(n11):
+                s13 = _new(Voter)
+                F = 'GrantingVoters.VoterId'
+                t14, t15, = _S1.unpack_from(b, p)
+                s13.voter_id = t14
+                s13.voter_directory_id = _UC.get(t15) or _uuid(t15)
+                p += 20
+                F = 'GrantingVoters'
+                u16 = s13.unknown_tagged_fields = {}
+                tn17 = b[p]
+                p += 1
+                if tn17:
+                    if tn17 >= 128:
+                        tn17, p = _ruv(b, p - 1)
+                    if tn17 > L - p:
+                        raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn17):
+                        tag18 = b[p]
+                        if tag18 < 128:
+                            p += 1
+                        else:
+                            tag18, p = _ruv(b, p)
+                        tz19 = b[p]
+                        if tz19 < 128:
+                            p += 1
+                        else:
+                            tz19, p = _ruv(b, p)
+                        te20 = p + tz19
+                        if te20 > L:
+                            raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
+                        u16[tag18] = b[p:te20]
+                        p = te20
+                l12.append(s13)
+            o.granting_voters = l12
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u21 = o.unknown_tagged_fields = {}
+        tn22 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn22:
+            if tn22 >= 128:
+                tn22, p = _ruv(b, p - 1)
+            if tn22 > L - p:
+                raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn22):
+                tag23 = b[p]
+                if tag23 < 128:
+                    p += 1
+                else:
+                    tag23, p = _ruv(b, p)
+                tz24 = b[p]
+                if tz24 < 128:
+                    p += 1
+                else:
+                    tz24, p = _ruv(b, p)
+                te25 = p + tz24
+                if te25 > L:
+                    raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                u21[tag23] = b[p:te25]
+                p = te25
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -315,19 +463,33 @@ def _e_LeaderChangeMessage_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_Voter_0(it, a)
-    v3 = o.granting_voters
-    if v3 is None:
+        for s3 in v1:
+            if s3.voter_directory_id != ZERO_UUID:
+                raise _Absent('VoterDirectoryId')
+            a(_S0.pack(s3.voter_id))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    v5 = o.granting_voters
+    if v5 is None:
         raise _EncodeError('null in non-nullable field GrantingVoters at version 0')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_Voter_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n6 = len(v5)
+        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
+        for s7 in v5:
+            if s7.voter_directory_id != ZERO_UUID:
+                raise _Absent('VoterDirectoryId')
+            a(_S0.pack(s7.voter_id))
+            u8 = s7.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -340,19 +502,29 @@ def _e_LeaderChangeMessage_1(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_Voter_1(it, a)
-    v3 = o.granting_voters
-    if v3 is None:
+        for s3 in v1:
+            a(_S1.pack(s3.voter_id, s3.voter_directory_id.bytes))
+            u4 = s3.unknown_tagged_fields
+            if u4:
+                _wtags(sorted(u4.items()), a)
+            else:
+                a(b'\x00')
+    v5 = o.granting_voters
+    if v5 is None:
         raise _EncodeError('null in non-nullable field GrantingVoters at version 1')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_Voter_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n6 = len(v5)
+        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
+        for s7 in v5:
+            a(_S1.pack(s7.voter_id, s7.voter_directory_id.bytes))
+            u8 = s7.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 

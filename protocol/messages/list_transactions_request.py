@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -106,26 +108,36 @@ def _d_ListTransactionsRequest_0(b, p):
         else:
             if n6 * 8 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
+            if n6 < 64:
+                o.producer_id_filters = list(_ARRAY['q'][n6].unpack_from(b, p))
+            else:
+                o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
             p += n6 * 8
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
+                    p += 1
+                else:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
+                    p += 1
+                else:
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -183,29 +195,39 @@ def _d_ListTransactionsRequest_1(b, p):
         else:
             if n6 * 8 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
+            if n6 < 64:
+                o.producer_id_filters = list(_ARRAY['q'][n6].unpack_from(b, p))
+            else:
+                o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
             p += n6 * 8
         F = 'DurationFilter'
         o.duration_filter = _S0.unpack_from(b, p)[0]
         p += 8
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
+                    p += 1
+                else:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
+                    p += 1
+                else:
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -262,7 +284,10 @@ def _d_ListTransactionsRequest_2(b, p):
         else:
             if n6 * 8 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
+            if n6 < 64:
+                o.producer_id_filters = list(_ARRAY['q'][n6].unpack_from(b, p))
+            else:
+                o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
             p += n6 * 8
         F = 'DurationFilter'
         o.duration_filter = _S0.unpack_from(b, p)[0]
@@ -285,23 +310,30 @@ def _d_ListTransactionsRequest_2(b, p):
             o.transactional_id_pattern = b[p:e8].decode()
             p = e8
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
+                    p += 1
+                else:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
+                    p += 1
+                else:
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -338,9 +370,9 @@ def _e_ListTransactionsRequest_0(o, a):
         n7 = len(v6)
         a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
         a(_pack('>' + str(n7) + 'q', *v6))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u8 = o.unknown_tagged_fields
+    if u8:
+        _wtags(sorted(u8.items()), a)
     else:
         a(b'\x00')
 
@@ -371,9 +403,9 @@ def _e_ListTransactionsRequest_1(o, a):
         a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
         a(_pack('>' + str(n7) + 'q', *v6))
     a(_S0.pack(o.duration_filter))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u8 = o.unknown_tagged_fields
+    if u8:
+        _wtags(sorted(u8.items()), a)
     else:
         a(b'\x00')
 
@@ -410,9 +442,9 @@ def _e_ListTransactionsRequest_2(o, a):
         n9 = len(v8)
         a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
         a(v8)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u10 = o.unknown_tagged_fields
+    if u10:
+        _wtags(sorted(u10.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -116,23 +118,30 @@ def _d_TransactionState_0(b, p):
             o.transaction_state = b[p:e4].decode()
             p = e4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -160,9 +169,9 @@ def _e_TransactionState_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -185,9 +194,9 @@ def _e_TransactionState_1(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -210,9 +219,9 @@ def _e_TransactionState_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -269,27 +278,92 @@ def _d_ListTransactionsResponse_0(b, p):
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l7 = []
             for _ in range(n6):
-                it, p = _d_TransactionState_0(b, p)
-                l7.append(it)
+                s8 = _new(TransactionState)
+                F = 'TransactionStates.TransactionalId'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s8.transactional_id = b[p:e10].decode()
+                    p = e10
+                F = 'TransactionStates.ProducerId'
+                s8.producer_id = _S0.unpack_from(b, p)[0]
+                p += 8
+                F = 'TransactionStates.TransactionState'
+                n11 = b[p]
+                if n11 < 128:
+                    p += 1
+                else:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s8.transaction_state = b[p:e12].decode()
+                    p = e12
+                F = 'TransactionStates'
+                u13 = s8.unknown_tagged_fields = {}
+                tn14 = b[p]
+                p += 1
+                if tn14:
+                    if tn14 >= 128:
+                        tn14, p = _ruv(b, p - 1)
+                    if tn14 > L - p:
+                        raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn14):
+                        tag15 = b[p]
+                        if tag15 < 128:
+                            p += 1
+                        else:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
+                            p += 1
+                        else:
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u13[tag15] = b[p:te17]
+                        p = te17
+                l7.append(s8)
             o.transaction_states = l7
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn19 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn19:
+            if tn19 >= 128:
+                tn19, p = _ruv(b, p - 1)
+            if tn19 > L - p:
+                raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn19):
+                tag20 = b[p]
+                if tag20 < 128:
+                    p += 1
+                else:
+                    tag20, p = _ruv(b, p)
+                tz21 = b[p]
+                if tz21 < 128:
+                    p += 1
+                else:
+                    tz21, p = _ruv(b, p)
+                te22 = p + tz21
+                if te22 > L:
+                    raise _DecodeError('tagged field ' + str(tag20) + ' of ' + str(tz21) + ' bytes is truncated', offset=p)
+                u18[tag20] = b[p:te22]
+                p = te22
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -322,11 +396,32 @@ def _e_ListTransactionsResponse_0(o, a):
     else:
         n7 = len(v6)
         a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
-        for it in v6:
-            _e_TransactionState_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s8 in v6:
+            v9 = s8.transactional_id
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field TransactionalId at version 0')
+            else:
+                v9 = v9.encode()
+                n10 = len(v9)
+                a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+                a(v9)
+            a(_S0.pack(s8.producer_id))
+            v11 = s8.transaction_state
+            if v11 is None:
+                raise _EncodeError('null in non-nullable field TransactionState at version 0')
+            else:
+                v11 = v11.encode()
+                n12 = len(v11)
+                a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+                a(v11)
+            u13 = s8.unknown_tagged_fields
+            if u13:
+                _wtags(sorted(u13.items()), a)
+            else:
+                a(b'\x00')
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 
@@ -354,11 +449,32 @@ def _e_ListTransactionsResponse_1(o, a):
     else:
         n7 = len(v6)
         a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
-        for it in v6:
-            _e_TransactionState_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s8 in v6:
+            v9 = s8.transactional_id
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field TransactionalId at version 1')
+            else:
+                v9 = v9.encode()
+                n10 = len(v9)
+                a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+                a(v9)
+            a(_S0.pack(s8.producer_id))
+            v11 = s8.transaction_state
+            if v11 is None:
+                raise _EncodeError('null in non-nullable field TransactionState at version 1')
+            else:
+                v11 = v11.encode()
+                n12 = len(v11)
+                a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+                a(v11)
+            u13 = s8.unknown_tagged_fields
+            if u13:
+                _wtags(sorted(u13.items()), a)
+            else:
+                a(b'\x00')
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 
@@ -386,11 +502,32 @@ def _e_ListTransactionsResponse_2(o, a):
     else:
         n7 = len(v6)
         a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
-        for it in v6:
-            _e_TransactionState_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s8 in v6:
+            v9 = s8.transactional_id
+            if v9 is None:
+                raise _EncodeError('null in non-nullable field TransactionalId at version 2')
+            else:
+                v9 = v9.encode()
+                n10 = len(v9)
+                a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+                a(v9)
+            a(_S0.pack(s8.producer_id))
+            v11 = s8.transaction_state
+            if v11 is None:
+                raise _EncodeError('null in non-nullable field TransactionState at version 2')
+            else:
+                v11 = v11.encode()
+                n12 = len(v11)
+                a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+                a(v11)
+            u13 = s8.unknown_tagged_fields
+            if u13:
+                _wtags(sorted(u13.items()), a)
+            else:
+                a(b'\x00')
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -130,23 +132,30 @@ def _d_MetadataRequestTopic_9(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -162,44 +171,51 @@ def _d_MetadataRequestTopic_10(b, p):
         L = len(b)
         o = _new(MetadataRequestTopic)
         F = 'TopicId'
-        t0, = _S1.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S1.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.name = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -335,9 +351,9 @@ def _e_MetadataRequestTopic_9(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -352,9 +368,9 @@ def _e_MetadataRequestTopic_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -377,8 +393,21 @@ def _d_MetadataRequest_0(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataRequestTopic_0(b, p)
-                l2.append(it)
+                s3 = _new(MetadataRequestTopic)
+                s3.topic_id = ZERO_UUID
+                F = 'Topics.Name'
+                n4 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e5].decode()
+                    p = e5
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.topics = l2
         o.unknown_tagged_fields = {}
         return o, p
@@ -410,8 +439,21 @@ def _d_MetadataRequest_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataRequestTopic_0(b, p)
-                l2.append(it)
+                s3 = _new(MetadataRequestTopic)
+                s3.topic_id = ZERO_UUID
+                F = 'Topics.Name'
+                n4 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e5].decode()
+                    p = e5
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.topics = l2
         o.unknown_tagged_fields = {}
         return o, p
@@ -442,8 +484,21 @@ def _d_MetadataRequest_4(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataRequestTopic_0(b, p)
-                l2.append(it)
+                s3 = _new(MetadataRequestTopic)
+                s3.topic_id = ZERO_UUID
+                F = 'Topics.Name'
+                n4 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e5].decode()
+                    p = e5
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.topics = l2
         F = 'AllowAutoTopicCreation'
         o.allow_auto_topic_creation = _S3.unpack_from(b, p)[0]
@@ -475,8 +530,21 @@ def _d_MetadataRequest_8(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataRequestTopic_0(b, p)
-                l2.append(it)
+                s3 = _new(MetadataRequestTopic)
+                s3.topic_id = ZERO_UUID
+                F = 'Topics.Name'
+                n4 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e5].decode()
+                    p = e5
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.topics = l2
         F = 'AllowAutoTopicCreation'
         o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _S4.unpack_from(b, p)
@@ -512,30 +580,78 @@ def _d_MetadataRequest_9(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataRequestTopic_9(b, p)
-                l2.append(it)
+                s3 = _new(MetadataRequestTopic)
+                s3.topic_id = ZERO_UUID
+                F = 'Topics.Name'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e5].decode()
+                    p = e5
+                F = 'Topics'
+                u6 = s3.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l2.append(s3)
             o.topics = l2
         F = 'AllowAutoTopicCreation'
         o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _S4.unpack_from(b, p)
         p += 3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
+                    p += 1
+                else:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
+                    p += 1
+                else:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -566,30 +682,83 @@ def _d_MetadataRequest_10(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataRequestTopic_10(b, p)
-                l2.append(it)
+                s3 = _new(MetadataRequestTopic)
+                F = 'Topics.TopicId'
+                t4, = _S1.unpack_from(b, p)
+                s3.topic_id = _UC.get(t4) or _uuid(t4)
+                p += 16
+                F = 'Topics.Name'
+                n5 = b[p]
+                if n5 < 128:
+                    p += 1
+                else:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
+                    if n5 != -1:
+                        raise _DecodeError('negative string length ' + str(n5), offset=p)
+                    s3.name = None
+                else:
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e6].decode()
+                    p = e6
+                F = 'Topics'
+                u7 = s3.unknown_tagged_fields = {}
+                tn8 = b[p]
+                p += 1
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag9 = b[p]
+                        if tag9 < 128:
+                            p += 1
+                        else:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
+                            p += 1
+                        else:
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u7[tag9] = b[p:te11]
+                        p = te11
+                l2.append(s3)
             o.topics = l2
         F = 'AllowAutoTopicCreation'
         o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _S4.unpack_from(b, p)
         p += 3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn13 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn13:
+            if tn13 >= 128:
+                tn13, p = _ruv(b, p - 1)
+            if tn13 > L - p:
+                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn13):
+                tag14 = b[p]
+                if tag14 < 128:
+                    p += 1
+                else:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
+                    p += 1
+                else:
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u12[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -621,30 +790,83 @@ def _d_MetadataRequest_11(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataRequestTopic_10(b, p)
-                l2.append(it)
+                s3 = _new(MetadataRequestTopic)
+                F = 'Topics.TopicId'
+                t4, = _S1.unpack_from(b, p)
+                s3.topic_id = _UC.get(t4) or _uuid(t4)
+                p += 16
+                F = 'Topics.Name'
+                n5 = b[p]
+                if n5 < 128:
+                    p += 1
+                else:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
+                    if n5 != -1:
+                        raise _DecodeError('negative string length ' + str(n5), offset=p)
+                    s3.name = None
+                else:
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    s3.name = b[p:e6].decode()
+                    p = e6
+                F = 'Topics'
+                u7 = s3.unknown_tagged_fields = {}
+                tn8 = b[p]
+                p += 1
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag9 = b[p]
+                        if tag9 < 128:
+                            p += 1
+                        else:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
+                            p += 1
+                        else:
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u7[tag9] = b[p:te11]
+                        p = te11
+                l2.append(s3)
             o.topics = l2
         F = 'AllowAutoTopicCreation'
         o.allow_auto_topic_creation, o.include_topic_authorized_operations = _S5.unpack_from(b, p)
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn13 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn13:
+            if tn13 >= 128:
+                tn13, p = _ruv(b, p - 1)
+            if tn13 > L - p:
+                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn13):
+                tag14 = b[p]
+                if tag14 < 128:
+                    p += 1
+                else:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
+                    p += 1
+                else:
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u12[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -667,8 +889,17 @@ def _e_MetadataRequest_0(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_0(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -686,8 +917,17 @@ def _e_MetadataRequest_1(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_1(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -705,8 +945,17 @@ def _e_MetadataRequest_2(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_2(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -724,8 +973,17 @@ def _e_MetadataRequest_3(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_3(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 3')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -741,8 +999,17 @@ def _e_MetadataRequest_4(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_4(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 4')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S3.pack(o.allow_auto_topic_creation))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -759,8 +1026,17 @@ def _e_MetadataRequest_5(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_5(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 5')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S3.pack(o.allow_auto_topic_creation))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -777,8 +1053,17 @@ def _e_MetadataRequest_6(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_6(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 6')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S3.pack(o.allow_auto_topic_creation))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -795,8 +1080,17 @@ def _e_MetadataRequest_7(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_7(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 7')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S3.pack(o.allow_auto_topic_creation))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -809,8 +1103,17 @@ def _e_MetadataRequest_8(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_MetadataRequestTopic_8(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 8')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S0.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S4.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -823,12 +1126,24 @@ def _e_MetadataRequest_9(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataRequestTopic_9(it, a)
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 9')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
     a(_S4.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -840,12 +1155,25 @@ def _e_MetadataRequest_10(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataRequestTopic_10(it, a)
+        for s3 in v1:
+            a(_S1.pack(s3.topic_id.bytes))
+            v4 = s3.name
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
     a(_S4.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -859,12 +1187,25 @@ def _e_MetadataRequest_11(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataRequestTopic_10(it, a)
+        for s3 in v1:
+            a(_S1.pack(s3.topic_id.bytes))
+            v4 = s3.name
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
     a(_S5.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -267,23 +269,30 @@ def _d_MetadataResponseBroker_9(b, p):
             o.rack = b[p:e4].decode()
             p = e4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -511,9 +520,9 @@ def _e_MetadataResponseBroker_9(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -537,9 +546,9 @@ def _e_MetadataResponseBroker_10(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -563,9 +572,9 @@ def _e_MetadataResponseBroker_11(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -589,9 +598,9 @@ def _e_MetadataResponseBroker_12(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -615,9 +624,9 @@ def _e_MetadataResponseBroker_13(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -640,7 +649,10 @@ def _d_MetadataResponsePartition_0(b, p):
         else:
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
+            if n1 < 64:
+                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
+            else:
+                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
             p += n1 * 4
         F = 'IsrNodes'
         n2 = _S0.unpack_from(b, p)[0]
@@ -650,7 +662,10 @@ def _d_MetadataResponsePartition_0(b, p):
         else:
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+            if n2 < 64:
+                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+            else:
+                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
             p += n2 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -694,8 +709,40 @@ def _d_MetadataResponseTopic_0(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_0(b, p)
-                l4.append(it)
+                s5 = _new(MetadataResponsePartition)
+                s5.leader_epoch = -1
+                s5.offline_replicas = []
+                F = 'Partitions.ErrorCode'
+                s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
+                p += 10
+                F = 'Partitions.ReplicaNodes'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                F = 'Partitions.IsrNodes'
+                n7 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -741,8 +788,40 @@ def _d_MetadataResponseTopic_1(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_0(b, p)
-                l4.append(it)
+                s5 = _new(MetadataResponsePartition)
+                s5.leader_epoch = -1
+                s5.offline_replicas = []
+                F = 'Partitions.ErrorCode'
+                s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
+                p += 10
+                F = 'Partitions.ReplicaNodes'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                F = 'Partitions.IsrNodes'
+                n7 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -771,7 +850,10 @@ def _d_MetadataResponsePartition_5(b, p):
         else:
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
+            if n1 < 64:
+                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
+            else:
+                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
             p += n1 * 4
         F = 'IsrNodes'
         n2 = _S0.unpack_from(b, p)[0]
@@ -781,7 +863,10 @@ def _d_MetadataResponsePartition_5(b, p):
         else:
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+            if n2 < 64:
+                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+            else:
+                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
             p += n2 * 4
         F = 'OfflineReplicas'
         n3 = _S0.unpack_from(b, p)[0]
@@ -791,7 +876,10 @@ def _d_MetadataResponsePartition_5(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.offline_replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -837,8 +925,52 @@ def _d_MetadataResponseTopic_5(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_5(b, p)
-                l4.append(it)
+                s5 = _new(MetadataResponsePartition)
+                s5.leader_epoch = -1
+                F = 'Partitions.ErrorCode'
+                s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
+                p += 10
+                F = 'Partitions.ReplicaNodes'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                F = 'Partitions.IsrNodes'
+                n7 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'Partitions.OfflineReplicas'
+                n8 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -866,7 +998,10 @@ def _d_MetadataResponsePartition_7(b, p):
         else:
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
+            if n1 < 64:
+                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
+            else:
+                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
             p += n1 * 4
         F = 'IsrNodes'
         n2 = _S0.unpack_from(b, p)[0]
@@ -876,7 +1011,10 @@ def _d_MetadataResponsePartition_7(b, p):
         else:
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+            if n2 < 64:
+                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+            else:
+                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
             p += n2 * 4
         F = 'OfflineReplicas'
         n3 = _S0.unpack_from(b, p)[0]
@@ -886,7 +1024,10 @@ def _d_MetadataResponsePartition_7(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.offline_replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -932,8 +1073,51 @@ def _d_MetadataResponseTopic_7(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_7(b, p)
-                l4.append(it)
+                s5 = _new(MetadataResponsePartition)
+                F = 'Partitions.ErrorCode'
+                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
+                p += 14
+                F = 'Partitions.ReplicaNodes'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                F = 'Partitions.IsrNodes'
+                n7 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'Partitions.OfflineReplicas'
+                n8 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -978,8 +1162,51 @@ def _d_MetadataResponseTopic_8(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_7(b, p)
-                l4.append(it)
+                s5 = _new(MetadataResponsePartition)
+                F = 'Partitions.ErrorCode'
+                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
+                p += 14
+                F = 'Partitions.ReplicaNodes'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                F = 'Partitions.IsrNodes'
+                n7 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'Partitions.OfflineReplicas'
+                n8 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         F = 'TopicAuthorizedOperations'
         o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
@@ -1014,7 +1241,10 @@ def _d_MetadataResponsePartition_9(b, p):
         else:
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
+            if n1 < 64:
+                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
+            else:
+                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
             p += n1 * 4
         F = 'IsrNodes'
         n2 = b[p]
@@ -1028,7 +1258,10 @@ def _d_MetadataResponsePartition_9(b, p):
         else:
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+            if n2 < 64:
+                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+            else:
+                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
             p += n2 * 4
         F = 'OfflineReplicas'
         n3 = b[p]
@@ -1042,26 +1275,36 @@ def _d_MetadataResponsePartition_9(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.offline_replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1112,30 +1355,116 @@ def _d_MetadataResponseTopic_9(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_9(b, p)
-                l4.append(it)
+                s5 = _new(MetadataResponsePartition)
+                F = 'Partitions.ErrorCode'
+                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
+                p += 14
+                F = 'Partitions.ReplicaNodes'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n6 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n6 < 64:
+                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    else:
+                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                    p += n6 * 4
+                F = 'Partitions.IsrNodes'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n7 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n7 < 64:
+                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    else:
+                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                    p += n7 * 4
+                F = 'Partitions.OfflineReplicas'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'Partitions'
+                u9 = s5.unknown_tagged_fields = {}
+                tn10 = b[p]
+                p += 1
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag11 = b[p]
+                        if tag11 < 128:
+                            p += 1
+                        else:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
+                            p += 1
+                        else:
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u9[tag11] = b[p:te13]
+                        p = te13
+                l4.append(s5)
             o.partitions = l4
         F = 'TopicAuthorizedOperations'
         o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn15 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn15:
+            if tn15 >= 128:
+                tn15, p = _ruv(b, p - 1)
+            if tn15 > L - p:
+                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn15):
+                tag16 = b[p]
+                if tag16 < 128:
+                    p += 1
+                else:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
+                    p += 1
+                else:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u14[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1169,48 +1498,134 @@ def _d_MetadataResponseTopic_10(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'TopicId'
-        t0, t1, = _S5.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
-        o.is_internal = t1
+        t3, t4, = _S5.unpack_from(b, p)
+        o.topic_id = _UC.get(t3) or _uuid(t3)
+        o.is_internal = t4
         p += 17
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_9(b, p)
-                l4.append(it)
-            o.partitions = l4
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(MetadataResponsePartition)
+                F = 'Partitions.ErrorCode'
+                s7.error_code, s7.partition_index, s7.leader_id, s7.leader_epoch = _S4.unpack_from(b, p)
+                p += 14
+                F = 'Partitions.ReplicaNodes'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s7.replica_nodes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s7.replica_nodes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'Partitions.IsrNodes'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s7.isr_nodes = list(_ARRAY['i'][n9].unpack_from(b, p))
+                    else:
+                        s7.isr_nodes = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                F = 'Partitions.OfflineReplicas'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s7.offline_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                    else:
+                        s7.offline_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                F = 'Partitions'
+                u11 = s7.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l6.append(s7)
+            o.partitions = l6
         F = 'TopicAuthorizedOperations'
         o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn17 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn17:
+            if tn17 >= 128:
+                tn17, p = _ruv(b, p - 1)
+            if tn17 > L - p:
+                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn17):
+                tag18 = b[p]
+                if tag18 < 128:
+                    p += 1
+                else:
+                    tag18, p = _ruv(b, p)
+                tz19 = b[p]
+                if tz19 < 128:
+                    p += 1
+                else:
+                    tz19, p = _ruv(b, p)
+                te20 = p + tz19
+                if te20 > L:
+                    raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
+                u16[tag18] = b[p:te20]
+                p = te20
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1246,48 +1661,134 @@ def _d_MetadataResponseTopic_12(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'TopicId'
-        t0, t1, = _S5.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
-        o.is_internal = t1
+        t3, t4, = _S5.unpack_from(b, p)
+        o.topic_id = _UC.get(t3) or _uuid(t3)
+        o.is_internal = t4
         p += 17
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_MetadataResponsePartition_9(b, p)
-                l4.append(it)
-            o.partitions = l4
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(MetadataResponsePartition)
+                F = 'Partitions.ErrorCode'
+                s7.error_code, s7.partition_index, s7.leader_id, s7.leader_epoch = _S4.unpack_from(b, p)
+                p += 14
+                F = 'Partitions.ReplicaNodes'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s7.replica_nodes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s7.replica_nodes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'Partitions.IsrNodes'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s7.isr_nodes = list(_ARRAY['i'][n9].unpack_from(b, p))
+                    else:
+                        s7.isr_nodes = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                F = 'Partitions.OfflineReplicas'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s7.offline_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                    else:
+                        s7.offline_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                F = 'Partitions'
+                u11 = s7.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l6.append(s7)
+            o.partitions = l6
         F = 'TopicAuthorizedOperations'
         o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn17 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn17:
+            if tn17 >= 128:
+                tn17, p = _ruv(b, p - 1)
+            if tn17 > L - p:
+                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn17):
+                tag18 = b[p]
+                if tag18 < 128:
+                    p += 1
+                else:
+                    tag18, p = _ruv(b, p)
+                tz19 = b[p]
+                if tz19 < 128:
+                    p += 1
+                else:
+                    tz19, p = _ruv(b, p)
+                te20 = p + tz19
+                if te20 > L:
+                    raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
+                u16[tag18] = b[p:te20]
+                p = te20
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1335,8 +1836,24 @@ def _e_MetadataResponseTopic_0(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_0(it, a)
+        for s5 in v3:
+            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 0')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 0')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1380,8 +1897,24 @@ def _e_MetadataResponseTopic_1(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_1(it, a)
+        for s5 in v3:
+            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 1')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 1')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1425,8 +1958,24 @@ def _e_MetadataResponseTopic_2(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_2(it, a)
+        for s5 in v3:
+            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 2')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 2')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1470,8 +2019,24 @@ def _e_MetadataResponseTopic_3(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_3(it, a)
+        for s5 in v3:
+            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 3')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 3')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1515,8 +2080,24 @@ def _e_MetadataResponseTopic_4(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_4(it, a)
+        for s5 in v3:
+            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 4')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 4')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1567,8 +2148,31 @@ def _e_MetadataResponseTopic_5(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_5(it, a)
+        for s5 in v3:
+            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 5')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 5')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 5')
+            else:
+                n11 = len(v10)
+                a(_S0.pack(n11))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1619,8 +2223,31 @@ def _e_MetadataResponseTopic_6(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_6(it, a)
+        for s5 in v3:
+            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 6')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 6')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 6')
+            else:
+                n11 = len(v10)
+                a(_S0.pack(n11))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1671,8 +2298,31 @@ def _e_MetadataResponseTopic_7(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_7(it, a)
+        for s5 in v3:
+            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 7')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 7')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 7')
+            else:
+                n11 = len(v10)
+                a(_S0.pack(n11))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1721,8 +2371,31 @@ def _e_MetadataResponseTopic_8(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponsePartition_8(it, a)
+        for s5 in v3:
+            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 8')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 8')
+            else:
+                n9 = len(v8)
+                a(_S0.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 8')
+            else:
+                n11 = len(v10)
+                a(_S0.pack(n11))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S0.pack(o.topic_authorized_operations))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1751,9 +2424,9 @@ def _e_MetadataResponsePartition_9(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(_pack('>' + str(n6) + 'i', *v5))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -1775,12 +2448,38 @@ def _e_MetadataResponseTopic_9(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_MetadataResponsePartition_9(it, a)
+        for s5 in v3:
+            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 9')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 9')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 9')
+            else:
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            u12 = s5.unknown_tagged_fields
+            if u12:
+                _wtags(sorted(u12.items()), a)
+            else:
+                a(b'\x00')
     a(_S0.pack(o.topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u13 = o.unknown_tagged_fields
+    if u13:
+        _wtags(sorted(u13.items()), a)
     else:
         a(b'\x00')
 
@@ -1808,9 +2507,9 @@ def _e_MetadataResponsePartition_10(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(_pack('>' + str(n6) + 'i', *v5))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -1832,12 +2531,38 @@ def _e_MetadataResponseTopic_10(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_MetadataResponsePartition_10(it, a)
+        for s5 in v3:
+            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 10')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 10')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 10')
+            else:
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            u12 = s5.unknown_tagged_fields
+            if u12:
+                _wtags(sorted(u12.items()), a)
+            else:
+                a(b'\x00')
     a(_S0.pack(o.topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u13 = o.unknown_tagged_fields
+    if u13:
+        _wtags(sorted(u13.items()), a)
     else:
         a(b'\x00')
 
@@ -1865,9 +2590,9 @@ def _e_MetadataResponsePartition_11(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(_pack('>' + str(n6) + 'i', *v5))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -1889,12 +2614,38 @@ def _e_MetadataResponseTopic_11(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_MetadataResponsePartition_11(it, a)
+        for s5 in v3:
+            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 11')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 11')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 11')
+            else:
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            u12 = s5.unknown_tagged_fields
+            if u12:
+                _wtags(sorted(u12.items()), a)
+            else:
+                a(b'\x00')
     a(_S0.pack(o.topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u13 = o.unknown_tagged_fields
+    if u13:
+        _wtags(sorted(u13.items()), a)
     else:
         a(b'\x00')
 
@@ -1922,9 +2673,9 @@ def _e_MetadataResponsePartition_12(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(_pack('>' + str(n6) + 'i', *v5))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -1946,12 +2697,38 @@ def _e_MetadataResponseTopic_12(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_MetadataResponsePartition_12(it, a)
+        for s5 in v3:
+            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 12')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 12')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 12')
+            else:
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            u12 = s5.unknown_tagged_fields
+            if u12:
+                _wtags(sorted(u12.items()), a)
+            else:
+                a(b'\x00')
     a(_S0.pack(o.topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u13 = o.unknown_tagged_fields
+    if u13:
+        _wtags(sorted(u13.items()), a)
     else:
         a(b'\x00')
 
@@ -1979,9 +2756,9 @@ def _e_MetadataResponsePartition_13(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(_pack('>' + str(n6) + 'i', *v5))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -2003,12 +2780,38 @@ def _e_MetadataResponseTopic_13(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_MetadataResponsePartition_13(it, a)
+        for s5 in v3:
+            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            v6 = s5.replica_nodes
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field ReplicaNodes at version 13')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(_pack('>' + str(n7) + 'i', *v6))
+            v8 = s5.isr_nodes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field IsrNodes at version 13')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            v10 = s5.offline_replicas
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field OfflineReplicas at version 13')
+            else:
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            u12 = s5.unknown_tagged_fields
+            if u12:
+                _wtags(sorted(u12.items()), a)
+            else:
+                a(b'\x00')
     a(_S0.pack(o.topic_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u13 = o.unknown_tagged_fields
+    if u13:
+        _wtags(sorted(u13.items()), a)
     else:
         a(b'\x00')
 
@@ -2033,22 +2836,41 @@ def _d_MetadataResponse_0(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_0(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                s3.rack = None
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.brokers = l2
         F = 'Topics'
-        n3 = _S0.unpack_from(b, p)[0]
+        n6 = _S0.unpack_from(b, p)[0]
         p += 4
-        if n3 < 0:
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
                 it, p = _d_MetadataResponseTopic_0(b, p)
-                l4.append(it)
-            o.topics = l4
+                l7.append(it)
+            o.topics = l7
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -2078,25 +2900,56 @@ def _d_MetadataResponse_1(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_1(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.brokers = l2
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n3 = _S0.unpack_from(b, p)[0]
+        n8 = _S0.unpack_from(b, p)[0]
         p += 4
-        if n3 < 0:
+        if n8 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n8 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l9 = []
+            for _ in range(n8):
                 it, p = _d_MetadataResponseTopic_1(b, p)
-                l4.append(it)
-            o.topics = l4
+                l9.append(it)
+            o.topics = l9
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -2125,38 +2978,69 @@ def _d_MetadataResponse_2(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_1(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = _S1.unpack_from(b, p)[0]
+        n8 = _S1.unpack_from(b, p)[0]
         p += 2
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+        if n8 < 0:
+            if n8 != -1:
+                raise _DecodeError('negative string length ' + str(n8), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e9].decode()
+            p = e9
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = _S0.unpack_from(b, p)[0]
+        n10 = _S0.unpack_from(b, p)[0]
         p += 4
-        if n5 < 0:
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
                 it, p = _d_MetadataResponseTopic_1(b, p)
-                l6.append(it)
-            o.topics = l6
+                l11.append(it)
+            o.topics = l11
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -2187,38 +3071,69 @@ def _d_MetadataResponse_3(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_1(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = _S1.unpack_from(b, p)[0]
+        n8 = _S1.unpack_from(b, p)[0]
         p += 2
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+        if n8 < 0:
+            if n8 != -1:
+                raise _DecodeError('negative string length ' + str(n8), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e9].decode()
+            p = e9
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = _S0.unpack_from(b, p)[0]
+        n10 = _S0.unpack_from(b, p)[0]
         p += 4
-        if n5 < 0:
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
                 it, p = _d_MetadataResponseTopic_1(b, p)
-                l6.append(it)
-            o.topics = l6
+                l11.append(it)
+            o.topics = l11
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -2249,38 +3164,69 @@ def _d_MetadataResponse_5(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_1(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = _S1.unpack_from(b, p)[0]
+        n8 = _S1.unpack_from(b, p)[0]
         p += 2
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+        if n8 < 0:
+            if n8 != -1:
+                raise _DecodeError('negative string length ' + str(n8), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e9].decode()
+            p = e9
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = _S0.unpack_from(b, p)[0]
+        n10 = _S0.unpack_from(b, p)[0]
         p += 4
-        if n5 < 0:
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
                 it, p = _d_MetadataResponseTopic_5(b, p)
-                l6.append(it)
-            o.topics = l6
+                l11.append(it)
+            o.topics = l11
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -2311,38 +3257,69 @@ def _d_MetadataResponse_7(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_1(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = _S1.unpack_from(b, p)[0]
+        n8 = _S1.unpack_from(b, p)[0]
         p += 2
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+        if n8 < 0:
+            if n8 != -1:
+                raise _DecodeError('negative string length ' + str(n8), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e9].decode()
+            p = e9
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = _S0.unpack_from(b, p)[0]
+        n10 = _S0.unpack_from(b, p)[0]
         p += 4
-        if n5 < 0:
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
                 it, p = _d_MetadataResponseTopic_7(b, p)
-                l6.append(it)
-            o.topics = l6
+                l11.append(it)
+            o.topics = l11
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -2372,38 +3349,69 @@ def _d_MetadataResponse_8(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_1(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = _S1.unpack_from(b, p)[0]
+        n8 = _S1.unpack_from(b, p)[0]
         p += 2
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+        if n8 < 0:
+            if n8 != -1:
+                raise _DecodeError('negative string length ' + str(n8), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e9].decode()
+            p = e9
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = _S0.unpack_from(b, p)[0]
+        n10 = _S0.unpack_from(b, p)[0]
         p += 4
-        if n5 < 0:
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
                 it, p = _d_MetadataResponseTopic_8(b, p)
-                l6.append(it)
-            o.topics = l6
+                l11.append(it)
+            o.topics = l11
         F = 'ClusterAuthorizedOperations'
         o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
         p += 4
@@ -2440,67 +3448,137 @@ def _d_MetadataResponse_9(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_9(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                F = 'Brokers'
+                u8 = s3.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            if n13 != -1:
+                raise _DecodeError('negative string length ' + str(n13), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e14].decode()
+            p = e14
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
+        n15 = b[p]
+        if n15 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n15 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l16 = []
+            for _ in range(n15):
                 it, p = _d_MetadataResponseTopic_9(b, p)
-                l6.append(it)
-            o.topics = l6
+                l16.append(it)
+            o.topics = l16
         F = 'ClusterAuthorizedOperations'
         o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2533,67 +3611,137 @@ def _d_MetadataResponse_10(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_9(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                F = 'Brokers'
+                u8 = s3.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            if n13 != -1:
+                raise _DecodeError('negative string length ' + str(n13), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e14].decode()
+            p = e14
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
+        n15 = b[p]
+        if n15 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n15 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l16 = []
+            for _ in range(n15):
                 it, p = _d_MetadataResponseTopic_10(b, p)
-                l6.append(it)
-            o.topics = l6
+                l16.append(it)
+            o.topics = l16
         F = 'ClusterAuthorizedOperations'
         o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2627,64 +3775,134 @@ def _d_MetadataResponse_11(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_9(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                F = 'Brokers'
+                u8 = s3.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            if n13 != -1:
+                raise _DecodeError('negative string length ' + str(n13), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e14].decode()
+            p = e14
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
+        n15 = b[p]
+        if n15 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n15 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l16 = []
+            for _ in range(n15):
                 it, p = _d_MetadataResponseTopic_10(b, p)
-                l6.append(it)
-            o.topics = l6
+                l16.append(it)
+            o.topics = l16
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2718,64 +3936,134 @@ def _d_MetadataResponse_12(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_9(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                F = 'Brokers'
+                u8 = s3.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            if n13 != -1:
+                raise _DecodeError('negative string length ' + str(n13), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e14].decode()
+            p = e14
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
+        n15 = b[p]
+        if n15 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n15 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l16 = []
+            for _ in range(n15):
                 it, p = _d_MetadataResponseTopic_12(b, p)
-                l6.append(it)
-            o.topics = l6
+                l16.append(it)
+            o.topics = l16
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2808,67 +4096,137 @@ def _d_MetadataResponse_13(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_MetadataResponseBroker_9(b, p)
-                l2.append(it)
+                s3 = _new(MetadataResponseBroker)
+                F = 'Brokers.NodeId'
+                s3.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Host'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.host = b[p:e5].decode()
+                    p = e5
+                F = 'Brokers.Port'
+                s3.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'Brokers.Rack'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.rack = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.rack = b[p:e7].decode()
+                    p = e7
+                F = 'Brokers'
+                u8 = s3.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            if n13 != -1:
+                raise _DecodeError('negative string length ' + str(n13), offset=p)
             o.cluster_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e14].decode()
+            p = e14
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
+        n15 = b[p]
+        if n15 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n15 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l16 = []
+            for _ in range(n15):
                 it, p = _d_MetadataResponseTopic_12(b, p)
-                l6.append(it)
-            o.topics = l6
+                l16.append(it)
+            o.topics = l16
         F = 'ErrorCode'
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn18 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn18:
+            if tn18 >= 128:
+                tn18, p = _ruv(b, p - 1)
+            if tn18 > L - p:
+                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn18):
+                tag19 = b[p]
+                if tag19 < 128:
+                    p += 1
+                else:
+                    tag19, p = _ruv(b, p)
+                tz20 = b[p]
+                if tz20 < 128:
+                    p += 1
+                else:
+                    tz20, p = _ruv(b, p)
+                te21 = p + tz20
+                if te21 > L:
+                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                u17[tag19] = b[p:te21]
+                p = te21
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -2887,16 +4245,27 @@ def _e_MetadataResponse_0(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_0(it, a)
-    v3 = o.topics
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 0')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v6 = o.topics
+    if v6 is None:
         raise _EncodeError('null in non-nullable field Topics at version 0')
     else:
-        n4 = len(v3)
-        a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponseTopic_0(it, a)
+        n7 = len(v6)
+        a(_S0.pack(n7))
+        for s8 in v6:
+            _e_MetadataResponseTopic_0(s8, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2910,17 +4279,36 @@ def _e_MetadataResponse_1(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_1(it, a)
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 1')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     a(_S0.pack(o.controller_id))
-    v3 = o.topics
-    if v3 is None:
+    v8 = o.topics
+    if v8 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
     else:
-        n4 = len(v3)
-        a(_S0.pack(n4))
-        for it in v3:
-            _e_MetadataResponseTopic_1(it, a)
+        n9 = len(v8)
+        a(_S0.pack(n9))
+        for s10 in v8:
+            _e_MetadataResponseTopic_1(s10, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2934,25 +4322,44 @@ def _e_MetadataResponse_2(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_2(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 2')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v8 = o.cluster_id
+    if v8 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v8 = v8.encode()
+        n9 = len(v8)
+        a(_S1.pack(n9))
+        a(v8)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v10 = o.topics
+    if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 2')
     else:
-        n6 = len(v5)
-        a(_S0.pack(n6))
-        for it in v5:
-            _e_MetadataResponseTopic_2(it, a)
+        n11 = len(v10)
+        a(_S0.pack(n11))
+        for s12 in v10:
+            _e_MetadataResponseTopic_2(s12, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -2967,25 +4374,44 @@ def _e_MetadataResponse_3(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_3(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 3')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v8 = o.cluster_id
+    if v8 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v8 = v8.encode()
+        n9 = len(v8)
+        a(_S1.pack(n9))
+        a(v8)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v10 = o.topics
+    if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 3')
     else:
-        n6 = len(v5)
-        a(_S0.pack(n6))
-        for it in v5:
-            _e_MetadataResponseTopic_3(it, a)
+        n11 = len(v10)
+        a(_S0.pack(n11))
+        for s12 in v10:
+            _e_MetadataResponseTopic_3(s12, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -3000,25 +4426,44 @@ def _e_MetadataResponse_4(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_4(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 4')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v8 = o.cluster_id
+    if v8 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v8 = v8.encode()
+        n9 = len(v8)
+        a(_S1.pack(n9))
+        a(v8)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v10 = o.topics
+    if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 4')
     else:
-        n6 = len(v5)
-        a(_S0.pack(n6))
-        for it in v5:
-            _e_MetadataResponseTopic_4(it, a)
+        n11 = len(v10)
+        a(_S0.pack(n11))
+        for s12 in v10:
+            _e_MetadataResponseTopic_4(s12, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -3033,25 +4478,44 @@ def _e_MetadataResponse_5(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_5(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 5')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v8 = o.cluster_id
+    if v8 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v8 = v8.encode()
+        n9 = len(v8)
+        a(_S1.pack(n9))
+        a(v8)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v10 = o.topics
+    if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 5')
     else:
-        n6 = len(v5)
-        a(_S0.pack(n6))
-        for it in v5:
-            _e_MetadataResponseTopic_5(it, a)
+        n11 = len(v10)
+        a(_S0.pack(n11))
+        for s12 in v10:
+            _e_MetadataResponseTopic_5(s12, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -3066,25 +4530,44 @@ def _e_MetadataResponse_6(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_6(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 6')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v8 = o.cluster_id
+    if v8 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v8 = v8.encode()
+        n9 = len(v8)
+        a(_S1.pack(n9))
+        a(v8)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v10 = o.topics
+    if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 6')
     else:
-        n6 = len(v5)
-        a(_S0.pack(n6))
-        for it in v5:
-            _e_MetadataResponseTopic_6(it, a)
+        n11 = len(v10)
+        a(_S0.pack(n11))
+        for s12 in v10:
+            _e_MetadataResponseTopic_6(s12, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -3099,25 +4582,44 @@ def _e_MetadataResponse_7(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_7(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 7')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v8 = o.cluster_id
+    if v8 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v8 = v8.encode()
+        n9 = len(v8)
+        a(_S1.pack(n9))
+        a(v8)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v10 = o.topics
+    if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 7')
     else:
-        n6 = len(v5)
-        a(_S0.pack(n6))
-        for it in v5:
-            _e_MetadataResponseTopic_7(it, a)
+        n11 = len(v10)
+        a(_S0.pack(n11))
+        for s12 in v10:
+            _e_MetadataResponseTopic_7(s12, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -3130,25 +4632,44 @@ def _e_MetadataResponse_8(o, a):
     else:
         n2 = len(v1)
         a(_S0.pack(n2))
-        for it in v1:
-            _e_MetadataResponseBroker_8(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 8')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v8 = o.cluster_id
+    if v8 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v8 = v8.encode()
+        n9 = len(v8)
+        a(_S1.pack(n9))
+        a(v8)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v10 = o.topics
+    if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 8')
     else:
-        n6 = len(v5)
-        a(_S0.pack(n6))
-        for it in v5:
-            _e_MetadataResponseTopic_8(it, a)
+        n11 = len(v10)
+        a(_S0.pack(n11))
+        for s12 in v10:
+            _e_MetadataResponseTopic_8(s12, a)
     a(_S0.pack(o.cluster_authorized_operations))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -3162,29 +4683,51 @@ def _e_MetadataResponse_9(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataResponseBroker_9(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 9')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.cluster_id
+    if v9 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
+        v9 = v9.encode()
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        a(v9)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v11 = o.topics
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 9')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_MetadataResponseTopic_9(it, a)
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            _e_MetadataResponseTopic_9(s13, a)
     a(_S0.pack(o.cluster_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 
@@ -3197,29 +4740,51 @@ def _e_MetadataResponse_10(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataResponseBroker_10(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 10')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.cluster_id
+    if v9 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
+        v9 = v9.encode()
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        a(v9)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v11 = o.topics
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 10')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_MetadataResponseTopic_10(it, a)
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            _e_MetadataResponseTopic_10(s13, a)
     a(_S0.pack(o.cluster_authorized_operations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 
@@ -3234,28 +4799,50 @@ def _e_MetadataResponse_11(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataResponseBroker_11(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 11')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.cluster_id
+    if v9 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
+        v9 = v9.encode()
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        a(v9)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v11 = o.topics
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 11')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_MetadataResponseTopic_11(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            _e_MetadataResponseTopic_11(s13, a)
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 
@@ -3270,28 +4857,50 @@ def _e_MetadataResponse_12(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataResponseBroker_12(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 12')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.cluster_id
+    if v9 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
+        v9 = v9.encode()
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        a(v9)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v11 = o.topics
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 12')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_MetadataResponseTopic_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            _e_MetadataResponseTopic_12(s13, a)
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 
@@ -3306,29 +4915,51 @@ def _e_MetadataResponse_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_MetadataResponseBroker_13(it, a)
-    v3 = o.cluster_id
-    if v3 is None:
+        for s3 in v1:
+            a(_S0.pack(s3.node_id))
+            v4 = s3.host
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Host at version 13')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S0.pack(s3.port))
+            v6 = s3.rack
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.cluster_id
+    if v9 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
+        v9 = v9.encode()
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        a(v9)
     a(_S0.pack(o.controller_id))
-    v5 = o.topics
-    if v5 is None:
+    v11 = o.topics
+    if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 13')
     else:
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_MetadataResponseTopic_13(it, a)
+        n12 = len(v11)
+        a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+        for s13 in v11:
+            _e_MetadataResponseTopic_13(s13, a)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u14 = o.unknown_tagged_fields
+    if u14:
+        _wtags(sorted(u14.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -147,7 +149,10 @@ def _d_OffsetFetchRequestTopic_1(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -191,26 +196,36 @@ def _d_OffsetFetchRequestTopic_6(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -336,9 +351,9 @@ def _e_OffsetFetchRequestTopic_6(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -359,9 +374,9 @@ def _e_OffsetFetchRequestTopic_7(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -399,26 +414,36 @@ def _d_OffsetFetchRequestTopics_8(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -466,27 +491,92 @@ def _d_OffsetFetchRequestGroup_8(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchRequestTopics_8(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchRequestTopics)
+                s5.topic_id = ZERO_UUID
+                F = 'Topics.Name'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'Topics.PartitionIndexes'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'Topics'
+                u9 = s5.unknown_tagged_fields = {}
+                tn10 = b[p]
+                p += 1
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag11 = b[p]
+                        if tag11 < 128:
+                            p += 1
+                        else:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
+                            p += 1
+                        else:
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u9[tag11] = b[p:te13]
+                        p = te13
+                l4.append(s5)
             o.topics = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn15 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn15:
+            if tn15 >= 128:
+                tn15, p = _ruv(b, p - 1)
+            if tn15 > L - p:
+                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn15):
+                tag16 = b[p]
+                if tag16 < 128:
+                    p += 1
+                else:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
+                    p += 1
+                else:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u14[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -552,27 +642,92 @@ def _d_OffsetFetchRequestGroup_9(b, p):
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l6 = []
             for _ in range(n5):
-                it, p = _d_OffsetFetchRequestTopics_8(b, p)
-                l6.append(it)
+                s7 = _new(OffsetFetchRequestTopics)
+                s7.topic_id = ZERO_UUID
+                F = 'Topics.Name'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s7.name = b[p:e9].decode()
+                    p = e9
+                F = 'Topics.PartitionIndexes'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s7.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
+                    else:
+                        s7.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                F = 'Topics'
+                u11 = s7.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l6.append(s7)
             o.topics = l6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn17 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn17:
+            if tn17 >= 128:
+                tn17, p = _ruv(b, p - 1)
+            if tn17 > L - p:
+                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn17):
+                tag18 = b[p]
+                if tag18 < 128:
+                    p += 1
+                else:
+                    tag18, p = _ruv(b, p)
+                tz19 = b[p]
+                if tz19 < 128:
+                    p += 1
+                else:
+                    tz19, p = _ruv(b, p)
+                te20 = p + tz19
+                if te20 > L:
+                    raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
+                u16[tag18] = b[p:te20]
+                p = te20
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -589,41 +744,51 @@ def _d_OffsetFetchRequestTopics_10(b, p):
         o = _new(OffsetFetchRequestTopics)
         o.name = ''
         F = 'TopicId'
-        t0, = _S2.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S2.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'PartitionIndexes'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.partition_indexes = list(_unpack_from('>' + str(n1) + 'i', b, p))
-            p += n1 * 4
+            if n2 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n2 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n2].unpack_from(b, p))
+            else:
+                o.partition_indexes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+            p += n2 * 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -689,27 +854,81 @@ def _d_OffsetFetchRequestGroup_10(b, p):
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l6 = []
             for _ in range(n5):
-                it, p = _d_OffsetFetchRequestTopics_10(b, p)
-                l6.append(it)
+                s7 = _new(OffsetFetchRequestTopics)
+                s7.name = ''
+                F = 'Topics.TopicId'
+                t8, = _S2.unpack_from(b, p)
+                s7.topic_id = _UC.get(t8) or _uuid(t8)
+                p += 16
+                F = 'Topics.PartitionIndexes'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s7.partition_indexes = list(_ARRAY['i'][n9].unpack_from(b, p))
+                    else:
+                        s7.partition_indexes = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                F = 'Topics'
+                u10 = s7.unknown_tagged_fields = {}
+                tn11 = b[p]
+                p += 1
+                if tn11:
+                    if tn11 >= 128:
+                        tn11, p = _ruv(b, p - 1)
+                    if tn11 > L - p:
+                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn11):
+                        tag12 = b[p]
+                        if tag12 < 128:
+                            p += 1
+                        else:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
+                            p += 1
+                        else:
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u10[tag12] = b[p:te14]
+                        p = te14
+                l6.append(s7)
             o.topics = l6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -735,9 +954,9 @@ def _e_OffsetFetchRequestTopics_8(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -757,11 +976,30 @@ def _e_OffsetFetchRequestGroup_8(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchRequestTopics_8(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 8')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 8')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -782,9 +1020,9 @@ def _e_OffsetFetchRequestTopics_9(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(_pack('>' + str(n4) + 'i', *v3))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -813,11 +1051,30 @@ def _e_OffsetFetchRequestGroup_9(o, a):
     else:
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_OffsetFetchRequestTopics_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s7 in v5:
+            v8 = s7.name
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field Name at version 9')
+            else:
+                v8 = v8.encode()
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(v8)
+            v10 = s7.partition_indexes
+            if v10 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 9')
+            else:
+                n11 = len(v10)
+                a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                a(_pack('>' + str(n11) + 'i', *v10))
+            u12 = s7.unknown_tagged_fields
+            if u12:
+                _wtags(sorted(u12.items()), a)
+            else:
+                a(b'\x00')
+    u13 = o.unknown_tagged_fields
+    if u13:
+        _wtags(sorted(u13.items()), a)
     else:
         a(b'\x00')
 
@@ -831,9 +1088,9 @@ def _e_OffsetFetchRequestTopics_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(_pack('>' + str(n2) + 'i', *v1))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -862,11 +1119,23 @@ def _e_OffsetFetchRequestGroup_10(o, a):
     else:
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        for it in v5:
-            _e_OffsetFetchRequestTopics_10(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s7 in v5:
+            a(_S2.pack(s7.topic_id.bytes))
+            v8 = s7.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 10')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            u10 = s7.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -899,8 +1168,33 @@ def _d_OffsetFetchRequest_1(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchRequestTopic_1(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchRequestTopic)
+                F = 'Topics.Name'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'Topics.PartitionIndexes'
+                n8 = _S1.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.topics = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -942,8 +1236,33 @@ def _d_OffsetFetchRequest_2(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchRequestTopic_1(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchRequestTopic)
+                F = 'Topics.Name'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'Topics.PartitionIndexes'
+                n8 = _S1.unpack_from(b, p)[0]
+                p += 4
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.topics = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -993,27 +1312,91 @@ def _d_OffsetFetchRequest_6(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchRequestTopic_6(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchRequestTopic)
+                F = 'Topics.Name'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'Topics.PartitionIndexes'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'Topics'
+                u9 = s5.unknown_tagged_fields = {}
+                tn10 = b[p]
+                p += 1
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag11 = b[p]
+                        if tag11 < 128:
+                            p += 1
+                        else:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
+                            p += 1
+                        else:
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u9[tag11] = b[p:te13]
+                        p = te13
+                l4.append(s5)
             o.topics = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn15 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn15:
+            if tn15 >= 128:
+                tn15, p = _ruv(b, p - 1)
+            if tn15 > L - p:
+                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn15):
+                tag16 = b[p]
+                if tag16 < 128:
+                    p += 1
+                else:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
+                    p += 1
+                else:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u14[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1060,30 +1443,94 @@ def _d_OffsetFetchRequest_7(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchRequestTopic_6(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchRequestTopic)
+                F = 'Topics.Name'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.name = b[p:e7].decode()
+                    p = e7
+                F = 'Topics.PartitionIndexes'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    else:
+                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                F = 'Topics'
+                u9 = s5.unknown_tagged_fields = {}
+                tn10 = b[p]
+                p += 1
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag11 = b[p]
+                        if tag11 < 128:
+                            p += 1
+                        else:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
+                            p += 1
+                        else:
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u9[tag11] = b[p:te13]
+                        p = te13
+                l4.append(s5)
             o.topics = l4
         F = 'RequireStable'
         o.require_stable = _S3.unpack_from(b, p)[0]
         p += 1
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn15 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn15:
+            if tn15 >= 128:
+                tn15, p = _ruv(b, p - 1)
+            if tn15 > L - p:
+                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn15):
+                tag16 = b[p]
+                if tag16 < 128:
+                    p += 1
+                else:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
+                    p += 1
+                else:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u14[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1121,23 +1568,30 @@ def _d_OffsetFetchRequest_8(b, p):
         o.require_stable = _S3.unpack_from(b, p)[0]
         p += 1
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1175,23 +1629,30 @@ def _d_OffsetFetchRequest_9(b, p):
         o.require_stable = _S3.unpack_from(b, p)[0]
         p += 1
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1229,23 +1690,30 @@ def _d_OffsetFetchRequest_10(b, p):
         o.require_stable = _S3.unpack_from(b, p)[0]
         p += 1
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1274,8 +1742,24 @@ def _e_OffsetFetchRequest_1(o, a):
     else:
         n4 = len(v3)
         a(_S1.pack(n4))
-        for it in v3:
-            _e_OffsetFetchRequestTopic_1(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 1')
+            else:
+                n9 = len(v8)
+                a(_S1.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1299,8 +1783,24 @@ def _e_OffsetFetchRequest_2(o, a):
     else:
         n4 = len(v3)
         a(_S1.pack(n4))
-        for it in v3:
-            _e_OffsetFetchRequestTopic_2(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 2')
+            else:
+                n9 = len(v8)
+                a(_S1.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1324,8 +1824,24 @@ def _e_OffsetFetchRequest_3(o, a):
     else:
         n4 = len(v3)
         a(_S1.pack(n4))
-        for it in v3:
-            _e_OffsetFetchRequestTopic_3(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 3')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 3')
+            else:
+                n9 = len(v8)
+                a(_S1.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1349,8 +1865,24 @@ def _e_OffsetFetchRequest_4(o, a):
     else:
         n4 = len(v3)
         a(_S1.pack(n4))
-        for it in v3:
-            _e_OffsetFetchRequestTopic_4(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 4')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 4')
+            else:
+                n9 = len(v8)
+                a(_S1.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1374,8 +1906,24 @@ def _e_OffsetFetchRequest_5(o, a):
     else:
         n4 = len(v3)
         a(_S1.pack(n4))
-        for it in v3:
-            _e_OffsetFetchRequestTopic_5(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 5')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 5')
+            else:
+                n9 = len(v8)
+                a(_S1.pack(n9))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1399,11 +1947,30 @@ def _e_OffsetFetchRequest_6(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchRequestTopic_6(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 6')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 6')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -1425,12 +1992,31 @@ def _e_OffsetFetchRequest_7(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchRequestTopic_7(it, a)
+        for s5 in v3:
+            v6 = s5.name
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Name at version 7')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            v8 = s5.partition_indexes
+            if v8 is None:
+                raise _EncodeError('null in non-nullable field PartitionIndexes at version 7')
+            else:
+                n9 = len(v8)
+                a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+                a(_pack('>' + str(n9) + 'i', *v8))
+            u10 = s5.unknown_tagged_fields
+            if u10:
+                _wtags(sorted(u10.items()), a)
+            else:
+                a(b'\x00')
     a(_S3.pack(o.require_stable))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 
@@ -1446,12 +2032,12 @@ def _e_OffsetFetchRequest_8(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchRequestGroup_8(it, a)
+        for s3 in v1:
+            _e_OffsetFetchRequestGroup_8(s3, a)
     a(_S3.pack(o.require_stable))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1467,12 +2053,12 @@ def _e_OffsetFetchRequest_9(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchRequestGroup_9(it, a)
+        for s3 in v1:
+            _e_OffsetFetchRequestGroup_9(s3, a)
     a(_S3.pack(o.require_stable))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1488,12 +2074,12 @@ def _e_OffsetFetchRequest_10(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchRequestGroup_10(it, a)
+        for s3 in v1:
+            _e_OffsetFetchRequestGroup_10(s3, a)
     a(_S3.pack(o.require_stable))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -231,8 +233,29 @@ def _d_OffsetFetchResponseTopic_1(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchResponsePartition_1(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchResponsePartition)
+                s5.committed_leader_epoch = -1
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.committed_offset = _S0.unpack_from(b, p)
+                p += 12
+                F = 'Partitions.Metadata'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.metadata = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.metadata = b[p:e7].decode()
+                    p = e7
+                F = 'Partitions.ErrorCode'
+                s5.error_code = _S1.unpack_from(b, p)[0]
+                p += 2
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -304,8 +327,28 @@ def _d_OffsetFetchResponseTopic_5(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchResponsePartition_5(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchResponsePartition)
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+                p += 16
+                F = 'Partitions.Metadata'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.metadata = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.metadata = b[p:e7].decode()
+                    p = e7
+                F = 'Partitions.ErrorCode'
+                s5.error_code = _S1.unpack_from(b, p)[0]
+                p += 2
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -346,23 +389,30 @@ def _d_OffsetFetchResponsePartition_6(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -406,27 +456,82 @@ def _d_OffsetFetchResponseTopic_6(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchResponsePartition_6(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchResponsePartition)
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+                p += 16
+                F = 'Partitions.Metadata'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.metadata = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.metadata = b[p:e7].decode()
+                    p = e7
+                F = 'Partitions.ErrorCode'
+                s5.error_code = _S1.unpack_from(b, p)[0]
+                p += 2
+                F = 'Partitions'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn14 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn14:
+            if tn14 >= 128:
+                tn14, p = _ruv(b, p - 1)
+            if tn14 > L - p:
+                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn14):
+                tag15 = b[p]
+                if tag15 < 128:
+                    p += 1
+                else:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
+                    p += 1
+                else:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u13[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -466,8 +571,19 @@ def _e_OffsetFetchResponseTopic_1(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_OffsetFetchResponsePartition_1(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -487,8 +603,19 @@ def _e_OffsetFetchResponseTopic_2(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_OffsetFetchResponsePartition_1(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -508,8 +635,19 @@ def _e_OffsetFetchResponseTopic_3(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_OffsetFetchResponsePartition_1(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -529,8 +667,19 @@ def _e_OffsetFetchResponseTopic_4(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_OffsetFetchResponsePartition_1(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -565,8 +714,19 @@ def _e_OffsetFetchResponseTopic_5(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_OffsetFetchResponsePartition_5(it, a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -582,9 +742,9 @@ def _e_OffsetFetchResponsePartition_6(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -604,11 +764,25 @@ def _e_OffsetFetchResponseTopic_6(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchResponsePartition_6(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -628,11 +802,25 @@ def _e_OffsetFetchResponseTopic_7(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchResponsePartition_6(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -666,23 +854,30 @@ def _d_OffsetFetchResponsePartitions_8(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -727,27 +922,82 @@ def _d_OffsetFetchResponseTopics_8(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_OffsetFetchResponsePartitions_8(b, p)
-                l4.append(it)
+                s5 = _new(OffsetFetchResponsePartitions)
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+                p += 16
+                F = 'Partitions.Metadata'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.metadata = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.metadata = b[p:e7].decode()
+                    p = e7
+                F = 'Partitions.ErrorCode'
+                s5.error_code = _S1.unpack_from(b, p)[0]
+                p += 2
+                F = 'Partitions'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn14 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn14:
+            if tn14 >= 128:
+                tn14, p = _ruv(b, p - 1)
+            if tn14 > L - p:
+                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn14):
+                tag15 = b[p]
+                if tag15 < 128:
+                    p += 1
+                else:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
+                    p += 1
+                else:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u13[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -798,23 +1048,30 @@ def _d_OffsetFetchResponseGroup_8(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -831,44 +1088,99 @@ def _d_OffsetFetchResponseTopics_10(b, p):
         o = _new(OffsetFetchResponseTopics)
         o.name = ''
         F = 'TopicId'
-        t0, = _S4.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S4.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'Partitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_OffsetFetchResponsePartitions_8(b, p)
-                l2.append(it)
-            o.partitions = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(OffsetFetchResponsePartitions)
+                F = 'Partitions.PartitionIndex'
+                s4.partition_index, s4.committed_offset, s4.committed_leader_epoch = _S3.unpack_from(b, p)
+                p += 16
+                F = 'Partitions.Metadata'
+                n5 = b[p]
+                if n5 < 128:
+                    p += 1
+                else:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
+                    if n5 != -1:
+                        raise _DecodeError('negative string length ' + str(n5), offset=p)
+                    s4.metadata = None
+                else:
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    s4.metadata = b[p:e6].decode()
+                    p = e6
+                F = 'Partitions.ErrorCode'
+                s4.error_code = _S1.unpack_from(b, p)[0]
+                p += 2
+                F = 'Partitions'
+                u7 = s4.unknown_tagged_fields = {}
+                tn8 = b[p]
+                p += 1
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag9 = b[p]
+                        if tag9 < 128:
+                            p += 1
+                        else:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
+                            p += 1
+                        else:
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u7[tag9] = b[p:te11]
+                        p = te11
+                l3.append(s4)
+            o.partitions = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn13 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn13:
+            if tn13 >= 128:
+                tn13, p = _ruv(b, p - 1)
+            if tn13 > L - p:
+                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn13):
+                tag14 = b[p]
+                if tag14 < 128:
+                    p += 1
+                else:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
+                    p += 1
+                else:
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u12[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -919,23 +1231,30 @@ def _d_OffsetFetchResponseGroup_10(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -956,9 +1275,9 @@ def _e_OffsetFetchResponsePartitions_8(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -978,11 +1297,25 @@ def _e_OffsetFetchResponseTopics_8(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchResponsePartitions_8(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -1002,12 +1335,12 @@ def _e_OffsetFetchResponseGroup_8(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchResponseTopics_8(it, a)
+        for s5 in v3:
+            _e_OffsetFetchResponseTopics_8(s5, a)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1027,11 +1360,25 @@ def _e_OffsetFetchResponseTopics_9(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchResponsePartitions_8(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.metadata
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S1.pack(s5.error_code))
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -1051,12 +1398,12 @@ def _e_OffsetFetchResponseGroup_9(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchResponseTopics_9(it, a)
+        for s5 in v3:
+            _e_OffsetFetchResponseTopics_9(s5, a)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1069,11 +1416,25 @@ def _e_OffsetFetchResponseTopics_10(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchResponsePartitions_8(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S3.pack(s3.partition_index, s3.committed_offset, s3.committed_leader_epoch))
+            v4 = s3.metadata
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            a(_S1.pack(s3.error_code))
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -1093,12 +1454,12 @@ def _e_OffsetFetchResponseGroup_10(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_OffsetFetchResponseTopics_10(it, a)
+        for s5 in v3:
+            _e_OffsetFetchResponseTopics_10(s5, a)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1267,23 +1628,30 @@ def _d_OffsetFetchResponse_6(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1321,23 +1689,30 @@ def _d_OffsetFetchResponse_8(b, p):
                 l2.append(it)
             o.groups = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1375,23 +1750,30 @@ def _d_OffsetFetchResponse_10(b, p):
                 l2.append(it)
             o.groups = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1410,8 +1792,8 @@ def _e_OffsetFetchResponse_1(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_OffsetFetchResponseTopic_1(it, a)
+        for s3 in v1:
+            _e_OffsetFetchResponseTopic_1(s3, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1425,8 +1807,8 @@ def _e_OffsetFetchResponse_2(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_OffsetFetchResponseTopic_2(it, a)
+        for s3 in v1:
+            _e_OffsetFetchResponseTopic_2(s3, a)
     a(_S1.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1442,8 +1824,8 @@ def _e_OffsetFetchResponse_3(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_OffsetFetchResponseTopic_3(it, a)
+        for s3 in v1:
+            _e_OffsetFetchResponseTopic_3(s3, a)
     a(_S1.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1459,8 +1841,8 @@ def _e_OffsetFetchResponse_4(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_OffsetFetchResponseTopic_4(it, a)
+        for s3 in v1:
+            _e_OffsetFetchResponseTopic_4(s3, a)
     a(_S1.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1476,8 +1858,8 @@ def _e_OffsetFetchResponse_5(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_OffsetFetchResponseTopic_5(it, a)
+        for s3 in v1:
+            _e_OffsetFetchResponseTopic_5(s3, a)
     a(_S1.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1493,12 +1875,12 @@ def _e_OffsetFetchResponse_6(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchResponseTopic_6(it, a)
+        for s3 in v1:
+            _e_OffsetFetchResponseTopic_6(s3, a)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1513,12 +1895,12 @@ def _e_OffsetFetchResponse_7(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchResponseTopic_7(it, a)
+        for s3 in v1:
+            _e_OffsetFetchResponseTopic_7(s3, a)
     a(_S1.pack(o.error_code))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1533,11 +1915,11 @@ def _e_OffsetFetchResponse_8(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchResponseGroup_8(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_OffsetFetchResponseGroup_8(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1552,11 +1934,11 @@ def _e_OffsetFetchResponse_9(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchResponseGroup_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_OffsetFetchResponseGroup_9(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1571,11 +1953,11 @@ def _e_OffsetFetchResponse_10(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_OffsetFetchResponseGroup_10(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_OffsetFetchResponseGroup_10(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -158,8 +160,25 @@ def _d_TopicProduceData_3(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionProduceData_3(b, p)
-                l4.append(it)
+                s5 = _new(PartitionProduceData)
+                F = 'PartitionData.Index'
+                s5.index = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'PartitionData.Records'
+                n6 = _S0.unpack_from(b, p)[0]
+                p += 4
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative records length ' + str(n6), offset=p)
+                    s5.records = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('records' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.records = b[p:e7]
+                    p = e7
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partition_data = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -197,23 +216,30 @@ def _d_PartitionProduceData_9(b, p):
             o.records = b[p:e2]
             p = e2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -258,27 +284,79 @@ def _d_TopicProduceData_9(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionProduceData_9(b, p)
-                l4.append(it)
+                s5 = _new(PartitionProduceData)
+                F = 'PartitionData.Index'
+                s5.index = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'PartitionData.Records'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative records length ' + str(n6), offset=p)
+                    s5.records = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('records' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.records = b[p:e7]
+                    p = e7
+                F = 'PartitionData'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.partition_data = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn14 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn14:
+            if tn14 >= 128:
+                tn14, p = _ruv(b, p - 1)
+            if tn14 > L - p:
+                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn14):
+                tag15 = b[p]
+                if tag15 < 128:
+                    p += 1
+                else:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
+                    p += 1
+                else:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u13[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -295,44 +373,96 @@ def _d_TopicProduceData_13(b, p):
         o = _new(TopicProduceData)
         o.name = ''
         F = 'TopicId'
-        t0, = _S2.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S2.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'PartitionData'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_PartitionProduceData_9(b, p)
-                l2.append(it)
-            o.partition_data = l2
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(PartitionProduceData)
+                F = 'PartitionData.Index'
+                s4.index = _S0.unpack_from(b, p)[0]
+                p += 4
+                F = 'PartitionData.Records'
+                n5 = b[p]
+                if n5 < 128:
+                    p += 1
+                else:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
+                    if n5 != -1:
+                        raise _DecodeError('negative records length ' + str(n5), offset=p)
+                    s4.records = None
+                else:
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('records' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    s4.records = b[p:e6]
+                    p = e6
+                F = 'PartitionData'
+                u7 = s4.unknown_tagged_fields = {}
+                tn8 = b[p]
+                p += 1
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag9 = b[p]
+                        if tag9 < 128:
+                            p += 1
+                        else:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
+                            p += 1
+                        else:
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u7[tag9] = b[p:te11]
+                        p = te11
+                l3.append(s4)
+            o.partition_data = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn13 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn13:
+            if tn13 >= 128:
+                tn13, p = _ruv(b, p - 1)
+            if tn13 > L - p:
+                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn13):
+                tag14 = b[p]
+                if tag14 < 128:
+                    p += 1
+                else:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
+                    p += 1
+                else:
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u12[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -370,8 +500,17 @@ def _e_TopicProduceData_3(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_PartitionProduceData_3(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\xff\xff\xff\xff')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -391,8 +530,17 @@ def _e_TopicProduceData_4(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_PartitionProduceData_3(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\xff\xff\xff\xff')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -412,8 +560,17 @@ def _e_TopicProduceData_5(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_PartitionProduceData_3(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\xff\xff\xff\xff')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -433,8 +590,17 @@ def _e_TopicProduceData_6(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_PartitionProduceData_3(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\xff\xff\xff\xff')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -454,8 +620,17 @@ def _e_TopicProduceData_7(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_PartitionProduceData_3(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\xff\xff\xff\xff')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -475,8 +650,17 @@ def _e_TopicProduceData_8(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_PartitionProduceData_3(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\xff\xff\xff\xff')
+            else:
+                n7 = len(v6)
+                a(_S0.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -490,9 +674,9 @@ def _e_PartitionProduceData_9(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -512,11 +696,23 @@ def _e_TopicProduceData_9(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceData_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\x00')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -536,11 +732,23 @@ def _e_TopicProduceData_10(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceData_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\x00')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -560,11 +768,23 @@ def _e_TopicProduceData_11(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceData_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\x00')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -584,11 +804,23 @@ def _e_TopicProduceData_12(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceData_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.index))
+            v6 = s5.records
+            if v6 is None:
+                a(b'\x00')
+            else:
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -601,11 +833,23 @@ def _e_TopicProduceData_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionProduceData_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            a(_S0.pack(s3.index))
+            v4 = s3.records
+            if v4 is None:
+                a(b'\x00')
+            else:
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -697,23 +941,30 @@ def _d_ProduceRequest_9(b, p):
                 l4.append(it)
             o.topic_data = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -766,23 +1017,30 @@ def _d_ProduceRequest_13(b, p):
                 l4.append(it)
             o.topic_data = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -808,8 +1066,8 @@ def _e_ProduceRequest_3(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_TopicProduceData_3(it, a)
+        for s5 in v3:
+            _e_TopicProduceData_3(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -830,8 +1088,8 @@ def _e_ProduceRequest_4(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_TopicProduceData_4(it, a)
+        for s5 in v3:
+            _e_TopicProduceData_4(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -852,8 +1110,8 @@ def _e_ProduceRequest_5(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_TopicProduceData_5(it, a)
+        for s5 in v3:
+            _e_TopicProduceData_5(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -874,8 +1132,8 @@ def _e_ProduceRequest_6(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_TopicProduceData_6(it, a)
+        for s5 in v3:
+            _e_TopicProduceData_6(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -896,8 +1154,8 @@ def _e_ProduceRequest_7(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_TopicProduceData_7(it, a)
+        for s5 in v3:
+            _e_TopicProduceData_7(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -918,8 +1176,8 @@ def _e_ProduceRequest_8(o, a):
     else:
         n4 = len(v3)
         a(_S0.pack(n4))
-        for it in v3:
-            _e_TopicProduceData_8(it, a)
+        for s5 in v3:
+            _e_TopicProduceData_8(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -940,11 +1198,11 @@ def _e_ProduceRequest_9(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicProduceData_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicProduceData_9(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -965,11 +1223,11 @@ def _e_ProduceRequest_10(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicProduceData_10(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicProduceData_10(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -990,11 +1248,11 @@ def _e_ProduceRequest_11(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicProduceData_11(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicProduceData_11(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1015,11 +1273,11 @@ def _e_ProduceRequest_12(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicProduceData_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicProduceData_12(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1040,11 +1298,11 @@ def _e_ProduceRequest_13(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicProduceData_13(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicProduceData_13(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -221,8 +223,16 @@ def _d_TopicProduceResponse_3(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionProduceResponse_3(b, p)
-                l4.append(it)
+                s5 = _new(PartitionProduceResponse)
+                s5.log_start_offset = -1
+                s5.record_errors = []
+                s5.error_message = None
+                s5.current_leader = LeaderIdAndEpoch()
+                F = 'PartitionResponses.Index'
+                s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms = _S0.unpack_from(b, p)
+                p += 22
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partition_responses = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -282,8 +292,15 @@ def _d_TopicProduceResponse_5(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionProduceResponse_5(b, p)
-                l4.append(it)
+                s5 = _new(PartitionProduceResponse)
+                s5.record_errors = []
+                s5.error_message = None
+                s5.current_leader = LeaderIdAndEpoch()
+                F = 'PartitionResponses.Index'
+                s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset = _S3.unpack_from(b, p)
+                p += 30
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partition_responses = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -345,22 +362,39 @@ def _d_PartitionProduceResponse_8(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_BatchIndexAndErrorMessage_8(b, p)
-                l2.append(it)
+                s3 = _new(BatchIndexAndErrorMessage)
+                F = 'RecordErrors.BatchIndex'
+                s3.batch_index = _S2.unpack_from(b, p)[0]
+                p += 4
+                F = 'RecordErrors.BatchIndexErrorMessage'
+                n4 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n4 < 0:
+                    if n4 != -1:
+                        raise _DecodeError('negative string length ' + str(n4), offset=p)
+                    s3.batch_index_error_message = None
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.batch_index_error_message = b[p:e5].decode()
+                    p = e5
+                s3.unknown_tagged_fields = {}
+                l2.append(s3)
             o.record_errors = l2
         F = 'ErrorMessage'
-        n3 = _S1.unpack_from(b, p)[0]
+        n6 = _S1.unpack_from(b, p)[0]
         p += 2
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative string length ' + str(n6), offset=p)
             o.error_message = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e4].decode()
-            p = e4
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e7].decode()
+            p = e7
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -437,23 +471,30 @@ def _d_BatchIndexAndErrorMessage_9(b, p):
             o.batch_index_error_message = b[p:e2].decode()
             p = e2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -486,47 +527,99 @@ def _d_PartitionProduceResponse_9(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_BatchIndexAndErrorMessage_9(b, p)
-                l2.append(it)
+                s3 = _new(BatchIndexAndErrorMessage)
+                F = 'RecordErrors.BatchIndex'
+                s3.batch_index = _S2.unpack_from(b, p)[0]
+                p += 4
+                F = 'RecordErrors.BatchIndexErrorMessage'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    if n4 != -1:
+                        raise _DecodeError('negative string length ' + str(n4), offset=p)
+                    s3.batch_index_error_message = None
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.batch_index_error_message = b[p:e5].decode()
+                    p = e5
+                F = 'RecordErrors'
+                u6 = s3.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l2.append(s3)
             o.record_errors = l2
         F = 'ErrorMessage'
-        n3 = b[p]
-        if n3 < 128:
+        n11 = b[p]
+        if n11 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n11, p = _ruv(b, p)
+        n11 -= 1
+        if n11 < 0:
+            if n11 != -1:
+                raise _DecodeError('negative string length ' + str(n11), offset=p)
             o.error_message = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e4].decode()
-            p = e4
+            e12 = p + n11
+            if e12 > L:
+                raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e12].decode()
+            p = e12
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn14 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 9', offset=p)
+        if tn14:
+            if tn14 >= 128:
+                tn14, p = _ruv(b, p - 1)
+            if tn14 > L - p:
+                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn14):
+                tag15 = b[p]
+                if tag15 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
+                    p += 1
+                else:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                if tag15 in (0,):
+                    raise _DecodeError('tag ' + str(tag15) + ' is not valid for version 9', offset=p)
+                else:
+                    u13[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -575,23 +668,30 @@ def _d_TopicProduceResponse_9(b, p):
                 l4.append(it)
             o.partition_responses = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -610,23 +710,30 @@ def _d_LeaderIdAndEpoch_10(b, p):
         o.leader_id, o.leader_epoch = _S4.unpack_from(b, p)
         p += 8
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -658,52 +765,103 @@ def _d_PartitionProduceResponse_10(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_BatchIndexAndErrorMessage_9(b, p)
-                l2.append(it)
+                s3 = _new(BatchIndexAndErrorMessage)
+                F = 'RecordErrors.BatchIndex'
+                s3.batch_index = _S2.unpack_from(b, p)[0]
+                p += 4
+                F = 'RecordErrors.BatchIndexErrorMessage'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    if n4 != -1:
+                        raise _DecodeError('negative string length ' + str(n4), offset=p)
+                    s3.batch_index_error_message = None
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.batch_index_error_message = b[p:e5].decode()
+                    p = e5
+                F = 'RecordErrors'
+                u6 = s3.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l2.append(s3)
             o.record_errors = l2
         F = 'ErrorMessage'
-        n3 = b[p]
-        if n3 < 128:
+        n11 = b[p]
+        if n11 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n11, p = _ruv(b, p)
+        n11 -= 1
+        if n11 < 0:
+            if n11 != -1:
+                raise _DecodeError('negative string length ' + str(n11), offset=p)
             o.error_message = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e4].decode()
-            p = e4
+            e12 = p + n11
+            if e12 > L:
+                raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e12].decode()
+            p = e12
         o.current_leader = LeaderIdAndEpoch()
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn14 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn14:
+            if tn14 >= 128:
+                tn14, p = _ruv(b, p - 1)
+            if tn14 > L - p:
+                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn14):
+                tag15 = b[p]
+                if tag15 < 128:
+                    p += 1
+                else:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
+                    p += 1
+                else:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                if tag15 == 0:
                     F = 'CurrentLeader'
                     o.current_leader, p = _d_LeaderIdAndEpoch_10(b, p)
-                    if p != e:
+                    if p != te17:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u13[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -752,23 +910,30 @@ def _d_TopicProduceResponse_10(b, p):
                 l4.append(it)
             o.partition_responses = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -785,44 +950,51 @@ def _d_TopicProduceResponse_13(b, p):
         o = _new(TopicProduceResponse)
         o.name = ''
         F = 'TopicId'
-        t0, = _S5.unpack_from(b, p)
-        o.topic_id = _uuid(t0)
+        t1, = _S5.unpack_from(b, p)
+        o.topic_id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = 'PartitionResponses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_PartitionProduceResponse_10(b, p)
-                l2.append(it)
-            o.partition_responses = l2
+                l3.append(it)
+            o.partition_responses = l3
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn5 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn5:
+            if tn5 >= 128:
+                tn5, p = _ruv(b, p - 1)
+            if tn5 > L - p:
+                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn5):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u4[tag6] = b[p:te8]
+                p = te8
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -855,8 +1027,12 @@ def _e_TopicProduceResponse_3(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionProduceResponse_3(it, a)
+        for s5 in v3:
+            if s5.current_leader != _DEF_LeaderIdAndEpoch:
+                raise _Absent('CurrentLeader')
+            a(_S0.pack(s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -876,8 +1052,12 @@ def _e_TopicProduceResponse_4(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionProduceResponse_3(it, a)
+        for s5 in v3:
+            if s5.current_leader != _DEF_LeaderIdAndEpoch:
+                raise _Absent('CurrentLeader')
+            a(_S0.pack(s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -905,8 +1085,12 @@ def _e_TopicProduceResponse_5(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionProduceResponse_5(it, a)
+        for s5 in v3:
+            if s5.current_leader != _DEF_LeaderIdAndEpoch:
+                raise _Absent('CurrentLeader')
+            a(_S3.pack(s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -926,8 +1110,12 @@ def _e_TopicProduceResponse_6(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionProduceResponse_5(it, a)
+        for s5 in v3:
+            if s5.current_leader != _DEF_LeaderIdAndEpoch:
+                raise _Absent('CurrentLeader')
+            a(_S3.pack(s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -947,8 +1135,12 @@ def _e_TopicProduceResponse_7(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionProduceResponse_5(it, a)
+        for s5 in v3:
+            if s5.current_leader != _DEF_LeaderIdAndEpoch:
+                raise _Absent('CurrentLeader')
+            a(_S3.pack(s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset))
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -977,16 +1169,26 @@ def _e_PartitionProduceResponse_8(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_BatchIndexAndErrorMessage_8(it, a)
-    v3 = o.error_message
-    if v3 is None:
+        for s3 in v1:
+            a(_S2.pack(s3.batch_index))
+            v4 = s3.batch_index_error_message
+            if v4 is None:
+                a(b'\xff\xff')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_S1.pack(n5))
+                a(v4)
+            if s3.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
+    v6 = o.error_message
+    if v6 is None:
         a(b'\xff\xff')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_S1.pack(n4))
-        a(v3)
+        v6 = v6.encode()
+        n7 = len(v6)
+        a(_S1.pack(n7))
+        a(v6)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1006,8 +1208,8 @@ def _e_TopicProduceResponse_8(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_PartitionProduceResponse_8(it, a)
+        for s5 in v3:
+            _e_PartitionProduceResponse_8(s5, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1022,9 +1224,9 @@ def _e_BatchIndexAndErrorMessage_9(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -1039,19 +1241,32 @@ def _e_PartitionProduceResponse_9(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BatchIndexAndErrorMessage_9(it, a)
-    v3 = o.error_message
-    if v3 is None:
+        for s3 in v1:
+            a(_S2.pack(s3.batch_index))
+            v4 = s3.batch_index_error_message
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    v7 = o.error_message
+    if v7 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        v7 = v7.encode()
+        n8 = len(v7)
+        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+        a(v7)
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -1071,20 +1286,20 @@ def _e_TopicProduceResponse_9(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceResponse_9(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionProduceResponse_9(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_LeaderIdAndEpoch_10(o, a):
     a(_S4.pack(o.leader_id, o.leader_epoch))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -1097,28 +1312,41 @@ def _e_PartitionProduceResponse_10(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BatchIndexAndErrorMessage_9(it, a)
-    v3 = o.error_message
-    if v3 is None:
+        for s3 in v1:
+            a(_S2.pack(s3.batch_index))
+            v4 = s3.batch_index_error_message
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    v7 = o.error_message
+    if v7 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
-    T = []
+        v7 = v7.encode()
+        n8 = len(v7)
+        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+        a(v7)
+    T10 = []
     if o.current_leader != _DEF_LeaderIdAndEpoch:
-        w = []
-        v5 = o.current_leader
-        _e_LeaderIdAndEpoch_10(v5, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w11 = []
+        v12 = o.current_leader
+        _e_LeaderIdAndEpoch_10(v12, w11.append)
+        T10.append((0, b''.join(w11)))
+    u9 = o.unknown_tagged_fields
+    if u9:
+        T10.extend(u9.items())
+        T10.sort()
+    if T10:
+        _wtags(T10, a)
     else:
         a(b'\x00')
 
@@ -1138,11 +1366,11 @@ def _e_TopicProduceResponse_10(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceResponse_10(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionProduceResponse_10(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1155,28 +1383,41 @@ def _e_PartitionProduceResponse_11(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BatchIndexAndErrorMessage_9(it, a)
-    v3 = o.error_message
-    if v3 is None:
+        for s3 in v1:
+            a(_S2.pack(s3.batch_index))
+            v4 = s3.batch_index_error_message
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    v7 = o.error_message
+    if v7 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
-    T = []
+        v7 = v7.encode()
+        n8 = len(v7)
+        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+        a(v7)
+    T10 = []
     if o.current_leader != _DEF_LeaderIdAndEpoch:
-        w = []
-        v5 = o.current_leader
-        _e_LeaderIdAndEpoch_10(v5, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w11 = []
+        v12 = o.current_leader
+        _e_LeaderIdAndEpoch_10(v12, w11.append)
+        T10.append((0, b''.join(w11)))
+    u9 = o.unknown_tagged_fields
+    if u9:
+        T10.extend(u9.items())
+        T10.sort()
+    if T10:
+        _wtags(T10, a)
     else:
         a(b'\x00')
 
@@ -1196,11 +1437,11 @@ def _e_TopicProduceResponse_11(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceResponse_11(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionProduceResponse_11(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1213,28 +1454,41 @@ def _e_PartitionProduceResponse_12(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BatchIndexAndErrorMessage_9(it, a)
-    v3 = o.error_message
-    if v3 is None:
+        for s3 in v1:
+            a(_S2.pack(s3.batch_index))
+            v4 = s3.batch_index_error_message
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    v7 = o.error_message
+    if v7 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
-    T = []
+        v7 = v7.encode()
+        n8 = len(v7)
+        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+        a(v7)
+    T10 = []
     if o.current_leader != _DEF_LeaderIdAndEpoch:
-        w = []
-        v5 = o.current_leader
-        _e_LeaderIdAndEpoch_10(v5, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w11 = []
+        v12 = o.current_leader
+        _e_LeaderIdAndEpoch_10(v12, w11.append)
+        T10.append((0, b''.join(w11)))
+    u9 = o.unknown_tagged_fields
+    if u9:
+        T10.extend(u9.items())
+        T10.sort()
+    if T10:
+        _wtags(T10, a)
     else:
         a(b'\x00')
 
@@ -1254,11 +1508,11 @@ def _e_TopicProduceResponse_12(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionProduceResponse_12(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_PartitionProduceResponse_12(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -1271,28 +1525,41 @@ def _e_PartitionProduceResponse_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BatchIndexAndErrorMessage_9(it, a)
-    v3 = o.error_message
-    if v3 is None:
+        for s3 in v1:
+            a(_S2.pack(s3.batch_index))
+            v4 = s3.batch_index_error_message
+            if v4 is None:
+                a(b'\x00')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            u6 = s3.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    v7 = o.error_message
+    if v7 is None:
         a(b'\x00')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
-    T = []
+        v7 = v7.encode()
+        n8 = len(v7)
+        a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+        a(v7)
+    T10 = []
     if o.current_leader != _DEF_LeaderIdAndEpoch:
-        w = []
-        v5 = o.current_leader
-        _e_LeaderIdAndEpoch_10(v5, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w11 = []
+        v12 = o.current_leader
+        _e_LeaderIdAndEpoch_10(v12, w11.append)
+        T10.append((0, b''.join(w11)))
+    u9 = o.unknown_tagged_fields
+    if u9:
+        T10.extend(u9.items())
+        T10.sort()
+    if T10:
+        _wtags(T10, a)
     else:
         a(b'\x00')
 
@@ -1305,11 +1572,11 @@ def _e_TopicProduceResponse_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_PartitionProduceResponse_13(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_PartitionProduceResponse_13(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1358,23 +1625,30 @@ def _d_NodeEndpoint_10(b, p):
             o.rack = b[p:e4].decode()
             p = e4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1403,9 +1677,9 @@ def _e_NodeEndpoint_10(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1429,9 +1703,9 @@ def _e_NodeEndpoint_11(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1455,9 +1729,9 @@ def _e_NodeEndpoint_12(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1481,9 +1755,9 @@ def _e_NodeEndpoint_13(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -1611,26 +1885,33 @@ def _d_ProduceResponse_9(b, p):
         o.throttle_time_ms = _S2.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 9', offset=p)
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 in (0,):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 9', offset=p)
+                else:
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1667,45 +1948,114 @@ def _d_ProduceResponse_10(b, p):
         p += 4
         o.node_endpoints = []
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'NodeEndpoints'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n3 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l4 = []
-                        for _ in range(n3):
-                            it, p = _d_NodeEndpoint_10(b, p)
-                            l4.append(it)
-                        o.node_endpoints = l4
-                    if p != e:
+                        if n8 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l9 = []
+                        for _ in range(n8):
+                            s10 = _new(NodeEndpoint)
+                            F = 'NodeEndpoints.NodeId'
+                            s10.node_id = _S2.unpack_from(b, p)[0]
+                            p += 4
+                            F = 'NodeEndpoints.Host'
+                            n11 = b[p]
+                            if n11 < 128:
+                                p += 1
+                            else:
+                                n11, p = _ruv(b, p)
+                            n11 -= 1
+                            if n11 < 0:
+                                raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                            else:
+                                e12 = p + n11
+                                if e12 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e12].decode()
+                                p = e12
+                            F = 'NodeEndpoints.Port'
+                            s10.port = _S2.unpack_from(b, p)[0]
+                            p += 4
+                            F = 'NodeEndpoints.Rack'
+                            n13 = b[p]
+                            if n13 < 128:
+                                p += 1
+                            else:
+                                n13, p = _ruv(b, p)
+                            n13 -= 1
+                            if n13 < 0:
+                                if n13 != -1:
+                                    raise _DecodeError('negative string length ' + str(n13), offset=p)
+                                s10.rack = None
+                            else:
+                                e14 = p + n13
+                                if e14 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+                                s10.rack = b[p:e14].decode()
+                                p = e14
+                            F = 'NodeEndpoints'
+                            u15 = s10.unknown_tagged_fields = {}
+                            tn16 = b[p]
+                            p += 1
+                            if tn16:
+                                if tn16 >= 128:
+                                    tn16, p = _ruv(b, p - 1)
+                                if tn16 > L - p:
+                                    raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn16):
+                                    tag17 = b[p]
+                                    if tag17 < 128:
+                                        p += 1
+                                    else:
+                                        tag17, p = _ruv(b, p)
+                                    tz18 = b[p]
+                                    if tz18 < 128:
+                                        p += 1
+                                    else:
+                                        tz18, p = _ruv(b, p)
+                                    te19 = p + tz18
+                                    if te19 > L:
+                                        raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                                    u15[tag17] = b[p:te19]
+                                    p = te19
+                            l9.append(s10)
+                        o.node_endpoints = l9
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1742,45 +2092,114 @@ def _d_ProduceResponse_13(b, p):
         p += 4
         o.node_endpoints = []
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'NodeEndpoints'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n3 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l4 = []
-                        for _ in range(n3):
-                            it, p = _d_NodeEndpoint_10(b, p)
-                            l4.append(it)
-                        o.node_endpoints = l4
-                    if p != e:
+                        if n8 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l9 = []
+                        for _ in range(n8):
+                            s10 = _new(NodeEndpoint)
+                            F = 'NodeEndpoints.NodeId'
+                            s10.node_id = _S2.unpack_from(b, p)[0]
+                            p += 4
+                            F = 'NodeEndpoints.Host'
+                            n11 = b[p]
+                            if n11 < 128:
+                                p += 1
+                            else:
+                                n11, p = _ruv(b, p)
+                            n11 -= 1
+                            if n11 < 0:
+                                raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                            else:
+                                e12 = p + n11
+                                if e12 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e12].decode()
+                                p = e12
+                            F = 'NodeEndpoints.Port'
+                            s10.port = _S2.unpack_from(b, p)[0]
+                            p += 4
+                            F = 'NodeEndpoints.Rack'
+                            n13 = b[p]
+                            if n13 < 128:
+                                p += 1
+                            else:
+                                n13, p = _ruv(b, p)
+                            n13 -= 1
+                            if n13 < 0:
+                                if n13 != -1:
+                                    raise _DecodeError('negative string length ' + str(n13), offset=p)
+                                s10.rack = None
+                            else:
+                                e14 = p + n13
+                                if e14 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+                                s10.rack = b[p:e14].decode()
+                                p = e14
+                            F = 'NodeEndpoints'
+                            u15 = s10.unknown_tagged_fields = {}
+                            tn16 = b[p]
+                            p += 1
+                            if tn16:
+                                if tn16 >= 128:
+                                    tn16, p = _ruv(b, p - 1)
+                                if tn16 > L - p:
+                                    raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn16):
+                                    tag17 = b[p]
+                                    if tag17 < 128:
+                                        p += 1
+                                    else:
+                                        tag17, p = _ruv(b, p)
+                                    tz18 = b[p]
+                                    if tz18 < 128:
+                                        p += 1
+                                    else:
+                                        tz18, p = _ruv(b, p)
+                                    te19 = p + tz18
+                                    if te19 > L:
+                                        raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                                    u15[tag17] = b[p:te19]
+                                    p = te19
+                            l9.append(s10)
+                        o.node_endpoints = l9
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1799,8 +2218,8 @@ def _e_ProduceResponse_3(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_TopicProduceResponse_3(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_3(s3, a)
     a(_S2.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1815,8 +2234,8 @@ def _e_ProduceResponse_4(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_TopicProduceResponse_4(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_4(s3, a)
     a(_S2.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1831,8 +2250,8 @@ def _e_ProduceResponse_5(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_TopicProduceResponse_5(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_5(s3, a)
     a(_S2.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1847,8 +2266,8 @@ def _e_ProduceResponse_6(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_TopicProduceResponse_6(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_6(s3, a)
     a(_S2.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1863,8 +2282,8 @@ def _e_ProduceResponse_7(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_TopicProduceResponse_7(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_7(s3, a)
     a(_S2.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1879,8 +2298,8 @@ def _e_ProduceResponse_8(o, a):
     else:
         n2 = len(v1)
         a(_S2.pack(n2))
-        for it in v1:
-            _e_TopicProduceResponse_8(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_8(s3, a)
     a(_S2.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1895,12 +2314,12 @@ def _e_ProduceResponse_9(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicProduceResponse_9(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_9(s3, a)
     a(_S2.pack(o.throttle_time_ms))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -1912,27 +2331,49 @@ def _e_ProduceResponse_10(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicProduceResponse_10(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_10(s3, a)
     a(_S2.pack(o.throttle_time_ms))
-    T = []
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 10')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_10(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S2.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 10')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                v12 = s9.rack
+                if v12 is None:
+                    w6.append(b'\x00')
+                else:
+                    v12 = v12.encode()
+                    n13 = len(v12)
+                    w6.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                    w6.append(v12)
+                u14 = s9.unknown_tagged_fields
+                if u14:
+                    _wtags(sorted(u14.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 
@@ -1944,27 +2385,49 @@ def _e_ProduceResponse_11(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicProduceResponse_11(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_11(s3, a)
     a(_S2.pack(o.throttle_time_ms))
-    T = []
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 11')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_11(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S2.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 11')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                v12 = s9.rack
+                if v12 is None:
+                    w6.append(b'\x00')
+                else:
+                    v12 = v12.encode()
+                    n13 = len(v12)
+                    w6.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                    w6.append(v12)
+                u14 = s9.unknown_tagged_fields
+                if u14:
+                    _wtags(sorted(u14.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 
@@ -1976,27 +2439,49 @@ def _e_ProduceResponse_12(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicProduceResponse_12(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_12(s3, a)
     a(_S2.pack(o.throttle_time_ms))
-    T = []
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 12')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_12(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S2.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 12')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                v12 = s9.rack
+                if v12 is None:
+                    w6.append(b'\x00')
+                else:
+                    v12 = v12.encode()
+                    n13 = len(v12)
+                    w6.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                    w6.append(v12)
+                u14 = s9.unknown_tagged_fields
+                if u14:
+                    _wtags(sorted(u14.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 
@@ -2008,27 +2493,49 @@ def _e_ProduceResponse_13(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicProduceResponse_13(it, a)
+        for s3 in v1:
+            _e_TopicProduceResponse_13(s3, a)
     a(_S2.pack(o.throttle_time_ms))
-    T = []
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 13')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_13(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S2.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 13')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                v12 = s9.rack
+                if v12 is None:
+                    w6.append(b'\x00')
+                else:
+                    v12 = v12.encode()
+                    n13 = len(v12)
+                    w6.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                    w6.append(v12)
+                u14 = s9.unknown_tagged_fields
+                if u14:
+                    _wtags(sorted(u14.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -170,8 +172,26 @@ def _d_TxnOffsetCommitRequestTopic_0(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_TxnOffsetCommitRequestPartition_0(b, p)
-                l4.append(it)
+                s5 = _new(TxnOffsetCommitRequestPartition)
+                s5.committed_leader_epoch = -1
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.committed_offset = _S0.unpack_from(b, p)
+                p += 12
+                F = 'Partitions.CommittedMetadata'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.committed_metadata = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.committed_metadata = b[p:e7].decode()
+                    p = e7
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -240,8 +260,25 @@ def _d_TxnOffsetCommitRequestTopic_2(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_TxnOffsetCommitRequestPartition_2(b, p)
-                l4.append(it)
+                s5 = _new(TxnOffsetCommitRequestPartition)
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+                p += 16
+                F = 'Partitions.CommittedMetadata'
+                n6 = _S1.unpack_from(b, p)[0]
+                p += 2
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.committed_metadata = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.committed_metadata = b[p:e7].decode()
+                    p = e7
+                s5.unknown_tagged_fields = {}
+                l4.append(s5)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -279,23 +316,30 @@ def _d_TxnOffsetCommitRequestPartition_3(b, p):
             o.committed_metadata = b[p:e2].decode()
             p = e2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -339,27 +383,79 @@ def _d_TxnOffsetCommitRequestTopic_3(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_TxnOffsetCommitRequestPartition_3(b, p)
-                l4.append(it)
+                s5 = _new(TxnOffsetCommitRequestPartition)
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+                p += 16
+                F = 'Partitions.CommittedMetadata'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s5.committed_metadata = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s5.committed_metadata = b[p:e7].decode()
+                    p = e7
+                F = 'Partitions'
+                u8 = s5.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn14 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn14:
+            if tn14 >= 128:
+                tn14, p = _ruv(b, p - 1)
+            if tn14 > L - p:
+                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn14):
+                tag15 = b[p]
+                if tag15 < 128:
+                    p += 1
+                else:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
+                    p += 1
+                else:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u13[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -398,8 +494,18 @@ def _e_TxnOffsetCommitRequestTopic_0(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_TxnOffsetCommitRequestPartition_0(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            v6 = s5.committed_metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -419,8 +525,18 @@ def _e_TxnOffsetCommitRequestTopic_1(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_TxnOffsetCommitRequestPartition_0(it, a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            v6 = s5.committed_metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -454,8 +570,18 @@ def _e_TxnOffsetCommitRequestTopic_2(o, a):
     else:
         n4 = len(v3)
         a(_S2.pack(n4))
-        for it in v3:
-            _e_TxnOffsetCommitRequestPartition_2(it, a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.committed_metadata
+            if v6 is None:
+                a(b'\xff\xff')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_S1.pack(n7))
+                a(v6)
+            if s5.unknown_tagged_fields:
+                raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -470,9 +596,9 @@ def _e_TxnOffsetCommitRequestPartition_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -492,11 +618,24 @@ def _e_TxnOffsetCommitRequestTopic_3(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TxnOffsetCommitRequestPartition_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.committed_metadata
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -516,11 +655,24 @@ def _e_TxnOffsetCommitRequestTopic_4(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TxnOffsetCommitRequestPartition_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.committed_metadata
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -540,11 +692,24 @@ def _e_TxnOffsetCommitRequestTopic_5(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TxnOffsetCommitRequestPartition_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            v6 = s5.committed_metadata
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s5.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
@@ -749,23 +914,30 @@ def _d_TxnOffsetCommitRequest_3(b, p):
                 l10.append(it)
             o.topics = l10
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
+                    p += 1
+                else:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
+                    p += 1
+                else:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -805,8 +977,8 @@ def _e_TxnOffsetCommitRequest_0(o, a):
     else:
         n6 = len(v5)
         a(_S2.pack(n6))
-        for it in v5:
-            _e_TxnOffsetCommitRequestTopic_0(it, a)
+        for s7 in v5:
+            _e_TxnOffsetCommitRequestTopic_0(s7, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -841,8 +1013,8 @@ def _e_TxnOffsetCommitRequest_1(o, a):
     else:
         n6 = len(v5)
         a(_S2.pack(n6))
-        for it in v5:
-            _e_TxnOffsetCommitRequestTopic_1(it, a)
+        for s7 in v5:
+            _e_TxnOffsetCommitRequestTopic_1(s7, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -877,8 +1049,8 @@ def _e_TxnOffsetCommitRequest_2(o, a):
     else:
         n6 = len(v5)
         a(_S2.pack(n6))
-        for it in v5:
-            _e_TxnOffsetCommitRequestTopic_2(it, a)
+        for s7 in v5:
+            _e_TxnOffsetCommitRequestTopic_2(s7, a)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -923,11 +1095,11 @@ def _e_TxnOffsetCommitRequest_3(o, a):
     else:
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-        for it in v9:
-            _e_TxnOffsetCommitRequestTopic_3(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s11 in v9:
+            _e_TxnOffsetCommitRequestTopic_3(s11, a)
+    u12 = o.unknown_tagged_fields
+    if u12:
+        _wtags(sorted(u12.items()), a)
     else:
         a(b'\x00')
 
@@ -972,11 +1144,11 @@ def _e_TxnOffsetCommitRequest_4(o, a):
     else:
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-        for it in v9:
-            _e_TxnOffsetCommitRequestTopic_4(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s11 in v9:
+            _e_TxnOffsetCommitRequestTopic_4(s11, a)
+    u12 = o.unknown_tagged_fields
+    if u12:
+        _wtags(sorted(u12.items()), a)
     else:
         a(b'\x00')
 
@@ -1021,11 +1193,11 @@ def _e_TxnOffsetCommitRequest_5(o, a):
     else:
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-        for it in v9:
-            _e_TxnOffsetCommitRequestTopic_5(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s11 in v9:
+            _e_TxnOffsetCommitRequestTopic_5(s11, a)
+    u12 = o.unknown_tagged_fields
+    if u12:
+        _wtags(sorted(u12.items()), a)
     else:
         a(b'\x00')
 

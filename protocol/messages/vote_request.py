@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -120,23 +122,30 @@ def _d_PartitionData_0(b, p):
         o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset = _S0.unpack_from(b, p)
         p += 24
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -180,27 +189,65 @@ def _d_TopicData_0(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionData_0(b, p)
-                l4.append(it)
+                s5 = _new(PartitionData)
+                s5.replica_directory_id = ZERO_UUID
+                s5.voter_directory_id = ZERO_UUID
+                s5.pre_vote = False
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset = _S0.unpack_from(b, p)
+                p += 24
+                F = 'Partitions'
+                u6 = s5.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
+                    p += 1
+                else:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
+                    p += 1
+                else:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -217,33 +264,40 @@ def _d_PartitionData_1(b, p):
         o = _new(PartitionData)
         o.pre_vote = False
         F = 'PartitionIndex'
-        t0, t1, t2, t3, t4, t5, t6, = _S1.unpack_from(b, p)
-        o.partition_index = t0
-        o.replica_epoch = t1
-        o.replica_id = t2
-        o.replica_directory_id = _uuid(t3)
-        o.voter_directory_id = _uuid(t4)
-        o.last_offset_epoch = t5
-        o.last_offset = t6
+        t1, t2, t3, t4, t5, t6, t7, = _S1.unpack_from(b, p)
+        o.partition_index = t1
+        o.replica_epoch = t2
+        o.replica_id = t3
+        o.replica_directory_id = _UC.get(t4) or _uuid(t4)
+        o.voter_directory_id = _UC.get(t5) or _uuid(t5)
+        o.last_offset_epoch = t6
+        o.last_offset = t7
         p += 56
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u8 = o.unknown_tagged_fields = {}
+        tn9 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn9:
+            if tn9 >= 128:
+                tn9, p = _ruv(b, p - 1)
+            if tn9 > L - p:
+                raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn9):
+                tag10 = b[p]
+                if tag10 < 128:
+                    p += 1
+                else:
+                    tag10, p = _ruv(b, p)
+                tz11 = b[p]
+                if tz11 < 128:
+                    p += 1
+                else:
+                    tz11, p = _ruv(b, p)
+                te12 = p + tz11
+                if te12 > L:
+                    raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                u8[tag10] = b[p:te12]
+                p = te12
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -287,27 +341,70 @@ def _d_TopicData_1(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionData_1(b, p)
-                l4.append(it)
+                s5 = _new(PartitionData)
+                s5.pre_vote = False
+                F = 'Partitions.PartitionIndex'
+                t6, t7, t8, t9, t10, t11, t12, = _S1.unpack_from(b, p)
+                s5.partition_index = t6
+                s5.replica_epoch = t7
+                s5.replica_id = t8
+                s5.replica_directory_id = _UC.get(t9) or _uuid(t9)
+                s5.voter_directory_id = _UC.get(t10) or _uuid(t10)
+                s5.last_offset_epoch = t11
+                s5.last_offset = t12
+                p += 56
+                F = 'Partitions'
+                u13 = s5.unknown_tagged_fields = {}
+                tn14 = b[p]
+                p += 1
+                if tn14:
+                    if tn14 >= 128:
+                        tn14, p = _ruv(b, p - 1)
+                    if tn14 > L - p:
+                        raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn14):
+                        tag15 = b[p]
+                        if tag15 < 128:
+                            p += 1
+                        else:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
+                            p += 1
+                        else:
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u13[tag15] = b[p:te17]
+                        p = te17
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn19 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn19:
+            if tn19 >= 128:
+                tn19, p = _ruv(b, p - 1)
+            if tn19 > L - p:
+                raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn19):
+                tag20 = b[p]
+                if tag20 < 128:
+                    p += 1
+                else:
+                    tag20, p = _ruv(b, p)
+                tz21 = b[p]
+                if tz21 < 128:
+                    p += 1
+                else:
+                    tz21, p = _ruv(b, p)
+                te22 = p + tz21
+                if te22 > L:
+                    raise _DecodeError('tagged field ' + str(tag20) + ' of ' + str(tz21) + ' bytes is truncated', offset=p)
+                u18[tag20] = b[p:te22]
+                p = te22
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -323,34 +420,41 @@ def _d_PartitionData_2(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        t0, t1, t2, t3, t4, t5, t6, t7, = _S2.unpack_from(b, p)
-        o.partition_index = t0
-        o.replica_epoch = t1
-        o.replica_id = t2
-        o.replica_directory_id = _uuid(t3)
-        o.voter_directory_id = _uuid(t4)
-        o.last_offset_epoch = t5
-        o.last_offset = t6
-        o.pre_vote = t7
+        t1, t2, t3, t4, t5, t6, t7, t8, = _S2.unpack_from(b, p)
+        o.partition_index = t1
+        o.replica_epoch = t2
+        o.replica_id = t3
+        o.replica_directory_id = _UC.get(t4) or _uuid(t4)
+        o.voter_directory_id = _UC.get(t5) or _uuid(t5)
+        o.last_offset_epoch = t6
+        o.last_offset = t7
+        o.pre_vote = t8
         p += 57
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
+                    p += 1
+                else:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
+                    p += 1
+                else:
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -394,27 +498,70 @@ def _d_TopicData_2(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionData_2(b, p)
-                l4.append(it)
+                s5 = _new(PartitionData)
+                F = 'Partitions.PartitionIndex'
+                t6, t7, t8, t9, t10, t11, t12, t13, = _S2.unpack_from(b, p)
+                s5.partition_index = t6
+                s5.replica_epoch = t7
+                s5.replica_id = t8
+                s5.replica_directory_id = _UC.get(t9) or _uuid(t9)
+                s5.voter_directory_id = _UC.get(t10) or _uuid(t10)
+                s5.last_offset_epoch = t11
+                s5.last_offset = t12
+                s5.pre_vote = t13
+                p += 57
+                F = 'Partitions'
+                u14 = s5.unknown_tagged_fields = {}
+                tn15 = b[p]
+                p += 1
+                if tn15:
+                    if tn15 >= 128:
+                        tn15, p = _ruv(b, p - 1)
+                    if tn15 > L - p:
+                        raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn15):
+                        tag16 = b[p]
+                        if tag16 < 128:
+                            p += 1
+                        else:
+                            tag16, p = _ruv(b, p)
+                        tz17 = b[p]
+                        if tz17 < 128:
+                            p += 1
+                        else:
+                            tz17, p = _ruv(b, p)
+                        te18 = p + tz17
+                        if te18 > L:
+                            raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                        u14[tag16] = b[p:te18]
+                        p = te18
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u19 = o.unknown_tagged_fields = {}
+        tn20 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn20:
+            if tn20 >= 128:
+                tn20, p = _ruv(b, p - 1)
+            if tn20 > L - p:
+                raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn20):
+                tag21 = b[p]
+                if tag21 < 128:
+                    p += 1
+                else:
+                    tag21, p = _ruv(b, p)
+                tz22 = b[p]
+                if tz22 < 128:
+                    p += 1
+                else:
+                    tz22, p = _ruv(b, p)
+                te23 = p + tz22
+                if te23 > L:
+                    raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
+                u19[tag21] = b[p:te23]
+                p = te23
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -428,9 +575,9 @@ def _e_PartitionData_0(o, a):
     if o.pre_vote is not False and o.pre_vote != False:
         raise _Absent('PreVote')
     a(_S0.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -450,11 +597,18 @@ def _e_TopicData_0(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            if s5.pre_vote is not False and s5.pre_vote != False:
+                raise _Absent('PreVote')
+            a(_S0.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -463,9 +617,9 @@ def _e_PartitionData_1(o, a):
     if o.pre_vote is not False and o.pre_vote != False:
         raise _Absent('PreVote')
     a(_S1.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -485,20 +639,27 @@ def _e_TopicData_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            if s5.pre_vote is not False and s5.pre_vote != False:
+                raise _Absent('PreVote')
+            a(_S1.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
 
 def _e_PartitionData_2(o, a):
     a(_S2.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -518,11 +679,16 @@ def _e_TopicData_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S2.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -568,23 +734,30 @@ def _d_VoteRequest_0(b, p):
                 l4.append(it)
             o.topics = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -637,23 +810,30 @@ def _d_VoteRequest_1(b, p):
                 l4.append(it)
             o.topics = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -706,23 +886,30 @@ def _d_VoteRequest_2(b, p):
                 l4.append(it)
             o.topics = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -747,11 +934,11 @@ def _e_VoteRequest_0(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicData_0(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -772,11 +959,11 @@ def _e_VoteRequest_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicData_1(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicData_1(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 
@@ -797,11 +984,11 @@ def _e_VoteRequest_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_TopicData_2(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            _e_TopicData_2(s5, a)
+    u6 = o.unknown_tagged_fields
+    if u6:
+        _wtags(sorted(u6.items()), a)
     else:
         a(b'\x00')
 

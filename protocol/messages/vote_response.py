@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -130,23 +132,30 @@ def _d_PartitionData_0(b, p):
         o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted = _S0.unpack_from(b, p)
         p += 15
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -190,27 +199,62 @@ def _d_TopicData_0(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = []
             for _ in range(n3):
-                it, p = _d_PartitionData_0(b, p)
-                l4.append(it)
+                s5 = _new(PartitionData)
+                F = 'Partitions.PartitionIndex'
+                s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted = _S0.unpack_from(b, p)
+                p += 15
+                F = 'Partitions'
+                u6 = s5.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag8 = b[p]
+                        if tag8 < 128:
+                            p += 1
+                        else:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
+                            p += 1
+                        else:
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        u6[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
             o.partitions = l4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn12 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn12:
+            if tn12 >= 128:
+                tn12, p = _ruv(b, p - 1)
+            if tn12 > L - p:
+                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn12):
+                tag13 = b[p]
+                if tag13 < 128:
+                    p += 1
+                else:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
+                    p += 1
+                else:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                u11[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -222,9 +266,9 @@ def _d_TopicData_0(b, p):
 
 def _e_PartitionData_0(o, a):
     a(_S0.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 
@@ -244,11 +288,16 @@ def _e_TopicData_0(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -268,11 +317,16 @@ def _e_TopicData_1(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -292,11 +346,16 @@ def _e_TopicData_2(o, a):
     else:
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_PartitionData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s5 in v3:
+            a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
+            u6 = s5.unknown_tagged_fields
+            if u6:
+                _wtags(sorted(u6.items()), a)
+            else:
+                a(b'\x00')
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 
@@ -328,23 +387,30 @@ def _d_NodeEndpoint_1(b, p):
         o.port = _S2.unpack_from(b, p)[0]
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -365,9 +431,9 @@ def _e_NodeEndpoint_1(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S2.pack(o.port))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -383,9 +449,9 @@ def _e_NodeEndpoint_2(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S2.pack(o.port))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -417,26 +483,33 @@ def _d_VoteResponse_0(b, p):
                 l2.append(it)
             o.topics = l2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 0', offset=p)
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 in (0,):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 0', offset=p)
+                else:
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -473,45 +546,97 @@ def _d_VoteResponse_1(b, p):
             o.topics = l2
         o.node_endpoints = []
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'NodeEndpoints'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n3 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l4 = []
-                        for _ in range(n3):
-                            it, p = _d_NodeEndpoint_1(b, p)
-                            l4.append(it)
-                        o.node_endpoints = l4
-                    if p != e:
+                        if n8 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l9 = []
+                        for _ in range(n8):
+                            s10 = _new(NodeEndpoint)
+                            F = 'NodeEndpoints.NodeId'
+                            s10.node_id = _S1.unpack_from(b, p)[0]
+                            p += 4
+                            F = 'NodeEndpoints.Host'
+                            n11 = b[p]
+                            if n11 < 128:
+                                p += 1
+                            else:
+                                n11, p = _ruv(b, p)
+                            n11 -= 1
+                            if n11 < 0:
+                                raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                            else:
+                                e12 = p + n11
+                                if e12 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e12].decode()
+                                p = e12
+                            F = 'NodeEndpoints.Port'
+                            s10.port = _S2.unpack_from(b, p)[0]
+                            p += 2
+                            F = 'NodeEndpoints'
+                            u13 = s10.unknown_tagged_fields = {}
+                            tn14 = b[p]
+                            p += 1
+                            if tn14:
+                                if tn14 >= 128:
+                                    tn14, p = _ruv(b, p - 1)
+                                if tn14 > L - p:
+                                    raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn14):
+                                    tag15 = b[p]
+                                    if tag15 < 128:
+                                        p += 1
+                                    else:
+                                        tag15, p = _ruv(b, p)
+                                    tz16 = b[p]
+                                    if tz16 < 128:
+                                        p += 1
+                                    else:
+                                        tz16, p = _ruv(b, p)
+                                    te17 = p + tz16
+                                    if te17 > L:
+                                        raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                                    u13[tag15] = b[p:te17]
+                                    p = te17
+                            l9.append(s10)
+                        o.node_endpoints = l9
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -531,11 +656,11 @@ def _e_VoteResponse_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicData_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        for s3 in v1:
+            _e_TopicData_0(s3, a)
+    u4 = o.unknown_tagged_fields
+    if u4:
+        _wtags(sorted(u4.items()), a)
     else:
         a(b'\x00')
 
@@ -548,26 +673,40 @@ def _e_VoteResponse_1(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicData_1(it, a)
-    T = []
+        for s3 in v1:
+            _e_TopicData_1(s3, a)
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 1')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_1(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S1.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 1')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                u12 = s9.unknown_tagged_fields
+                if u12:
+                    _wtags(sorted(u12.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 
@@ -580,26 +719,40 @@ def _e_VoteResponse_2(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_TopicData_2(it, a)
-    T = []
+        for s3 in v1:
+            _e_TopicData_2(s3, a)
+    T5 = []
     if o.node_endpoints:
-        w = []
-        v3 = o.node_endpoints
-        if v3 is None:
+        w6 = []
+        v7 = o.node_endpoints
+        if v7 is None:
             raise _EncodeError('null in non-nullable field NodeEndpoints at version 2')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            for it in v3:
-                _e_NodeEndpoint_2(it, w.append)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n8 = len(v7)
+            w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
+            for s9 in v7:
+                w6.append(_S1.pack(s9.node_id))
+                v10 = s9.host
+                if v10 is None:
+                    raise _EncodeError('null in non-nullable field Host at version 2')
+                else:
+                    v10 = v10.encode()
+                    n11 = len(v10)
+                    w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
+                    w6.append(v10)
+                w6.append(_S2.pack(s9.port))
+                u12 = s9.unknown_tagged_fields
+                if u12:
+                    _wtags(sorted(u12.items()), w6.append)
+                else:
+                    w6.append(b'\x00')
+        T5.append((0, b''.join(w6)))
+    u4 = o.unknown_tagged_fields
+    if u4:
+        T5.extend(u4.items())
+        T5.sort()
+    if T5:
+        _wtags(T5, a)
     else:
         a(b'\x00')
 

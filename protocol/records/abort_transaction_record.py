@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -55,45 +57,51 @@ def _d_AbortTransactionRecord_0(b, p):
         o = _new(AbortTransactionRecord)
         o.reason = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 == 0:
                     F = 'Reason'
-                    n1 = b[p]
-                    if n1 < 128:
+                    n6 = b[p]
+                    if n6 < 128:
                         p += 1
                     else:
-                        n1, p = _ruv(b, p)
-                    n1 -= 1
-                    if n1 < 0:
-                        if n1 != -1:
-                            raise _DecodeError('negative string length ' + str(n1), offset=p)
+                        n6, p = _ruv(b, p)
+                    n6 -= 1
+                    if n6 < 0:
+                        if n6 != -1:
+                            raise _DecodeError('negative string length ' + str(n6), offset=p)
                         o.reason = None
                     else:
-                        e2 = p + n1
-                        if e2 > L:
-                            raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-                        o.reason = b[p:e2].decode()
-                        p = e2
-                    if p != e:
+                        e7 = p + n6
+                        if e7 > L:
+                            raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                        o.reason = b[p:e7].decode()
+                        p = e7
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -104,24 +112,24 @@ def _d_AbortTransactionRecord_0(b, p):
 
 
 def _e_AbortTransactionRecord_0(o, a):
-    T = []
+    T2 = []
     if o.reason is not None:
-        w = []
-        v1 = o.reason
-        if v1 is None:
-            w.append(b'\x00')
+        w3 = []
+        v4 = o.reason
+        if v4 is None:
+            w3.append(b'\x00')
         else:
-            v1 = v1.encode()
-            n2 = len(v1)
-            w.append(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-            w.append(v1)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            v4 = v4.encode()
+            n5 = len(v4)
+            w3.append(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+            w3.append(v4)
+        T2.append((0, b''.join(w3)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -71,29 +73,11 @@ def _d_AccessControlEntryRecord_0(b, p):
         L = len(b)
         o = _new(AccessControlEntryRecord)
         F = 'Id'
-        t0, t1, = _S0.unpack_from(b, p)
-        o.id = _uuid(t0)
-        o.resource_type = t1
+        t1, t2, = _S0.unpack_from(b, p)
+        o.id = _UC.get(t1) or _uuid(t1)
+        o.resource_type = t2
         p += 17
         F = 'ResourceName'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-        else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.resource_name = b[p:e2].decode()
-            p = e2
-        F = 'PatternType'
-        o.pattern_type = _S1.unpack_from(b, p)[0]
-        p += 1
-        F = 'Principal'
         n3 = b[p]
         if n3 < 128:
             p += 1
@@ -106,9 +90,12 @@ def _d_AccessControlEntryRecord_0(b, p):
             e4 = p + n3
             if e4 > L:
                 raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.principal = b[p:e4].decode()
+            o.resource_name = b[p:e4].decode()
             p = e4
-        F = 'Host'
+        F = 'PatternType'
+        o.pattern_type = _S1.unpack_from(b, p)[0]
+        p += 1
+        F = 'Principal'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -121,29 +108,51 @@ def _d_AccessControlEntryRecord_0(b, p):
             e6 = p + n5
             if e6 > L:
                 raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.host = b[p:e6].decode()
+            o.principal = b[p:e6].decode()
             p = e6
+        F = 'Host'
+        n7 = b[p]
+        if n7 < 128:
+            p += 1
+        else:
+            n7, p = _ruv(b, p)
+        n7 -= 1
+        if n7 < 0:
+            raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+        else:
+            e8 = p + n7
+            if e8 > L:
+                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+            o.host = b[p:e8].decode()
+            p = e8
         F = 'Operation'
         o.operation, o.permission_type = _S2.unpack_from(b, p)
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
+                    p += 1
+                else:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
+                    p += 1
+                else:
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -181,9 +190,9 @@ def _e_AccessControlEntryRecord_0(o, a):
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
     a(_S2.pack(o.operation, o.permission_type))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 

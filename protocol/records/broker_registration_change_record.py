@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -70,33 +72,39 @@ def _d_BrokerRegistrationChangeRecord_0(b, p):
         p += 12
         o.fenced = 0
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 == 0:
                     F = 'Fenced'
                     o.fenced = _S1.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (1, 2):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 0', offset=p)
+                elif tag3 in (1, 2):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 0', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -118,40 +126,45 @@ def _d_BrokerRegistrationChangeRecord_1(b, p):
         o.fenced = 0
         o.in_controlled_shutdown = 0
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 == 0:
                     F = 'Fenced'
                     o.fenced = _S1.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag3 == 1:
                     F = 'InControlledShutdown'
                     o.in_controlled_shutdown = _S1.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (2,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 1', offset=p)
+                elif tag3 in (2,):
+                    raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 1', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -173,56 +186,64 @@ def _d_BrokerRegistrationChangeRecord_2(b, p):
         o.in_controlled_shutdown = 0
         o.log_dirs = []
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u1 = o.unknown_tagged_fields = {}
+        tn2 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn2:
+            if tn2 >= 128:
+                tn2, p = _ruv(b, p - 1)
+            if tn2 > L - p:
+                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn2):
+                tag3 = b[p]
+                if tag3 < 128:
+                    p += 1
+                else:
+                    tag3, p = _ruv(b, p)
+                tz4 = b[p]
+                if tz4 < 128:
+                    p += 1
+                else:
+                    tz4, p = _ruv(b, p)
+                te5 = p + tz4
+                if te5 > L:
+                    raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
+                if tag3 == 0:
                     F = 'Fenced'
                     o.fenced = _S1.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag3 == 1:
                     F = 'InControlledShutdown'
                     o.in_controlled_shutdown = _S1.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 2:
+                elif tag3 == 2:
                     F = 'LogDirs'
-                    n1 = b[p]
-                    if n1 < 128:
+                    n6 = b[p]
+                    if n6 < 128:
                         p += 1
                     else:
-                        n1, p = _ruv(b, p)
-                    n1 -= 1
-                    if n1 < 0:
+                        n6, p = _ruv(b, p)
+                    n6 -= 1
+                    if n6 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n1 * 16 > L - p:
-                            raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.log_dirs = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n1, 16)]
-                        p += 16 * n1
-                    if p != e:
+                        if n6 * 16 > L - p:
+                            raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l7 = []
+                        for _ in range(n6):
+                            u16 = b[p:p + 16]
+                            l7.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.log_dirs = l7
+                    if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u1[tag3] = b[p:te5]
+                p = te5
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -238,17 +259,17 @@ def _e_BrokerRegistrationChangeRecord_0(o, a):
     if o.log_dirs:
         raise _Absent('LogDirs')
     a(_S0.pack(o.broker_id, o.broker_epoch))
-    T = []
+    T2 = []
     if o.fenced != 0:
-        w = []
-        w.append(_S1.pack(o.fenced))
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w3 = []
+        w3.append(_S1.pack(o.fenced))
+        T2.append((0, b''.join(w3)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 
@@ -257,53 +278,53 @@ def _e_BrokerRegistrationChangeRecord_1(o, a):
     if o.log_dirs:
         raise _Absent('LogDirs')
     a(_S0.pack(o.broker_id, o.broker_epoch))
-    T = []
+    T2 = []
     if o.fenced != 0:
-        w = []
-        w.append(_S1.pack(o.fenced))
-        T.append((0, b''.join(w)))
+        w3 = []
+        w3.append(_S1.pack(o.fenced))
+        T2.append((0, b''.join(w3)))
     if o.in_controlled_shutdown != 0:
-        w = []
-        w.append(_S1.pack(o.in_controlled_shutdown))
-        T.append((1, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w4 = []
+        w4.append(_S1.pack(o.in_controlled_shutdown))
+        T2.append((1, b''.join(w4)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 
 
 def _e_BrokerRegistrationChangeRecord_2(o, a):
     a(_S0.pack(o.broker_id, o.broker_epoch))
-    T = []
+    T2 = []
     if o.fenced != 0:
-        w = []
-        w.append(_S1.pack(o.fenced))
-        T.append((0, b''.join(w)))
+        w3 = []
+        w3.append(_S1.pack(o.fenced))
+        T2.append((0, b''.join(w3)))
     if o.in_controlled_shutdown != 0:
-        w = []
-        w.append(_S1.pack(o.in_controlled_shutdown))
-        T.append((1, b''.join(w)))
+        w4 = []
+        w4.append(_S1.pack(o.in_controlled_shutdown))
+        T2.append((1, b''.join(w4)))
     if o.log_dirs:
-        w = []
-        v1 = o.log_dirs
-        if v1 is None:
+        w5 = []
+        v6 = o.log_dirs
+        if v6 is None:
             raise _EncodeError('null in non-nullable field LogDirs at version 2')
         else:
-            n2 = len(v1)
-            w.append(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-            for i3 in v1:
-                w.append(i3.bytes)
-        T.append((2, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n7 = len(v6)
+            w5.append(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+            for i8 in v6:
+                w5.append(i8.bytes)
+        T2.append((2, b''.join(w5)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -112,23 +114,30 @@ def _d_EntityData_0(b, p):
             o.entity_name = b[p:e4].decode()
             p = e4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -155,9 +164,9 @@ def _e_EntityData_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -181,45 +190,109 @@ def _d_ClientQuotaRecord_0(b, p):
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l2 = []
             for _ in range(n1):
-                it, p = _d_EntityData_0(b, p)
-                l2.append(it)
+                s3 = _new(EntityData)
+                F = 'Entity.EntityType'
+                n4 = b[p]
+                if n4 < 128:
+                    p += 1
+                else:
+                    n4, p = _ruv(b, p)
+                n4 -= 1
+                if n4 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e5 = p + n4
+                    if e5 > L:
+                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+                    s3.entity_type = b[p:e5].decode()
+                    p = e5
+                F = 'Entity.EntityName'
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s3.entity_name = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s3.entity_name = b[p:e7].decode()
+                    p = e7
+                F = 'Entity'
+                u8 = s3.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag10 = b[p]
+                        if tag10 < 128:
+                            p += 1
+                        else:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
+                            p += 1
+                        else:
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u8[tag10] = b[p:te12]
+                        p = te12
+                l2.append(s3)
             o.entity = l2
         F = 'Key'
-        n3 = b[p]
-        if n3 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.key = b[p:e4].decode()
-            p = e4
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.key = b[p:e14].decode()
+            p = e14
         F = 'Value'
         o.value, o.remove = _S0.unpack_from(b, p)
         p += 9
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn16 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn16:
+            if tn16 >= 128:
+                tn16, p = _ruv(b, p - 1)
+            if tn16 > L - p:
+                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn16):
+                tag17 = b[p]
+                if tag17 < 128:
+                    p += 1
+                else:
+                    tag17, p = _ruv(b, p)
+                tz18 = b[p]
+                if tz18 < 128:
+                    p += 1
+                else:
+                    tz18, p = _ruv(b, p)
+                te19 = p + tz18
+                if te19 > L:
+                    raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                u15[tag17] = b[p:te19]
+                p = te19
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -236,20 +309,40 @@ def _e_ClientQuotaRecord_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_EntityData_0(it, a)
-    v3 = o.key
-    if v3 is None:
+        for s3 in v1:
+            v4 = s3.entity_type
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field EntityType at version 0')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.entity_name
+            if v6 is None:
+                a(b'\x00')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.key
+    if v9 is None:
         raise _EncodeError('null in non-nullable field Key at version 0')
     else:
-        v3 = v3.encode()
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        a(v3)
+        v9 = v9.encode()
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        a(v9)
     a(_S0.pack(o.value, o.remove))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u11 = o.unknown_tagged_fields
+    if u11:
+        _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -111,23 +113,30 @@ def _d_ConfigRecord_0(b, p):
             o.value = b[p:e6].decode()
             p = e6
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
+                    p += 1
+                else:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
+                    p += 1
+                else:
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -163,9 +172,9 @@ def _e_ConfigRecord_0(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u7 = o.unknown_tagged_fields
+    if u7:
+        _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
 

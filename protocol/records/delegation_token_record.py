@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -145,23 +147,30 @@ def _d_DelegationTokenRecord_0(b, p):
             o.token_id = b[p:e11].decode()
             p = e11
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn13 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn13:
+            if tn13 >= 128:
+                tn13, p = _ruv(b, p - 1)
+            if tn13 > L - p:
+                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn13):
+                tag14 = b[p]
+                if tag14 < 128:
+                    p += 1
+                else:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
+                    p += 1
+                else:
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u12[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -212,9 +221,9 @@ def _e_DelegationTokenRecord_0(o, a):
         n11 = len(v10)
         a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
         a(v10)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u12 = o.unknown_tagged_fields
+    if u12:
+        _wtags(sorted(u12.items()), a)
     else:
         a(b'\x00')
 

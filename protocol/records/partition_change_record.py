@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -80,9 +82,9 @@ def _d_PartitionChangeRecord_0(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t0, t1, = _S0.unpack_from(b, p)
-        o.partition_id = t0
-        o.topic_id = _uuid(t1)
+        t1, t2, = _S0.unpack_from(b, p)
+        o.partition_id = t1
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 20
         o.isr = None
         o.leader = -2
@@ -91,120 +93,133 @@ def _d_PartitionChangeRecord_0(b, p):
         o.adding_replicas = None
         o.leader_recovery_state = -1
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'Isr'
-                    n1 = b[p]
-                    if n1 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n1, p = _ruv(b, p)
-                    n1 -= 1
-                    if n1 < 0:
-                        if n1 != -1:
-                            raise _DecodeError('negative array length ' + str(n1), offset=p)
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        if n8 != -1:
+                            raise _DecodeError('negative array length ' + str(n8), offset=p)
                         o.isr = None
                     else:
-                        if n1 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.isr = list(_unpack_from('>' + str(n1) + 'i', b, p))
-                        p += n1 * 4
-                    if p != e:
+                        if n8 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n8 < 64:
+                            o.isr = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        else:
+                            o.isr = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        p += n8 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag5 == 1:
                     F = 'Leader'
                     o.leader = _S1.unpack_from(b, p)[0]
                     p += 4
-                    if p != e:
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 2:
+                elif tag5 == 2:
                     F = 'Replicas'
-                    n2 = b[p]
-                    if n2 < 128:
+                    n9 = b[p]
+                    if n9 < 128:
                         p += 1
                     else:
-                        n2, p = _ruv(b, p)
-                    n2 -= 1
-                    if n2 < 0:
-                        if n2 != -1:
-                            raise _DecodeError('negative array length ' + str(n2), offset=p)
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _DecodeError('negative array length ' + str(n9), offset=p)
                         o.replicas = None
                     else:
-                        if n2 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.replicas = list(_unpack_from('>' + str(n2) + 'i', b, p))
-                        p += n2 * 4
-                    if p != e:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            o.replicas = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        else:
+                            o.replicas = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        p += n9 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 3:
+                elif tag5 == 3:
                     F = 'RemovingReplicas'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n10 = b[p]
+                    if n10 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _DecodeError('negative array length ' + str(n3), offset=p)
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        if n10 != -1:
+                            raise _DecodeError('negative array length ' + str(n10), offset=p)
                         o.removing_replicas = None
                     else:
-                        if n3 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.removing_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
-                        p += n3 * 4
-                    if p != e:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            o.removing_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        else:
+                            o.removing_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        p += n10 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 4:
+                elif tag5 == 4:
                     F = 'AddingReplicas'
-                    n4 = b[p]
-                    if n4 < 128:
+                    n11 = b[p]
+                    if n11 < 128:
                         p += 1
                     else:
-                        n4, p = _ruv(b, p)
-                    n4 -= 1
-                    if n4 < 0:
-                        if n4 != -1:
-                            raise _DecodeError('negative array length ' + str(n4), offset=p)
+                        n11, p = _ruv(b, p)
+                    n11 -= 1
+                    if n11 < 0:
+                        if n11 != -1:
+                            raise _DecodeError('negative array length ' + str(n11), offset=p)
                         o.adding_replicas = None
                     else:
-                        if n4 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.adding_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
-                        p += n4 * 4
-                    if p != e:
+                        if n11 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n11 < 64:
+                            o.adding_replicas = list(_ARRAY['i'][n11].unpack_from(b, p))
+                        else:
+                            o.adding_replicas = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                        p += n11 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 5:
+                elif tag5 == 5:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (6, 7, 8):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 0', offset=p)
+                elif tag5 in (6, 7, 8):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 0', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -222,9 +237,9 @@ def _d_PartitionChangeRecord_1(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t0, t1, = _S0.unpack_from(b, p)
-        o.partition_id = t0
-        o.topic_id = _uuid(t1)
+        t1, t2, = _S0.unpack_from(b, p)
+        o.partition_id = t1
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 20
         o.isr = None
         o.leader = -2
@@ -234,140 +249,156 @@ def _d_PartitionChangeRecord_1(b, p):
         o.leader_recovery_state = -1
         o.directories = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'Isr'
-                    n1 = b[p]
-                    if n1 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n1, p = _ruv(b, p)
-                    n1 -= 1
-                    if n1 < 0:
-                        if n1 != -1:
-                            raise _DecodeError('negative array length ' + str(n1), offset=p)
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        if n8 != -1:
+                            raise _DecodeError('negative array length ' + str(n8), offset=p)
                         o.isr = None
                     else:
-                        if n1 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.isr = list(_unpack_from('>' + str(n1) + 'i', b, p))
-                        p += n1 * 4
-                    if p != e:
+                        if n8 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n8 < 64:
+                            o.isr = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        else:
+                            o.isr = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        p += n8 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag5 == 1:
                     F = 'Leader'
                     o.leader = _S1.unpack_from(b, p)[0]
                     p += 4
-                    if p != e:
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 2:
+                elif tag5 == 2:
                     F = 'Replicas'
-                    n2 = b[p]
-                    if n2 < 128:
+                    n9 = b[p]
+                    if n9 < 128:
                         p += 1
                     else:
-                        n2, p = _ruv(b, p)
-                    n2 -= 1
-                    if n2 < 0:
-                        if n2 != -1:
-                            raise _DecodeError('negative array length ' + str(n2), offset=p)
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _DecodeError('negative array length ' + str(n9), offset=p)
                         o.replicas = None
                     else:
-                        if n2 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.replicas = list(_unpack_from('>' + str(n2) + 'i', b, p))
-                        p += n2 * 4
-                    if p != e:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            o.replicas = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        else:
+                            o.replicas = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        p += n9 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 3:
+                elif tag5 == 3:
                     F = 'RemovingReplicas'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n10 = b[p]
+                    if n10 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _DecodeError('negative array length ' + str(n3), offset=p)
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        if n10 != -1:
+                            raise _DecodeError('negative array length ' + str(n10), offset=p)
                         o.removing_replicas = None
                     else:
-                        if n3 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.removing_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
-                        p += n3 * 4
-                    if p != e:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            o.removing_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        else:
+                            o.removing_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        p += n10 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 4:
+                elif tag5 == 4:
                     F = 'AddingReplicas'
-                    n4 = b[p]
-                    if n4 < 128:
+                    n11 = b[p]
+                    if n11 < 128:
                         p += 1
                     else:
-                        n4, p = _ruv(b, p)
-                    n4 -= 1
-                    if n4 < 0:
-                        if n4 != -1:
-                            raise _DecodeError('negative array length ' + str(n4), offset=p)
+                        n11, p = _ruv(b, p)
+                    n11 -= 1
+                    if n11 < 0:
+                        if n11 != -1:
+                            raise _DecodeError('negative array length ' + str(n11), offset=p)
                         o.adding_replicas = None
                     else:
-                        if n4 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.adding_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
-                        p += n4 * 4
-                    if p != e:
+                        if n11 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n11 < 64:
+                            o.adding_replicas = list(_ARRAY['i'][n11].unpack_from(b, p))
+                        else:
+                            o.adding_replicas = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                        p += n11 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 5:
+                elif tag5 == 5:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 8:
+                elif tag5 == 8:
                     F = 'Directories'
-                    n5 = b[p]
-                    if n5 < 128:
+                    n12 = b[p]
+                    if n12 < 128:
                         p += 1
                     else:
-                        n5, p = _ruv(b, p)
-                    n5 -= 1
-                    if n5 < 0:
-                        if n5 != -1:
-                            raise _DecodeError('negative array length ' + str(n5), offset=p)
+                        n12, p = _ruv(b, p)
+                    n12 -= 1
+                    if n12 < 0:
+                        if n12 != -1:
+                            raise _DecodeError('negative array length ' + str(n12), offset=p)
                         o.directories = None
                     else:
-                        if n5 * 16 > L - p:
-                            raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.directories = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n5, 16)]
-                        p += 16 * n5
-                    if p != e:
+                        if n12 * 16 > L - p:
+                            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l13 = []
+                        for _ in range(n12):
+                            u16 = b[p:p + 16]
+                            l13.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.directories = l13
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (6, 7):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 1', offset=p)
+                elif tag5 in (6, 7):
+                    raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 1', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -383,9 +414,9 @@ def _d_PartitionChangeRecord_2(b, p):
         L = len(b)
         o = _new(PartitionChangeRecord)
         F = 'PartitionId'
-        t0, t1, = _S0.unpack_from(b, p)
-        o.partition_id = t0
-        o.topic_id = _uuid(t1)
+        t1, t2, = _S0.unpack_from(b, p)
+        o.partition_id = t1
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 20
         o.isr = None
         o.leader = -2
@@ -397,178 +428,198 @@ def _d_PartitionChangeRecord_2(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                if tag5 == 0:
                     F = 'Isr'
-                    n1 = b[p]
-                    if n1 < 128:
+                    n8 = b[p]
+                    if n8 < 128:
                         p += 1
                     else:
-                        n1, p = _ruv(b, p)
-                    n1 -= 1
-                    if n1 < 0:
-                        if n1 != -1:
-                            raise _DecodeError('negative array length ' + str(n1), offset=p)
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        if n8 != -1:
+                            raise _DecodeError('negative array length ' + str(n8), offset=p)
                         o.isr = None
                     else:
-                        if n1 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.isr = list(_unpack_from('>' + str(n1) + 'i', b, p))
-                        p += n1 * 4
-                    if p != e:
+                        if n8 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n8 < 64:
+                            o.isr = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        else:
+                            o.isr = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        p += n8 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag5 == 1:
                     F = 'Leader'
                     o.leader = _S1.unpack_from(b, p)[0]
                     p += 4
-                    if p != e:
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 2:
+                elif tag5 == 2:
                     F = 'Replicas'
-                    n2 = b[p]
-                    if n2 < 128:
+                    n9 = b[p]
+                    if n9 < 128:
                         p += 1
                     else:
-                        n2, p = _ruv(b, p)
-                    n2 -= 1
-                    if n2 < 0:
-                        if n2 != -1:
-                            raise _DecodeError('negative array length ' + str(n2), offset=p)
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        if n9 != -1:
+                            raise _DecodeError('negative array length ' + str(n9), offset=p)
                         o.replicas = None
                     else:
-                        if n2 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.replicas = list(_unpack_from('>' + str(n2) + 'i', b, p))
-                        p += n2 * 4
-                    if p != e:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            o.replicas = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        else:
+                            o.replicas = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        p += n9 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 3:
+                elif tag5 == 3:
                     F = 'RemovingReplicas'
-                    n3 = b[p]
-                    if n3 < 128:
+                    n10 = b[p]
+                    if n10 < 128:
                         p += 1
                     else:
-                        n3, p = _ruv(b, p)
-                    n3 -= 1
-                    if n3 < 0:
-                        if n3 != -1:
-                            raise _DecodeError('negative array length ' + str(n3), offset=p)
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        if n10 != -1:
+                            raise _DecodeError('negative array length ' + str(n10), offset=p)
                         o.removing_replicas = None
                     else:
-                        if n3 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.removing_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
-                        p += n3 * 4
-                    if p != e:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            o.removing_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        else:
+                            o.removing_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        p += n10 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 4:
+                elif tag5 == 4:
                     F = 'AddingReplicas'
-                    n4 = b[p]
-                    if n4 < 128:
+                    n11 = b[p]
+                    if n11 < 128:
                         p += 1
                     else:
-                        n4, p = _ruv(b, p)
-                    n4 -= 1
-                    if n4 < 0:
-                        if n4 != -1:
-                            raise _DecodeError('negative array length ' + str(n4), offset=p)
+                        n11, p = _ruv(b, p)
+                    n11 -= 1
+                    if n11 < 0:
+                        if n11 != -1:
+                            raise _DecodeError('negative array length ' + str(n11), offset=p)
                         o.adding_replicas = None
                     else:
-                        if n4 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.adding_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
-                        p += n4 * 4
-                    if p != e:
+                        if n11 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n11 < 64:
+                            o.adding_replicas = list(_ARRAY['i'][n11].unpack_from(b, p))
+                        else:
+                            o.adding_replicas = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                        p += n11 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 5:
+                elif tag5 == 5:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 6:
+                elif tag5 == 6:
                     F = 'EligibleLeaderReplicas'
-                    n5 = b[p]
-                    if n5 < 128:
+                    n12 = b[p]
+                    if n12 < 128:
                         p += 1
                     else:
-                        n5, p = _ruv(b, p)
-                    n5 -= 1
-                    if n5 < 0:
-                        if n5 != -1:
-                            raise _DecodeError('negative array length ' + str(n5), offset=p)
+                        n12, p = _ruv(b, p)
+                    n12 -= 1
+                    if n12 < 0:
+                        if n12 != -1:
+                            raise _DecodeError('negative array length ' + str(n12), offset=p)
                         o.eligible_leader_replicas = None
                     else:
-                        if n5 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.eligible_leader_replicas = list(_unpack_from('>' + str(n5) + 'i', b, p))
-                        p += n5 * 4
-                    if p != e:
+                        if n12 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n12 < 64:
+                            o.eligible_leader_replicas = list(_ARRAY['i'][n12].unpack_from(b, p))
+                        else:
+                            o.eligible_leader_replicas = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                        p += n12 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 7:
+                elif tag5 == 7:
                     F = 'LastKnownElr'
-                    n6 = b[p]
-                    if n6 < 128:
+                    n13 = b[p]
+                    if n13 < 128:
                         p += 1
                     else:
-                        n6, p = _ruv(b, p)
-                    n6 -= 1
-                    if n6 < 0:
-                        if n6 != -1:
-                            raise _DecodeError('negative array length ' + str(n6), offset=p)
+                        n13, p = _ruv(b, p)
+                    n13 -= 1
+                    if n13 < 0:
+                        if n13 != -1:
+                            raise _DecodeError('negative array length ' + str(n13), offset=p)
                         o.last_known_elr = None
                     else:
-                        if n6 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.last_known_elr = list(_unpack_from('>' + str(n6) + 'i', b, p))
-                        p += n6 * 4
-                    if p != e:
+                        if n13 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n13 < 64:
+                            o.last_known_elr = list(_ARRAY['i'][n13].unpack_from(b, p))
+                        else:
+                            o.last_known_elr = list(_unpack_from('>' + str(n13) + 'i', b, p))
+                        p += n13 * 4
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 8:
+                elif tag5 == 8:
                     F = 'Directories'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n14 = b[p]
+                    if n14 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative array length ' + str(n7), offset=p)
+                        n14, p = _ruv(b, p)
+                    n14 -= 1
+                    if n14 < 0:
+                        if n14 != -1:
+                            raise _DecodeError('negative array length ' + str(n14), offset=p)
                         o.directories = None
                     else:
-                        if n7 * 16 > L - p:
-                            raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.directories = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n7, 16)]
-                        p += 16 * n7
-                    if p != e:
+                        if n14 * 16 > L - p:
+                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l15 = []
+                        for _ in range(n14):
+                            u16 = b[p:p + 16]
+                            l15.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.directories = l15
+                    if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -586,61 +637,61 @@ def _e_PartitionChangeRecord_0(o, a):
     if o.last_known_elr is not None:
         raise _Absent('LastKnownElr')
     a(_S0.pack(o.partition_id, o.topic_id.bytes))
-    T = []
+    T2 = []
     if o.isr is not None:
-        w = []
-        v1 = o.isr
-        if v1 is None:
-            w.append(b'\x00')
+        w3 = []
+        v4 = o.isr
+        if v4 is None:
+            w3.append(b'\x00')
         else:
-            n2 = len(v1)
-            w.append(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-            w.append(_pack('>' + str(n2) + 'i', *v1))
-        T.append((0, b''.join(w)))
+            n5 = len(v4)
+            w3.append(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+            w3.append(_pack('>' + str(n5) + 'i', *v4))
+        T2.append((0, b''.join(w3)))
     if o.leader != -2:
-        w = []
-        w.append(_S1.pack(o.leader))
-        T.append((1, b''.join(w)))
+        w6 = []
+        w6.append(_S1.pack(o.leader))
+        T2.append((1, b''.join(w6)))
     if o.replicas is not None:
-        w = []
-        v3 = o.replicas
-        if v3 is None:
-            w.append(b'\x00')
+        w7 = []
+        v8 = o.replicas
+        if v8 is None:
+            w7.append(b'\x00')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            w.append(_pack('>' + str(n4) + 'i', *v3))
-        T.append((2, b''.join(w)))
+            n9 = len(v8)
+            w7.append(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+            w7.append(_pack('>' + str(n9) + 'i', *v8))
+        T2.append((2, b''.join(w7)))
     if o.removing_replicas is not None:
-        w = []
-        v5 = o.removing_replicas
-        if v5 is None:
-            w.append(b'\x00')
+        w10 = []
+        v11 = o.removing_replicas
+        if v11 is None:
+            w10.append(b'\x00')
         else:
-            n6 = len(v5)
-            w.append(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-            w.append(_pack('>' + str(n6) + 'i', *v5))
-        T.append((3, b''.join(w)))
+            n12 = len(v11)
+            w10.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+            w10.append(_pack('>' + str(n12) + 'i', *v11))
+        T2.append((3, b''.join(w10)))
     if o.adding_replicas is not None:
-        w = []
-        v7 = o.adding_replicas
-        if v7 is None:
-            w.append(b'\x00')
+        w13 = []
+        v14 = o.adding_replicas
+        if v14 is None:
+            w13.append(b'\x00')
         else:
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(_pack('>' + str(n8) + 'i', *v7))
-        T.append((4, b''.join(w)))
+            n15 = len(v14)
+            w13.append(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+            w13.append(_pack('>' + str(n15) + 'i', *v14))
+        T2.append((4, b''.join(w13)))
     if o.leader_recovery_state != -1:
-        w = []
-        w.append(_S2.pack(o.leader_recovery_state))
-        T.append((5, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w16 = []
+        w16.append(_S2.pack(o.leader_recovery_state))
+        T2.append((5, b''.join(w16)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 
@@ -651,164 +702,164 @@ def _e_PartitionChangeRecord_1(o, a):
     if o.last_known_elr is not None:
         raise _Absent('LastKnownElr')
     a(_S0.pack(o.partition_id, o.topic_id.bytes))
-    T = []
+    T2 = []
     if o.isr is not None:
-        w = []
-        v1 = o.isr
-        if v1 is None:
-            w.append(b'\x00')
+        w3 = []
+        v4 = o.isr
+        if v4 is None:
+            w3.append(b'\x00')
         else:
-            n2 = len(v1)
-            w.append(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-            w.append(_pack('>' + str(n2) + 'i', *v1))
-        T.append((0, b''.join(w)))
+            n5 = len(v4)
+            w3.append(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+            w3.append(_pack('>' + str(n5) + 'i', *v4))
+        T2.append((0, b''.join(w3)))
     if o.leader != -2:
-        w = []
-        w.append(_S1.pack(o.leader))
-        T.append((1, b''.join(w)))
+        w6 = []
+        w6.append(_S1.pack(o.leader))
+        T2.append((1, b''.join(w6)))
     if o.replicas is not None:
-        w = []
-        v3 = o.replicas
-        if v3 is None:
-            w.append(b'\x00')
+        w7 = []
+        v8 = o.replicas
+        if v8 is None:
+            w7.append(b'\x00')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            w.append(_pack('>' + str(n4) + 'i', *v3))
-        T.append((2, b''.join(w)))
+            n9 = len(v8)
+            w7.append(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+            w7.append(_pack('>' + str(n9) + 'i', *v8))
+        T2.append((2, b''.join(w7)))
     if o.removing_replicas is not None:
-        w = []
-        v5 = o.removing_replicas
-        if v5 is None:
-            w.append(b'\x00')
+        w10 = []
+        v11 = o.removing_replicas
+        if v11 is None:
+            w10.append(b'\x00')
         else:
-            n6 = len(v5)
-            w.append(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-            w.append(_pack('>' + str(n6) + 'i', *v5))
-        T.append((3, b''.join(w)))
+            n12 = len(v11)
+            w10.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+            w10.append(_pack('>' + str(n12) + 'i', *v11))
+        T2.append((3, b''.join(w10)))
     if o.adding_replicas is not None:
-        w = []
-        v7 = o.adding_replicas
-        if v7 is None:
-            w.append(b'\x00')
+        w13 = []
+        v14 = o.adding_replicas
+        if v14 is None:
+            w13.append(b'\x00')
         else:
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(_pack('>' + str(n8) + 'i', *v7))
-        T.append((4, b''.join(w)))
+            n15 = len(v14)
+            w13.append(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+            w13.append(_pack('>' + str(n15) + 'i', *v14))
+        T2.append((4, b''.join(w13)))
     if o.leader_recovery_state != -1:
-        w = []
-        w.append(_S2.pack(o.leader_recovery_state))
-        T.append((5, b''.join(w)))
+        w16 = []
+        w16.append(_S2.pack(o.leader_recovery_state))
+        T2.append((5, b''.join(w16)))
     if o.directories is not None:
-        w = []
-        v9 = o.directories
-        if v9 is None:
-            w.append(b'\x00')
+        w17 = []
+        v18 = o.directories
+        if v18 is None:
+            w17.append(b'\x00')
         else:
-            n10 = len(v9)
-            w.append(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-            for i11 in v9:
-                w.append(i11.bytes)
-        T.append((8, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n19 = len(v18)
+            w17.append(_UV1[n19 + 1] if n19 < 127 else _uvb(n19 + 1))
+            for i20 in v18:
+                w17.append(i20.bytes)
+        T2.append((8, b''.join(w17)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 
 
 def _e_PartitionChangeRecord_2(o, a):
     a(_S0.pack(o.partition_id, o.topic_id.bytes))
-    T = []
+    T2 = []
     if o.isr is not None:
-        w = []
-        v1 = o.isr
-        if v1 is None:
-            w.append(b'\x00')
+        w3 = []
+        v4 = o.isr
+        if v4 is None:
+            w3.append(b'\x00')
         else:
-            n2 = len(v1)
-            w.append(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-            w.append(_pack('>' + str(n2) + 'i', *v1))
-        T.append((0, b''.join(w)))
+            n5 = len(v4)
+            w3.append(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+            w3.append(_pack('>' + str(n5) + 'i', *v4))
+        T2.append((0, b''.join(w3)))
     if o.leader != -2:
-        w = []
-        w.append(_S1.pack(o.leader))
-        T.append((1, b''.join(w)))
+        w6 = []
+        w6.append(_S1.pack(o.leader))
+        T2.append((1, b''.join(w6)))
     if o.replicas is not None:
-        w = []
-        v3 = o.replicas
-        if v3 is None:
-            w.append(b'\x00')
+        w7 = []
+        v8 = o.replicas
+        if v8 is None:
+            w7.append(b'\x00')
         else:
-            n4 = len(v3)
-            w.append(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-            w.append(_pack('>' + str(n4) + 'i', *v3))
-        T.append((2, b''.join(w)))
+            n9 = len(v8)
+            w7.append(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
+            w7.append(_pack('>' + str(n9) + 'i', *v8))
+        T2.append((2, b''.join(w7)))
     if o.removing_replicas is not None:
-        w = []
-        v5 = o.removing_replicas
-        if v5 is None:
-            w.append(b'\x00')
-        else:
-            n6 = len(v5)
-            w.append(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-            w.append(_pack('>' + str(n6) + 'i', *v5))
-        T.append((3, b''.join(w)))
-    if o.adding_replicas is not None:
-        w = []
-        v7 = o.adding_replicas
-        if v7 is None:
-            w.append(b'\x00')
-        else:
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            w.append(_pack('>' + str(n8) + 'i', *v7))
-        T.append((4, b''.join(w)))
-    if o.leader_recovery_state != -1:
-        w = []
-        w.append(_S2.pack(o.leader_recovery_state))
-        T.append((5, b''.join(w)))
-    if o.eligible_leader_replicas is not None:
-        w = []
-        v9 = o.eligible_leader_replicas
-        if v9 is None:
-            w.append(b'\x00')
-        else:
-            n10 = len(v9)
-            w.append(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
-            w.append(_pack('>' + str(n10) + 'i', *v9))
-        T.append((6, b''.join(w)))
-    if o.last_known_elr is not None:
-        w = []
-        v11 = o.last_known_elr
+        w10 = []
+        v11 = o.removing_replicas
         if v11 is None:
-            w.append(b'\x00')
+            w10.append(b'\x00')
         else:
             n12 = len(v11)
-            w.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
-            w.append(_pack('>' + str(n12) + 'i', *v11))
-        T.append((7, b''.join(w)))
-    if o.directories is not None:
-        w = []
-        v13 = o.directories
-        if v13 is None:
-            w.append(b'\x00')
+            w10.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
+            w10.append(_pack('>' + str(n12) + 'i', *v11))
+        T2.append((3, b''.join(w10)))
+    if o.adding_replicas is not None:
+        w13 = []
+        v14 = o.adding_replicas
+        if v14 is None:
+            w13.append(b'\x00')
         else:
-            n14 = len(v13)
-            w.append(_UV1[n14 + 1] if n14 < 127 else _uvb(n14 + 1))
-            for i15 in v13:
-                w.append(i15.bytes)
-        T.append((8, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n15 = len(v14)
+            w13.append(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
+            w13.append(_pack('>' + str(n15) + 'i', *v14))
+        T2.append((4, b''.join(w13)))
+    if o.leader_recovery_state != -1:
+        w16 = []
+        w16.append(_S2.pack(o.leader_recovery_state))
+        T2.append((5, b''.join(w16)))
+    if o.eligible_leader_replicas is not None:
+        w17 = []
+        v18 = o.eligible_leader_replicas
+        if v18 is None:
+            w17.append(b'\x00')
+        else:
+            n19 = len(v18)
+            w17.append(_UV1[n19 + 1] if n19 < 127 else _uvb(n19 + 1))
+            w17.append(_pack('>' + str(n19) + 'i', *v18))
+        T2.append((6, b''.join(w17)))
+    if o.last_known_elr is not None:
+        w20 = []
+        v21 = o.last_known_elr
+        if v21 is None:
+            w20.append(b'\x00')
+        else:
+            n22 = len(v21)
+            w20.append(_UV1[n22 + 1] if n22 < 127 else _uvb(n22 + 1))
+            w20.append(_pack('>' + str(n22) + 'i', *v21))
+        T2.append((7, b''.join(w20)))
+    if o.directories is not None:
+        w23 = []
+        v24 = o.directories
+        if v24 is None:
+            w23.append(b'\x00')
+        else:
+            n25 = len(v24)
+            w23.append(_UV1[n25 + 1] if n25 < 127 else _uvb(n25 + 1))
+            for i26 in v24:
+                w23.append(i26.bytes)
+        T2.append((8, b''.join(w23)))
+    u1 = o.unknown_tagged_fields
+    if u1:
+        T2.extend(u1.items())
+        T2.sort()
+    if T2:
+        _wtags(T2, a)
     else:
         a(b'\x00')
 

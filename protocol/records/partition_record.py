@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -84,39 +86,11 @@ def _d_PartitionRecord_0(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t0, t1, = _S0.unpack_from(b, p)
-        o.partition_id = t0
-        o.topic_id = _uuid(t1)
+        t1, t2, = _S0.unpack_from(b, p)
+        o.partition_id = t1
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 20
         F = 'Replicas'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n1 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.replicas = list(_unpack_from('>' + str(n1) + 'i', b, p))
-            p += n1 * 4
-        F = 'Isr'
-        n2 = b[p]
-        if n2 < 128:
-            p += 1
-        else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.isr = list(_unpack_from('>' + str(n2) + 'i', b, p))
-            p += n2 * 4
-        F = 'RemovingReplicas'
         n3 = b[p]
         if n3 < 128:
             p += 1
@@ -128,9 +102,12 @@ def _d_PartitionRecord_0(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.removing_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
-        F = 'AddingReplicas'
+        F = 'Isr'
         n4 = b[p]
         if n4 < 128:
             p += 1
@@ -142,40 +119,83 @@ def _d_PartitionRecord_0(b, p):
         else:
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.adding_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            if n4 < 64:
+                o.isr = list(_ARRAY['i'][n4].unpack_from(b, p))
+            else:
+                o.isr = list(_unpack_from('>' + str(n4) + 'i', b, p))
             p += n4 * 4
+        F = 'RemovingReplicas'
+        n5 = b[p]
+        if n5 < 128:
+            p += 1
+        else:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n5 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n5 < 64:
+                o.removing_replicas = list(_ARRAY['i'][n5].unpack_from(b, p))
+            else:
+                o.removing_replicas = list(_unpack_from('>' + str(n5) + 'i', b, p))
+            p += n5 * 4
+        F = 'AddingReplicas'
+        n6 = b[p]
+        if n6 < 128:
+            p += 1
+        else:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n6 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n6 < 64:
+                o.adding_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+            else:
+                o.adding_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+            p += n6 * 4
         F = 'Leader'
         o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
         p += 12
         o.leader_recovery_state = 0
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn8 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn8:
+            if tn8 >= 128:
+                tn8, p = _ruv(b, p - 1)
+            if tn8 > L - p:
+                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn8):
+                tag9 = b[p]
+                if tag9 < 128:
+                    p += 1
+                else:
+                    tag9, p = _ruv(b, p)
+                tz10 = b[p]
+                if tz10 < 128:
+                    p += 1
+                else:
+                    tz10, p = _ruv(b, p)
+                te11 = p + tz10
+                if te11 > L:
+                    raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                if tag9 == 0:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te11:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (1, 2):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 0', offset=p)
+                elif tag9 in (1, 2):
+                    raise _DecodeError('tag ' + str(tag9) + ' is not valid for version 0', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u7[tag9] = b[p:te11]
+                p = te11
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -193,39 +213,11 @@ def _d_PartitionRecord_1(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t0, t1, = _S0.unpack_from(b, p)
-        o.partition_id = t0
-        o.topic_id = _uuid(t1)
+        t1, t2, = _S0.unpack_from(b, p)
+        o.partition_id = t1
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 20
         F = 'Replicas'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n1 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.replicas = list(_unpack_from('>' + str(n1) + 'i', b, p))
-            p += n1 * 4
-        F = 'Isr'
-        n2 = b[p]
-        if n2 < 128:
-            p += 1
-        else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.isr = list(_unpack_from('>' + str(n2) + 'i', b, p))
-            p += n2 * 4
-        F = 'RemovingReplicas'
         n3 = b[p]
         if n3 < 128:
             p += 1
@@ -237,9 +229,12 @@ def _d_PartitionRecord_1(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.removing_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
-        F = 'AddingReplicas'
+        F = 'Isr'
         n4 = b[p]
         if n4 < 128:
             p += 1
@@ -251,12 +246,12 @@ def _d_PartitionRecord_1(b, p):
         else:
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.adding_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            if n4 < 64:
+                o.isr = list(_ARRAY['i'][n4].unpack_from(b, p))
+            else:
+                o.isr = list(_unpack_from('>' + str(n4) + 'i', b, p))
             p += n4 * 4
-        F = 'Leader'
-        o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
-        p += 12
-        F = 'Directories'
+        F = 'RemovingReplicas'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -266,39 +261,86 @@ def _d_PartitionRecord_1(b, p):
         if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 16 > L - p:
+            if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.directories = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n5, 16)]
-            p += 16 * n5
+            if n5 < 64:
+                o.removing_replicas = list(_ARRAY['i'][n5].unpack_from(b, p))
+            else:
+                o.removing_replicas = list(_unpack_from('>' + str(n5) + 'i', b, p))
+            p += n5 * 4
+        F = 'AddingReplicas'
+        n6 = b[p]
+        if n6 < 128:
+            p += 1
+        else:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n6 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n6 < 64:
+                o.adding_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+            else:
+                o.adding_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+            p += n6 * 4
+        F = 'Leader'
+        o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
+        p += 12
+        F = 'Directories'
+        n7 = b[p]
+        if n7 < 128:
+            p += 1
+        else:
+            n7, p = _ruv(b, p)
+        n7 -= 1
+        if n7 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n7 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l8 = []
+            for _ in range(n7):
+                u16 = b[p:p + 16]
+                l8.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.directories = l8
         o.leader_recovery_state = 0
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
+                    p += 1
+                else:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
+                    p += 1
+                else:
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                if tag11 == 0:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t in (1, 2):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 1', offset=p)
+                elif tag11 in (1, 2):
+                    raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 1', offset=p)
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -314,39 +356,11 @@ def _d_PartitionRecord_2(b, p):
         L = len(b)
         o = _new(PartitionRecord)
         F = 'PartitionId'
-        t0, t1, = _S0.unpack_from(b, p)
-        o.partition_id = t0
-        o.topic_id = _uuid(t1)
+        t1, t2, = _S0.unpack_from(b, p)
+        o.partition_id = t1
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 20
         F = 'Replicas'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n1 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.replicas = list(_unpack_from('>' + str(n1) + 'i', b, p))
-            p += n1 * 4
-        F = 'Isr'
-        n2 = b[p]
-        if n2 < 128:
-            p += 1
-        else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.isr = list(_unpack_from('>' + str(n2) + 'i', b, p))
-            p += n2 * 4
-        F = 'RemovingReplicas'
         n3 = b[p]
         if n3 < 128:
             p += 1
@@ -358,9 +372,12 @@ def _d_PartitionRecord_2(b, p):
         else:
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.removing_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+            if n3 < 64:
+                o.replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+            else:
+                o.replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
-        F = 'AddingReplicas'
+        F = 'Isr'
         n4 = b[p]
         if n4 < 128:
             p += 1
@@ -372,12 +389,12 @@ def _d_PartitionRecord_2(b, p):
         else:
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.adding_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            if n4 < 64:
+                o.isr = list(_ARRAY['i'][n4].unpack_from(b, p))
+            else:
+                o.isr = list(_unpack_from('>' + str(n4) + 'i', b, p))
             p += n4 * 4
-        F = 'Leader'
-        o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
-        p += 12
-        F = 'Directories'
+        F = 'RemovingReplicas'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -387,79 +404,130 @@ def _d_PartitionRecord_2(b, p):
         if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 16 > L - p:
+            if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            o.directories = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n5, 16)]
-            p += 16 * n5
+            if n5 < 64:
+                o.removing_replicas = list(_ARRAY['i'][n5].unpack_from(b, p))
+            else:
+                o.removing_replicas = list(_unpack_from('>' + str(n5) + 'i', b, p))
+            p += n5 * 4
+        F = 'AddingReplicas'
+        n6 = b[p]
+        if n6 < 128:
+            p += 1
+        else:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n6 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n6 < 64:
+                o.adding_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+            else:
+                o.adding_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+            p += n6 * 4
+        F = 'Leader'
+        o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
+        p += 12
+        F = 'Directories'
+        n7 = b[p]
+        if n7 < 128:
+            p += 1
+        else:
+            n7, p = _ruv(b, p)
+        n7 -= 1
+        if n7 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n7 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l8 = []
+            for _ in range(n7):
+                u16 = b[p:p + 16]
+                l8.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.directories = l8
         o.leader_recovery_state = 0
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
+                    p += 1
+                else:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
+                    p += 1
+                else:
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                if tag11 == 0:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != e:
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 1:
+                elif tag11 == 1:
                     F = 'EligibleLeaderReplicas'
-                    n6 = b[p]
-                    if n6 < 128:
+                    n14 = b[p]
+                    if n14 < 128:
                         p += 1
                     else:
-                        n6, p = _ruv(b, p)
-                    n6 -= 1
-                    if n6 < 0:
-                        if n6 != -1:
-                            raise _DecodeError('negative array length ' + str(n6), offset=p)
+                        n14, p = _ruv(b, p)
+                    n14 -= 1
+                    if n14 < 0:
+                        if n14 != -1:
+                            raise _DecodeError('negative array length ' + str(n14), offset=p)
                         o.eligible_leader_replicas = None
                     else:
-                        if n6 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.eligible_leader_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
-                        p += n6 * 4
-                    if p != e:
+                        if n14 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n14 < 64:
+                            o.eligible_leader_replicas = list(_ARRAY['i'][n14].unpack_from(b, p))
+                        else:
+                            o.eligible_leader_replicas = list(_unpack_from('>' + str(n14) + 'i', b, p))
+                        p += n14 * 4
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
-                elif t == 2:
+                elif tag11 == 2:
                     F = 'LastKnownElr'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n15 = b[p]
+                    if n15 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
-                        if n7 != -1:
-                            raise _DecodeError('negative array length ' + str(n7), offset=p)
+                        n15, p = _ruv(b, p)
+                    n15 -= 1
+                    if n15 < 0:
+                        if n15 != -1:
+                            raise _DecodeError('negative array length ' + str(n15), offset=p)
                         o.last_known_elr = None
                     else:
-                        if n7 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.last_known_elr = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                        p += n7 * 4
-                    if p != e:
+                        if n15 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n15 < 64:
+                            o.last_known_elr = list(_ARRAY['i'][n15].unpack_from(b, p))
+                        else:
+                            o.last_known_elr = list(_unpack_from('>' + str(n15) + 'i', b, p))
+                        p += n15 * 4
+                    if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -506,17 +574,17 @@ def _e_PartitionRecord_0(o, a):
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(_pack('>' + str(n8) + 'i', *v7))
     a(_S1.pack(o.leader, o.leader_epoch, o.partition_epoch))
-    T = []
+    T10 = []
     if o.leader_recovery_state != 0:
-        w = []
-        w.append(_S2.pack(o.leader_recovery_state))
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w11 = []
+        w11.append(_S2.pack(o.leader_recovery_state))
+        T10.append((0, b''.join(w11)))
+    u9 = o.unknown_tagged_fields
+    if u9:
+        T10.extend(u9.items())
+        T10.sort()
+    if T10:
+        _wtags(T10, a)
     else:
         a(b'\x00')
 
@@ -564,17 +632,17 @@ def _e_PartitionRecord_1(o, a):
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         for i11 in v9:
             a(i11.bytes)
-    T = []
+    T13 = []
     if o.leader_recovery_state != 0:
-        w = []
-        w.append(_S2.pack(o.leader_recovery_state))
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+        w14 = []
+        w14.append(_S2.pack(o.leader_recovery_state))
+        T13.append((0, b''.join(w14)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 
@@ -618,37 +686,37 @@ def _e_PartitionRecord_2(o, a):
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         for i11 in v9:
             a(i11.bytes)
-    T = []
+    T13 = []
     if o.leader_recovery_state != 0:
-        w = []
-        w.append(_S2.pack(o.leader_recovery_state))
-        T.append((0, b''.join(w)))
+        w14 = []
+        w14.append(_S2.pack(o.leader_recovery_state))
+        T13.append((0, b''.join(w14)))
     if o.eligible_leader_replicas is not None:
-        w = []
-        v12 = o.eligible_leader_replicas
-        if v12 is None:
-            w.append(b'\x00')
+        w15 = []
+        v16 = o.eligible_leader_replicas
+        if v16 is None:
+            w15.append(b'\x00')
         else:
-            n13 = len(v12)
-            w.append(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
-            w.append(_pack('>' + str(n13) + 'i', *v12))
-        T.append((1, b''.join(w)))
+            n17 = len(v16)
+            w15.append(_UV1[n17 + 1] if n17 < 127 else _uvb(n17 + 1))
+            w15.append(_pack('>' + str(n17) + 'i', *v16))
+        T13.append((1, b''.join(w15)))
     if o.last_known_elr is not None:
-        w = []
-        v14 = o.last_known_elr
-        if v14 is None:
-            w.append(b'\x00')
+        w18 = []
+        v19 = o.last_known_elr
+        if v19 is None:
+            w18.append(b'\x00')
         else:
-            n15 = len(v14)
-            w.append(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
-            w.append(_pack('>' + str(n15) + 'i', *v14))
-        T.append((2, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n20 = len(v19)
+            w18.append(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
+            w18.append(_pack('>' + str(n20) + 'i', *v19))
+        T13.append((2, b''.join(w18)))
+    u12 = o.unknown_tagged_fields
+    if u12:
+        T13.extend(u12.items())
+        T13.sort()
+    if T13:
+        _wtags(T13, a)
     else:
         a(b'\x00')
 

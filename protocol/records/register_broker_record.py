@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -155,23 +157,30 @@ def _d_BrokerEndpoint_0(b, p):
         o.port, o.security_protocol = _S0.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -199,9 +208,9 @@ def _e_BrokerEndpoint_0(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -224,9 +233,9 @@ def _e_BrokerEndpoint_1(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -249,9 +258,9 @@ def _e_BrokerEndpoint_2(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -274,9 +283,9 @@ def _e_BrokerEndpoint_3(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -305,23 +314,30 @@ def _d_BrokerFeature_0(b, p):
         o.min_supported_version, o.max_supported_version = _S1.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -341,9 +357,9 @@ def _e_BrokerFeature_0(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -358,9 +374,9 @@ def _e_BrokerFeature_1(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -375,9 +391,9 @@ def _e_BrokerFeature_2(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -392,9 +408,9 @@ def _e_BrokerFeature_3(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -408,86 +424,194 @@ def _d_RegisterBrokerRecord_0(b, p):
         o.in_controlled_shutdown = False
         o.log_dirs = []
         F = 'BrokerId'
-        t0, t1, t2, = _S2.unpack_from(b, p)
-        o.broker_id = t0
-        o.incarnation_id = _uuid(t1)
-        o.broker_epoch = t2
+        t1, t2, t3, = _S2.unpack_from(b, p)
+        o.broker_id = t1
+        o.incarnation_id = _UC.get(t2) or _uuid(t2)
+        o.broker_epoch = t3
         p += 28
         F = 'EndPoints'
-        n1 = b[p]
-        if n1 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_BrokerEndpoint_0(b, p)
-                l2.append(it)
-            o.end_points = l2
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(BrokerEndpoint)
+                F = 'EndPoints.Name'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e8].decode()
+                    p = e8
+                F = 'EndPoints.Host'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e10].decode()
+                    p = e10
+                F = 'EndPoints.Port'
+                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'EndPoints'
+                u11 = s6.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.end_points = l5
         F = 'Features'
-        n3 = b[p]
-        if n3 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_BrokerFeature_0(b, p)
-                l4.append(it)
-            o.features = l4
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(BrokerFeature)
+                F = 'Features.Name'
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e20 = p + n19
+                    if e20 > L:
+                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
+                    s18.name = b[p:e20].decode()
+                    p = e20
+                F = 'Features.MinSupportedVersion'
+                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u21 = s18.unknown_tagged_fields = {}
+                tn22 = b[p]
+                p += 1
+                if tn22:
+                    if tn22 >= 128:
+                        tn22, p = _ruv(b, p - 1)
+                    if tn22 > L - p:
+                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn22):
+                        tag23 = b[p]
+                        if tag23 < 128:
+                            p += 1
+                        else:
+                            tag23, p = _ruv(b, p)
+                        tz24 = b[p]
+                        if tz24 < 128:
+                            p += 1
+                        else:
+                            tz24, p = _ruv(b, p)
+                        te25 = p + tz24
+                        if te25 > L:
+                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                        u21[tag23] = b[p:te25]
+                        p = te25
+                l17.append(s18)
+            o.features = l17
         F = 'Rack'
-        n5 = b[p]
-        if n5 < 128:
+        n26 = b[p]
+        if n26 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative string length ' + str(n5), offset=p)
+            n26, p = _ruv(b, p)
+        n26 -= 1
+        if n26 < 0:
+            if n26 != -1:
+                raise _DecodeError('negative string length ' + str(n26), offset=p)
             o.rack = None
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e6].decode()
-            p = e6
+            e27 = p + n26
+            if e27 > L:
+                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e27].decode()
+            p = e27
         F = 'Fenced'
         o.fenced = _S3.unpack_from(b, p)[0]
         p += 1
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u28 = o.unknown_tagged_fields = {}
+        tn29 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 0', offset=p)
+        if tn29:
+            if tn29 >= 128:
+                tn29, p = _ruv(b, p - 1)
+            if tn29 > L - p:
+                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn29):
+                tag30 = b[p]
+                if tag30 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag30, p = _ruv(b, p)
+                tz31 = b[p]
+                if tz31 < 128:
+                    p += 1
+                else:
+                    tz31, p = _ruv(b, p)
+                te32 = p + tz31
+                if te32 > L:
+                    raise _DecodeError('tagged field ' + str(tag30) + ' of ' + str(tz31) + ' bytes is truncated', offset=p)
+                if tag30 in (0,):
+                    raise _DecodeError('tag ' + str(tag30) + ' is not valid for version 0', offset=p)
+                else:
+                    u28[tag30] = b[p:te32]
+                p = te32
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -505,86 +629,194 @@ def _d_RegisterBrokerRecord_1(b, p):
         o.is_migrating_zk_broker = False
         o.log_dirs = []
         F = 'BrokerId'
-        t0, t1, t2, = _S2.unpack_from(b, p)
-        o.broker_id = t0
-        o.incarnation_id = _uuid(t1)
-        o.broker_epoch = t2
+        t1, t2, t3, = _S2.unpack_from(b, p)
+        o.broker_id = t1
+        o.incarnation_id = _UC.get(t2) or _uuid(t2)
+        o.broker_epoch = t3
         p += 28
         F = 'EndPoints'
-        n1 = b[p]
-        if n1 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_BrokerEndpoint_0(b, p)
-                l2.append(it)
-            o.end_points = l2
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(BrokerEndpoint)
+                F = 'EndPoints.Name'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e8].decode()
+                    p = e8
+                F = 'EndPoints.Host'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e10].decode()
+                    p = e10
+                F = 'EndPoints.Port'
+                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'EndPoints'
+                u11 = s6.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.end_points = l5
         F = 'Features'
-        n3 = b[p]
-        if n3 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_BrokerFeature_0(b, p)
-                l4.append(it)
-            o.features = l4
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(BrokerFeature)
+                F = 'Features.Name'
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e20 = p + n19
+                    if e20 > L:
+                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
+                    s18.name = b[p:e20].decode()
+                    p = e20
+                F = 'Features.MinSupportedVersion'
+                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u21 = s18.unknown_tagged_fields = {}
+                tn22 = b[p]
+                p += 1
+                if tn22:
+                    if tn22 >= 128:
+                        tn22, p = _ruv(b, p - 1)
+                    if tn22 > L - p:
+                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn22):
+                        tag23 = b[p]
+                        if tag23 < 128:
+                            p += 1
+                        else:
+                            tag23, p = _ruv(b, p)
+                        tz24 = b[p]
+                        if tz24 < 128:
+                            p += 1
+                        else:
+                            tz24, p = _ruv(b, p)
+                        te25 = p + tz24
+                        if te25 > L:
+                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                        u21[tag23] = b[p:te25]
+                        p = te25
+                l17.append(s18)
+            o.features = l17
         F = 'Rack'
-        n5 = b[p]
-        if n5 < 128:
+        n26 = b[p]
+        if n26 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative string length ' + str(n5), offset=p)
+            n26, p = _ruv(b, p)
+        n26 -= 1
+        if n26 < 0:
+            if n26 != -1:
+                raise _DecodeError('negative string length ' + str(n26), offset=p)
             o.rack = None
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e6].decode()
-            p = e6
+            e27 = p + n26
+            if e27 > L:
+                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e27].decode()
+            p = e27
         F = 'Fenced'
         o.fenced, o.in_controlled_shutdown = _S4.unpack_from(b, p)
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u28 = o.unknown_tagged_fields = {}
+        tn29 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 1', offset=p)
+        if tn29:
+            if tn29 >= 128:
+                tn29, p = _ruv(b, p - 1)
+            if tn29 > L - p:
+                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn29):
+                tag30 = b[p]
+                if tag30 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag30, p = _ruv(b, p)
+                tz31 = b[p]
+                if tz31 < 128:
+                    p += 1
+                else:
+                    tz31, p = _ruv(b, p)
+                te32 = p + tz31
+                if te32 > L:
+                    raise _DecodeError('tagged field ' + str(tag30) + ' of ' + str(tz31) + ' bytes is truncated', offset=p)
+                if tag30 in (0,):
+                    raise _DecodeError('tag ' + str(tag30) + ' is not valid for version 1', offset=p)
+                else:
+                    u28[tag30] = b[p:te32]
+                p = te32
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -601,47 +833,13 @@ def _d_RegisterBrokerRecord_2(b, p):
         o = _new(RegisterBrokerRecord)
         o.log_dirs = []
         F = 'BrokerId'
-        t0, t1, t2, t3, = _S5.unpack_from(b, p)
-        o.broker_id = t0
-        o.is_migrating_zk_broker = t1
-        o.incarnation_id = _uuid(t2)
-        o.broker_epoch = t3
+        t1, t2, t3, t4, = _S5.unpack_from(b, p)
+        o.broker_id = t1
+        o.is_migrating_zk_broker = t2
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        o.broker_epoch = t4
         p += 29
         F = 'EndPoints'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_BrokerEndpoint_0(b, p)
-                l2.append(it)
-            o.end_points = l2
-        F = 'Features'
-        n3 = b[p]
-        if n3 < 128:
-            p += 1
-        else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_BrokerFeature_0(b, p)
-                l4.append(it)
-            o.features = l4
-        F = 'Rack'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -649,39 +847,181 @@ def _d_RegisterBrokerRecord_2(b, p):
             n5, p = _ruv(b, p)
         n5 -= 1
         if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative string length ' + str(n5), offset=p)
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(BrokerEndpoint)
+                F = 'EndPoints.Name'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s7.name = b[p:e9].decode()
+                    p = e9
+                F = 'EndPoints.Host'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e11].decode()
+                    p = e11
+                F = 'EndPoints.Port'
+                s7.port, s7.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'EndPoints'
+                u12 = s7.unknown_tagged_fields = {}
+                tn13 = b[p]
+                p += 1
+                if tn13:
+                    if tn13 >= 128:
+                        tn13, p = _ruv(b, p - 1)
+                    if tn13 > L - p:
+                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn13):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u12[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.end_points = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
+            p += 1
+        else:
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(BrokerFeature)
+                F = 'Features.Name'
+                n20 = b[p]
+                if n20 < 128:
+                    p += 1
+                else:
+                    n20, p = _ruv(b, p)
+                n20 -= 1
+                if n20 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e21 = p + n20
+                    if e21 > L:
+                        raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e21].decode()
+                    p = e21
+                F = 'Features.MinSupportedVersion'
+                s19.min_supported_version, s19.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u22 = s19.unknown_tagged_fields = {}
+                tn23 = b[p]
+                p += 1
+                if tn23:
+                    if tn23 >= 128:
+                        tn23, p = _ruv(b, p - 1)
+                    if tn23 > L - p:
+                        raise _DecodeError(str(tn23) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn23):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u22[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
             o.rack = None
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e6].decode()
-            p = e6
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
         F = 'Fenced'
         o.fenced, o.in_controlled_shutdown = _S4.unpack_from(b, p)
         p += 2
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u29 = o.unknown_tagged_fields = {}
+        tn30 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t in (0,):
-                    raise _DecodeError('tag ' + str(t) + ' is not valid for version 2', offset=p)
+        if tn30:
+            if tn30 >= 128:
+                tn30, p = _ruv(b, p - 1)
+            if tn30 > L - p:
+                raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn30):
+                tag31 = b[p]
+                if tag31 < 128:
+                    p += 1
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    tag31, p = _ruv(b, p)
+                tz32 = b[p]
+                if tz32 < 128:
+                    p += 1
+                else:
+                    tz32, p = _ruv(b, p)
+                te33 = p + tz32
+                if te33 > L:
+                    raise _DecodeError('tagged field ' + str(tag31) + ' of ' + str(tz32) + ' bytes is truncated', offset=p)
+                if tag31 in (0,):
+                    raise _DecodeError('tag ' + str(tag31) + ' is not valid for version 2', offset=p)
+                else:
+                    u29[tag31] = b[p:te33]
+                p = te33
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -697,47 +1037,13 @@ def _d_RegisterBrokerRecord_3(b, p):
         L = len(b)
         o = _new(RegisterBrokerRecord)
         F = 'BrokerId'
-        t0, t1, t2, t3, = _S5.unpack_from(b, p)
-        o.broker_id = t0
-        o.is_migrating_zk_broker = t1
-        o.incarnation_id = _uuid(t2)
-        o.broker_epoch = t3
+        t1, t2, t3, t4, = _S5.unpack_from(b, p)
+        o.broker_id = t1
+        o.is_migrating_zk_broker = t2
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        o.broker_epoch = t4
         p += 29
         F = 'EndPoints'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_BrokerEndpoint_0(b, p)
-                l2.append(it)
-            o.end_points = l2
-        F = 'Features'
-        n3 = b[p]
-        if n3 < 128:
-            p += 1
-        else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_BrokerFeature_0(b, p)
-                l4.append(it)
-            o.features = l4
-        F = 'Rack'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -745,56 +1051,201 @@ def _d_RegisterBrokerRecord_3(b, p):
             n5, p = _ruv(b, p)
         n5 -= 1
         if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative string length ' + str(n5), offset=p)
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(BrokerEndpoint)
+                F = 'EndPoints.Name'
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s7.name = b[p:e9].decode()
+                    p = e9
+                F = 'EndPoints.Host'
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e11].decode()
+                    p = e11
+                F = 'EndPoints.Port'
+                s7.port, s7.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'EndPoints'
+                u12 = s7.unknown_tagged_fields = {}
+                tn13 = b[p]
+                p += 1
+                if tn13:
+                    if tn13 >= 128:
+                        tn13, p = _ruv(b, p - 1)
+                    if tn13 > L - p:
+                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn13):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u12[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.end_points = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
+            p += 1
+        else:
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(BrokerFeature)
+                F = 'Features.Name'
+                n20 = b[p]
+                if n20 < 128:
+                    p += 1
+                else:
+                    n20, p = _ruv(b, p)
+                n20 -= 1
+                if n20 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e21 = p + n20
+                    if e21 > L:
+                        raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e21].decode()
+                    p = e21
+                F = 'Features.MinSupportedVersion'
+                s19.min_supported_version, s19.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u22 = s19.unknown_tagged_fields = {}
+                tn23 = b[p]
+                p += 1
+                if tn23:
+                    if tn23 >= 128:
+                        tn23, p = _ruv(b, p - 1)
+                    if tn23 > L - p:
+                        raise _DecodeError(str(tn23) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn23):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u22[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
             o.rack = None
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e6].decode()
-            p = e6
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
         F = 'Fenced'
         o.fenced, o.in_controlled_shutdown = _S4.unpack_from(b, p)
         p += 2
         o.log_dirs = []
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u29 = o.unknown_tagged_fields = {}
+        tn30 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                if t == 0:
+        if tn30:
+            if tn30 >= 128:
+                tn30, p = _ruv(b, p - 1)
+            if tn30 > L - p:
+                raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn30):
+                tag31 = b[p]
+                if tag31 < 128:
+                    p += 1
+                else:
+                    tag31, p = _ruv(b, p)
+                tz32 = b[p]
+                if tz32 < 128:
+                    p += 1
+                else:
+                    tz32, p = _ruv(b, p)
+                te33 = p + tz32
+                if te33 > L:
+                    raise _DecodeError('tagged field ' + str(tag31) + ' of ' + str(tz32) + ' bytes is truncated', offset=p)
+                if tag31 == 0:
                     F = 'LogDirs'
-                    n7 = b[p]
-                    if n7 < 128:
+                    n34 = b[p]
+                    if n34 < 128:
                         p += 1
                     else:
-                        n7, p = _ruv(b, p)
-                    n7 -= 1
-                    if n7 < 0:
+                        n34, p = _ruv(b, p)
+                    n34 -= 1
+                    if n34 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n7 * 16 > L - p:
-                            raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        o.log_dirs = [_uuid(b[i:i + 16]) for i in range(p, p + 16 * n7, 16)]
-                        p += 16 * n7
-                    if p != e:
+                        if n34 * 16 > L - p:
+                            raise _DecodeError('array of ' + str(n34) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l35 = []
+                        for _ in range(n34):
+                            u16 = b[p:p + 16]
+                            l35.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.log_dirs = l35
+                    if p != te33:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                    F = None
                 else:
-                    u[t] = b[p:e]
-                p = e
+                    u29[tag31] = b[p:te33]
+                p = te33
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -818,28 +1269,62 @@ def _e_RegisterBrokerRecord_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BrokerEndpoint_0(it, a)
-    v3 = o.features
-    if v3 is None:
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 0')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S0.pack(s3.port, s3.security_protocol))
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.features
+    if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 0')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_BrokerFeature_0(it, a)
-    v5 = o.rack
-    if v5 is None:
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        for s11 in v9:
+            v12 = s11.name
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                a(v12)
+            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
+            u14 = s11.unknown_tagged_fields
+            if u14:
+                _wtags(sorted(u14.items()), a)
+            else:
+                a(b'\x00')
+    v15 = o.rack
+    if v15 is None:
         a(b'\x00')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
+        v15 = v15.encode()
+        n16 = len(v15)
+        a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+        a(v15)
     a(_S3.pack(o.fenced))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u17 = o.unknown_tagged_fields
+    if u17:
+        _wtags(sorted(u17.items()), a)
     else:
         a(b'\x00')
 
@@ -856,28 +1341,62 @@ def _e_RegisterBrokerRecord_1(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BrokerEndpoint_1(it, a)
-    v3 = o.features
-    if v3 is None:
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 1')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S0.pack(s3.port, s3.security_protocol))
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.features
+    if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 1')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_BrokerFeature_1(it, a)
-    v5 = o.rack
-    if v5 is None:
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        for s11 in v9:
+            v12 = s11.name
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Name at version 1')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                a(v12)
+            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
+            u14 = s11.unknown_tagged_fields
+            if u14:
+                _wtags(sorted(u14.items()), a)
+            else:
+                a(b'\x00')
+    v15 = o.rack
+    if v15 is None:
         a(b'\x00')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
+        v15 = v15.encode()
+        n16 = len(v15)
+        a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+        a(v15)
     a(_S4.pack(o.fenced, o.in_controlled_shutdown))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u17 = o.unknown_tagged_fields
+    if u17:
+        _wtags(sorted(u17.items()), a)
     else:
         a(b'\x00')
 
@@ -892,28 +1411,62 @@ def _e_RegisterBrokerRecord_2(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BrokerEndpoint_2(it, a)
-    v3 = o.features
-    if v3 is None:
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 2')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S0.pack(s3.port, s3.security_protocol))
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.features
+    if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 2')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_BrokerFeature_2(it, a)
-    v5 = o.rack
-    if v5 is None:
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        for s11 in v9:
+            v12 = s11.name
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Name at version 2')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                a(v12)
+            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
+            u14 = s11.unknown_tagged_fields
+            if u14:
+                _wtags(sorted(u14.items()), a)
+            else:
+                a(b'\x00')
+    v15 = o.rack
+    if v15 is None:
         a(b'\x00')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
+        v15 = v15.encode()
+        n16 = len(v15)
+        a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+        a(v15)
     a(_S4.pack(o.fenced, o.in_controlled_shutdown))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u17 = o.unknown_tagged_fields
+    if u17:
+        _wtags(sorted(u17.items()), a)
     else:
         a(b'\x00')
 
@@ -926,43 +1479,77 @@ def _e_RegisterBrokerRecord_3(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_BrokerEndpoint_3(it, a)
-    v3 = o.features
-    if v3 is None:
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 3')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 3')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S0.pack(s3.port, s3.security_protocol))
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.features
+    if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 3')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_BrokerFeature_3(it, a)
-    v5 = o.rack
-    if v5 is None:
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        for s11 in v9:
+            v12 = s11.name
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Name at version 3')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                a(v12)
+            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
+            u14 = s11.unknown_tagged_fields
+            if u14:
+                _wtags(sorted(u14.items()), a)
+            else:
+                a(b'\x00')
+    v15 = o.rack
+    if v15 is None:
         a(b'\x00')
     else:
-        v5 = v5.encode()
-        n6 = len(v5)
-        a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
-        a(v5)
+        v15 = v15.encode()
+        n16 = len(v15)
+        a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
+        a(v15)
     a(_S4.pack(o.fenced, o.in_controlled_shutdown))
-    T = []
+    T18 = []
     if o.log_dirs:
-        w = []
-        v7 = o.log_dirs
-        if v7 is None:
+        w19 = []
+        v20 = o.log_dirs
+        if v20 is None:
             raise _EncodeError('null in non-nullable field LogDirs at version 3')
         else:
-            n8 = len(v7)
-            w.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
-            for i9 in v7:
-                w.append(i9.bytes)
-        T.append((0, b''.join(w)))
-    u = o.unknown_tagged_fields
-    if u:
-        T.extend(u.items())
-        T.sort()
-    if T:
-        _wtags(T, a)
+            n21 = len(v20)
+            w19.append(_UV1[n21 + 1] if n21 < 127 else _uvb(n21 + 1))
+            for i22 in v20:
+                w19.append(i22.bytes)
+        T18.append((0, b''.join(w19)))
+    u17 = o.unknown_tagged_fields
+    if u17:
+        T18.extend(u17.items())
+        T18.sort()
+    if T18:
+        _wtags(T18, a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -142,23 +144,30 @@ def _d_ControllerEndpoint_0(b, p):
         o.port, o.security_protocol = _S0.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn6 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn6:
+            if tn6 >= 128:
+                tn6, p = _ruv(b, p - 1)
+            if tn6 > L - p:
+                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn6):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u5[tag7] = b[p:te9]
+                p = te9
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -186,9 +195,9 @@ def _e_ControllerEndpoint_0(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
     a(_S0.pack(o.port, o.security_protocol))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u5 = o.unknown_tagged_fields
+    if u5:
+        _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
 
@@ -217,23 +226,30 @@ def _d_ControllerFeature_0(b, p):
         o.min_supported_version, o.max_supported_version = _S1.unpack_from(b, p)
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u3 = o.unknown_tagged_fields = {}
+        tn4 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn4:
+            if tn4 >= 128:
+                tn4, p = _ruv(b, p - 1)
+            if tn4 > L - p:
+                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn4):
+                tag5 = b[p]
+                if tag5 < 128:
+                    p += 1
+                else:
+                    tag5, p = _ruv(b, p)
+                tz6 = b[p]
+                if tz6 < 128:
+                    p += 1
+                else:
+                    tz6, p = _ruv(b, p)
+                te7 = p + tz6
+                if te7 > L:
+                    raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
+                u3[tag5] = b[p:te7]
+                p = te7
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -253,9 +269,9 @@ def _e_ControllerFeature_0(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
     a(_S1.pack(o.min_supported_version, o.max_supported_version))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u3 = o.unknown_tagged_fields
+    if u3:
+        _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
 
@@ -266,63 +282,171 @@ def _d_RegisterControllerRecord_0(b, p):
         L = len(b)
         o = _new(RegisterControllerRecord)
         F = 'ControllerId'
-        t0, t1, t2, = _S2.unpack_from(b, p)
-        o.controller_id = t0
-        o.incarnation_id = _uuid(t1)
-        o.zk_migration_ready = t2
+        t1, t2, t3, = _S2.unpack_from(b, p)
+        o.controller_id = t1
+        o.incarnation_id = _UC.get(t2) or _uuid(t2)
+        o.zk_migration_ready = t3
         p += 21
         F = 'EndPoints'
-        n1 = b[p]
-        if n1 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                it, p = _d_ControllerEndpoint_0(b, p)
-                l2.append(it)
-            o.end_points = l2
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ControllerEndpoint)
+                F = 'EndPoints.Name'
+                n7 = b[p]
+                if n7 < 128:
+                    p += 1
+                else:
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e8].decode()
+                    p = e8
+                F = 'EndPoints.Host'
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e10].decode()
+                    p = e10
+                F = 'EndPoints.Port'
+                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
+                p += 4
+                F = 'EndPoints'
+                u11 = s6.unknown_tagged_fields = {}
+                tn12 = b[p]
+                p += 1
+                if tn12:
+                    if tn12 >= 128:
+                        tn12, p = _ruv(b, p - 1)
+                    if tn12 > L - p:
+                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn12):
+                        tag13 = b[p]
+                        if tag13 < 128:
+                            p += 1
+                        else:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
+                            p += 1
+                        else:
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u11[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.end_points = l5
         F = 'Features'
-        n3 = b[p]
-        if n3 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                it, p = _d_ControllerFeature_0(b, p)
-                l4.append(it)
-            o.features = l4
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
+                s18 = _new(ControllerFeature)
+                F = 'Features.Name'
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e20 = p + n19
+                    if e20 > L:
+                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
+                    s18.name = b[p:e20].decode()
+                    p = e20
+                F = 'Features.MinSupportedVersion'
+                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
+                p += 4
+                F = 'Features'
+                u21 = s18.unknown_tagged_fields = {}
+                tn22 = b[p]
+                p += 1
+                if tn22:
+                    if tn22 >= 128:
+                        tn22, p = _ruv(b, p - 1)
+                    if tn22 > L - p:
+                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn22):
+                        tag23 = b[p]
+                        if tag23 < 128:
+                            p += 1
+                        else:
+                            tag23, p = _ruv(b, p)
+                        tz24 = b[p]
+                        if tz24 < 128:
+                            p += 1
+                        else:
+                            tz24, p = _ruv(b, p)
+                        te25 = p + tz24
+                        if te25 > L:
+                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                        u21[tag23] = b[p:te25]
+                        p = te25
+                l17.append(s18)
+            o.features = l17
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u26 = o.unknown_tagged_fields = {}
+        tn27 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn27:
+            if tn27 >= 128:
+                tn27, p = _ruv(b, p - 1)
+            if tn27 > L - p:
+                raise _DecodeError(str(tn27) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn27):
+                tag28 = b[p]
+                if tag28 < 128:
+                    p += 1
+                else:
+                    tag28, p = _ruv(b, p)
+                tz29 = b[p]
+                if tz29 < 128:
+                    p += 1
+                else:
+                    tz29, p = _ruv(b, p)
+                te30 = p + tz29
+                if te30 > L:
+                    raise _DecodeError('tagged field ' + str(tag28) + ' of ' + str(tz29) + ' bytes is truncated', offset=p)
+                u26[tag28] = b[p:te30]
+                p = te30
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -340,19 +464,53 @@ def _e_RegisterControllerRecord_0(o, a):
     else:
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
-        for it in v1:
-            _e_ControllerEndpoint_0(it, a)
-    v3 = o.features
-    if v3 is None:
+        for s3 in v1:
+            v4 = s3.name
+            if v4 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v4 = v4.encode()
+                n5 = len(v4)
+                a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
+                a(v4)
+            v6 = s3.host
+            if v6 is None:
+                raise _EncodeError('null in non-nullable field Host at version 0')
+            else:
+                v6 = v6.encode()
+                n7 = len(v6)
+                a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
+                a(v6)
+            a(_S0.pack(s3.port, s3.security_protocol))
+            u8 = s3.unknown_tagged_fields
+            if u8:
+                _wtags(sorted(u8.items()), a)
+            else:
+                a(b'\x00')
+    v9 = o.features
+    if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 0')
     else:
-        n4 = len(v3)
-        a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
-        for it in v3:
-            _e_ControllerFeature_0(it, a)
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+        n10 = len(v9)
+        a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
+        for s11 in v9:
+            v12 = s11.name
+            if v12 is None:
+                raise _EncodeError('null in non-nullable field Name at version 0')
+            else:
+                v12 = v12.encode()
+                n13 = len(v12)
+                a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
+                a(v12)
+            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
+            u14 = s11.unknown_tagged_fields
+            if u14:
+                _wtags(sorted(u14.items()), a)
+            else:
+                a(b'\x00')
+    u15 = o.unknown_tagged_fields
+    if u15:
+        _wtags(sorted(u15.items()), a)
     else:
         a(b'\x00')
 

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -55,27 +57,34 @@ def _d_RemoveAccessControlEntryRecord_0(b, p):
         L = len(b)
         o = _new(RemoveAccessControlEntryRecord)
         F = 'Id'
-        t0, = _S0.unpack_from(b, p)
-        o.id = _uuid(t0)
+        t1, = _S0.unpack_from(b, p)
+        o.id = _UC.get(t1) or _uuid(t1)
         p += 16
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u2 = o.unknown_tagged_fields = {}
+        tn3 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn3:
+            if tn3 >= 128:
+                tn3, p = _ruv(b, p - 1)
+            if tn3 > L - p:
+                raise _DecodeError(str(tn3) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn3):
+                tag4 = b[p]
+                if tag4 < 128:
+                    p += 1
+                else:
+                    tag4, p = _ruv(b, p)
+                tz5 = b[p]
+                if tz5 < 128:
+                    p += 1
+                else:
+                    tz5, p = _ruv(b, p)
+                te6 = p + tz5
+                if te6 > L:
+                    raise _DecodeError('tagged field ' + str(tag4) + ' of ' + str(tz5) + ' bytes is truncated', offset=p)
+                u2[tag4] = b[p:te6]
+                p = te6
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -87,9 +96,9 @@ def _d_RemoveAccessControlEntryRecord_0(b, p):
 
 def _e_RemoveAccessControlEntryRecord_0(o, a):
     a(_S0.pack(o.id.bytes))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u1 = o.unknown_tagged_fields
+    if u1:
+        _wtags(sorted(u1.items()), a)
     else:
         a(b'\x00')
 

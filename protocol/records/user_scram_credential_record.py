@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
 from kraftpy.protocol.primitives import AbsentFieldError as _Absent
@@ -132,23 +134,30 @@ def _d_UserScramCredentialRecord_0(b, p):
         o.iterations = _S1.unpack_from(b, p)[0]
         p += 4
         F = None
-        u = {}
-        o.unknown_tagged_fields = u
-        n = b[p]
+        u9 = o.unknown_tagged_fields = {}
+        tn10 = b[p]
         p += 1
-        if n:
-            if n >= 128:
-                n, p = _ruv(b, p - 1)
-            if n > L - p:
-                raise _DecodeError(str(n) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(n):
-                t, p = _ruv(b, p)
-                z, p = _ruv(b, p)
-                e = p + z
-                if e > L:
-                    raise _DecodeError('tagged field ' + str(t) + ' of ' + str(z) + ' bytes is truncated', offset=p)
-                u[t] = b[p:e]
-                p = e
+        if tn10:
+            if tn10 >= 128:
+                tn10, p = _ruv(b, p - 1)
+            if tn10 > L - p:
+                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn10):
+                tag11 = b[p]
+                if tag11 < 128:
+                    p += 1
+                else:
+                    tag11, p = _ruv(b, p)
+                tz12 = b[p]
+                if tz12 < 128:
+                    p += 1
+                else:
+                    tz12, p = _ruv(b, p)
+                te13 = p + tz12
+                if te13 > L:
+                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                u9[tag11] = b[p:te13]
+                p = te13
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -190,9 +199,9 @@ def _e_UserScramCredentialRecord_0(o, a):
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(v7)
     a(_S1.pack(o.iterations))
-    u = o.unknown_tagged_fields
-    if u:
-        _wtags(sorted(u.items()), a)
+    u9 = o.unknown_tagged_fields
+    if u9:
+        _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
 
