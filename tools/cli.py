@@ -15,6 +15,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("pipeline", "kraftpy.tools.cmd_pipeline"),
     ("serve", "kraftpy.tools.cmd_serve"),
     ("conformance", "kraftpy.tools.cmd_conformance"),
+    ("acls", "kraftpy.tools.cmd_acls"),
 ]
 
 
