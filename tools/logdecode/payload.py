@@ -33,8 +33,39 @@ def type_name(type_id: int) -> str:
 # Decoding depends only on a value's bytes, and metadata logs repeat themselves (NoOpRecords,
 # fence/unfence of the same brokers, ...), so decoded values are kept by their bytes. Bounded:
 # emptied when full, which costs one re-decode per distinct value.
-_CACHE: dict[bytes, tuple[int, str, int, Any, str]] = {}
+Decoded = tuple[int, str, int, Any, "str | None", str]  # type id, name, version, data, json, error
+_CACHE: dict[bytes, Decoded] = {}
 _CACHE_LIMIT = 50_000
+
+
+def metadata_value(value: bytes | None, types: frozenset[str] | None = None) -> Decoded:
+    """(type id, type name, version, data, JSON text, error) of a framed metadata value.
+
+    With `types`, a record of another type keeps its type and version but is not decoded
+    (data and JSON None); the frame's first three uvarints are one byte each for every type
+    Kafka defines, so that costs three byte reads.
+    """
+    if value is None:
+        return -1, "", -1, None, None, "metadata record has a null value"
+    hit = _CACHE.get(value)
+    if hit is not None:
+        return hit
+    if types is not None and len(value) >= 3 and value[0] == 1 and value[1] < 0x80 \
+            and value[2] < 0x80:
+        name = type_name(value[1])
+        if name not in types:
+            return value[1], name, value[2], None, None, ""
+    try:
+        record, version = decode_metadata_record(value)
+    except DecodeError as e:
+        type_id = value[1] if len(value) > 1 and value[1] < 0x80 else -1
+        return type_id, type_name(type_id) if type_id >= 0 else "", -1, None, None, str(e)
+    data = record.to_json(version)
+    decoded = (record.API_KEY, type_name(record.API_KEY), version, data, compact_json(data), "")
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
+    _CACHE[bytes(value)] = decoded
+    return decoded
 
 
 def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
@@ -42,37 +73,23 @@ def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, pay
     """Fill in type, version, data and its JSON text; `objects` also keeps the decoded record
     (a fresh one, never shared) for replay."""
     rec.kind = "metadata"
-    if value is None:
-        rec.error = "metadata record has a null value"
-        return
-    if not objects:
-        hit = _CACHE.get(value)
-        if hit is not None:
-            rec.type_id, rec.type_name, rec.version, rec.data, rec.json = hit
+    if objects and value is not None:
+        try:
+            rec.record, rec.version = decode_metadata_record(value)
+        except DecodeError as e:
+            rec.error = str(e)
             return
-    # The frame's first three uvarints are one byte each for every type Kafka defines; read
-    # them here so a filtered scan can skip the body entirely.
-    if len(value) >= 3 and value[0] == 1 and value[1] < 0x80 and value[2] < 0x80:
-        rec.type_id, rec.version = value[1], value[2]
+        rec.type_id = rec.record.API_KEY
         rec.type_name = type_name(rec.type_id)
-        if not payloads or (types is not None and rec.type_name not in types):
-            return
-    try:
-        record, version = decode_metadata_record(value)
-    except DecodeError as e:
-        rec.error = str(e)
+        rec.data = rec.record.to_json(rec.version)
+        rec.json = compact_json(rec.data)
         return
-    rec.type_id = type(record).API_KEY
-    rec.type_name = type_name(rec.type_id)
-    rec.version = version
-    rec.data = record.to_json(version)
-    rec.json = compact_json(rec.data)
-    if objects:
-        rec.record = record
+    if not payloads and value is not None and len(value) >= 3 and value[0] == 1 \
+            and value[1] < 0x80 and value[2] < 0x80:
+        rec.type_id, rec.type_name, rec.version = value[1], type_name(value[1]), value[2]
         return
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.clear()
-    _CACHE[bytes(value)] = (rec.type_id, rec.type_name, rec.version, rec.data, rec.json)
+    rec.type_id, rec.type_name, rec.version, rec.data, rec.json, rec.error = \
+        metadata_value(value, types)
 
 
 # Kafka's names for the control types, as its dump tool prints them.

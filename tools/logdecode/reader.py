@@ -27,6 +27,36 @@ from .payload import decode_control, decode_metadata, decode_txn
 Event = BatchInfo | RecordInfo | Problem
 
 
+def walk_batches(file: LogFile, data: bytes | None = None) -> Iterator[RecordBatch | Problem]:
+    """Each batch view (CRC not checked: callers report a mismatch and go on), then a Problem
+    for an unreadable file or a tail that is not batches."""
+    path = str(file.path)
+    if data is None:
+        try:
+            data = _read(Path(path))
+        except OSError as e:
+            yield Problem(path, 0, "io", f"cannot read: {e.strerror or e}")
+            return
+    pos = 0
+    end = len(data)
+    try:
+        for batch in iter_record_batches(data, verify_crc=False):
+            pos = batch.end
+            yield batch
+    except TruncatedBatchError as e:
+        yield Problem(path, _at(e, pos), "torn-tail",
+                      f"{end - _at(e, pos)} bytes at the end do not form a batch: {e.reason}")
+    except CorruptBatchError as e:
+        yield Problem(path, _at(e, pos), "trailing-bytes",
+                      f"{end - _at(e, pos)} bytes from here are not a record batch: {e.reason}")
+
+
+def crc_problem(path: str, batch: RecordBatch) -> Problem:
+    return Problem(path, batch.position, "crc",
+                   f"CRC mismatch: stored {batch.crc}, computed {batch.compute_crc()}",
+                   batch.base_offset)
+
+
 def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = True,
                   types: frozenset[str] | None = None, objects: bool = False) -> Iterator[Event]:
     """Yield each batch, then its records, with Problems where the bytes are damaged.
@@ -36,35 +66,16 @@ def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = 
     keeps each decoded record object on `RecordInfo.record` (for replay).
     """
     path = str(file.path)
-    if data is None:
-        try:
-            data = _read(Path(path))
-        except OSError as e:
-            yield Problem(path, 0, "io", f"cannot read: {e.strerror or e}")
-            return
     decode_value = decode_txn if file.is_transaction_log else decode_metadata
-    pos = 0
-    end = len(data)
-    while pos < end:
-        try:
-            for batch in iter_record_batches(data, start=pos, verify_crc=False):
-                pos = batch.end
-                info = batch_info(batch)
-                yield info
-                if not info.crc_valid:
-                    yield Problem(path, batch.position, "crc",
-                                  f"CRC mismatch: stored {batch.crc}, computed {batch.compute_crc()}",
-                                  batch.base_offset)
-                yield from _records(path, batch, info, decode_value, payloads, types, objects)
-            return
-        except TruncatedBatchError as e:
-            yield Problem(path, _at(e, pos), "torn-tail",
-                          f"{end - _at(e, pos)} bytes at the end do not form a batch: {e.reason}")
-            return
-        except CorruptBatchError as e:
-            yield Problem(path, _at(e, pos), "trailing-bytes",
-                          f"{end - _at(e, pos)} bytes from here are not a record batch: {e.reason}")
-            return
+    for batch in walk_batches(file, data):
+        if type(batch) is Problem:
+            yield batch
+            continue
+        info = batch_info(batch)
+        yield info
+        if not info.crc_valid:
+            yield crc_problem(path, batch)
+        yield from _records(path, batch, info, decode_value, payloads, types, objects)
 
 
 def _records(path: str, batch: RecordBatch, info: BatchInfo, decode_value, payloads: bool,

@@ -12,10 +12,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from kraftpy.protocol.errors import DecodeError
+
 from .audit import AuditRecord
-from .model import BatchInfo, RecordInfo
+from .model import Problem, RecordInfo
 from .paths import LogFile, cluster_of
-from .reader import read_log_file
+from .payload import decode_control, decode_metadata, decode_txn, metadata_value
+from .reader import crc_problem, walk_batches
 
 # (name, Spark SQL type) in row order.
 ROW_FIELDS: tuple[tuple[str, str], ...] = (
@@ -42,27 +45,54 @@ Row = tuple[str, str, str, int, int, int | None, int, int, bool, str | None, int
 
 def file_rows(file: LogFile, cluster: str = "", *, types: frozenset[str] | None = None,
               data: bytes | None = None) -> Iterator[Row]:
-    """Rows of one log file. `types` keeps only records of those type names (and problems)."""
+    """Rows of one log file. `types` keeps only records of those type names (and problems).
+
+    Metadata records take a lean path (this is the hot loop of dump-log --json and of Spark);
+    control and transaction-log records go through the reader's RecordInfo.
+    """
     path = str(file.path)
     cluster = cluster_of(path, cluster)
     kind = file.kind.value
-    batch: BatchInfo | None = None
-    for event in read_log_file(file, data, types=types):
-        if type(event) is RecordInfo:
-            assert batch is not None
-            if types is not None and event.type_name not in types:
+    decode_value = decode_txn if file.is_transaction_log else decode_metadata
+    for batch in walk_batches(file, data):
+        if type(batch) is Problem:
+            yield _problem_row(cluster, path, kind, batch, None)
+            continue
+        position, base, epoch = batch.position, batch.base_offset, batch.partition_leader_epoch
+        if not batch.crc_valid():
+            yield _problem_row(cluster, path, kind, crc_problem(path, batch), batch)
+        try:
+            records = batch.records()
+        except DecodeError as e:
+            yield _problem_row(cluster, path, kind,
+                               Problem(path, position, "bad-batch", e.reason, base), batch)
+            continue
+        if batch.is_control or decode_value is decode_txn:
+            control = batch.is_control
+            for offset, timestamp, key, value, _headers in records:
+                rec = RecordInfo(offset, timestamp, 0, 0, -1, [], "raw")
+                if control:
+                    decode_control(rec, key, value)
+                else:
+                    decode_txn(rec, key, value, True, None)
+                if types is not None and rec.type_name not in types:
+                    continue
+                yield (cluster, path, kind, position, base, offset, epoch, timestamp, control,
+                       rec.type_name or None, rec.version if rec.version >= 0 else None,
+                       None if rec.error else rec.json, rec.error or None)
+            continue
+        for offset, timestamp, _key, value, _headers in records:
+            _, name, version, _, text, error = metadata_value(value, types)
+            if types is not None and name not in types:
                 continue
-            yield (cluster, path, kind, batch.position, batch.base_offset, event.offset,
-                   batch.partition_leader_epoch, event.timestamp, batch.is_control,
-                   event.type_name or None, event.version if event.version >= 0 else None,
-                   _payload(event), event.error or None)
-        elif type(event) is BatchInfo:
-            batch = event
-        elif event.kind != "undecodable-record":  # that one is already on its record's row
-            yield (cluster, path, kind, event.position,
-                   batch.base_offset if batch is not None else -1,
-                   event.offset, batch.partition_leader_epoch if batch is not None else -1,
-                   -1, False, None, None, None, f"{event.kind}: {event.message}")
+            yield (cluster, path, kind, position, base, offset, epoch, timestamp, False,
+                   name or None, version if version >= 0 else None, text, error or None)
+
+
+def _problem_row(cluster: str, path: str, kind: str, problem: Problem, batch: Any) -> Row:
+    return (cluster, path, kind, problem.position, -1 if batch is None else batch.base_offset,
+            problem.offset, -1 if batch is None else batch.partition_leader_epoch, -1, False,
+            None, None, None, f"{problem.kind}: {problem.message}")
 
 
 def _payload(rec: RecordInfo) -> str | None:
