@@ -7,6 +7,7 @@ exchanges, ACL denials that never reach the controller, connection floods, reque
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import struct
 import time
@@ -115,14 +116,33 @@ async def test_scram_over_the_wire_with_handshake_v1_and_v0() -> None:
         assert (await raw.request(IDEMPOTENT, 3)).error_code == 0
 
 
-async def test_wrong_password_gets_58_then_the_connection_closes() -> None:
+async def test_wrong_password_gets_58_then_the_connection_closes(caplog) -> None:
+    caplog.set_level(logging.DEBUG)
     async with secure_shell(**SASL) as (server, node):
         c = await Client.connect(server, "SASL_PLAINTEXT")
-        failed = await plain(c, "alice", "wrong")
+        failed = await plain(c, "alice", "wrong-Guess-77")
         assert failed.error_code == 58
         assert failed.error_message == "Authentication failed: Invalid username or password"
         assert await c.closed()
         assert node.submitted == []
+        ok = await Client.connect(server, "SASL_PLAINTEXT")
+        assert (await plain(ok, "alice", "alice-pw")).error_code == 0
+        await ok.request(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-pw"), 2)  # late
+    logged = caplog.text
+    assert "authentication failed" in logged and "authenticated User:alice" in logged
+    assert "wrong-Guess-77" not in logged and "alice-pw" not in logged
+
+
+async def test_socket_request_max_bytes_is_checked_before_reading() -> None:
+    async with secure_shell(**SASL, **{"socket.request.max.bytes": "4096"}) as (server, _):
+        for listener in ("PLAINTEXT", "SASL_PLAINTEXT"):
+            c = await Client.connect(server, listener)
+            await c.send(struct.pack(">i", 2**31 - 1))  # 2 GiB announced, nothing sent
+            assert await c.closed()
+        c = await Client.connect(server, "SASL_PLAINTEXT")  # and after authentication too
+        assert (await plain(c, "alice", "alice-pw")).error_code == 0
+        await c.send(struct.pack(">i", 8192))
+        assert await c.closed()
 
 
 async def test_request_before_authentication_closes() -> None:
