@@ -15,8 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "or pass --all-files to see those too. Exit status 1 when damage was found.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
-    out = p.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="one JSON object per record (JSON lines)")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per record (JSON lines); with --summary, one document")
     p.add_argument("--summary", action="store_true",
                    help="count records by type and leader epoch instead of listing them")
     p.add_argument("--skip-noop", action="store_true", help="hide NoOpRecords (and their batches)")

@@ -16,7 +16,7 @@ from kraftpy.protocol.errors import DecodeError
 
 from .audit import AuditRecord
 from .model import Problem, RecordInfo
-from .paths import LogFile, cluster_of
+from .paths import LogFile, classify, cluster_of
 from .payload import decode_control, decode_metadata, decode_txn, metadata_value
 from .reader import crc_problem, walk_batches
 
@@ -111,7 +111,6 @@ def audit_record(row: Row | dict[str, Any]) -> AuditRecord:
     """A row (tuple or dict with a JSON-text payload) as the audit's input."""
     r = dict(zip(ROW_NAMES, row, strict=True)) if isinstance(row, tuple) else row
     payload = r["payload"]
-    from .paths import classify
     end = classify(r["file"]).base_offset if r["file_kind"] == "snapshot" else -1
     return AuditRecord(r["cluster"], r["file_kind"], end, r["offset"], r["timestamp_ms"],
                        r["record_type"], json.loads(payload) if isinstance(payload, str) else payload)
