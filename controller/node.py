@@ -80,6 +80,7 @@ async def serve_node(
         server.node = node
         security.install(server, node)
         security.attach_acls(opened.controller)
+        clean = False
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(quorum.run)
@@ -94,7 +95,12 @@ async def serve_node(
                     break
                 await server.drain()
                 quorum.stop()
+            clean = True
         finally:
-            await trio.to_thread.run_sync(opened.storage.close)
+            if clean:
+                await trio.to_thread.run_sync(opened.storage.close)
+            elif opened.storage.lock is not None:
+                # No clean-shutdown marker after a failure: the next start validates the log.
+                opened.storage.lock.release()
     log.info("stopped cleanly")
     return 0

@@ -46,3 +46,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception:
+        logging.getLogger("kraftpy").exception("stopped on an unexpected error")
+        return 1
