@@ -52,6 +52,8 @@ class GroupCommit:
     async def _flush_round(self) -> None:
         self._running = True
         try:
+            # Let every task that is ready to append do so first: they share this fsync.
+            await trio.lowlevel.checkpoint()
             ticket = self.log.begin_flush()
             # Shielded: an fsync, once started, is finished and accounted for.
             with trio.CancelScope(shield=True):

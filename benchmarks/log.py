@@ -1,0 +1,225 @@
+"""Metadata log benchmark: fsync-bound appends, group commit, recovery, replay, record reading.
+
+    python3 benchmarks/log.py [--records 1000000] [--seconds 2] [--dir DIR]
+
+Everything runs on the same disk in the same run, next to its reference:
+- the raw `os.fsync` rate (small write + fsync in a loop): the ceiling for one-fsync appends;
+- appends/s with one fsync per operation, and with group commit at 1, 8 and 64 concurrent
+  trio writers (each operation = one batch, acknowledged only after its fsync);
+- startup of a log of N records (default 1,000,000): full replay vs snapshot near the end,
+  and records/s replayed into the QuorumController;
+- reading the same segment with our record reader vs kafka-python's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+from kraftpy.controller.log.group_commit import GroupCommit
+from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, format_storage
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.settings import ControllerSettings
+from kraftpy.protocol.metadata_frame import encode_metadata_record
+from kraftpy.protocol.record_batch import build_record_batch, iter_record_batches
+from kraftpy.protocol.records.no_op_record import NoOpRecord
+from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def raw_fsync_rate(directory: Path, seconds: float) -> float:
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            os.write(fd, b"x" * 100)
+            os.fsync(fd)
+            n += 1
+        return n / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+VALUE = encode_metadata_record(NoOpRecord(), 0)
+
+
+def one_fsync_per_op(directory: Path, seconds: float) -> float:
+    plog = PartitionLog.open(directory / "single")
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        plog.append([VALUE], leader_epoch=1, timestamp=0)
+        plog.flush()
+        n += 1
+    elapsed = time.perf_counter() - start
+    plog.close()
+    return n / elapsed
+
+
+def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, float]:
+    plog = PartitionLog.open(directory / f"group-{writers}")
+    group = GroupCommit(plog)
+    acked = 0
+
+    async def writer(deadline: float) -> None:
+        nonlocal acked
+        while trio.current_time() < deadline:
+            await group.append_durable([VALUE], leader_epoch=1, timestamp=0)
+            acked += 1
+
+    async def main() -> float:
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for _ in range(writers):
+                nursery.start_soon(writer, start + seconds)
+        return trio.current_time() - start
+
+    elapsed = trio.run(main)
+    plog.close()
+    return acked / elapsed, acked / max(group.fsyncs, 1)
+
+
+def build_log(data: Path, records: int, per_batch: int, snapshot_at: int | None = None) -> None:
+    """A formatted dir whose log holds `records` metadata records (mostly NoOps, as Kafka's),
+    with a snapshot taken at the first batch boundary at or after `snapshot_at`."""
+    format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    storage = MetadataStorage.open(
+        data, node_id=1, policy=SnapshotPolicy(max_record_bytes=1 << 62, interval_ms=0)
+    )
+    controller = QuorumController(ControllerSettings(cluster_id=CLUSTER, node_id=1))
+    storage.begin_epoch(now_ms=1)
+    mlog = storage.metadata
+    pid = 0
+    offset = mlog.log_end_offset
+    while offset < records:
+        n = min(per_batch, records - offset)
+        values = [VALUE] * n
+        if (offset // per_batch) % 50 == 0:
+            pid += 1000
+            values[0] = encode_metadata_record(
+                ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=pid), 0
+            )
+            controller.replay(
+                ProducerIdsRecord(broker_id=1, broker_epoch=1, next_producer_id=pid), 0, offset
+            )
+        mlog.append_batch(
+            build_record_batch(
+                values,
+                base_offset=offset,
+                partition_leader_epoch=1,
+                timestamp=1_700_000_000_000 + offset,
+            )
+        )
+        offset += n
+        if len(mlog._pending) > 8 << 20:
+            mlog.flush()
+        if snapshot_at is not None and offset >= snapshot_at:
+            mlog.flush()
+            storage.take_snapshot(controller, 1)
+            snapshot_at = None
+    mlog.flush()
+    storage.close()
+
+
+def startup(data: Path) -> tuple[float, int]:
+    start = time.perf_counter()
+    storage = MetadataStorage.open(data, node_id=1)
+    controller = QuorumController(ControllerSettings(cluster_id=CLUSTER, node_id=1))
+    stats = storage.replay_into(controller)
+    elapsed = time.perf_counter() - start
+    storage.close()
+    (data / ".kafka_cleanshutdown").unlink()  # measure the crash path: no clean marker
+    return elapsed, stats.snapshot_records + stats.log_records
+
+
+def reader_speed(segment: Path) -> tuple[float, float]:
+    from kafka.record.memory_records import MemoryRecords
+
+    data = segment.read_bytes()
+    best_ours = best_theirs = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        n = 0
+        for batch in iter_record_batches(data):
+            n += len(batch.values())
+        best_ours = min(best_ours, time.perf_counter() - start)
+        start = time.perf_counter()
+        m = 0
+        records = MemoryRecords(data)
+        while records.has_next():
+            for record in records.next_batch():
+                record.value  # noqa: B018
+                m += 1
+        best_theirs = min(best_theirs, time.perf_counter() - start)
+        assert n == m
+    return n / best_ours, n / best_theirs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--per-batch", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="where to write (default: a temp dir)"
+    )
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="kraftpy-bench-", dir=args.dir))
+    try:
+        print(f"directory: {root}")
+        raw = raw_fsync_rate(root, args.seconds)
+        single = one_fsync_per_op(root, args.seconds)
+        print(
+            f"{'raw os.fsync (write 100 B + fsync)':44s} {raw:10.0f} /s   (the limit for one fsync per op)"
+        )
+        print(
+            f"{'appends, one fsync per operation':44s} {single:10.0f} /s   ({single / raw:.2f}x raw fsync)"
+        )
+        for writers in (1, 8, 64):
+            rate, per_fsync = group_commit(root, writers, args.seconds)
+            print(
+                f"{f'appends, group commit, {writers} writers':44s} {rate:10.0f} /s   "
+                f"({rate / single:.1f}x one-fsync-per-op, {per_fsync:.1f} ops per fsync)"
+            )
+
+        data = root / "data"
+        t0 = time.perf_counter()
+        build_log(data, args.records, args.per_batch)
+        keep_after = max(args.records // 1000, 10)
+        build_log(root / "data-snap", args.records, args.per_batch, args.records - keep_after)
+        print(
+            f"built two {args.records:,}-record logs ({args.per_batch} per batch; the second with "
+            f"a snapshot {keep_after:,} records before its end) in {time.perf_counter() - t0:.1f}s"
+        )
+        full, replayed = startup(data)
+        print(
+            f"{'startup, full replay (no snapshot)':44s} {full:10.3f} s    ({replayed:,} records, "
+            f"{replayed / full:,.0f} records/s replayed)"
+        )
+        snap, replayed_s = startup(root / "data-snap")
+        print(
+            f"{'startup, snapshot near the end + suffix':44s} {snap:10.3f} s    ({replayed_s:,} records; "
+            f"{full / snap:.0f}x faster than full replay)"
+        )
+        segment = sorted((data / "__cluster_metadata-0").glob("*.log"))[0]
+        ours, theirs = reader_speed(segment)
+        print(f"{'record reader: kraftpy':44s} {ours:10,.0f} records/s")
+        print(
+            f"{'record reader: kafka-python':44s} {theirs:10,.0f} records/s   (kraftpy {ours / theirs:.1f}x)"
+        )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
