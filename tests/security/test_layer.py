@@ -308,3 +308,42 @@ async def test_over_quota_is_throttled_and_slowed_not_dropped() -> None:
         # another principal's quota is its own
         other = await Client.connect(server, "PLAINTEXT")
         assert (await other.request(ApiVersionsRequest(**V3), 3)).throttle_time_ms == 0
+
+
+# --- TLS ----------------------------------------------------------------------------------------
+
+async def tls_client(server: Any, pki: Any, cert: str | None) -> Client:
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(pki.ca_path))
+    if cert:
+        certfile, keyfile = pki.client(cert)
+        ctx.load_cert_chain(str(certfile), str(keyfile))
+    raw = await trio.open_tcp_stream("127.0.0.1", server.bound["SSL"])
+    stream = trio.SSLStream(raw, ctx, server_hostname="127.0.0.1")
+    await stream.do_handshake()
+    return Client(stream)  # type: ignore[arg-type]
+
+
+async def test_tls_requested_client_auth_principal_and_garbage(tmp_path) -> None:
+    from support.security import Pki
+
+    pki = Pki.create(tmp_path)
+    props = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL",
+        **pki.tls_properties("requested"),
+    }
+    async with secure_shell(**props) as (server, node):
+        anonymous = await tls_client(server, pki, None)
+        assert (await anonymous.request(IDEMPOTENT, 4)).producer_id == 1000
+        assert node.submitted[-1][2].principal == "User:ANONYMOUS"
+        alice = await tls_client(server, pki, "alice")
+        assert (await alice.request(IDEMPOTENT, 4)).producer_id == 1000
+        assert node.submitted[-1][2].principal == pki.principal("alice")
+        assert node.submitted[-1][2].principal.startswith("User:CN=alice,OU=")
+        # plaintext bytes on the TLS port: that connection fails, the listener carries on
+        plain_text = await Client.connect(server, "SSL")
+        await plain_text.send(encode_request(IDEMPOTENT, 4, 1, "not-tls"))
+        assert await plain_text.closed()
+        assert (await alice.request(IDEMPOTENT, 4)).producer_id == 1000
