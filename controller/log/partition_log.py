@@ -99,6 +99,7 @@ class PartitionLog:
         self._dirty: list[Segment] = []  # segments written since the last fsync
         self._lock = threading.Lock()
         self._checkpointed_epochs: list[tuple[int, int]] = []
+        self._cut_at: int | None = None
 
     # --- opening -------------------------------------------------------------------------
     @classmethod
@@ -200,9 +201,18 @@ class PartitionLog:
                 self._rebuild_indexes(seg)
                 rebuilt.append(seg)
         last_epoch, last_position = -1, 0
+        self._cut_at: int | None = None
         for i in range(first, len(segs)):
             seg = segs[i]
             start = 0
+            if self.contiguous and i > first and self._cut_at is None:
+                if segs[i - 1].next_offset != seg.base_offset:
+                    raise LogCorruptError(
+                        f"segment starts at offset {seg.base_offset}, but the one before it "
+                        f"ends at {segs[i - 1].next_offset}",
+                        path=seg.path,
+                        position=0,
+                    )
             if i == first and seg.base_offset < recovery_point and seg.indexes.load():
                 start = seg.indexes.position_before(recovery_point)
                 seg.indexes.truncate_after(start, writable=False)
@@ -238,6 +248,14 @@ class PartitionLog:
             seg.next_offset = (
                 seg.base_offset if expected is None else max(expected, seg.base_offset)
             )
+        if self._cut_at is not None and not self.read_only:
+            # Empty segments rolled after the torn one would leave a gap in offsets.
+            for seg in self.segments[self._cut_at + 1 :]:
+                seg.close()
+                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
+                    path.unlink(missing_ok=True)
+                log.warning("%s: removed empty segment after a torn tail", seg.path)
+            del self.segments[self._cut_at + 1 :]
         end = self.log_end_offset
         kept = [(e, o) for e, o in self.leader_epochs if o < end]
         if kept != self.leader_epochs:
@@ -326,6 +344,7 @@ class PartitionLog:
             exc.reason,
         )
         seg.truncate(position)
+        self._cut_at = index
 
     # --- state ---------------------------------------------------------------------------
     @property

@@ -244,3 +244,35 @@ def test_real_kafka_logs_open_read_only_with_zero_errors(sample: str, end: int, 
     assert count == end - start
     plog.close()
     assert _digest(d) == before
+
+
+def test_torn_tail_before_an_empty_rolled_segment_leaves_no_gap(tmp_path: Path) -> None:
+    d = tmp_path / "p"
+    plog = PartitionLog.open(d, topic_id=TOPIC_ID, segment_bytes=600)
+    _fill(plog, 6, per_batch=3)
+    plog.close()
+    segments = sorted(d.glob("*.log"))
+    last = segments[-1]
+    # A crash right after a roll: the new segment exists but is empty, the old one is torn.
+    (d / f"{int(last.stem) + 3:020d}.log").write_bytes(b"")
+    last.write_bytes(last.read_bytes()[:-7])
+    plog = PartitionLog.open(d, topic_id=TOPIC_ID, segment_bytes=600)
+    assert (
+        plog.log_end_offset
+        == int(last.stem) + len(list(iter_record_batches(last.read_bytes()))) * 3
+    )
+    assert plog.active.path == last and not (d / f"{int(last.stem) + 3:020d}.log").exists()
+    assert plog.append([b"x"], leader_epoch=1, timestamp=0) == plog.log_end_offset - 1
+    plog.close()
+
+
+def test_a_missing_segment_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "p"
+    plog = PartitionLog.open(d, topic_id=TOPIC_ID, segment_bytes=600)
+    _fill(plog, 12, per_batch=3)
+    plog.close()
+    segments = sorted(d.glob("*.log"))
+    assert len(segments) >= 3
+    segments[1].unlink()
+    with pytest.raises(LogCorruptError, match="ends at"):
+        PartitionLog.open(d, topic_id=TOPIC_ID, segment_bytes=600, recovery_point=0)
