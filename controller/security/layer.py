@@ -27,6 +27,7 @@ from kraftpy.controller.security.credentials import (
     parse_module_options,
     store_from_jaas,
 )
+from kraftpy.controller.security.principal_mapping import PrincipalMapper
 from kraftpy.controller.security.quotas import ConnectionLimiter, LimitSettings, RequestQuotas
 from kraftpy.controller.security.sasl import (
     DEFAULT_MAX_RECEIVE_SIZE,
@@ -60,6 +61,7 @@ class ListenerSecurity:
     credentials: CredentialStore | None
     max_receive_size: int
     controller: bool
+    mapper: PrincipalMapper | None = None
 
     @property
     def sasl(self) -> bool:
@@ -83,9 +85,10 @@ def _listener_credentials(props: Mapping[str, str], listener: str,
 
 def _listener_security(props: Mapping[str, str], name: str, protocol: str,
                        controller: bool) -> ListenerSecurity:
-    tls = None
+    tls, mapper = None, None
     if protocol in ("SSL", "SASL_SSL"):
-        tls = TlsSettings.from_properties(props, name).server_context()
+        tls_settings = TlsSettings.from_properties(props, name)
+        tls, mapper = tls_settings.server_context(), tls_settings.mapper
     mechanisms: tuple[str, ...] = ()
     credentials = None
     if protocol.startswith("SASL_"):
@@ -101,7 +104,7 @@ def _listener_security(props: Mapping[str, str], name: str, protocol: str,
     if not raw_size.isdigit() or int(raw_size) < 1:
         raise SecurityConfigError(f"sasl.server.max.receive.size: {raw_size!r} is not a size")
     return ListenerSecurity(name, protocol, tls, mechanisms, credentials, int(raw_size),
-                            controller)
+                            controller, mapper)
 
 
 class SecurityLayer:
@@ -198,7 +201,13 @@ class SecurityLayer:
                             type(cause).__name__ + (f": {cause}" if str(cause) else ""))
                 return None
             if sec.protocol == "SSL":
-                principal = principal_of(stream.getpeercert(binary_form=True))
+                mapped = principal_of(stream.getpeercert(binary_form=True), sec.mapper)
+                if mapped is None:
+                    log.warning("refusing TLS connection from %s on %s: no "
+                                "ssl.principal.mapping.rules rule applies to its certificate",
+                                peer, sec.name)
+                    return None
+                principal = mapped
         conn = replace(conn, stream=stream, context=replace(ctx, principal=principal))
         if sec.sasl:
             return await self._sasl(conn, sec, peer)

@@ -6,7 +6,8 @@ the bare name: `ssl.certificate.location`, `ssl.key.location`, `ssl.key.password
 SSL connection is what Kafka's DefaultKafkaPrincipalBuilder gives: `User:` and the client
 certificate's subject as Java's X500Principal.getName() writes it (RFC 2253: last RDN
 first, known keywords by name, any other attribute as its OID and `#`-hex of its DER value),
-or `User:ANONYMOUS` without a client certificate.
+shortened by `ssl.principal.mapping.rules` if set, or `User:ANONYMOUS` without a client
+certificate.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from asn1crypto import x509 as asn1_x509
+from kraftpy.controller.security.principal_mapping import PrincipalMapper
 
 ANONYMOUS = "User:ANONYMOUS"
 CLIENT_AUTH = {"required": ssl.CERT_REQUIRED, "requested": ssl.CERT_OPTIONAL,
@@ -48,6 +50,7 @@ class TlsSettings:
     ca: str | None = None
     client_auth: str = "none"
     key_password: str | None = None
+    mapper: PrincipalMapper | None = None
 
     def __repr__(self) -> str:  # never show the key password
         return (f"TlsSettings(certificate={self.certificate!r}, key={self.key!r}, "
@@ -71,7 +74,8 @@ class TlsSettings:
         ca = get("ssl.ca.location")
         if auth != "none" and not ca:
             raise TlsConfigError(f"ssl.client.auth={auth} needs ssl.ca.location to verify clients")
-        return cls(cert, key, ca, auth, get("ssl.key.password"))
+        mapper = PrincipalMapper.parse(get("ssl.principal.mapping.rules", "DEFAULT"))
+        return cls(cert, key, ca, auth, get("ssl.key.password"), mapper)
 
     def server_context(self) -> ssl.SSLContext:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -118,11 +122,15 @@ def rfc2253_subject(der_certificate: bytes) -> str:
     return ",".join(parts)
 
 
-def principal_of(der_certificate: bytes | None) -> str:
-    """Kafka's principal for an SSL connection with this peer certificate (or none)."""
+def principal_of(der_certificate: bytes | None,
+                 mapper: PrincipalMapper | None = None) -> str | None:
+    """Kafka's principal for an SSL connection with this peer certificate (or none); None
+    when `ssl.principal.mapping.rules` has no rule for the subject (refuse the connection)."""
     if not der_certificate:
         return ANONYMOUS
     try:
-        return "User:" + rfc2253_subject(der_certificate)
+        subject = rfc2253_subject(der_certificate)
     except Exception:  # a handshake-verified certificate parses; be safe all the same
         return ANONYMOUS
+    name = subject if mapper is None else mapper.name(subject)
+    return None if name is None else "User:" + name

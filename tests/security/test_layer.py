@@ -347,3 +347,25 @@ async def test_tls_requested_client_auth_principal_and_garbage(tmp_path) -> None
         await plain_text.send(encode_request(IDEMPOTENT, 4, 1, "not-tls"))
         assert await plain_text.closed()
         assert (await alice.request(IDEMPOTENT, 4)).producer_id == 1000
+
+
+async def test_tls_principal_mapping_rules(tmp_path) -> None:
+    from support.security import Pki
+
+    pki = Pki.create(tmp_path)
+    props = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0,SSL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL",
+        **pki.tls_properties("required"),
+        "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(a.*?),.*$/$1/U",
+    }
+    async with secure_shell(**props) as (server, node):
+        alice = await tls_client(server, pki, "alice")
+        assert (await alice.request(IDEMPOTENT, 4)).producer_id == 1000
+        assert node.submitted[-1][2].principal == "User:ALICE"
+        # no rule for bob and no DEFAULT: refused, as Kafka refuses it
+        with contextlib.suppress(trio.BrokenResourceError, OSError):
+            bob = await tls_client(server, pki, "bob")
+            await bob.send(encode_request(IDEMPOTENT, 4, 1, "bob"))
+            assert await bob.closed()
+        assert len(node.submitted) == 1
