@@ -52,12 +52,23 @@ from kraftpy.protocol.records.topic_record import TopicRecord
 from kraftpy.protocol.registry import API_KEYS
 
 
-def best(fn: Callable[[], Any], repeat: int, budget: float) -> float:
-    """Seconds per call: the best of `repeat` runs of about `budget` seconds each."""
-    timer = timeit.Timer(fn)
-    number, elapsed = timer.autorange()
-    number = max(1, int(number * budget / max(elapsed, 1e-9)))
-    return min(timer.repeat(repeat=repeat, number=number)) / number
+def best_of(fns: list[Callable[[], Any] | None], rounds: int, budget: float) -> list[float | None]:
+    """Seconds per call of each function: rounds interleave the peers, so a machine busy with
+    other work slows them alike; each keeps its best round."""
+    timers = [timeit.Timer(fn) if fn is not None else None for fn in fns]
+    numbers = []
+    for timer in timers:
+        if timer is None:
+            numbers.append(0)
+            continue
+        number, elapsed = timer.autorange()
+        numbers.append(max(1, int(number * budget / max(elapsed, 1e-9))))
+    out: list[float | None] = [None if t is None else float("inf") for t in timers]
+    for _ in range(rounds):
+        for i, timer in enumerate(timers):
+            if timer is not None:
+                out[i] = min(out[i], timer.timeit(numbers[i]) / numbers[i])
+    return out
 
 
 def messages() -> list[tuple[str, Any, int]]:
@@ -182,12 +193,14 @@ def message_rows(name: str, obj: Any, version: int, repeat: int, budget: float, 
         assert kio[1](kio_obj) == data
     if kp_obj is not None:
         assert kp_obj.encode(version=version) == data
-    row(name, "decode", best(lambda: decode(data, 0), repeat, budget),
-        best(lambda: kio[0](data), repeat, budget) if kio else None,
-        best(lambda: kp_cls.decode(data, version=version), repeat, budget) if kp_cls else None)
-    row(name, "encode", best(lambda: obj.encode(version), repeat, budget),
-        best(lambda: kio[1](kio_obj), repeat, budget) if kio else None,
-        best(lambda: kp_obj.encode(version=version), repeat, budget) if kp_obj is not None else None)
+    row(name, "decode", *best_of([
+        lambda: decode(data, 0),
+        (lambda: kio[0](data)) if kio else None,
+        (lambda: kp_cls.decode(data, version=version)) if kp_cls else None], repeat, budget))
+    row(name, "encode", *best_of([
+        lambda: obj.encode(version),
+        (lambda: kio[1](kio_obj)) if kio else None,
+        (lambda: kp_obj.encode(version=version)) if kp_obj is not None else None], repeat, budget))
 
 
 def log_rows(log: bytes, label: str) -> None:
@@ -222,7 +235,7 @@ def log_rows(log: bytes, label: str) -> None:
     count = ours_batches()
     assert count == kp_batches() == ours_records()
     mb = len(log) / 1e6
-    t_ours, t_rec, t_kp = (best(f, 3, 0.5) for f in (ours_batches, ours_records, kp_batches))
+    t_ours, t_rec, t_kp = best_of([ours_batches, ours_records, kp_batches], 3, 0.3)
     print(f"\nmetadata log {label}: {mb:.1f} MB, {count} records")
     print(f"  batches, CRC checked, values: kraftpy {mb / t_ours:6.1f} MB/s  kafka-python "
           f"{mb / t_kp:6.1f} MB/s  {t_kp / t_ours:5.2f}x")
@@ -235,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter runs (noisier numbers)")
     args = parser.parse_args(argv)
-    repeat, budget = (3, 0.05) if args.quick else (5, 0.2)
+    repeat, budget = (3, 0.03) if args.quick else (7, 0.1)
     gc.freeze()  # what a long-running server does after start-up
     print(f"{'row':34} {'op':6} {'kraftpy':>10} {'kio':>10} {'kafka-py':>10} {'vs kio':>8} {'vs k-py':>8}")
 

@@ -174,7 +174,9 @@ class ModuleEmitter:
             for f in live)
 
     def _decode_body(self, c: _Code, struct: Struct, version: int, ind: int, obj: str,
-                     prefix: str) -> None:
+                     prefix: str, track: bool = True) -> None:
+        """Decode one struct into `obj`. Inlined bodies (track=False) leave F, the field named
+        in errors, at the enclosing array: per-element bookkeeping costs more than it tells."""
         flexible = version in self.spec.flexible
         c(ind, f"{obj} = _new({self.names[struct.name]})")
         regular = []
@@ -186,38 +188,46 @@ class ModuleEmitter:
                 tagged.append(f)
             else:
                 regular.append(f)
+        # a fixed run that ends the struct also reads the first byte of the tag count
+        count = self.var("tn") if flexible else None
+        fused = False
         run: list[Field] = []
         for f in regular + [None]:
             if f is not None and f.type.fixed and version not in f.nullable:
                 run.append(f)
                 continue
             if run:
-                self._read_run(c, run, ind, obj, prefix)
+                fused = f is None and count is not None
+                self._read_run(c, run, ind, obj, prefix, track, count if fused else None)
                 run = []
             if f is not None:
-                c(ind, f"F = {prefix + f.name!r}")
+                if track:
+                    c(ind, f"F = {prefix + f.name!r}")
                 self._read(c, ind, f, f.type, version in f.nullable, version, f"{obj}.{f.attr}",
                            prefix + f.name + ".")
         if flexible:
-            self._read_tags(c, struct, tagged, version, ind, obj, prefix)
+            self._read_tags(c, struct, tagged, version, ind, obj, prefix, track, count, fused)
         else:
             c(ind, f"{obj}.unknown_tagged_fields = {{}}")
 
-    def _read_run(self, c: _Code, run: list[Field], ind: int, obj: str, prefix: str) -> None:
-        codes = "".join(STRUCT_CODES[f.type.kind] for f in run)
-        size = sum(FIXED_SIZES[f.type.kind] for f in run)
+    def _read_run(self, c: _Code, run: list[Field], ind: int, obj: str, prefix: str,
+                  track: bool = True, count: str | None = None) -> None:
+        codes = "".join(STRUCT_CODES[f.type.kind] for f in run) + ("B" if count else "")
+        size = sum(FIXED_SIZES[f.type.kind] for f in run) + (1 if count else 0)
         s = self.fmt(codes)
-        c(ind, f"F = {prefix + run[0].name!r}")
+        extra = [count] if count else []
+        if track:
+            c(ind, f"F = {prefix + run[0].name!r}")
         if any(f.type.kind == "uuid" for f in run):
             tmps = [self.var("t") for _ in run]
-            c(ind, f"{', '.join(tmps)}, = {s}.unpack_from(b, p)")
+            c(ind, f"{', '.join(tmps + extra)}, = {s}.unpack_from(b, p)")
             for f, t in zip(run, tmps, strict=True):
                 val = f"_UC.get({t}) or _uuid({t})" if f.type.kind == "uuid" else t
                 c(ind, f"{obj}.{f.attr} = {val}")
-        elif len(run) == 1:
+        elif len(run) + len(extra) == 1:
             c(ind, f"{obj}.{run[0].attr} = {s}.unpack_from(b, p)[0]")
         else:
-            targets = ", ".join(f"{obj}.{f.attr}" for f in run)
+            targets = ", ".join([f"{obj}.{f.attr}" for f in run] + extra)
             c(ind, f"{targets} = {s}.unpack_from(b, p)")
         c(ind, f"p += {size}")
 
@@ -300,7 +310,7 @@ class ModuleEmitter:
                 c(ind + 1, f"for _ in range({n}):")
                 if self.inlinable(sub, version):
                     it = self.var("s")
-                    self._decode_body(c, sub, version, ind + 2, it, prefix)
+                    self._decode_body(c, sub, version, ind + 2, it, prefix, track=False)
                     c(ind + 2, f"{lst}.append({it})")
                 else:
                     c(ind + 2, f"it, p = {fn}(b, p)")
@@ -329,14 +339,17 @@ class ModuleEmitter:
         raise AssertionError(k)
 
     def _read_tags(self, c: _Code, struct: Struct, tagged: list[Field], version: int, ind: int,
-                   obj: str, prefix: str) -> None:
+                   obj: str, prefix: str, track: bool, n: str, fused: bool) -> None:
+        """The tag section; `n` holds the first byte of the count once read (fused)."""
         for f in tagged:
             c(ind, f"{obj}.{f.attr} = {_default_expr(f, self.names)}")
-        u, n, t, z, e = (self.var(x) for x in ("u", "tn", "tag", "tz", "te"))
-        c(ind, f"F = {prefix[:-1] or None!r}")
+        u, t, z, e = (self.var(x) for x in ("u", "tag", "tz", "te"))
+        if track:
+            c(ind, f"F = {prefix[:-1] or None!r}")
         c(ind, f"{u} = {obj}.unknown_tagged_fields = {{}}")
-        c(ind, f"{n} = b[p]")
-        c(ind, "p += 1")
+        if not fused:
+            c(ind, f"{n} = b[p]")
+            c(ind, "p += 1")
         c(ind, f"if {n}:")
         i = ind + 1
         c(i, f"if {n} >= 128:")
@@ -358,7 +371,8 @@ class ModuleEmitter:
         for f in sorted(tagged, key=lambda f: f.tag):
             c(i, f"{kw} {t} == {f.tag}:")
             kw = "elif"
-            c(i + 1, f"F = {prefix + f.name!r}")
+            if track:
+                c(i + 1, f"F = {prefix + f.name!r}")
             if f.type.kind == "struct" and version in f.nullable:
                 fn = self.decoder(self.spec.structs[f.type.struct], version)
                 m = self.var("m")
@@ -426,6 +440,16 @@ class ModuleEmitter:
                 codes = "".join(STRUCT_CODES[r.type.kind] for r in run)
                 args = ", ".join(f"{obj}.{r.attr}.bytes" if r.type.kind == "uuid" else f"{obj}.{r.attr}"
                                  for r in run)
+                if f is None and flexible and not tagged:
+                    # the usual case, no tags: the empty tag section packs with the run
+                    u = self.var("u")
+                    c(ind, f"{u} = {obj}.unknown_tagged_fields")
+                    c(ind, f"if {u}:")
+                    c(ind + 1, f"{app}({self.fmt(codes)}.pack({args}))")
+                    c(ind + 1, f"_wtags(sorted({u}.items()), {app})")
+                    c(ind, "else:")
+                    c(ind + 1, f"{app}({self.fmt(codes + 'B')}.pack({args}, 0))")
+                    return
                 c(ind, f"{app}({self.fmt(codes)}.pack({args}))")
                 run = []
             if f is not None:

@@ -51,6 +51,7 @@ class AddOffsetsToTxnResponse(Message):
 
 
 _S0 = _St('>ih')
+_S1 = _St('>ihB')
 
 
 def _d_AddOffsetsToTxnResponse_0(b, p):
@@ -77,18 +78,16 @@ def _d_AddOffsetsToTxnResponse_3(b, p):
         L = len(b)
         o = _new(AddOffsetsToTxnResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S0.unpack_from(b, p)
-        p += 6
+        o.throttle_time_ms, o.error_code, tn1 = _S1.unpack_from(b, p)
+        p += 7
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -102,7 +101,7 @@ def _d_AddOffsetsToTxnResponse_3(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -120,12 +119,12 @@ def _e_AddOffsetsToTxnResponse_0(o, a):
 
 
 def _e_AddOffsetsToTxnResponse_3(o, a):
-    a(_S0.pack(o.throttle_time_ms, o.error_code))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S0.pack(o.throttle_time_ms, o.error_code))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.throttle_time_ms, o.error_code, 0))
 
 
 AddOffsetsToTxnResponse._DECODERS = {0: _d_AddOffsetsToTxnResponse_0, 1: _d_AddOffsetsToTxnResponse_0, 2: _d_AddOffsetsToTxnResponse_0, 3: _d_AddOffsetsToTxnResponse_3, 4: _d_AddOffsetsToTxnResponse_3}

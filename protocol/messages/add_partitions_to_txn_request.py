@@ -114,47 +114,47 @@ def _d_AddPartitionsToTxnTopic_4(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnTopic)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.partitions = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
+                o.partitions = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -168,7 +168,7 @@ def _d_AddPartitionsToTxnTopic_4(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -185,54 +185,38 @@ def _d_AddPartitionsToTxnTransaction_4(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnTransaction)
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'ProducerId'
         o.producer_id, o.producer_epoch, o.verify_only = _S0.unpack_from(b, p)
         p += 11
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(AddPartitionsToTxnTopic)
-                F = 'Topics.Name'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.name = b[p:e7].decode()
-                    p = e7
-                F = 'Topics.Partitions'
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(AddPartitionsToTxnTopic)
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -240,52 +224,65 @@ def _d_AddPartitionsToTxnTransaction_4(b, p):
                     n8, p = _ruv(b, p)
                 n8 -= 1
                 if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e9].decode()
+                    p = e9
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s6.partitions = list(_ARRAY['i'][n10].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'Topics'
-                u9 = s5.unknown_tagged_fields = {}
-                tn10 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                u11 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn10:
-                    if tn10 >= 128:
-                        tn10, p = _ruv(b, p - 1)
-                    if tn10 > L - p:
-                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn10):
-                        tag11 = b[p]
-                        if tag11 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag12 = b[p]
+                        if tag12 < 128:
                             p += 1
                         else:
-                            tag11, p = _ruv(b, p)
-                        tz12 = b[p]
-                        if tz12 < 128:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
                             p += 1
                         else:
-                            tz12, p = _ruv(b, p)
-                        te13 = p + tz12
-                        if te13 > L:
-                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                        u9[tag11] = b[p:te13]
-                        p = te13
-                l4.append(s5)
-            o.topics = l4
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u11[tag12] = b[p:te14]
+                        p = te14
+                l5.append(s6)
+            o.topics = l5
         F = None
-        u14 = o.unknown_tagged_fields = {}
-        tn15 = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn15:
-            if tn15 >= 128:
-                tn15, p = _ruv(b, p - 1)
-            if tn15 > L - p:
-                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn15):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag16 = b[p]
                 if tag16 < 128:
                     p += 1
@@ -299,7 +296,7 @@ def _d_AddPartitionsToTxnTransaction_4(b, p):
                 te18 = p + tz17
                 if te18 > L:
                     raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u14[tag16] = b[p:te18]
+                u15[tag16] = b[p:te18]
                 p = te18
         return o, p
     except _DecodeError as x:
@@ -597,7 +594,6 @@ def _d_AddPartitionsToTxnRequest_0(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(AddPartitionsToTxnTopic)
-                F = 'V3AndBelowTopics.Name'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -608,7 +604,6 @@ def _d_AddPartitionsToTxnRequest_0(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.name = b[p:e7].decode()
                     p = e7
-                F = 'V3AndBelowTopics.Partitions'
                 n8 = _S2.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
@@ -641,54 +636,38 @@ def _d_AddPartitionsToTxnRequest_3(b, p):
         o = _new(AddPartitionsToTxnRequest)
         o.transactions = []
         F = 'V3AndBelowTransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.v3_and_below_transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.v3_and_below_transactional_id = b[p:e3].decode()
+            p = e3
         F = 'V3AndBelowProducerId'
         o.v3_and_below_producer_id, o.v3_and_below_producer_epoch = _S3.unpack_from(b, p)
         p += 10
         F = 'V3AndBelowTopics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(AddPartitionsToTxnTopic)
-                F = 'V3AndBelowTopics.Name'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.name = b[p:e7].decode()
-                    p = e7
-                F = 'V3AndBelowTopics.Partitions'
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(AddPartitionsToTxnTopic)
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -696,52 +675,65 @@ def _d_AddPartitionsToTxnRequest_3(b, p):
                     n8, p = _ruv(b, p)
                 n8 -= 1
                 if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e9].decode()
+                    p = e9
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s6.partitions = list(_ARRAY['i'][n10].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'V3AndBelowTopics'
-                u9 = s5.unknown_tagged_fields = {}
-                tn10 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                u11 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn10:
-                    if tn10 >= 128:
-                        tn10, p = _ruv(b, p - 1)
-                    if tn10 > L - p:
-                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn10):
-                        tag11 = b[p]
-                        if tag11 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag12 = b[p]
+                        if tag12 < 128:
                             p += 1
                         else:
-                            tag11, p = _ruv(b, p)
-                        tz12 = b[p]
-                        if tz12 < 128:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
                             p += 1
                         else:
-                            tz12, p = _ruv(b, p)
-                        te13 = p + tz12
-                        if te13 > L:
-                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                        u9[tag11] = b[p:te13]
-                        p = te13
-                l4.append(s5)
-            o.v3_and_below_topics = l4
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u11[tag12] = b[p:te14]
+                        p = te14
+                l5.append(s6)
+            o.v3_and_below_topics = l5
         F = None
-        u14 = o.unknown_tagged_fields = {}
-        tn15 = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn15:
-            if tn15 >= 128:
-                tn15, p = _ruv(b, p - 1)
-            if tn15 > L - p:
-                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn15):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag16 = b[p]
                 if tag16 < 128:
                     p += 1
@@ -755,7 +747,7 @@ def _d_AddPartitionsToTxnRequest_3(b, p):
                 te18 = p + tz17
                 if te18 > L:
                     raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u14[tag16] = b[p:te18]
+                u15[tag16] = b[p:te18]
                 p = te18
         return o, p
     except _DecodeError as x:
@@ -776,32 +768,32 @@ def _d_AddPartitionsToTxnRequest_4(b, p):
         o.v3_and_below_producer_epoch = 0
         o.v3_and_below_topics = []
         F = 'Transactions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_AddPartitionsToTxnTransaction_4(b, p)
-                l2.append(it)
-            o.transactions = l2
+                l3.append(it)
+            o.transactions = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -815,7 +807,7 @@ def _d_AddPartitionsToTxnRequest_4(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:

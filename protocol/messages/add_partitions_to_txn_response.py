@@ -111,9 +111,10 @@ class AddPartitionsToTxnResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>ih')
-_S1 = _St('>h')
-_S2 = _St('>i')
+_S0 = _St('>ihB')
+_S1 = _St('>ih')
+_S2 = _St('>h')
+_S3 = _St('>i')
 
 
 def _d_AddPartitionsToTxnPartitionResult_4(b, p):
@@ -122,18 +123,16 @@ def _d_AddPartitionsToTxnPartitionResult_4(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnPartitionResult)
         F = 'PartitionIndex'
-        o.partition_index, o.partition_error_code = _S0.unpack_from(b, p)
-        p += 6
+        o.partition_index, o.partition_error_code, tn1 = _S0.unpack_from(b, p)
+        p += 7
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -147,7 +146,7 @@ def _d_AddPartitionsToTxnPartitionResult_4(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -164,75 +163,71 @@ def _d_AddPartitionsToTxnTopicResult_4(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnTopicResult)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'ResultsByPartition'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(AddPartitionsToTxnPartitionResult)
-                F = 'ResultsByPartition.PartitionIndex'
-                s5.partition_index, s5.partition_error_code = _S0.unpack_from(b, p)
-                p += 6
-                F = 'ResultsByPartition'
-                u6 = s5.unknown_tagged_fields = {}
-                tn7 = b[p]
-                p += 1
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(AddPartitionsToTxnPartitionResult)
+                s6.partition_index, s6.partition_error_code, tn7 = _S0.unpack_from(b, p)
+                p += 7
+                u8 = s6.unknown_tagged_fields = {}
                 if tn7:
                     if tn7 >= 128:
                         tn7, p = _ruv(b, p - 1)
                     if tn7 > L - p:
                         raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
-            o.results_by_partition = l4
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l5.append(s6)
+            o.results_by_partition = l5
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -246,7 +241,7 @@ def _d_AddPartitionsToTxnTopicResult_4(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:
@@ -263,47 +258,47 @@ def _d_AddPartitionsToTxnResult_4(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnResult)
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'TopicResults'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_AddPartitionsToTxnTopicResult_4(b, p)
-                l4.append(it)
-            o.topic_results = l4
+                l5.append(it)
+            o.topic_results = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -317,7 +312,7 @@ def _d_AddPartitionsToTxnResult_4(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -329,12 +324,12 @@ def _d_AddPartitionsToTxnResult_4(b, p):
 
 
 def _e_AddPartitionsToTxnPartitionResult_4(o, a):
-    a(_S0.pack(o.partition_index, o.partition_error_code))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.partition_index, o.partition_error_code))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.partition_index, o.partition_error_code, 0))
 
 
 def _e_AddPartitionsToTxnTopicResult_4(o, a):
@@ -353,12 +348,12 @@ def _e_AddPartitionsToTxnTopicResult_4(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.partition_error_code))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S1.pack(s5.partition_index, s5.partition_error_code))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.partition_index, s5.partition_error_code, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -406,12 +401,12 @@ def _e_AddPartitionsToTxnTopicResult_5(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.partition_error_code))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S1.pack(s5.partition_index, s5.partition_error_code))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.partition_index, s5.partition_error_code, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -449,7 +444,7 @@ def _d_AddPartitionsToTxnPartitionResult_0(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnPartitionResult)
         F = 'PartitionIndex'
-        o.partition_index, o.partition_error_code = _S0.unpack_from(b, p)
+        o.partition_index, o.partition_error_code = _S1.unpack_from(b, p)
         p += 6
         o.unknown_tagged_fields = {}
         return o, p
@@ -467,7 +462,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnTopicResult)
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -478,7 +473,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'ResultsByPartition'
-        n3 = _S2.unpack_from(b, p)[0]
+        n3 = _S3.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -488,8 +483,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(AddPartitionsToTxnPartitionResult)
-                F = 'ResultsByPartition.PartitionIndex'
-                s5.partition_index, s5.partition_error_code = _S0.unpack_from(b, p)
+                s5.partition_index, s5.partition_error_code = _S1.unpack_from(b, p)
                 p += 6
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -505,7 +499,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
 
 
 def _e_AddPartitionsToTxnPartitionResult_0(o, a):
-    a(_S0.pack(o.partition_index, o.partition_error_code))
+    a(_S1.pack(o.partition_index, o.partition_error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -517,16 +511,16 @@ def _e_AddPartitionsToTxnTopicResult_0(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.results_by_partition
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResultsByPartition at version 0')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.partition_error_code))
+            a(_S1.pack(s5.partition_index, s5.partition_error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -540,16 +534,16 @@ def _e_AddPartitionsToTxnTopicResult_1(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.results_by_partition
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResultsByPartition at version 1')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.partition_error_code))
+            a(_S1.pack(s5.partition_index, s5.partition_error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -563,16 +557,16 @@ def _e_AddPartitionsToTxnTopicResult_2(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.results_by_partition
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResultsByPartition at version 2')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.partition_error_code))
+            a(_S1.pack(s5.partition_index, s5.partition_error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -595,12 +589,12 @@ def _e_AddPartitionsToTxnTopicResult_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.partition_error_code))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S1.pack(s5.partition_index, s5.partition_error_code))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.partition_index, s5.partition_error_code, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -616,10 +610,10 @@ def _d_AddPartitionsToTxnResponse_0(b, p):
         o.error_code = 0
         o.results_by_transaction = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'ResultsByTopicV3AndBelow'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -649,35 +643,35 @@ def _d_AddPartitionsToTxnResponse_3(b, p):
         o.error_code = 0
         o.results_by_transaction = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'ResultsByTopicV3AndBelow'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_AddPartitionsToTxnTopicResult_4(b, p)
-                l2.append(it)
-            o.results_by_topic_v3_and_below = l2
+                l3.append(it)
+            o.results_by_topic_v3_and_below = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -691,7 +685,7 @@ def _d_AddPartitionsToTxnResponse_3(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -709,35 +703,35 @@ def _d_AddPartitionsToTxnResponse_4(b, p):
         o = _new(AddPartitionsToTxnResponse)
         o.results_by_topic_v3_and_below = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S0.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S1.unpack_from(b, p)
         p += 6
         F = 'ResultsByTransaction'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_AddPartitionsToTxnResult_4(b, p)
-                l2.append(it)
-            o.results_by_transaction = l2
+                l3.append(it)
+            o.results_by_transaction = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -751,7 +745,7 @@ def _d_AddPartitionsToTxnResponse_4(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -765,13 +759,13 @@ def _d_AddPartitionsToTxnResponse_4(b, p):
 def _e_AddPartitionsToTxnResponse_0(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 0')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_AddPartitionsToTxnTopicResult_0(s3, a)
     if o.unknown_tagged_fields:
@@ -781,13 +775,13 @@ def _e_AddPartitionsToTxnResponse_0(o, a):
 def _e_AddPartitionsToTxnResponse_1(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 1')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_AddPartitionsToTxnTopicResult_1(s3, a)
     if o.unknown_tagged_fields:
@@ -797,13 +791,13 @@ def _e_AddPartitionsToTxnResponse_1(o, a):
 def _e_AddPartitionsToTxnResponse_2(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 2')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_AddPartitionsToTxnTopicResult_2(s3, a)
     if o.unknown_tagged_fields:
@@ -813,7 +807,7 @@ def _e_AddPartitionsToTxnResponse_2(o, a):
 def _e_AddPartitionsToTxnResponse_3(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 3')
@@ -832,7 +826,7 @@ def _e_AddPartitionsToTxnResponse_3(o, a):
 def _e_AddPartitionsToTxnResponse_4(o, a):
     if o.results_by_topic_v3_and_below:
         raise _Absent('ResultsByTopicV3AndBelow')
-    a(_S0.pack(o.throttle_time_ms, o.error_code))
+    a(_S1.pack(o.throttle_time_ms, o.error_code))
     v1 = o.results_by_transaction
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTransaction at version 4')
@@ -851,7 +845,7 @@ def _e_AddPartitionsToTxnResponse_4(o, a):
 def _e_AddPartitionsToTxnResponse_5(o, a):
     if o.results_by_topic_v3_and_below:
         raise _Absent('ResultsByTopicV3AndBelow')
-    a(_S0.pack(o.throttle_time_ms, o.error_code))
+    a(_S1.pack(o.throttle_time_ms, o.error_code))
     v1 = o.results_by_transaction
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTransaction at version 5')

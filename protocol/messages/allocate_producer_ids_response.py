@@ -54,7 +54,8 @@ class AllocateProducerIdsResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>ihqi')
+_S0 = _St('>ihqiB')
+_S1 = _St('>ihqi')
 
 
 def _d_AllocateProducerIdsResponse_0(b, p):
@@ -63,18 +64,16 @@ def _d_AllocateProducerIdsResponse_0(b, p):
         L = len(b)
         o = _new(AllocateProducerIdsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len = _S0.unpack_from(b, p)
-        p += 18
+        o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len, tn1 = _S0.unpack_from(b, p)
+        p += 19
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -88,7 +87,7 @@ def _d_AllocateProducerIdsResponse_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -100,12 +99,12 @@ def _d_AllocateProducerIdsResponse_0(b, p):
 
 
 def _e_AllocateProducerIdsResponse_0(o, a):
-    a(_S0.pack(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len, 0))
 
 
 AllocateProducerIdsResponse._DECODERS = {0: _d_AllocateProducerIdsResponse_0}

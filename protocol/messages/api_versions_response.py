@@ -124,11 +124,14 @@ class ApiVersionsResponse(Message):
 
 
 _S0 = _St('>hhh')
-_S1 = _St('>hh')
-_S2 = _St('>h')
-_S3 = _St('>i')
-_S4 = _St('>q')
-_S5 = _St('>?')
+_S1 = _St('>hhhB')
+_S2 = _St('>hhB')
+_S3 = _St('>hh')
+_S4 = _St('>h')
+_S5 = _St('>i')
+_S6 = _St('>iB')
+_S7 = _St('>q')
+_S8 = _St('>?')
 
 
 def _d_ApiVersion_0(b, p):
@@ -155,18 +158,16 @@ def _d_ApiVersion_3(b, p):
         L = len(b)
         o = _new(ApiVersion)
         F = 'ApiKey'
-        o.api_key, o.min_version, o.max_version = _S0.unpack_from(b, p)
-        p += 6
+        o.api_key, o.min_version, o.max_version, tn1 = _S1.unpack_from(b, p)
+        p += 7
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -180,7 +181,7 @@ def _d_ApiVersion_3(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -198,12 +199,12 @@ def _e_ApiVersion_0(o, a):
 
 
 def _e_ApiVersion_3(o, a):
-    a(_S0.pack(o.api_key, o.min_version, o.max_version))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S0.pack(o.api_key, o.min_version, o.max_version))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.api_key, o.min_version, o.max_version, 0))
 
 
 def _d_SupportedFeatureKey_3(b, p):
@@ -212,33 +213,31 @@ def _d_SupportedFeatureKey_3(b, p):
         L = len(b)
         o = _new(SupportedFeatureKey)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'MinVersion'
-        o.min_version, o.max_version = _S1.unpack_from(b, p)
-        p += 4
+        o.min_version, o.max_version, tn1 = _S2.unpack_from(b, p)
+        p += 5
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -252,7 +251,7 @@ def _d_SupportedFeatureKey_3(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -272,12 +271,12 @@ def _e_SupportedFeatureKey_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_version, o.max_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_version, o.max_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_version, o.max_version, 0))
 
 
 def _e_SupportedFeatureKey_4(o, a):
@@ -289,12 +288,12 @@ def _e_SupportedFeatureKey_4(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_version, o.max_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_version, o.max_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_version, o.max_version, 0))
 
 
 def _d_FinalizedFeatureKey_3(b, p):
@@ -303,33 +302,31 @@ def _d_FinalizedFeatureKey_3(b, p):
         L = len(b)
         o = _new(FinalizedFeatureKey)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'MaxVersionLevel'
-        o.max_version_level, o.min_version_level = _S1.unpack_from(b, p)
-        p += 4
+        o.max_version_level, o.min_version_level, tn1 = _S2.unpack_from(b, p)
+        p += 5
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -343,7 +340,7 @@ def _d_FinalizedFeatureKey_3(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -363,12 +360,12 @@ def _e_FinalizedFeatureKey_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.max_version_level, o.min_version_level))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.max_version_level, o.min_version_level))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.max_version_level, o.min_version_level, 0))
 
 
 def _e_FinalizedFeatureKey_4(o, a):
@@ -380,12 +377,12 @@ def _e_FinalizedFeatureKey_4(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.max_version_level, o.min_version_level))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.max_version_level, o.min_version_level))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.max_version_level, o.min_version_level, 0))
 
 
 def _d_ApiVersionsResponse_0(b, p):
@@ -399,10 +396,10 @@ def _d_ApiVersionsResponse_0(b, p):
         o.finalized_features = []
         o.zk_migration_ready = False
         F = 'ErrorCode'
-        o.error_code = _S2.unpack_from(b, p)[0]
+        o.error_code = _S4.unpack_from(b, p)[0]
         p += 2
         F = 'ApiKeys'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S5.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -412,7 +409,6 @@ def _d_ApiVersionsResponse_0(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(ApiVersion)
-                F = 'ApiKeys.ApiKey'
                 s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
                 p += 6
                 s3.unknown_tagged_fields = {}
@@ -438,10 +434,10 @@ def _d_ApiVersionsResponse_1(b, p):
         o.finalized_features = []
         o.zk_migration_ready = False
         F = 'ErrorCode'
-        o.error_code = _S2.unpack_from(b, p)[0]
+        o.error_code = _S4.unpack_from(b, p)[0]
         p += 2
         F = 'ApiKeys'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S5.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -451,14 +447,13 @@ def _d_ApiVersionsResponse_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(ApiVersion)
-                F = 'ApiKeys.ApiKey'
                 s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
                 p += 6
                 s3.unknown_tagged_fields = {}
                 l2.append(s3)
             o.api_keys = l2
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S5.unpack_from(b, p)[0]
         p += 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -476,70 +471,64 @@ def _d_ApiVersionsResponse_3(b, p):
         L = len(b)
         o = _new(ApiVersionsResponse)
         F = 'ErrorCode'
-        o.error_code = _S2.unpack_from(b, p)[0]
+        o.error_code = _S4.unpack_from(b, p)[0]
         p += 2
         F = 'ApiKeys'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(ApiVersion)
-                F = 'ApiKeys.ApiKey'
-                s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
-                p += 6
-                F = 'ApiKeys'
-                u4 = s3.unknown_tagged_fields = {}
-                tn5 = b[p]
-                p += 1
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(ApiVersion)
+                s4.api_key, s4.min_version, s4.max_version, tn5 = _S1.unpack_from(b, p)
+                p += 7
+                u6 = s4.unknown_tagged_fields = {}
                 if tn5:
                     if tn5 >= 128:
                         tn5, p = _ruv(b, p - 1)
                     if tn5 > L - p:
                         raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn5):
-                        tag6 = b[p]
-                        if tag6 < 128:
+                        tag7 = b[p]
+                        if tag7 < 128:
                             p += 1
                         else:
-                            tag6, p = _ruv(b, p)
-                        tz7 = b[p]
-                        if tz7 < 128:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
                             p += 1
                         else:
-                            tz7, p = _ruv(b, p)
-                        te8 = p + tz7
-                        if te8 > L:
-                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                        u4[tag6] = b[p:te8]
-                        p = te8
-                l2.append(s3)
-            o.api_keys = l2
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        u6[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.api_keys = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
-        p += 4
+        o.throttle_time_ms, tn1 = _S6.unpack_from(b, p)
+        p += 5
         o.supported_features = []
         o.finalized_features_epoch = -1
         o.finalized_features = []
         o.zk_migration_ready = False
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
-        p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        u10 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -569,34 +558,29 @@ def _d_ApiVersionsResponse_3(b, p):
                         l15 = []
                         for _ in range(n14):
                             s16 = _new(SupportedFeatureKey)
-                            F = 'SupportedFeatures.Name'
-                            n17 = b[p]
-                            if n17 < 128:
+                            n18 = b[p]
+                            if n18 < 128:
                                 p += 1
                             else:
-                                n17, p = _ruv(b, p)
-                            n17 -= 1
-                            if n17 < 0:
+                                n18, p = _ruv(b, p)
+                            n18 -= 1
+                            if n18 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e18 = p + n17
-                                if e18 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n17) + ' bytes is truncated', offset=p)
-                                s16.name = b[p:e18].decode()
-                                p = e18
-                            F = 'SupportedFeatures.MinVersion'
-                            s16.min_version, s16.max_version = _S1.unpack_from(b, p)
-                            p += 4
-                            F = 'SupportedFeatures'
-                            u19 = s16.unknown_tagged_fields = {}
-                            tn20 = b[p]
-                            p += 1
-                            if tn20:
-                                if tn20 >= 128:
-                                    tn20, p = _ruv(b, p - 1)
-                                if tn20 > L - p:
-                                    raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn20):
+                                e19 = p + n18
+                                if e19 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n18) + ' bytes is truncated', offset=p)
+                                s16.name = b[p:e19].decode()
+                                p = e19
+                            s16.min_version, s16.max_version, tn17 = _S2.unpack_from(b, p)
+                            p += 5
+                            u20 = s16.unknown_tagged_fields = {}
+                            if tn17:
+                                if tn17 >= 128:
+                                    tn17, p = _ruv(b, p - 1)
+                                if tn17 > L - p:
+                                    raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn17):
                                     tag21 = b[p]
                                     if tag21 < 128:
                                         p += 1
@@ -610,7 +594,7 @@ def _d_ApiVersionsResponse_3(b, p):
                                     te23 = p + tz22
                                     if te23 > L:
                                         raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
-                                    u19[tag21] = b[p:te23]
+                                    u20[tag21] = b[p:te23]
                                     p = te23
                             l15.append(s16)
                         o.supported_features = l15
@@ -618,7 +602,7 @@ def _d_ApiVersionsResponse_3(b, p):
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag11 == 1:
                     F = 'FinalizedFeaturesEpoch'
-                    o.finalized_features_epoch = _S4.unpack_from(b, p)[0]
+                    o.finalized_features_epoch = _S7.unpack_from(b, p)[0]
                     p += 8
                     if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -638,34 +622,29 @@ def _d_ApiVersionsResponse_3(b, p):
                         l25 = []
                         for _ in range(n24):
                             s26 = _new(FinalizedFeatureKey)
-                            F = 'FinalizedFeatures.Name'
-                            n27 = b[p]
-                            if n27 < 128:
+                            n28 = b[p]
+                            if n28 < 128:
                                 p += 1
                             else:
-                                n27, p = _ruv(b, p)
-                            n27 -= 1
-                            if n27 < 0:
+                                n28, p = _ruv(b, p)
+                            n28 -= 1
+                            if n28 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e28 = p + n27
-                                if e28 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
-                                s26.name = b[p:e28].decode()
-                                p = e28
-                            F = 'FinalizedFeatures.MaxVersionLevel'
-                            s26.max_version_level, s26.min_version_level = _S1.unpack_from(b, p)
-                            p += 4
-                            F = 'FinalizedFeatures'
-                            u29 = s26.unknown_tagged_fields = {}
-                            tn30 = b[p]
-                            p += 1
-                            if tn30:
-                                if tn30 >= 128:
-                                    tn30, p = _ruv(b, p - 1)
-                                if tn30 > L - p:
-                                    raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn30):
+                                e29 = p + n28
+                                if e29 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n28) + ' bytes is truncated', offset=p)
+                                s26.name = b[p:e29].decode()
+                                p = e29
+                            s26.max_version_level, s26.min_version_level, tn27 = _S2.unpack_from(b, p)
+                            p += 5
+                            u30 = s26.unknown_tagged_fields = {}
+                            if tn27:
+                                if tn27 >= 128:
+                                    tn27, p = _ruv(b, p - 1)
+                                if tn27 > L - p:
+                                    raise _DecodeError(str(tn27) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn27):
                                     tag31 = b[p]
                                     if tag31 < 128:
                                         p += 1
@@ -679,7 +658,7 @@ def _d_ApiVersionsResponse_3(b, p):
                                     te33 = p + tz32
                                     if te33 > L:
                                         raise _DecodeError('tagged field ' + str(tag31) + ' of ' + str(tz32) + ' bytes is truncated', offset=p)
-                                    u29[tag31] = b[p:te33]
+                                    u30[tag31] = b[p:te33]
                                     p = te33
                             l25.append(s26)
                         o.finalized_features = l25
@@ -687,12 +666,12 @@ def _d_ApiVersionsResponse_3(b, p):
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag11 == 3:
                     F = 'ZkMigrationReady'
-                    o.zk_migration_ready = _S5.unpack_from(b, p)[0]
+                    o.zk_migration_ready = _S8.unpack_from(b, p)[0]
                     p += 1
                     if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u9[tag11] = b[p:te13]
+                    u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -704,13 +683,13 @@ def _d_ApiVersionsResponse_3(b, p):
 
 
 def _e_ApiVersionsResponse_0(o, a):
-    a(_S2.pack(o.error_code))
+    a(_S4.pack(o.error_code))
     v1 = o.api_keys
     if v1 is None:
         raise _EncodeError('null in non-nullable field ApiKeys at version 0')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S5.pack(n2))
         for s3 in v1:
             a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
             if s3.unknown_tagged_fields:
@@ -720,41 +699,41 @@ def _e_ApiVersionsResponse_0(o, a):
 
 
 def _e_ApiVersionsResponse_1(o, a):
-    a(_S2.pack(o.error_code))
+    a(_S4.pack(o.error_code))
     v1 = o.api_keys
     if v1 is None:
         raise _EncodeError('null in non-nullable field ApiKeys at version 1')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S5.pack(n2))
         for s3 in v1:
             a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S5.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_ApiVersionsResponse_2(o, a):
-    a(_S2.pack(o.error_code))
+    a(_S4.pack(o.error_code))
     v1 = o.api_keys
     if v1 is None:
         raise _EncodeError('null in non-nullable field ApiKeys at version 2')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S5.pack(n2))
         for s3 in v1:
             a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S5.pack(o.throttle_time_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_ApiVersionsResponse_3(o, a):
-    a(_S2.pack(o.error_code))
+    a(_S4.pack(o.error_code))
     v1 = o.api_keys
     if v1 is None:
         raise _EncodeError('null in non-nullable field ApiKeys at version 3')
@@ -762,13 +741,13 @@ def _e_ApiVersionsResponse_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
-    a(_S3.pack(o.throttle_time_ms))
+                a(_S1.pack(s3.api_key, s3.min_version, s3.max_version, 0))
+    a(_S5.pack(o.throttle_time_ms))
     T6 = []
     if o.supported_features:
         w7 = []
@@ -787,16 +766,16 @@ def _e_ApiVersionsResponse_3(o, a):
                     n12 = len(v11)
                     w7.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
                     w7.append(v11)
-                w7.append(_S1.pack(s10.min_version, s10.max_version))
                 u13 = s10.unknown_tagged_fields
                 if u13:
+                    w7.append(_S3.pack(s10.min_version, s10.max_version))
                     _wtags(sorted(u13.items()), w7.append)
                 else:
-                    w7.append(b'\x00')
+                    w7.append(_S2.pack(s10.min_version, s10.max_version, 0))
         T6.append((0, b''.join(w7)))
     if o.finalized_features_epoch != -1:
         w14 = []
-        w14.append(_S4.pack(o.finalized_features_epoch))
+        w14.append(_S7.pack(o.finalized_features_epoch))
         T6.append((1, b''.join(w14)))
     if o.finalized_features:
         w15 = []
@@ -815,16 +794,16 @@ def _e_ApiVersionsResponse_3(o, a):
                     n20 = len(v19)
                     w15.append(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
                     w15.append(v19)
-                w15.append(_S1.pack(s18.max_version_level, s18.min_version_level))
                 u21 = s18.unknown_tagged_fields
                 if u21:
+                    w15.append(_S3.pack(s18.max_version_level, s18.min_version_level))
                     _wtags(sorted(u21.items()), w15.append)
                 else:
-                    w15.append(b'\x00')
+                    w15.append(_S2.pack(s18.max_version_level, s18.min_version_level, 0))
         T6.append((2, b''.join(w15)))
     if o.zk_migration_ready is not False and o.zk_migration_ready != False:
         w22 = []
-        w22.append(_S5.pack(o.zk_migration_ready))
+        w22.append(_S8.pack(o.zk_migration_ready))
         T6.append((3, b''.join(w22)))
     u5 = o.unknown_tagged_fields
     if u5:
@@ -837,7 +816,7 @@ def _e_ApiVersionsResponse_3(o, a):
 
 
 def _e_ApiVersionsResponse_4(o, a):
-    a(_S2.pack(o.error_code))
+    a(_S4.pack(o.error_code))
     v1 = o.api_keys
     if v1 is None:
         raise _EncodeError('null in non-nullable field ApiKeys at version 4')
@@ -845,13 +824,13 @@ def _e_ApiVersionsResponse_4(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S0.pack(s3.api_key, s3.min_version, s3.max_version))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
-    a(_S3.pack(o.throttle_time_ms))
+                a(_S1.pack(s3.api_key, s3.min_version, s3.max_version, 0))
+    a(_S5.pack(o.throttle_time_ms))
     T6 = []
     if o.supported_features:
         w7 = []
@@ -870,16 +849,16 @@ def _e_ApiVersionsResponse_4(o, a):
                     n12 = len(v11)
                     w7.append(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
                     w7.append(v11)
-                w7.append(_S1.pack(s10.min_version, s10.max_version))
                 u13 = s10.unknown_tagged_fields
                 if u13:
+                    w7.append(_S3.pack(s10.min_version, s10.max_version))
                     _wtags(sorted(u13.items()), w7.append)
                 else:
-                    w7.append(b'\x00')
+                    w7.append(_S2.pack(s10.min_version, s10.max_version, 0))
         T6.append((0, b''.join(w7)))
     if o.finalized_features_epoch != -1:
         w14 = []
-        w14.append(_S4.pack(o.finalized_features_epoch))
+        w14.append(_S7.pack(o.finalized_features_epoch))
         T6.append((1, b''.join(w14)))
     if o.finalized_features:
         w15 = []
@@ -898,16 +877,16 @@ def _e_ApiVersionsResponse_4(o, a):
                     n20 = len(v19)
                     w15.append(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
                     w15.append(v19)
-                w15.append(_S1.pack(s18.max_version_level, s18.min_version_level))
                 u21 = s18.unknown_tagged_fields
                 if u21:
+                    w15.append(_S3.pack(s18.max_version_level, s18.min_version_level))
                     _wtags(sorted(u21.items()), w15.append)
                 else:
-                    w15.append(b'\x00')
+                    w15.append(_S2.pack(s18.max_version_level, s18.min_version_level, 0))
         T6.append((2, b''.join(w15)))
     if o.zk_migration_ready is not False and o.zk_migration_ready != False:
         w22 = []
-        w22.append(_S5.pack(o.zk_migration_ready))
+        w22.append(_S8.pack(o.zk_migration_ready))
         T6.append((3, b''.join(w22)))
     u5 = o.unknown_tagged_fields
     if u5:

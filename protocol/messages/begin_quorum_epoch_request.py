@@ -122,8 +122,10 @@ class BeginQuorumEpochRequest(Message):
 _S0 = _St('>iii')
 _S1 = _St('>h')
 _S2 = _St('>i')
-_S3 = _St('>i16sii')
-_S4 = _St('>H')
+_S3 = _St('>i16siiB')
+_S4 = _St('>i16sii')
+_S5 = _St('>HB')
+_S6 = _St('>H')
 
 
 def _d_PartitionData_0(b, p):
@@ -173,7 +175,6 @@ def _d_TopicData_0(b, p):
             for _ in range(n3):
                 s5 = _new(PartitionData)
                 s5.voter_directory_id = ZERO_UUID
-                F = 'Partitions.PartitionIndex'
                 s5.partition_index, s5.leader_id, s5.leader_epoch = _S0.unpack_from(b, p)
                 p += 12
                 s5.unknown_tagged_fields = {}
@@ -195,22 +196,20 @@ def _d_PartitionData_1(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        t1, t2, t3, t4, = _S3.unpack_from(b, p)
-        o.partition_index = t1
-        o.voter_directory_id = _UC.get(t2) or _uuid(t2)
-        o.leader_id = t3
-        o.leader_epoch = t4
-        p += 28
+        t2, t3, t4, t5, tn1, = _S3.unpack_from(b, p)
+        o.partition_index = t2
+        o.voter_directory_id = _UC.get(t3) or _uuid(t3)
+        o.leader_id = t4
+        o.leader_epoch = t5
+        p += 29
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -224,7 +223,7 @@ def _d_PartitionData_1(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -241,79 +240,75 @@ def _d_TopicData_1(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionData)
-                F = 'Partitions.PartitionIndex'
-                t6, t7, t8, t9, = _S3.unpack_from(b, p)
-                s5.partition_index = t6
-                s5.voter_directory_id = _UC.get(t7) or _uuid(t7)
-                s5.leader_id = t8
-                s5.leader_epoch = t9
-                p += 28
-                F = 'Partitions'
-                u10 = s5.unknown_tagged_fields = {}
-                tn11 = b[p]
-                p += 1
-                if tn11:
-                    if tn11 >= 128:
-                        tn11, p = _ruv(b, p - 1)
-                    if tn11 > L - p:
-                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn11):
-                        tag12 = b[p]
-                        if tag12 < 128:
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(PartitionData)
+                t8, t9, t10, t11, tn7, = _S3.unpack_from(b, p)
+                s6.partition_index = t8
+                s6.voter_directory_id = _UC.get(t9) or _uuid(t9)
+                s6.leader_id = t10
+                s6.leader_epoch = t11
+                p += 29
+                u12 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag13 = b[p]
+                        if tag13 < 128:
                             p += 1
                         else:
-                            tag12, p = _ruv(b, p)
-                        tz13 = b[p]
-                        if tz13 < 128:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
                             p += 1
                         else:
-                            tz13, p = _ruv(b, p)
-                        te14 = p + tz13
-                        if te14 > L:
-                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                        u10[tag12] = b[p:te14]
-                        p = te14
-                l4.append(s5)
-            o.partitions = l4
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u12[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -327,7 +322,7 @@ def _d_TopicData_1(b, p):
                 te19 = p + tz18
                 if te19 > L:
                     raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                u15[tag17] = b[p:te19]
+                u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -368,12 +363,12 @@ def _e_TopicData_0(o, a):
 
 
 def _e_PartitionData_1(o, a):
-    a(_S3.pack(o.partition_index, o.voter_directory_id.bytes, o.leader_id, o.leader_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S4.pack(o.partition_index, o.voter_directory_id.bytes, o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.partition_index, o.voter_directory_id.bytes, o.leader_id, o.leader_epoch, 0))
 
 
 def _e_TopicData_1(o, a):
@@ -392,12 +387,12 @@ def _e_TopicData_1(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.voter_directory_id.bytes, s5.leader_id, s5.leader_epoch))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S4.pack(s5.partition_index, s5.voter_directory_id.bytes, s5.leader_id, s5.leader_epoch))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S3.pack(s5.partition_index, s5.voter_directory_id.bytes, s5.leader_id, s5.leader_epoch, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -411,48 +406,46 @@ def _d_LeaderEndpoint_1(b, p):
         L = len(b)
         o = _new(LeaderEndpoint)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
-        o.port = _S4.unpack_from(b, p)[0]
-        p += 2
+        o.port, tn1 = _S5.unpack_from(b, p)
+        p += 3
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -466,7 +459,7 @@ def _d_LeaderEndpoint_1(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -494,12 +487,12 @@ def _e_LeaderEndpoint_1(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S4.pack(o.port))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S6.pack(o.port))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.port, 0))
 
 
 def _d_BeginQuorumEpochRequest_0(b, p):
@@ -551,73 +544,57 @@ def _d_BeginQuorumEpochRequest_1(b, p):
         L = len(b)
         o = _new(BeginQuorumEpochRequest)
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.cluster_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'VoterId'
         o.voter_id = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_TopicData_1(b, p)
-                l4.append(it)
-            o.topics = l4
+                l5.append(it)
+            o.topics = l5
         F = 'LeaderEndpoints'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(LeaderEndpoint)
-                F = 'LeaderEndpoints.Name'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.name = b[p:e9].decode()
-                    p = e9
-                F = 'LeaderEndpoints.Host'
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(LeaderEndpoint)
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -630,48 +607,58 @@ def _d_BeginQuorumEpochRequest_1(b, p):
                     e11 = p + n10
                     if e11 > L:
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-                    s7.host = b[p:e11].decode()
+                    s8.name = b[p:e11].decode()
                     p = e11
-                F = 'LeaderEndpoints.Port'
-                s7.port = _S4.unpack_from(b, p)[0]
-                p += 2
-                F = 'LeaderEndpoints'
-                u12 = s7.unknown_tagged_fields = {}
-                tn13 = b[p]
-                p += 1
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s8.host = b[p:e13].decode()
+                    p = e13
+                s8.port, tn9 = _S5.unpack_from(b, p)
+                p += 3
+                u14 = s8.unknown_tagged_fields = {}
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l6.append(s7)
-            o.leader_endpoints = l6
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l7.append(s8)
+            o.leader_endpoints = l7
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -685,7 +672,7 @@ def _d_BeginQuorumEpochRequest_1(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -758,12 +745,12 @@ def _e_BeginQuorumEpochRequest_1(o, a):
                 n12 = len(v11)
                 a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
                 a(v11)
-            a(_S4.pack(s8.port))
             u13 = s8.unknown_tagged_fields
             if u13:
+                a(_S6.pack(s8.port))
                 _wtags(sorted(u13.items()), a)
             else:
-                a(b'\x00')
+                a(_S5.pack(s8.port, 0))
     u14 = o.unknown_tagged_fields
     if u14:
         _wtags(sorted(u14.items()), a)

@@ -60,7 +60,8 @@ class BrokerHeartbeatRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>iqq??')
+_S0 = _St('>iqq??B')
+_S1 = _St('>iqq??')
 
 
 def _d_BrokerHeartbeatRequest_0(b, p):
@@ -70,18 +71,16 @@ def _d_BrokerHeartbeatRequest_0(b, p):
         o = _new(BrokerHeartbeatRequest)
         o.offline_log_dirs = []
         F = 'BrokerId'
-        o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _S0.unpack_from(b, p)
-        p += 22
+        o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down, tn1 = _S0.unpack_from(b, p)
+        p += 23
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -98,7 +97,7 @@ def _d_BrokerHeartbeatRequest_0(b, p):
                 if tag3 in (0,):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 0', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -115,19 +114,17 @@ def _d_BrokerHeartbeatRequest_1(b, p):
         L = len(b)
         o = _new(BrokerHeartbeatRequest)
         F = 'BrokerId'
-        o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down = _S0.unpack_from(b, p)
-        p += 22
+        o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down, tn1 = _S0.unpack_from(b, p)
+        p += 23
         o.offline_log_dirs = []
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -163,7 +160,7 @@ def _d_BrokerHeartbeatRequest_1(b, p):
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -177,16 +174,16 @@ def _d_BrokerHeartbeatRequest_1(b, p):
 def _e_BrokerHeartbeatRequest_0(o, a):
     if o.offline_log_dirs:
         raise _Absent('OfflineLogDirs')
-    a(_S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down, 0))
 
 
 def _e_BrokerHeartbeatRequest_1(o, a):
-    a(_S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down))
+    a(_S1.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down))
     T2 = []
     if o.offline_log_dirs:
         w3 = []

@@ -110,12 +110,16 @@ class BrokerRegistrationRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>Hh')
-_S1 = _St('>hh')
-_S2 = _St('>i')
-_S3 = _St('>16s')
-_S4 = _St('>?')
-_S5 = _St('>q')
+_S0 = _St('>HhB')
+_S1 = _St('>Hh')
+_S2 = _St('>hhB')
+_S3 = _St('>hh')
+_S4 = _St('>i')
+_S5 = _St('>16s')
+_S6 = _St('>?B')
+_S7 = _St('>?')
+_S8 = _St('>qB')
+_S9 = _St('>q')
 
 
 def _d_Listener_0(b, p):
@@ -124,48 +128,46 @@ def _d_Listener_0(b, p):
         L = len(b)
         o = _new(Listener)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
-        o.port, o.security_protocol = _S0.unpack_from(b, p)
-        p += 4
+        o.port, o.security_protocol, tn1 = _S0.unpack_from(b, p)
+        p += 5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -179,7 +181,7 @@ def _d_Listener_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -207,12 +209,12 @@ def _e_Listener_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _e_Listener_1(o, a):
@@ -232,12 +234,12 @@ def _e_Listener_1(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _e_Listener_2(o, a):
@@ -257,12 +259,12 @@ def _e_Listener_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _e_Listener_3(o, a):
@@ -282,12 +284,12 @@ def _e_Listener_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _e_Listener_4(o, a):
@@ -307,12 +309,12 @@ def _e_Listener_4(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _d_Feature_0(b, p):
@@ -321,33 +323,31 @@ def _d_Feature_0(b, p):
         L = len(b)
         o = _new(Feature)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'MinSupportedVersion'
-        o.min_supported_version, o.max_supported_version = _S1.unpack_from(b, p)
-        p += 4
+        o.min_supported_version, o.max_supported_version, tn1 = _S2.unpack_from(b, p)
+        p += 5
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -361,7 +361,7 @@ def _d_Feature_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -381,12 +381,12 @@ def _e_Feature_0(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_Feature_1(o, a):
@@ -398,12 +398,12 @@ def _e_Feature_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_Feature_2(o, a):
@@ -415,12 +415,12 @@ def _e_Feature_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_Feature_3(o, a):
@@ -432,12 +432,12 @@ def _e_Feature_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_Feature_4(o, a):
@@ -449,12 +449,12 @@ def _e_Feature_4(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _d_BrokerRegistrationRequest_0(b, p):
@@ -466,58 +466,42 @@ def _d_BrokerRegistrationRequest_0(b, p):
         o.log_dirs = []
         o.previous_broker_epoch = -1
         F = 'BrokerId'
-        o.broker_id = _S2.unpack_from(b, p)[0]
+        o.broker_id = _S4.unpack_from(b, p)[0]
         p += 4
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'IncarnationId'
-        t3, = _S3.unpack_from(b, p)
-        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        t4, = _S5.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t4) or _uuid(t4)
         p += 16
         F = 'Listeners'
-        n4 = b[p]
-        if n4 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n4 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(Listener)
-                F = 'Listeners.Name'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e8 = p + n7
-                    if e8 > L:
-                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                    s6.name = b[p:e8].decode()
-                    p = e8
-                F = 'Listeners.Host'
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(Listener)
                 n9 = b[p]
                 if n9 < 128:
                     p += 1
@@ -530,125 +514,130 @@ def _d_BrokerRegistrationRequest_0(b, p):
                     e10 = p + n9
                     if e10 > L:
                         raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s6.host = b[p:e10].decode()
+                    s7.name = b[p:e10].decode()
                     p = e10
-                F = 'Listeners.Port'
-                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'Listeners'
-                u11 = s6.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l5.append(s6)
-            o.listeners = l5
-        F = 'Features'
-        n16 = b[p]
-        if n16 < 128:
-            p += 1
-        else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(Feature)
-                F = 'Features.Name'
-                n19 = b[p]
-                if n19 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n19, p = _ruv(b, p)
-                n19 -= 1
-                if n19 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e20 = p + n19
-                    if e20 > L:
-                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
-                    s18.name = b[p:e20].decode()
-                    p = e20
-                F = 'Features.MinSupportedVersion'
-                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u21 = s18.unknown_tagged_fields = {}
-                tn22 = b[p]
-                p += 1
-                if tn22:
-                    if tn22 >= 128:
-                        tn22, p = _ruv(b, p - 1)
-                    if tn22 > L - p:
-                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn22):
-                        tag23 = b[p]
-                        if tag23 < 128:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e12].decode()
+                    p = e12
+                s7.port, s7.security_protocol, tn8 = _S0.unpack_from(b, p)
+                p += 5
+                u13 = s7.unknown_tagged_fields = {}
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag23, p = _ruv(b, p)
-                        tz24 = b[p]
-                        if tz24 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz24, p = _ruv(b, p)
-                        te25 = p + tz24
-                        if te25 > L:
-                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                        u21[tag23] = b[p:te25]
-                        p = te25
-                l17.append(s18)
-            o.features = l17
-        F = 'Rack'
-        n26 = b[p]
-        if n26 < 128:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.listeners = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
             p += 1
         else:
-            n26, p = _ruv(b, p)
-        n26 -= 1
-        if n26 < 0:
-            if n26 != -1:
-                raise _DecodeError('negative string length ' + str(n26), offset=p)
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(Feature)
+                n21 = b[p]
+                if n21 < 128:
+                    p += 1
+                else:
+                    n21, p = _ruv(b, p)
+                n21 -= 1
+                if n21 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e22 = p + n21
+                    if e22 > L:
+                        raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e22].decode()
+                    p = e22
+                s19.min_supported_version, s19.max_supported_version, tn20 = _S2.unpack_from(b, p)
+                p += 5
+                u23 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u23[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
             o.rack = None
         else:
-            e27 = p + n26
-            if e27 > L:
-                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e27].decode()
-            p = e27
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
         F = None
-        u28 = o.unknown_tagged_fields = {}
-        tn29 = b[p]
+        u29 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn29:
-            if tn29 >= 128:
-                tn29, p = _ruv(b, p - 1)
-            if tn29 > L - p:
-                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn29):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag30 = b[p]
                 if tag30 < 128:
                     p += 1
@@ -662,7 +651,7 @@ def _d_BrokerRegistrationRequest_0(b, p):
                 te32 = p + tz31
                 if te32 > L:
                     raise _DecodeError('tagged field ' + str(tag30) + ' of ' + str(tz31) + ' bytes is truncated', offset=p)
-                u28[tag30] = b[p:te32]
+                u29[tag30] = b[p:te32]
                 p = te32
         return o, p
     except _DecodeError as x:
@@ -681,58 +670,42 @@ def _d_BrokerRegistrationRequest_1(b, p):
         o.log_dirs = []
         o.previous_broker_epoch = -1
         F = 'BrokerId'
-        o.broker_id = _S2.unpack_from(b, p)[0]
+        o.broker_id = _S4.unpack_from(b, p)[0]
         p += 4
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'IncarnationId'
-        t3, = _S3.unpack_from(b, p)
-        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        t4, = _S5.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t4) or _uuid(t4)
         p += 16
         F = 'Listeners'
-        n4 = b[p]
-        if n4 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n4 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(Listener)
-                F = 'Listeners.Name'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e8 = p + n7
-                    if e8 > L:
-                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                    s6.name = b[p:e8].decode()
-                    p = e8
-                F = 'Listeners.Host'
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(Listener)
                 n9 = b[p]
                 if n9 < 128:
                     p += 1
@@ -745,128 +718,131 @@ def _d_BrokerRegistrationRequest_1(b, p):
                     e10 = p + n9
                     if e10 > L:
                         raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s6.host = b[p:e10].decode()
+                    s7.name = b[p:e10].decode()
                     p = e10
-                F = 'Listeners.Port'
-                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'Listeners'
-                u11 = s6.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l5.append(s6)
-            o.listeners = l5
-        F = 'Features'
-        n16 = b[p]
-        if n16 < 128:
-            p += 1
-        else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(Feature)
-                F = 'Features.Name'
-                n19 = b[p]
-                if n19 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n19, p = _ruv(b, p)
-                n19 -= 1
-                if n19 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e20 = p + n19
-                    if e20 > L:
-                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
-                    s18.name = b[p:e20].decode()
-                    p = e20
-                F = 'Features.MinSupportedVersion'
-                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u21 = s18.unknown_tagged_fields = {}
-                tn22 = b[p]
-                p += 1
-                if tn22:
-                    if tn22 >= 128:
-                        tn22, p = _ruv(b, p - 1)
-                    if tn22 > L - p:
-                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn22):
-                        tag23 = b[p]
-                        if tag23 < 128:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e12].decode()
+                    p = e12
+                s7.port, s7.security_protocol, tn8 = _S0.unpack_from(b, p)
+                p += 5
+                u13 = s7.unknown_tagged_fields = {}
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag23, p = _ruv(b, p)
-                        tz24 = b[p]
-                        if tz24 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz24, p = _ruv(b, p)
-                        te25 = p + tz24
-                        if te25 > L:
-                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                        u21[tag23] = b[p:te25]
-                        p = te25
-                l17.append(s18)
-            o.features = l17
-        F = 'Rack'
-        n26 = b[p]
-        if n26 < 128:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.listeners = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
             p += 1
         else:
-            n26, p = _ruv(b, p)
-        n26 -= 1
-        if n26 < 0:
-            if n26 != -1:
-                raise _DecodeError('negative string length ' + str(n26), offset=p)
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(Feature)
+                n21 = b[p]
+                if n21 < 128:
+                    p += 1
+                else:
+                    n21, p = _ruv(b, p)
+                n21 -= 1
+                if n21 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e22 = p + n21
+                    if e22 > L:
+                        raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e22].decode()
+                    p = e22
+                s19.min_supported_version, s19.max_supported_version, tn20 = _S2.unpack_from(b, p)
+                p += 5
+                u23 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u23[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
             o.rack = None
         else:
-            e27 = p + n26
-            if e27 > L:
-                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e27].decode()
-            p = e27
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
         F = 'IsMigratingZkBroker'
-        o.is_migrating_zk_broker = _S4.unpack_from(b, p)[0]
-        p += 1
+        o.is_migrating_zk_broker, tn1 = _S6.unpack_from(b, p)
+        p += 2
         F = None
-        u28 = o.unknown_tagged_fields = {}
-        tn29 = b[p]
-        p += 1
-        if tn29:
-            if tn29 >= 128:
-                tn29, p = _ruv(b, p - 1)
-            if tn29 > L - p:
-                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn29):
+        u29 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag30 = b[p]
                 if tag30 < 128:
                     p += 1
@@ -880,7 +856,7 @@ def _d_BrokerRegistrationRequest_1(b, p):
                 te32 = p + tz31
                 if te32 > L:
                     raise _DecodeError('tagged field ' + str(tag30) + ' of ' + str(tz31) + ' bytes is truncated', offset=p)
-                u28[tag30] = b[p:te32]
+                u29[tag30] = b[p:te32]
                 p = te32
         return o, p
     except _DecodeError as x:
@@ -898,58 +874,42 @@ def _d_BrokerRegistrationRequest_2(b, p):
         o = _new(BrokerRegistrationRequest)
         o.previous_broker_epoch = -1
         F = 'BrokerId'
-        o.broker_id = _S2.unpack_from(b, p)[0]
+        o.broker_id = _S4.unpack_from(b, p)[0]
         p += 4
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'IncarnationId'
-        t3, = _S3.unpack_from(b, p)
-        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        t4, = _S5.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t4) or _uuid(t4)
         p += 16
         F = 'Listeners'
-        n4 = b[p]
-        if n4 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n4 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(Listener)
-                F = 'Listeners.Name'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e8 = p + n7
-                    if e8 > L:
-                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                    s6.name = b[p:e8].decode()
-                    p = e8
-                F = 'Listeners.Host'
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(Listener)
                 n9 = b[p]
                 if n9 < 128:
                     p += 1
@@ -962,146 +922,151 @@ def _d_BrokerRegistrationRequest_2(b, p):
                     e10 = p + n9
                     if e10 > L:
                         raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s6.host = b[p:e10].decode()
+                    s7.name = b[p:e10].decode()
                     p = e10
-                F = 'Listeners.Port'
-                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'Listeners'
-                u11 = s6.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l5.append(s6)
-            o.listeners = l5
-        F = 'Features'
-        n16 = b[p]
-        if n16 < 128:
-            p += 1
-        else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(Feature)
-                F = 'Features.Name'
-                n19 = b[p]
-                if n19 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n19, p = _ruv(b, p)
-                n19 -= 1
-                if n19 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e20 = p + n19
-                    if e20 > L:
-                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
-                    s18.name = b[p:e20].decode()
-                    p = e20
-                F = 'Features.MinSupportedVersion'
-                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u21 = s18.unknown_tagged_fields = {}
-                tn22 = b[p]
-                p += 1
-                if tn22:
-                    if tn22 >= 128:
-                        tn22, p = _ruv(b, p - 1)
-                    if tn22 > L - p:
-                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn22):
-                        tag23 = b[p]
-                        if tag23 < 128:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e12].decode()
+                    p = e12
+                s7.port, s7.security_protocol, tn8 = _S0.unpack_from(b, p)
+                p += 5
+                u13 = s7.unknown_tagged_fields = {}
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag23, p = _ruv(b, p)
-                        tz24 = b[p]
-                        if tz24 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz24, p = _ruv(b, p)
-                        te25 = p + tz24
-                        if te25 > L:
-                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                        u21[tag23] = b[p:te25]
-                        p = te25
-                l17.append(s18)
-            o.features = l17
-        F = 'Rack'
-        n26 = b[p]
-        if n26 < 128:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.listeners = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
             p += 1
         else:
-            n26, p = _ruv(b, p)
-        n26 -= 1
-        if n26 < 0:
-            if n26 != -1:
-                raise _DecodeError('negative string length ' + str(n26), offset=p)
-            o.rack = None
-        else:
-            e27 = p + n26
-            if e27 > L:
-                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e27].decode()
-            p = e27
-        F = 'IsMigratingZkBroker'
-        o.is_migrating_zk_broker = _S4.unpack_from(b, p)[0]
-        p += 1
-        F = 'LogDirs'
-        n28 = b[p]
-        if n28 < 128:
-            p += 1
-        else:
-            n28, p = _ruv(b, p)
-        n28 -= 1
-        if n28 < 0:
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n28 * 16 > L - p:
-                raise _DecodeError('array of ' + str(n28) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l29 = []
-            for _ in range(n28):
-                u16 = b[p:p + 16]
-                l29.append(_UC.get(u16) or _uuid(u16))
-                p += 16
-            o.log_dirs = l29
-        F = None
-        u30 = o.unknown_tagged_fields = {}
-        tn31 = b[p]
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(Feature)
+                n21 = b[p]
+                if n21 < 128:
+                    p += 1
+                else:
+                    n21, p = _ruv(b, p)
+                n21 -= 1
+                if n21 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e22 = p + n21
+                    if e22 > L:
+                        raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e22].decode()
+                    p = e22
+                s19.min_supported_version, s19.max_supported_version, tn20 = _S2.unpack_from(b, p)
+                p += 5
+                u23 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u23[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
+            o.rack = None
+        else:
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
+        F = 'IsMigratingZkBroker'
+        o.is_migrating_zk_broker = _S7.unpack_from(b, p)[0]
         p += 1
-        if tn31:
-            if tn31 >= 128:
-                tn31, p = _ruv(b, p - 1)
-            if tn31 > L - p:
-                raise _DecodeError(str(tn31) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn31):
+        F = 'LogDirs'
+        n29 = b[p]
+        if n29 < 128:
+            p += 1
+        else:
+            n29, p = _ruv(b, p)
+        n29 -= 1
+        if n29 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n29 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n29) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l30 = []
+            for _ in range(n29):
+                u16 = b[p:p + 16]
+                l30.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.log_dirs = l30
+        F = None
+        u31 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
+        p += 1
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag32 = b[p]
                 if tag32 < 128:
                     p += 1
@@ -1115,7 +1080,7 @@ def _d_BrokerRegistrationRequest_2(b, p):
                 te34 = p + tz33
                 if te34 > L:
                     raise _DecodeError('tagged field ' + str(tag32) + ' of ' + str(tz33) + ' bytes is truncated', offset=p)
-                u30[tag32] = b[p:te34]
+                u31[tag32] = b[p:te34]
                 p = te34
         return o, p
     except _DecodeError as x:
@@ -1132,58 +1097,42 @@ def _d_BrokerRegistrationRequest_3(b, p):
         L = len(b)
         o = _new(BrokerRegistrationRequest)
         F = 'BrokerId'
-        o.broker_id = _S2.unpack_from(b, p)[0]
+        o.broker_id = _S4.unpack_from(b, p)[0]
         p += 4
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'IncarnationId'
-        t3, = _S3.unpack_from(b, p)
-        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        t4, = _S5.unpack_from(b, p)
+        o.incarnation_id = _UC.get(t4) or _uuid(t4)
         p += 16
         F = 'Listeners'
-        n4 = b[p]
-        if n4 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n4 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(Listener)
-                F = 'Listeners.Name'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e8 = p + n7
-                    if e8 > L:
-                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                    s6.name = b[p:e8].decode()
-                    p = e8
-                F = 'Listeners.Host'
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(Listener)
                 n9 = b[p]
                 if n9 < 128:
                     p += 1
@@ -1196,149 +1145,152 @@ def _d_BrokerRegistrationRequest_3(b, p):
                     e10 = p + n9
                     if e10 > L:
                         raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s6.host = b[p:e10].decode()
+                    s7.name = b[p:e10].decode()
                     p = e10
-                F = 'Listeners.Port'
-                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'Listeners'
-                u11 = s6.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l5.append(s6)
-            o.listeners = l5
-        F = 'Features'
-        n16 = b[p]
-        if n16 < 128:
-            p += 1
-        else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(Feature)
-                F = 'Features.Name'
-                n19 = b[p]
-                if n19 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n19, p = _ruv(b, p)
-                n19 -= 1
-                if n19 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e20 = p + n19
-                    if e20 > L:
-                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
-                    s18.name = b[p:e20].decode()
-                    p = e20
-                F = 'Features.MinSupportedVersion'
-                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u21 = s18.unknown_tagged_fields = {}
-                tn22 = b[p]
-                p += 1
-                if tn22:
-                    if tn22 >= 128:
-                        tn22, p = _ruv(b, p - 1)
-                    if tn22 > L - p:
-                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn22):
-                        tag23 = b[p]
-                        if tag23 < 128:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e12].decode()
+                    p = e12
+                s7.port, s7.security_protocol, tn8 = _S0.unpack_from(b, p)
+                p += 5
+                u13 = s7.unknown_tagged_fields = {}
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag23, p = _ruv(b, p)
-                        tz24 = b[p]
-                        if tz24 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz24, p = _ruv(b, p)
-                        te25 = p + tz24
-                        if te25 > L:
-                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                        u21[tag23] = b[p:te25]
-                        p = te25
-                l17.append(s18)
-            o.features = l17
-        F = 'Rack'
-        n26 = b[p]
-        if n26 < 128:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.listeners = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
             p += 1
         else:
-            n26, p = _ruv(b, p)
-        n26 -= 1
-        if n26 < 0:
-            if n26 != -1:
-                raise _DecodeError('negative string length ' + str(n26), offset=p)
-            o.rack = None
-        else:
-            e27 = p + n26
-            if e27 > L:
-                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e27].decode()
-            p = e27
-        F = 'IsMigratingZkBroker'
-        o.is_migrating_zk_broker = _S4.unpack_from(b, p)[0]
-        p += 1
-        F = 'LogDirs'
-        n28 = b[p]
-        if n28 < 128:
-            p += 1
-        else:
-            n28, p = _ruv(b, p)
-        n28 -= 1
-        if n28 < 0:
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n28 * 16 > L - p:
-                raise _DecodeError('array of ' + str(n28) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l29 = []
-            for _ in range(n28):
-                u16 = b[p:p + 16]
-                l29.append(_UC.get(u16) or _uuid(u16))
-                p += 16
-            o.log_dirs = l29
-        F = 'PreviousBrokerEpoch'
-        o.previous_broker_epoch = _S5.unpack_from(b, p)[0]
-        p += 8
-        F = None
-        u30 = o.unknown_tagged_fields = {}
-        tn31 = b[p]
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(Feature)
+                n21 = b[p]
+                if n21 < 128:
+                    p += 1
+                else:
+                    n21, p = _ruv(b, p)
+                n21 -= 1
+                if n21 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e22 = p + n21
+                    if e22 > L:
+                        raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e22].decode()
+                    p = e22
+                s19.min_supported_version, s19.max_supported_version, tn20 = _S2.unpack_from(b, p)
+                p += 5
+                u23 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u23[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
+            o.rack = None
+        else:
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
+        F = 'IsMigratingZkBroker'
+        o.is_migrating_zk_broker = _S7.unpack_from(b, p)[0]
         p += 1
-        if tn31:
-            if tn31 >= 128:
-                tn31, p = _ruv(b, p - 1)
-            if tn31 > L - p:
-                raise _DecodeError(str(tn31) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn31):
+        F = 'LogDirs'
+        n29 = b[p]
+        if n29 < 128:
+            p += 1
+        else:
+            n29, p = _ruv(b, p)
+        n29 -= 1
+        if n29 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n29 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n29) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l30 = []
+            for _ in range(n29):
+                u16 = b[p:p + 16]
+                l30.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.log_dirs = l30
+        F = 'PreviousBrokerEpoch'
+        o.previous_broker_epoch, tn1 = _S8.unpack_from(b, p)
+        p += 9
+        F = None
+        u31 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag32 = b[p]
                 if tag32 < 128:
                     p += 1
@@ -1352,7 +1304,7 @@ def _d_BrokerRegistrationRequest_3(b, p):
                 te34 = p + tz33
                 if te34 > L:
                     raise _DecodeError('tagged field ' + str(tag32) + ' of ' + str(tz33) + ' bytes is truncated', offset=p)
-                u30[tag32] = b[p:te34]
+                u31[tag32] = b[p:te34]
                 p = te34
         return o, p
     except _DecodeError as x:
@@ -1366,7 +1318,7 @@ def _d_BrokerRegistrationRequest_3(b, p):
 def _e_BrokerRegistrationRequest_0(o, a):
     if o.is_migrating_zk_broker is not False and o.is_migrating_zk_broker != False:
         raise _Absent('IsMigratingZkBroker')
-    a(_S2.pack(o.broker_id))
+    a(_S4.pack(o.broker_id))
     v1 = o.cluster_id
     if v1 is None:
         raise _EncodeError('null in non-nullable field ClusterId at version 0')
@@ -1375,7 +1327,7 @@ def _e_BrokerRegistrationRequest_0(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.incarnation_id.bytes))
+    a(_S5.pack(o.incarnation_id.bytes))
     v3 = o.listeners
     if v3 is None:
         raise _EncodeError('null in non-nullable field Listeners at version 0')
@@ -1399,12 +1351,12 @@ def _e_BrokerRegistrationRequest_0(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S0.pack(s5.port, s5.security_protocol))
             u10 = s5.unknown_tagged_fields
             if u10:
+                a(_S1.pack(s5.port, s5.security_protocol))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.port, s5.security_protocol, 0))
     v11 = o.features
     if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 0')
@@ -1420,12 +1372,12 @@ def _e_BrokerRegistrationRequest_0(o, a):
                 n15 = len(v14)
                 a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
                 a(v14)
-            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
             u16 = s13.unknown_tagged_fields
             if u16:
+                a(_S3.pack(s13.min_supported_version, s13.max_supported_version))
                 _wtags(sorted(u16.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s13.min_supported_version, s13.max_supported_version, 0))
     v17 = o.rack
     if v17 is None:
         a(b'\x00')
@@ -1442,7 +1394,7 @@ def _e_BrokerRegistrationRequest_0(o, a):
 
 
 def _e_BrokerRegistrationRequest_1(o, a):
-    a(_S2.pack(o.broker_id))
+    a(_S4.pack(o.broker_id))
     v1 = o.cluster_id
     if v1 is None:
         raise _EncodeError('null in non-nullable field ClusterId at version 1')
@@ -1451,7 +1403,7 @@ def _e_BrokerRegistrationRequest_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.incarnation_id.bytes))
+    a(_S5.pack(o.incarnation_id.bytes))
     v3 = o.listeners
     if v3 is None:
         raise _EncodeError('null in non-nullable field Listeners at version 1')
@@ -1475,12 +1427,12 @@ def _e_BrokerRegistrationRequest_1(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S0.pack(s5.port, s5.security_protocol))
             u10 = s5.unknown_tagged_fields
             if u10:
+                a(_S1.pack(s5.port, s5.security_protocol))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.port, s5.security_protocol, 0))
     v11 = o.features
     if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 1')
@@ -1496,12 +1448,12 @@ def _e_BrokerRegistrationRequest_1(o, a):
                 n15 = len(v14)
                 a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
                 a(v14)
-            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
             u16 = s13.unknown_tagged_fields
             if u16:
+                a(_S3.pack(s13.min_supported_version, s13.max_supported_version))
                 _wtags(sorted(u16.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s13.min_supported_version, s13.max_supported_version, 0))
     v17 = o.rack
     if v17 is None:
         a(b'\x00')
@@ -1510,16 +1462,16 @@ def _e_BrokerRegistrationRequest_1(o, a):
         n18 = len(v17)
         a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
         a(v17)
-    a(_S4.pack(o.is_migrating_zk_broker))
     u19 = o.unknown_tagged_fields
     if u19:
+        a(_S7.pack(o.is_migrating_zk_broker))
         _wtags(sorted(u19.items()), a)
     else:
-        a(b'\x00')
+        a(_S6.pack(o.is_migrating_zk_broker, 0))
 
 
 def _e_BrokerRegistrationRequest_2(o, a):
-    a(_S2.pack(o.broker_id))
+    a(_S4.pack(o.broker_id))
     v1 = o.cluster_id
     if v1 is None:
         raise _EncodeError('null in non-nullable field ClusterId at version 2')
@@ -1528,7 +1480,7 @@ def _e_BrokerRegistrationRequest_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.incarnation_id.bytes))
+    a(_S5.pack(o.incarnation_id.bytes))
     v3 = o.listeners
     if v3 is None:
         raise _EncodeError('null in non-nullable field Listeners at version 2')
@@ -1552,12 +1504,12 @@ def _e_BrokerRegistrationRequest_2(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S0.pack(s5.port, s5.security_protocol))
             u10 = s5.unknown_tagged_fields
             if u10:
+                a(_S1.pack(s5.port, s5.security_protocol))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.port, s5.security_protocol, 0))
     v11 = o.features
     if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 2')
@@ -1573,12 +1525,12 @@ def _e_BrokerRegistrationRequest_2(o, a):
                 n15 = len(v14)
                 a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
                 a(v14)
-            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
             u16 = s13.unknown_tagged_fields
             if u16:
+                a(_S3.pack(s13.min_supported_version, s13.max_supported_version))
                 _wtags(sorted(u16.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s13.min_supported_version, s13.max_supported_version, 0))
     v17 = o.rack
     if v17 is None:
         a(b'\x00')
@@ -1587,7 +1539,7 @@ def _e_BrokerRegistrationRequest_2(o, a):
         n18 = len(v17)
         a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
         a(v17)
-    a(_S4.pack(o.is_migrating_zk_broker))
+    a(_S7.pack(o.is_migrating_zk_broker))
     v19 = o.log_dirs
     if v19 is None:
         raise _EncodeError('null in non-nullable field LogDirs at version 2')
@@ -1604,7 +1556,7 @@ def _e_BrokerRegistrationRequest_2(o, a):
 
 
 def _e_BrokerRegistrationRequest_3(o, a):
-    a(_S2.pack(o.broker_id))
+    a(_S4.pack(o.broker_id))
     v1 = o.cluster_id
     if v1 is None:
         raise _EncodeError('null in non-nullable field ClusterId at version 3')
@@ -1613,7 +1565,7 @@ def _e_BrokerRegistrationRequest_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.incarnation_id.bytes))
+    a(_S5.pack(o.incarnation_id.bytes))
     v3 = o.listeners
     if v3 is None:
         raise _EncodeError('null in non-nullable field Listeners at version 3')
@@ -1637,12 +1589,12 @@ def _e_BrokerRegistrationRequest_3(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S0.pack(s5.port, s5.security_protocol))
             u10 = s5.unknown_tagged_fields
             if u10:
+                a(_S1.pack(s5.port, s5.security_protocol))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.port, s5.security_protocol, 0))
     v11 = o.features
     if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 3')
@@ -1658,12 +1610,12 @@ def _e_BrokerRegistrationRequest_3(o, a):
                 n15 = len(v14)
                 a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
                 a(v14)
-            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
             u16 = s13.unknown_tagged_fields
             if u16:
+                a(_S3.pack(s13.min_supported_version, s13.max_supported_version))
                 _wtags(sorted(u16.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s13.min_supported_version, s13.max_supported_version, 0))
     v17 = o.rack
     if v17 is None:
         a(b'\x00')
@@ -1672,7 +1624,7 @@ def _e_BrokerRegistrationRequest_3(o, a):
         n18 = len(v17)
         a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
         a(v17)
-    a(_S4.pack(o.is_migrating_zk_broker))
+    a(_S7.pack(o.is_migrating_zk_broker))
     v19 = o.log_dirs
     if v19 is None:
         raise _EncodeError('null in non-nullable field LogDirs at version 3')
@@ -1681,16 +1633,16 @@ def _e_BrokerRegistrationRequest_3(o, a):
         a(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
         for i21 in v19:
             a(i21.bytes)
-    a(_S5.pack(o.previous_broker_epoch))
     u22 = o.unknown_tagged_fields
     if u22:
+        a(_S9.pack(o.previous_broker_epoch))
         _wtags(sorted(u22.items()), a)
     else:
-        a(b'\x00')
+        a(_S8.pack(o.previous_broker_epoch, 0))
 
 
 def _e_BrokerRegistrationRequest_4(o, a):
-    a(_S2.pack(o.broker_id))
+    a(_S4.pack(o.broker_id))
     v1 = o.cluster_id
     if v1 is None:
         raise _EncodeError('null in non-nullable field ClusterId at version 4')
@@ -1699,7 +1651,7 @@ def _e_BrokerRegistrationRequest_4(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.incarnation_id.bytes))
+    a(_S5.pack(o.incarnation_id.bytes))
     v3 = o.listeners
     if v3 is None:
         raise _EncodeError('null in non-nullable field Listeners at version 4')
@@ -1723,12 +1675,12 @@ def _e_BrokerRegistrationRequest_4(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S0.pack(s5.port, s5.security_protocol))
             u10 = s5.unknown_tagged_fields
             if u10:
+                a(_S1.pack(s5.port, s5.security_protocol))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.port, s5.security_protocol, 0))
     v11 = o.features
     if v11 is None:
         raise _EncodeError('null in non-nullable field Features at version 4')
@@ -1744,12 +1696,12 @@ def _e_BrokerRegistrationRequest_4(o, a):
                 n15 = len(v14)
                 a(_UV1[n15 + 1] if n15 < 127 else _uvb(n15 + 1))
                 a(v14)
-            a(_S1.pack(s13.min_supported_version, s13.max_supported_version))
             u16 = s13.unknown_tagged_fields
             if u16:
+                a(_S3.pack(s13.min_supported_version, s13.max_supported_version))
                 _wtags(sorted(u16.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s13.min_supported_version, s13.max_supported_version, 0))
     v17 = o.rack
     if v17 is None:
         a(b'\x00')
@@ -1758,7 +1710,7 @@ def _e_BrokerRegistrationRequest_4(o, a):
         n18 = len(v17)
         a(_UV1[n18 + 1] if n18 < 127 else _uvb(n18 + 1))
         a(v17)
-    a(_S4.pack(o.is_migrating_zk_broker))
+    a(_S7.pack(o.is_migrating_zk_broker))
     v19 = o.log_dirs
     if v19 is None:
         raise _EncodeError('null in non-nullable field LogDirs at version 4')
@@ -1767,12 +1719,12 @@ def _e_BrokerRegistrationRequest_4(o, a):
         a(_UV1[n20 + 1] if n20 < 127 else _uvb(n20 + 1))
         for i21 in v19:
             a(i21.bytes)
-    a(_S5.pack(o.previous_broker_epoch))
     u22 = o.unknown_tagged_fields
     if u22:
+        a(_S9.pack(o.previous_broker_epoch))
         _wtags(sorted(u22.items()), a)
     else:
-        a(b'\x00')
+        a(_S8.pack(o.previous_broker_epoch, 0))
 
 
 Listener._DECODERS = {0: _d_Listener_0, 1: _d_Listener_0, 2: _d_Listener_0, 3: _d_Listener_0, 4: _d_Listener_0}

@@ -82,7 +82,8 @@ class CreateAclsRequest(Message):
 _S0 = _St('>b')
 _S1 = _St('>h')
 _S2 = _St('>bb')
-_S3 = _St('>i')
+_S3 = _St('>bbB')
+_S4 = _St('>i')
 
 
 def _d_AclCreation_1(b, p):
@@ -151,66 +152,64 @@ def _d_AclCreation_2(b, p):
         o.resource_type = _S0.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.resource_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.resource_name = b[p:e3].decode()
+            p = e3
         F = 'ResourcePatternType'
         o.resource_pattern_type = _S0.unpack_from(b, p)[0]
         p += 1
         F = 'Principal'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.principal = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.principal = b[p:e5].decode()
+            p = e5
         F = 'Host'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.host = b[p:e6].decode()
-            p = e6
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.host = b[p:e7].decode()
+            p = e7
         F = 'Operation'
-        o.operation, o.permission_type = _S2.unpack_from(b, p)
-        p += 2
+        o.operation, o.permission_type, tn1 = _S3.unpack_from(b, p)
+        p += 3
         F = None
-        u7 = o.unknown_tagged_fields = {}
-        tn8 = b[p]
-        p += 1
-        if tn8:
-            if tn8 >= 128:
-                tn8, p = _ruv(b, p - 1)
-            if tn8 > L - p:
-                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn8):
+        u8 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag9 = b[p]
                 if tag9 < 128:
                     p += 1
@@ -224,7 +223,7 @@ def _d_AclCreation_2(b, p):
                 te11 = p + tz10
                 if te11 > L:
                     raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                u7[tag9] = b[p:te11]
+                u8[tag9] = b[p:te11]
                 p = te11
         return o, p
     except _DecodeError as x:
@@ -294,12 +293,12 @@ def _e_AclCreation_2(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
-    a(_S2.pack(o.operation, o.permission_type))
     u7 = o.unknown_tagged_fields
     if u7:
+        a(_S2.pack(o.operation, o.permission_type))
         _wtags(sorted(u7.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.operation, o.permission_type, 0))
 
 
 def _e_AclCreation_3(o, a):
@@ -329,12 +328,12 @@ def _e_AclCreation_3(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
-    a(_S2.pack(o.operation, o.permission_type))
     u7 = o.unknown_tagged_fields
     if u7:
+        a(_S2.pack(o.operation, o.permission_type))
         _wtags(sorted(u7.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.operation, o.permission_type, 0))
 
 
 def _d_CreateAclsRequest_1(b, p):
@@ -343,7 +342,7 @@ def _d_CreateAclsRequest_1(b, p):
         L = len(b)
         o = _new(CreateAclsRequest)
         F = 'Creations'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S4.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -353,10 +352,8 @@ def _d_CreateAclsRequest_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(AclCreation)
-                F = 'Creations.ResourceType'
                 s3.resource_type = _S0.unpack_from(b, p)[0]
                 p += 1
-                F = 'Creations.ResourceName'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -367,10 +364,8 @@ def _d_CreateAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.resource_name = b[p:e5].decode()
                     p = e5
-                F = 'Creations.ResourcePatternType'
                 s3.resource_pattern_type = _S0.unpack_from(b, p)[0]
                 p += 1
-                F = 'Creations.Principal'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -381,7 +376,6 @@ def _d_CreateAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s3.principal = b[p:e7].decode()
                     p = e7
-                F = 'Creations.Host'
                 n8 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n8 < 0:
@@ -392,7 +386,6 @@ def _d_CreateAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e9].decode()
                     p = e9
-                F = 'Creations.Operation'
                 s3.operation, s3.permission_type = _S2.unpack_from(b, p)
                 p += 2
                 s3.unknown_tagged_fields = {}
@@ -414,42 +407,22 @@ def _d_CreateAclsRequest_2(b, p):
         L = len(b)
         o = _new(CreateAclsRequest)
         F = 'Creations'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(AclCreation)
-                F = 'Creations.ResourceType'
-                s3.resource_type = _S0.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(AclCreation)
+                s4.resource_type = _S0.unpack_from(b, p)[0]
                 p += 1
-                F = 'Creations.ResourceName'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.resource_name = b[p:e5].decode()
-                    p = e5
-                F = 'Creations.ResourcePatternType'
-                s3.resource_pattern_type = _S0.unpack_from(b, p)[0]
-                p += 1
-                F = 'Creations.Principal'
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -462,9 +435,10 @@ def _d_CreateAclsRequest_2(b, p):
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.principal = b[p:e7].decode()
+                    s4.resource_name = b[p:e7].decode()
                     p = e7
-                F = 'Creations.Host'
+                s4.resource_pattern_type = _S0.unpack_from(b, p)[0]
+                p += 1
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -477,48 +451,58 @@ def _d_CreateAclsRequest_2(b, p):
                     e9 = p + n8
                     if e9 > L:
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e9].decode()
+                    s4.principal = b[p:e9].decode()
                     p = e9
-                F = 'Creations.Operation'
-                s3.operation, s3.permission_type = _S2.unpack_from(b, p)
-                p += 2
-                F = 'Creations'
-                u10 = s3.unknown_tagged_fields = {}
-                tn11 = b[p]
-                p += 1
-                if tn11:
-                    if tn11 >= 128:
-                        tn11, p = _ruv(b, p - 1)
-                    if tn11 > L - p:
-                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn11):
-                        tag12 = b[p]
-                        if tag12 < 128:
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s4.host = b[p:e11].decode()
+                    p = e11
+                s4.operation, s4.permission_type, tn5 = _S3.unpack_from(b, p)
+                p += 3
+                u12 = s4.unknown_tagged_fields = {}
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag13 = b[p]
+                        if tag13 < 128:
                             p += 1
                         else:
-                            tag12, p = _ruv(b, p)
-                        tz13 = b[p]
-                        if tz13 < 128:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
                             p += 1
                         else:
-                            tz13, p = _ruv(b, p)
-                        te14 = p + tz13
-                        if te14 > L:
-                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                        u10[tag12] = b[p:te14]
-                        p = te14
-                l2.append(s3)
-            o.creations = l2
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u12[tag13] = b[p:te15]
+                        p = te15
+                l3.append(s4)
+            o.creations = l3
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -532,7 +516,7 @@ def _d_CreateAclsRequest_2(b, p):
                 te19 = p + tz18
                 if te19 > L:
                     raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                u15[tag17] = b[p:te19]
+                u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -549,7 +533,7 @@ def _e_CreateAclsRequest_1(o, a):
         raise _EncodeError('null in non-nullable field Creations at version 1')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             a(_S0.pack(s3.resource_type))
             v4 = s3.resource_name
@@ -618,12 +602,12 @@ def _e_CreateAclsRequest_2(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S2.pack(s3.operation, s3.permission_type))
             u10 = s3.unknown_tagged_fields
             if u10:
+                a(_S2.pack(s3.operation, s3.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S3.pack(s3.operation, s3.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -665,12 +649,12 @@ def _e_CreateAclsRequest_3(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S2.pack(s3.operation, s3.permission_type))
             u10 = s3.unknown_tagged_fields
             if u10:
+                a(_S2.pack(s3.operation, s3.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S3.pack(s3.operation, s3.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)

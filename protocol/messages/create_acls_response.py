@@ -113,32 +113,32 @@ def _d_AclCreationResult_2(b, p):
         o.error_code = _S0.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -152,7 +152,7 @@ def _d_AclCreationResult_2(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -213,10 +213,8 @@ def _d_CreateAclsResponse_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(AclCreationResult)
-                F = 'Results.ErrorCode'
                 s3.error_code = _S0.unpack_from(b, p)[0]
                 p += 2
-                F = 'Results.ErrorMessage'
                 n4 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -251,77 +249,74 @@ def _d_CreateAclsResponse_2(b, p):
         o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Results'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(AclCreationResult)
-                F = 'Results.ErrorCode'
-                s3.error_code = _S0.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(AclCreationResult)
+                s4.error_code = _S0.unpack_from(b, p)[0]
                 p += 2
-                F = 'Results.ErrorMessage'
-                n4 = b[p]
-                if n4 < 128:
+                n6 = b[p]
+                if n6 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    if n4 != -1:
-                        raise _DecodeError('negative string length ' + str(n4), offset=p)
-                    s3.error_message = None
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s4.error_message = None
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.error_message = b[p:e5].decode()
-                    p = e5
-                F = 'Results'
-                u6 = s3.unknown_tagged_fields = {}
-                tn7 = b[p]
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s4.error_message = b[p:e7].decode()
+                    p = e7
+                u8 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn7:
-                    if tn7 >= 128:
-                        tn7, p = _ruv(b, p - 1)
-                    if tn7 > L - p:
-                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l2.append(s3)
-            o.results = l2
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l3.append(s4)
+            o.results = l3
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -335,7 +330,7 @@ def _d_CreateAclsResponse_2(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:

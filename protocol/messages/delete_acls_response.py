@@ -108,6 +108,7 @@ _S0 = _St('>h')
 _S1 = _St('>b')
 _S2 = _St('>bb')
 _S3 = _St('>i')
+_S4 = _St('>bbB')
 
 
 def _d_DeleteAclsMatchingAcl_1(b, p):
@@ -215,10 +216,8 @@ def _d_DeleteAclsFilterResult_1(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(DeleteAclsMatchingAcl)
-                F = 'MatchingAcls.ErrorCode'
                 s5.error_code = _S0.unpack_from(b, p)[0]
                 p += 2
-                F = 'MatchingAcls.ErrorMessage'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -231,10 +230,8 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.error_message = b[p:e7].decode()
                     p = e7
-                F = 'MatchingAcls.ResourceType'
                 s5.resource_type = _S1.unpack_from(b, p)[0]
                 p += 1
-                F = 'MatchingAcls.ResourceName'
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n8 < 0:
@@ -245,10 +242,8 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s5.resource_name = b[p:e9].decode()
                     p = e9
-                F = 'MatchingAcls.PatternType'
                 s5.pattern_type = _S1.unpack_from(b, p)[0]
                 p += 1
-                F = 'MatchingAcls.Principal'
                 n10 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n10 < 0:
@@ -259,7 +254,6 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
                     s5.principal = b[p:e11].decode()
                     p = e11
-                F = 'MatchingAcls.Host'
                 n12 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n12 < 0:
@@ -270,7 +264,6 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
                     s5.host = b[p:e13].decode()
                     p = e13
-                F = 'MatchingAcls.Operation'
                 s5.operation, s5.permission_type = _S2.unpack_from(b, p)
                 p += 2
                 s5.unknown_tagged_fields = {}
@@ -295,86 +288,84 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
         o.error_code = _S0.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'ResourceType'
         o.resource_type = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceName'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.resource_name = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.resource_name = b[p:e5].decode()
+            p = e5
         F = 'PatternType'
         o.pattern_type = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'Principal'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.principal = b[p:e6].decode()
-            p = e6
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.principal = b[p:e7].decode()
+            p = e7
         F = 'Host'
-        n7 = b[p]
-        if n7 < 128:
+        n8 = b[p]
+        if n8 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
+            n8, p = _ruv(b, p)
+        n8 -= 1
+        if n8 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.host = b[p:e8].decode()
-            p = e8
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.host = b[p:e9].decode()
+            p = e9
         F = 'Operation'
-        o.operation, o.permission_type = _S2.unpack_from(b, p)
-        p += 2
+        o.operation, o.permission_type, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
-        p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        u10 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -388,7 +379,7 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
                 te13 = p + tz12
                 if te13 > L:
                     raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                u9[tag11] = b[p:te13]
+                u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -408,61 +399,39 @@ def _d_DeleteAclsFilterResult_2(b, p):
         o.error_code = _S0.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'MatchingAcls'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(DeleteAclsMatchingAcl)
-                F = 'MatchingAcls.ErrorCode'
-                s5.error_code = _S0.unpack_from(b, p)[0]
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(DeleteAclsMatchingAcl)
+                s6.error_code = _S0.unpack_from(b, p)[0]
                 p += 2
-                F = 'MatchingAcls.ErrorMessage'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s5.error_message = None
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.error_message = b[p:e7].decode()
-                    p = e7
-                F = 'MatchingAcls.ResourceType'
-                s5.resource_type = _S1.unpack_from(b, p)[0]
-                p += 1
-                F = 'MatchingAcls.ResourceName'
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -470,17 +439,17 @@ def _d_DeleteAclsFilterResult_2(b, p):
                     n8, p = _ruv(b, p)
                 n8 -= 1
                 if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s6.error_message = None
                 else:
                     e9 = p + n8
                     if e9 > L:
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s5.resource_name = b[p:e9].decode()
+                    s6.error_message = b[p:e9].decode()
                     p = e9
-                F = 'MatchingAcls.PatternType'
-                s5.pattern_type = _S1.unpack_from(b, p)[0]
+                s6.resource_type = _S1.unpack_from(b, p)[0]
                 p += 1
-                F = 'MatchingAcls.Principal'
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -493,9 +462,10 @@ def _d_DeleteAclsFilterResult_2(b, p):
                     e11 = p + n10
                     if e11 > L:
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-                    s5.principal = b[p:e11].decode()
+                    s6.resource_name = b[p:e11].decode()
                     p = e11
-                F = 'MatchingAcls.Host'
+                s6.pattern_type = _S1.unpack_from(b, p)[0]
+                p += 1
                 n12 = b[p]
                 if n12 < 128:
                     p += 1
@@ -508,48 +478,58 @@ def _d_DeleteAclsFilterResult_2(b, p):
                     e13 = p + n12
                     if e13 > L:
                         raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
-                    s5.host = b[p:e13].decode()
+                    s6.principal = b[p:e13].decode()
                     p = e13
-                F = 'MatchingAcls.Operation'
-                s5.operation, s5.permission_type = _S2.unpack_from(b, p)
-                p += 2
-                F = 'MatchingAcls'
-                u14 = s5.unknown_tagged_fields = {}
-                tn15 = b[p]
-                p += 1
-                if tn15:
-                    if tn15 >= 128:
-                        tn15, p = _ruv(b, p - 1)
-                    if tn15 > L - p:
-                        raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn15):
-                        tag16 = b[p]
-                        if tag16 < 128:
+                n14 = b[p]
+                if n14 < 128:
+                    p += 1
+                else:
+                    n14, p = _ruv(b, p)
+                n14 -= 1
+                if n14 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e15 = p + n14
+                    if e15 > L:
+                        raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e15].decode()
+                    p = e15
+                s6.operation, s6.permission_type, tn7 = _S4.unpack_from(b, p)
+                p += 3
+                u16 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag17 = b[p]
+                        if tag17 < 128:
                             p += 1
                         else:
-                            tag16, p = _ruv(b, p)
-                        tz17 = b[p]
-                        if tz17 < 128:
+                            tag17, p = _ruv(b, p)
+                        tz18 = b[p]
+                        if tz18 < 128:
                             p += 1
                         else:
-                            tz17, p = _ruv(b, p)
-                        te18 = p + tz17
-                        if te18 > L:
-                            raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                        u14[tag16] = b[p:te18]
-                        p = te18
-                l4.append(s5)
-            o.matching_acls = l4
+                            tz18, p = _ruv(b, p)
+                        te19 = p + tz18
+                        if te19 > L:
+                            raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                        u16[tag17] = b[p:te19]
+                        p = te19
+                l5.append(s6)
+            o.matching_acls = l5
         F = None
-        u19 = o.unknown_tagged_fields = {}
-        tn20 = b[p]
+        u20 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn20:
-            if tn20 >= 128:
-                tn20, p = _ruv(b, p - 1)
-            if tn20 > L - p:
-                raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn20):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag21 = b[p]
                 if tag21 < 128:
                     p += 1
@@ -563,7 +543,7 @@ def _d_DeleteAclsFilterResult_2(b, p):
                 te23 = p + tz22
                 if te23 > L:
                     raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
-                u19[tag21] = b[p:te23]
+                u20[tag21] = b[p:te23]
                 p = te23
         return o, p
     except _DecodeError as x:
@@ -710,12 +690,12 @@ def _e_DeleteAclsMatchingAcl_2(o, a):
         n8 = len(v7)
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(v7)
-    a(_S2.pack(o.operation, o.permission_type))
     u9 = o.unknown_tagged_fields
     if u9:
+        a(_S2.pack(o.operation, o.permission_type))
         _wtags(sorted(u9.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DeleteAclsFilterResult_2(o, a):
@@ -770,12 +750,12 @@ def _e_DeleteAclsFilterResult_2(o, a):
                 n13 = len(v12)
                 a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
                 a(v12)
-            a(_S2.pack(s5.operation, s5.permission_type))
             u14 = s5.unknown_tagged_fields
             if u14:
+                a(_S2.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.operation, s5.permission_type, 0))
     u15 = o.unknown_tagged_fields
     if u15:
         _wtags(sorted(u15.items()), a)
@@ -819,12 +799,12 @@ def _e_DeleteAclsMatchingAcl_3(o, a):
         n8 = len(v7)
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(v7)
-    a(_S2.pack(o.operation, o.permission_type))
     u9 = o.unknown_tagged_fields
     if u9:
+        a(_S2.pack(o.operation, o.permission_type))
         _wtags(sorted(u9.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DeleteAclsFilterResult_3(o, a):
@@ -879,12 +859,12 @@ def _e_DeleteAclsFilterResult_3(o, a):
                 n13 = len(v12)
                 a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
                 a(v12)
-            a(_S2.pack(s5.operation, s5.permission_type))
             u14 = s5.unknown_tagged_fields
             if u14:
+                a(_S2.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.operation, s5.permission_type, 0))
     u15 = o.unknown_tagged_fields
     if u15:
         _wtags(sorted(u15.items()), a)
@@ -932,32 +912,32 @@ def _d_DeleteAclsResponse_2(b, p):
         o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'FilterResults'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_DeleteAclsFilterResult_2(b, p)
-                l2.append(it)
-            o.filter_results = l2
+                l3.append(it)
+            o.filter_results = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -971,7 +951,7 @@ def _d_DeleteAclsResponse_2(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:

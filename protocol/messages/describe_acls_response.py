@@ -104,7 +104,8 @@ _S0 = _St('>h')
 _S1 = _St('>bb')
 _S2 = _St('>b')
 _S3 = _St('>i')
-_S4 = _St('>ih')
+_S4 = _St('>bbB')
+_S5 = _St('>ih')
 
 
 def _d_AclDescription_1(b, p):
@@ -180,7 +181,6 @@ def _d_DescribeAclsResource_1(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(AclDescription)
-                F = 'Acls.Principal'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -191,7 +191,6 @@ def _d_DescribeAclsResource_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.principal = b[p:e7].decode()
                     p = e7
-                F = 'Acls.Host'
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n8 < 0:
@@ -202,7 +201,6 @@ def _d_DescribeAclsResource_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s5.host = b[p:e9].decode()
                     p = e9
-                F = 'Acls.Operation'
                 s5.operation, s5.permission_type = _S1.unpack_from(b, p)
                 p += 2
                 s5.unknown_tagged_fields = {}
@@ -224,48 +222,46 @@ def _d_AclDescription_2(b, p):
         L = len(b)
         o = _new(AclDescription)
         F = 'Principal'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.principal = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.principal = b[p:e3].decode()
+            p = e3
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Operation'
-        o.operation, o.permission_type = _S1.unpack_from(b, p)
-        p += 2
+        o.operation, o.permission_type, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -279,7 +275,7 @@ def _d_AclDescription_2(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -299,54 +295,38 @@ def _d_DescribeAclsResource_2(b, p):
         o.resource_type = _S2.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.resource_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.resource_name = b[p:e3].decode()
+            p = e3
         F = 'PatternType'
         o.pattern_type = _S2.unpack_from(b, p)[0]
         p += 1
         F = 'Acls'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(AclDescription)
-                F = 'Acls.Principal'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.principal = b[p:e7].decode()
-                    p = e7
-                F = 'Acls.Host'
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(AclDescription)
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -359,48 +339,58 @@ def _d_DescribeAclsResource_2(b, p):
                     e9 = p + n8
                     if e9 > L:
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s5.host = b[p:e9].decode()
+                    s6.principal = b[p:e9].decode()
                     p = e9
-                F = 'Acls.Operation'
-                s5.operation, s5.permission_type = _S1.unpack_from(b, p)
-                p += 2
-                F = 'Acls'
-                u10 = s5.unknown_tagged_fields = {}
-                tn11 = b[p]
-                p += 1
-                if tn11:
-                    if tn11 >= 128:
-                        tn11, p = _ruv(b, p - 1)
-                    if tn11 > L - p:
-                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn11):
-                        tag12 = b[p]
-                        if tag12 < 128:
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e11].decode()
+                    p = e11
+                s6.operation, s6.permission_type, tn7 = _S4.unpack_from(b, p)
+                p += 3
+                u12 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag13 = b[p]
+                        if tag13 < 128:
                             p += 1
                         else:
-                            tag12, p = _ruv(b, p)
-                        tz13 = b[p]
-                        if tz13 < 128:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
                             p += 1
                         else:
-                            tz13, p = _ruv(b, p)
-                        te14 = p + tz13
-                        if te14 > L:
-                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                        u10[tag12] = b[p:te14]
-                        p = te14
-                l4.append(s5)
-            o.acls = l4
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u12[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.acls = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -414,7 +404,7 @@ def _d_DescribeAclsResource_2(b, p):
                 te19 = p + tz18
                 if te19 > L:
                     raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                u15[tag17] = b[p:te19]
+                u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -505,12 +495,12 @@ def _e_AclDescription_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S1.pack(o.operation, o.permission_type))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.operation, o.permission_type))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DescribeAclsResource_2(o, a):
@@ -547,12 +537,12 @@ def _e_DescribeAclsResource_2(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S1.pack(s5.operation, s5.permission_type))
             u10 = s5.unknown_tagged_fields
             if u10:
+                a(_S1.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.operation, s5.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -577,12 +567,12 @@ def _e_AclDescription_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S1.pack(o.operation, o.permission_type))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.operation, o.permission_type))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DescribeAclsResource_3(o, a):
@@ -619,12 +609,12 @@ def _e_DescribeAclsResource_3(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S1.pack(s5.operation, s5.permission_type))
             u10 = s5.unknown_tagged_fields
             if u10:
+                a(_S1.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.operation, s5.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -638,7 +628,7 @@ def _d_DescribeAclsResponse_1(b, p):
         L = len(b)
         o = _new(DescribeAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S4.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S5.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
         n1 = _S0.unpack_from(b, p)[0]
@@ -682,52 +672,52 @@ def _d_DescribeAclsResponse_2(b, p):
         L = len(b)
         o = _new(DescribeAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S4.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S5.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'Resources'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_DescribeAclsResource_2(b, p)
-                l4.append(it)
-            o.resources = l4
+                l5.append(it)
+            o.resources = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -741,7 +731,7 @@ def _d_DescribeAclsResponse_2(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -753,7 +743,7 @@ def _d_DescribeAclsResponse_2(b, p):
 
 
 def _e_DescribeAclsResponse_1(o, a):
-    a(_S4.pack(o.throttle_time_ms, o.error_code))
+    a(_S5.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\xff\xff')
@@ -775,7 +765,7 @@ def _e_DescribeAclsResponse_1(o, a):
 
 
 def _e_DescribeAclsResponse_2(o, a):
-    a(_S4.pack(o.throttle_time_ms, o.error_code))
+    a(_S5.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -800,7 +790,7 @@ def _e_DescribeAclsResponse_2(o, a):
 
 
 def _e_DescribeAclsResponse_3(o, a):
-    a(_S4.pack(o.throttle_time_ms, o.error_code))
+    a(_S5.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')

@@ -54,9 +54,12 @@ class DescribeClusterRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>?')
-_S1 = _St('>?b')
-_S2 = _St('>?b?')
+_S0 = _St('>?B')
+_S1 = _St('>?bB')
+_S2 = _St('>?b?B')
+_S3 = _St('>?')
+_S4 = _St('>?b')
+_S5 = _St('>?b?')
 
 
 def _d_DescribeClusterRequest_0(b, p):
@@ -67,18 +70,16 @@ def _d_DescribeClusterRequest_0(b, p):
         o.endpoint_type = 1
         o.include_fenced_brokers = False
         F = 'IncludeClusterAuthorizedOperations'
-        o.include_cluster_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 1
+        o.include_cluster_authorized_operations, tn1 = _S0.unpack_from(b, p)
+        p += 2
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -92,7 +93,7 @@ def _d_DescribeClusterRequest_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -110,18 +111,16 @@ def _d_DescribeClusterRequest_1(b, p):
         o = _new(DescribeClusterRequest)
         o.include_fenced_brokers = False
         F = 'IncludeClusterAuthorizedOperations'
-        o.include_cluster_authorized_operations, o.endpoint_type = _S1.unpack_from(b, p)
-        p += 2
+        o.include_cluster_authorized_operations, o.endpoint_type, tn1 = _S1.unpack_from(b, p)
+        p += 3
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -135,7 +134,7 @@ def _d_DescribeClusterRequest_1(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -152,18 +151,16 @@ def _d_DescribeClusterRequest_2(b, p):
         L = len(b)
         o = _new(DescribeClusterRequest)
         F = 'IncludeClusterAuthorizedOperations'
-        o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers = _S2.unpack_from(b, p)
-        p += 3
+        o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers, tn1 = _S2.unpack_from(b, p)
+        p += 4
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -177,7 +174,7 @@ def _d_DescribeClusterRequest_2(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -193,32 +190,32 @@ def _e_DescribeClusterRequest_0(o, a):
         raise _Absent('EndpointType')
     if o.include_fenced_brokers is not False and o.include_fenced_brokers != False:
         raise _Absent('IncludeFencedBrokers')
-    a(_S0.pack(o.include_cluster_authorized_operations))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S3.pack(o.include_cluster_authorized_operations))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.include_cluster_authorized_operations, 0))
 
 
 def _e_DescribeClusterRequest_1(o, a):
     if o.include_fenced_brokers is not False and o.include_fenced_brokers != False:
         raise _Absent('IncludeFencedBrokers')
-    a(_S1.pack(o.include_cluster_authorized_operations, o.endpoint_type))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S4.pack(o.include_cluster_authorized_operations, o.endpoint_type))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.include_cluster_authorized_operations, o.endpoint_type, 0))
 
 
 def _e_DescribeClusterRequest_2(o, a):
-    a(_S2.pack(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S5.pack(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers, 0))
 
 
 DescribeClusterRequest._DECODERS = {0: _d_DescribeClusterRequest_0, 1: _d_DescribeClusterRequest_1, 2: _d_DescribeClusterRequest_2}

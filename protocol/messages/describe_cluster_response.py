@@ -88,9 +88,11 @@ class DescribeClusterResponse(Message):
 
 
 _S0 = _St('>i')
-_S1 = _St('>?')
-_S2 = _St('>ih')
-_S3 = _St('>b')
+_S1 = _St('>?B')
+_S2 = _St('>?')
+_S3 = _St('>ih')
+_S4 = _St('>iB')
+_S5 = _St('>b')
 
 
 def _d_DescribeClusterBroker_0(b, p):
@@ -103,50 +105,50 @@ def _d_DescribeClusterBroker_0(b, p):
         o.broker_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.host = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.host = b[p:e3].decode()
+            p = e3
         F = 'Port'
         o.port = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Rack'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
             o.rack = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e5].decode()
+            p = e5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -160,7 +162,7 @@ def _d_DescribeClusterBroker_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -180,53 +182,51 @@ def _d_DescribeClusterBroker_2(b, p):
         o.broker_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.host = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.host = b[p:e3].decode()
+            p = e3
         F = 'Port'
         o.port = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Rack'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
             o.rack = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e5].decode()
+            p = e5
         F = 'IsFenced'
-        o.is_fenced = _S1.unpack_from(b, p)[0]
-        p += 1
+        o.is_fenced, tn1 = _S1.unpack_from(b, p)
+        p += 2
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -240,7 +240,7 @@ def _d_DescribeClusterBroker_2(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -326,12 +326,12 @@ def _e_DescribeClusterBroker_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S1.pack(o.is_fenced))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S2.pack(o.is_fenced))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.is_fenced, 0))
 
 
 def _d_DescribeClusterResponse_0(b, p):
@@ -341,81 +341,61 @@ def _d_DescribeClusterResponse_0(b, p):
         o = _new(DescribeClusterResponse)
         o.endpoint_type = 1
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S2.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S3.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e5].decode()
+            p = e5
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(DescribeClusterBroker)
-                s7.is_fenced = False
-                F = 'Brokers.BrokerId'
-                s7.broker_id = _S0.unpack_from(b, p)[0]
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(DescribeClusterBroker)
+                s8.is_fenced = False
+                s8.broker_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.host = b[p:e9].decode()
-                    p = e9
-                F = 'Brokers.Port'
-                s7.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -423,55 +403,68 @@ def _d_DescribeClusterResponse_0(b, p):
                     n10, p = _ruv(b, p)
                 n10 -= 1
                 if n10 < 0:
-                    if n10 != -1:
-                        raise _DecodeError('negative string length ' + str(n10), offset=p)
-                    s7.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e11 = p + n10
                     if e11 > L:
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-                    s7.rack = b[p:e11].decode()
+                    s8.host = b[p:e11].decode()
                     p = e11
-                F = 'Brokers'
-                u12 = s7.unknown_tagged_fields = {}
-                tn13 = b[p]
+                s8.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    if n12 != -1:
+                        raise _DecodeError('negative string length ' + str(n12), offset=p)
+                    s8.rack = None
+                else:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s8.rack = b[p:e13].decode()
+                    p = e13
+                u14 = s8.unknown_tagged_fields = {}
+                tn9 = b[p]
                 p += 1
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l6.append(s7)
-            o.brokers = l6
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l7.append(s8)
+            o.brokers = l7
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.cluster_authorized_operations, tn1 = _S4.unpack_from(b, p)
+        p += 5
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
-        p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        u18 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -485,7 +478,7 @@ def _d_DescribeClusterResponse_0(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -502,84 +495,64 @@ def _d_DescribeClusterResponse_1(b, p):
         L = len(b)
         o = _new(DescribeClusterResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S2.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S3.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'EndpointType'
-        o.endpoint_type = _S3.unpack_from(b, p)[0]
+        o.endpoint_type = _S5.unpack_from(b, p)[0]
         p += 1
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e5].decode()
+            p = e5
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(DescribeClusterBroker)
-                s7.is_fenced = False
-                F = 'Brokers.BrokerId'
-                s7.broker_id = _S0.unpack_from(b, p)[0]
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(DescribeClusterBroker)
+                s8.is_fenced = False
+                s8.broker_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.host = b[p:e9].decode()
-                    p = e9
-                F = 'Brokers.Port'
-                s7.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -587,55 +560,68 @@ def _d_DescribeClusterResponse_1(b, p):
                     n10, p = _ruv(b, p)
                 n10 -= 1
                 if n10 < 0:
-                    if n10 != -1:
-                        raise _DecodeError('negative string length ' + str(n10), offset=p)
-                    s7.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e11 = p + n10
                     if e11 > L:
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-                    s7.rack = b[p:e11].decode()
+                    s8.host = b[p:e11].decode()
                     p = e11
-                F = 'Brokers'
-                u12 = s7.unknown_tagged_fields = {}
-                tn13 = b[p]
+                s8.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    if n12 != -1:
+                        raise _DecodeError('negative string length ' + str(n12), offset=p)
+                    s8.rack = None
+                else:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s8.rack = b[p:e13].decode()
+                    p = e13
+                u14 = s8.unknown_tagged_fields = {}
+                tn9 = b[p]
                 p += 1
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l6.append(s7)
-            o.brokers = l6
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l7.append(s8)
+            o.brokers = l7
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.cluster_authorized_operations, tn1 = _S4.unpack_from(b, p)
+        p += 5
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
-        p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        u18 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -649,7 +635,7 @@ def _d_DescribeClusterResponse_1(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -666,83 +652,63 @@ def _d_DescribeClusterResponse_2(b, p):
         L = len(b)
         o = _new(DescribeClusterResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S2.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S3.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'EndpointType'
-        o.endpoint_type = _S3.unpack_from(b, p)[0]
+        o.endpoint_type = _S5.unpack_from(b, p)[0]
         p += 1
         F = 'ClusterId'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e5].decode()
+            p = e5
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(DescribeClusterBroker)
-                F = 'Brokers.BrokerId'
-                s7.broker_id = _S0.unpack_from(b, p)[0]
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(DescribeClusterBroker)
+                s8.broker_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.host = b[p:e9].decode()
-                    p = e9
-                F = 'Brokers.Port'
-                s7.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -750,58 +716,68 @@ def _d_DescribeClusterResponse_2(b, p):
                     n10, p = _ruv(b, p)
                 n10 -= 1
                 if n10 < 0:
-                    if n10 != -1:
-                        raise _DecodeError('negative string length ' + str(n10), offset=p)
-                    s7.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e11 = p + n10
                     if e11 > L:
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-                    s7.rack = b[p:e11].decode()
+                    s8.host = b[p:e11].decode()
                     p = e11
-                F = 'Brokers.IsFenced'
-                s7.is_fenced = _S1.unpack_from(b, p)[0]
-                p += 1
-                F = 'Brokers'
-                u12 = s7.unknown_tagged_fields = {}
-                tn13 = b[p]
-                p += 1
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
+                s8.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    if n12 != -1:
+                        raise _DecodeError('negative string length ' + str(n12), offset=p)
+                    s8.rack = None
+                else:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s8.rack = b[p:e13].decode()
+                    p = e13
+                s8.is_fenced, tn9 = _S1.unpack_from(b, p)
+                p += 2
+                u14 = s8.unknown_tagged_fields = {}
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l6.append(s7)
-            o.brokers = l6
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l7.append(s8)
+            o.brokers = l7
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.cluster_authorized_operations, tn1 = _S4.unpack_from(b, p)
+        p += 5
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
-        p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        u18 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -815,7 +791,7 @@ def _d_DescribeClusterResponse_2(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -829,7 +805,7 @@ def _d_DescribeClusterResponse_2(b, p):
 def _e_DescribeClusterResponse_0(o, a):
     if o.endpoint_type != 1:
         raise _Absent('EndpointType')
-    a(_S2.pack(o.throttle_time_ms, o.error_code))
+    a(_S3.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -879,16 +855,16 @@ def _e_DescribeClusterResponse_0(o, a):
                 _wtags(sorted(u12.items()), a)
             else:
                 a(b'\x00')
-    a(_S0.pack(o.cluster_authorized_operations))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.cluster_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.cluster_authorized_operations, 0))
 
 
 def _e_DescribeClusterResponse_1(o, a):
-    a(_S2.pack(o.throttle_time_ms, o.error_code))
+    a(_S3.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -897,7 +873,7 @@ def _e_DescribeClusterResponse_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.endpoint_type))
+    a(_S5.pack(o.endpoint_type))
     v3 = o.cluster_id
     if v3 is None:
         raise _EncodeError('null in non-nullable field ClusterId at version 1')
@@ -939,16 +915,16 @@ def _e_DescribeClusterResponse_1(o, a):
                 _wtags(sorted(u12.items()), a)
             else:
                 a(b'\x00')
-    a(_S0.pack(o.cluster_authorized_operations))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.cluster_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.cluster_authorized_operations, 0))
 
 
 def _e_DescribeClusterResponse_2(o, a):
-    a(_S2.pack(o.throttle_time_ms, o.error_code))
+    a(_S3.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -957,7 +933,7 @@ def _e_DescribeClusterResponse_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.endpoint_type))
+    a(_S5.pack(o.endpoint_type))
     v3 = o.cluster_id
     if v3 is None:
         raise _EncodeError('null in non-nullable field ClusterId at version 2')
@@ -992,18 +968,18 @@ def _e_DescribeClusterResponse_2(o, a):
                 n11 = len(v10)
                 a(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
                 a(v10)
-            a(_S1.pack(s7.is_fenced))
             u12 = s7.unknown_tagged_fields
             if u12:
+                a(_S2.pack(s7.is_fenced))
                 _wtags(sorted(u12.items()), a)
             else:
-                a(b'\x00')
-    a(_S0.pack(o.cluster_authorized_operations))
+                a(_S1.pack(s7.is_fenced, 0))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.cluster_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.cluster_authorized_operations, 0))
 
 
 DescribeClusterBroker._DECODERS = {0: _d_DescribeClusterBroker_0, 1: _d_DescribeClusterBroker_0, 2: _d_DescribeClusterBroker_2}

@@ -77,47 +77,47 @@ def _d_TopicRequest_0(b, p):
         L = len(b)
         o = _new(TopicRequest)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'PartitionIndexes'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
+                o.partition_indexes = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -131,7 +131,7 @@ def _d_TopicRequest_0(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -171,36 +171,20 @@ def _d_DescribeProducersRequest_0(b, p):
         L = len(b)
         o = _new(DescribeProducersRequest)
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(TopicRequest)
-                F = 'Topics.Name'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.name = b[p:e5].decode()
-                    p = e5
-                F = 'Topics.PartitionIndexes'
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(TopicRequest)
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -208,52 +192,65 @@ def _d_DescribeProducersRequest_0(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s4.name = b[p:e7].decode()
+                    p = e7
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n6 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n6 < 64:
-                        s3.partition_indexes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s4.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
                     else:
-                        s3.partition_indexes = list(_unpack_from('>' + str(n6) + 'i', b, p))
-                    p += n6 * 4
-                F = 'Topics'
-                u7 = s3.unknown_tagged_fields = {}
-                tn8 = b[p]
+                        s4.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                u9 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn8:
-                    if tn8 >= 128:
-                        tn8, p = _ruv(b, p - 1)
-                    if tn8 > L - p:
-                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn8):
-                        tag9 = b[p]
-                        if tag9 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag10 = b[p]
+                        if tag10 < 128:
                             p += 1
                         else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
                             p += 1
                         else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        u7[tag9] = b[p:te11]
-                        p = te11
-                l2.append(s3)
-            o.topics = l2
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u9[tag10] = b[p:te12]
+                        p = te12
+                l3.append(s4)
+            o.topics = l3
         F = None
-        u12 = o.unknown_tagged_fields = {}
-        tn13 = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn13:
-            if tn13 >= 128:
-                tn13, p = _ruv(b, p - 1)
-            if tn13 > L - p:
-                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn13):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag14 = b[p]
                 if tag14 < 128:
                     p += 1
@@ -267,7 +264,7 @@ def _d_DescribeProducersRequest_0(b, p):
                 te16 = p + tz15
                 if te16 > L:
                     raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                u12[tag14] = b[p:te16]
+                u13[tag14] = b[p:te16]
                 p = te16
         return o, p
     except _DecodeError as x:

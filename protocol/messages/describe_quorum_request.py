@@ -86,7 +86,8 @@ class DescribeQuorumRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>i')
+_S0 = _St('>iB')
+_S1 = _St('>i')
 
 
 def _d_PartitionData_0(b, p):
@@ -95,18 +96,16 @@ def _d_PartitionData_0(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        o.partition_index = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.partition_index, tn1 = _S0.unpack_from(b, p)
+        p += 5
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -120,7 +119,7 @@ def _d_PartitionData_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -137,75 +136,71 @@ def _d_TopicData_0(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionData)
-                F = 'Partitions.PartitionIndex'
-                s5.partition_index = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Partitions'
-                u6 = s5.unknown_tagged_fields = {}
-                tn7 = b[p]
-                p += 1
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(PartitionData)
+                s6.partition_index, tn7 = _S0.unpack_from(b, p)
+                p += 5
+                u8 = s6.unknown_tagged_fields = {}
                 if tn7:
                     if tn7 >= 128:
                         tn7, p = _ruv(b, p - 1)
                     if tn7 > L - p:
                         raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
-            o.partitions = l4
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -219,7 +214,7 @@ def _d_TopicData_0(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:
@@ -231,12 +226,12 @@ def _d_TopicData_0(b, p):
 
 
 def _e_PartitionData_0(o, a):
-    a(_S0.pack(o.partition_index))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.partition_index))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.partition_index, 0))
 
 
 def _e_TopicData_0(o, a):
@@ -255,12 +250,12 @@ def _e_TopicData_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S1.pack(s5.partition_index))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.partition_index, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -284,12 +279,12 @@ def _e_TopicData_1(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S1.pack(s5.partition_index))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.partition_index, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -313,12 +308,12 @@ def _e_TopicData_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S1.pack(s5.partition_index))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.partition_index, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -332,32 +327,32 @@ def _d_DescribeQuorumRequest_0(b, p):
         L = len(b)
         o = _new(DescribeQuorumRequest)
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicData_0(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -371,7 +366,7 @@ def _d_DescribeQuorumRequest_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:

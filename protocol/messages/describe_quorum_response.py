@@ -169,15 +169,19 @@ class DescribeQuorumResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>iq')
+_S0 = _St('>iqB')
 _S1 = _St('>ihiiq')
-_S2 = _St('>iqqq')
-_S3 = _St('>i16sqqq')
+_S2 = _St('>iqqqB')
+_S3 = _St('>i16sqqqB')
 _S4 = _St('>ih')
 _S5 = _St('>iiq')
-_S6 = _St('>H')
-_S7 = _St('>i')
-_S8 = _St('>h')
+_S6 = _St('>iq')
+_S7 = _St('>iqqq')
+_S8 = _St('>i16sqqq')
+_S9 = _St('>HB')
+_S10 = _St('>i')
+_S11 = _St('>H')
+_S12 = _St('>h')
 
 
 def _d_ReplicaState_0(b, p):
@@ -189,18 +193,16 @@ def _d_ReplicaState_0(b, p):
         o.last_fetch_timestamp = -1
         o.last_caught_up_timestamp = -1
         F = 'ReplicaId'
-        o.replica_id, o.log_end_offset = _S0.unpack_from(b, p)
-        p += 12
+        o.replica_id, o.log_end_offset, tn1 = _S0.unpack_from(b, p)
+        p += 13
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -214,7 +216,7 @@ def _d_ReplicaState_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -235,111 +237,103 @@ def _d_PartitionData_0(b, p):
         o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark = _S1.unpack_from(b, p)
         p += 22
         F = 'CurrentVoters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(ReplicaState)
-                s3.replica_directory_id = ZERO_UUID
-                s3.last_fetch_timestamp = -1
-                s3.last_caught_up_timestamp = -1
-                F = 'CurrentVoters.ReplicaId'
-                s3.replica_id, s3.log_end_offset = _S0.unpack_from(b, p)
-                p += 12
-                F = 'CurrentVoters'
-                u4 = s3.unknown_tagged_fields = {}
-                tn5 = b[p]
-                p += 1
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(ReplicaState)
+                s4.replica_directory_id = ZERO_UUID
+                s4.last_fetch_timestamp = -1
+                s4.last_caught_up_timestamp = -1
+                s4.replica_id, s4.log_end_offset, tn5 = _S0.unpack_from(b, p)
+                p += 13
+                u6 = s4.unknown_tagged_fields = {}
                 if tn5:
                     if tn5 >= 128:
                         tn5, p = _ruv(b, p - 1)
                     if tn5 > L - p:
                         raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn5):
-                        tag6 = b[p]
-                        if tag6 < 128:
+                        tag7 = b[p]
+                        if tag7 < 128:
                             p += 1
                         else:
-                            tag6, p = _ruv(b, p)
-                        tz7 = b[p]
-                        if tz7 < 128:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
                             p += 1
                         else:
-                            tz7, p = _ruv(b, p)
-                        te8 = p + tz7
-                        if te8 > L:
-                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                        u4[tag6] = b[p:te8]
-                        p = te8
-                l2.append(s3)
-            o.current_voters = l2
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        u6[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.current_voters = l3
         F = 'Observers'
-        n9 = b[p]
-        if n9 < 128:
+        n10 = b[p]
+        if n10 < 128:
             p += 1
         else:
-            n9, p = _ruv(b, p)
-        n9 -= 1
-        if n9 < 0:
+            n10, p = _ruv(b, p)
+        n10 -= 1
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n9 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l10 = []
-            for _ in range(n9):
-                s11 = _new(ReplicaState)
-                s11.replica_directory_id = ZERO_UUID
-                s11.last_fetch_timestamp = -1
-                s11.last_caught_up_timestamp = -1
-                F = 'Observers.ReplicaId'
-                s11.replica_id, s11.log_end_offset = _S0.unpack_from(b, p)
-                p += 12
-                F = 'Observers'
-                u12 = s11.unknown_tagged_fields = {}
-                tn13 = b[p]
-                p += 1
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
+                s12 = _new(ReplicaState)
+                s12.replica_directory_id = ZERO_UUID
+                s12.last_fetch_timestamp = -1
+                s12.last_caught_up_timestamp = -1
+                s12.replica_id, s12.log_end_offset, tn13 = _S0.unpack_from(b, p)
+                p += 13
+                u14 = s12.unknown_tagged_fields = {}
                 if tn13:
                     if tn13 >= 128:
                         tn13, p = _ruv(b, p - 1)
                     if tn13 > L - p:
                         raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l10.append(s11)
-            o.observers = l10
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l11.append(s12)
+            o.observers = l11
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -353,7 +347,7 @@ def _d_PartitionData_0(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -370,47 +364,47 @@ def _d_TopicData_0(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_PartitionData_0(b, p)
-                l4.append(it)
-            o.partitions = l4
+                l5.append(it)
+            o.partitions = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -424,7 +418,7 @@ def _d_TopicData_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -442,18 +436,16 @@ def _d_ReplicaState_1(b, p):
         o = _new(ReplicaState)
         o.replica_directory_id = ZERO_UUID
         F = 'ReplicaId'
-        o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp = _S2.unpack_from(b, p)
-        p += 28
+        o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, tn1 = _S2.unpack_from(b, p)
+        p += 29
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -467,7 +459,7 @@ def _d_ReplicaState_1(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -488,107 +480,99 @@ def _d_PartitionData_1(b, p):
         o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.high_watermark = _S1.unpack_from(b, p)
         p += 22
         F = 'CurrentVoters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(ReplicaState)
-                s3.replica_directory_id = ZERO_UUID
-                F = 'CurrentVoters.ReplicaId'
-                s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp = _S2.unpack_from(b, p)
-                p += 28
-                F = 'CurrentVoters'
-                u4 = s3.unknown_tagged_fields = {}
-                tn5 = b[p]
-                p += 1
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(ReplicaState)
+                s4.replica_directory_id = ZERO_UUID
+                s4.replica_id, s4.log_end_offset, s4.last_fetch_timestamp, s4.last_caught_up_timestamp, tn5 = _S2.unpack_from(b, p)
+                p += 29
+                u6 = s4.unknown_tagged_fields = {}
                 if tn5:
                     if tn5 >= 128:
                         tn5, p = _ruv(b, p - 1)
                     if tn5 > L - p:
                         raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn5):
-                        tag6 = b[p]
-                        if tag6 < 128:
+                        tag7 = b[p]
+                        if tag7 < 128:
                             p += 1
                         else:
-                            tag6, p = _ruv(b, p)
-                        tz7 = b[p]
-                        if tz7 < 128:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
                             p += 1
                         else:
-                            tz7, p = _ruv(b, p)
-                        te8 = p + tz7
-                        if te8 > L:
-                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                        u4[tag6] = b[p:te8]
-                        p = te8
-                l2.append(s3)
-            o.current_voters = l2
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        u6[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.current_voters = l3
         F = 'Observers'
-        n9 = b[p]
-        if n9 < 128:
+        n10 = b[p]
+        if n10 < 128:
             p += 1
         else:
-            n9, p = _ruv(b, p)
-        n9 -= 1
-        if n9 < 0:
+            n10, p = _ruv(b, p)
+        n10 -= 1
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n9 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l10 = []
-            for _ in range(n9):
-                s11 = _new(ReplicaState)
-                s11.replica_directory_id = ZERO_UUID
-                F = 'Observers.ReplicaId'
-                s11.replica_id, s11.log_end_offset, s11.last_fetch_timestamp, s11.last_caught_up_timestamp = _S2.unpack_from(b, p)
-                p += 28
-                F = 'Observers'
-                u12 = s11.unknown_tagged_fields = {}
-                tn13 = b[p]
-                p += 1
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
+                s12 = _new(ReplicaState)
+                s12.replica_directory_id = ZERO_UUID
+                s12.replica_id, s12.log_end_offset, s12.last_fetch_timestamp, s12.last_caught_up_timestamp, tn13 = _S2.unpack_from(b, p)
+                p += 29
+                u14 = s12.unknown_tagged_fields = {}
                 if tn13:
                     if tn13 >= 128:
                         tn13, p = _ruv(b, p - 1)
                     if tn13 > L - p:
                         raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l10.append(s11)
-            o.observers = l10
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l11.append(s12)
+            o.observers = l11
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -602,7 +586,7 @@ def _d_PartitionData_1(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -619,47 +603,47 @@ def _d_TopicData_1(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_PartitionData_1(b, p)
-                l4.append(it)
-            o.partitions = l4
+                l5.append(it)
+            o.partitions = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -673,7 +657,7 @@ def _d_TopicData_1(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -690,23 +674,21 @@ def _d_ReplicaState_2(b, p):
         L = len(b)
         o = _new(ReplicaState)
         F = 'ReplicaId'
-        t1, t2, t3, t4, t5, = _S3.unpack_from(b, p)
-        o.replica_id = t1
-        o.replica_directory_id = _UC.get(t2) or _uuid(t2)
-        o.log_end_offset = t3
-        o.last_fetch_timestamp = t4
-        o.last_caught_up_timestamp = t5
-        p += 44
+        t2, t3, t4, t5, t6, tn1, = _S3.unpack_from(b, p)
+        o.replica_id = t2
+        o.replica_directory_id = _UC.get(t3) or _uuid(t3)
+        o.log_end_offset = t4
+        o.last_fetch_timestamp = t5
+        o.last_caught_up_timestamp = t6
+        p += 45
         F = None
-        u6 = o.unknown_tagged_fields = {}
-        tn7 = b[p]
-        p += 1
-        if tn7:
-            if tn7 >= 128:
-                tn7, p = _ruv(b, p - 1)
-            if tn7 > L - p:
-                raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn7):
+        u7 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag8 = b[p]
                 if tag8 < 128:
                     p += 1
@@ -720,7 +702,7 @@ def _d_ReplicaState_2(b, p):
                 te10 = p + tz9
                 if te10 > L:
                     raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                u6[tag8] = b[p:te10]
+                u7[tag8] = b[p:te10]
                 p = te10
         return o, p
     except _DecodeError as x:
@@ -740,135 +722,127 @@ def _d_PartitionData_2(b, p):
         o.partition_index, o.error_code = _S4.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'LeaderId'
         o.leader_id, o.leader_epoch, o.high_watermark = _S5.unpack_from(b, p)
         p += 16
         F = 'CurrentVoters'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ReplicaState)
-                F = 'CurrentVoters.ReplicaId'
-                t6, t7, t8, t9, t10, = _S3.unpack_from(b, p)
-                s5.replica_id = t6
-                s5.replica_directory_id = _UC.get(t7) or _uuid(t7)
-                s5.log_end_offset = t8
-                s5.last_fetch_timestamp = t9
-                s5.last_caught_up_timestamp = t10
-                p += 44
-                F = 'CurrentVoters'
-                u11 = s5.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ReplicaState)
+                t8, t9, t10, t11, t12, tn7, = _S3.unpack_from(b, p)
+                s6.replica_id = t8
+                s6.replica_directory_id = _UC.get(t9) or _uuid(t9)
+                s6.log_end_offset = t10
+                s6.last_fetch_timestamp = t11
+                s6.last_caught_up_timestamp = t12
+                p += 45
+                u13 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l4.append(s5)
-            o.current_voters = l4
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l5.append(s6)
+            o.current_voters = l5
         F = 'Observers'
-        n16 = b[p]
-        if n16 < 128:
+        n17 = b[p]
+        if n17 < 128:
             p += 1
         else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(ReplicaState)
-                F = 'Observers.ReplicaId'
-                t19, t20, t21, t22, t23, = _S3.unpack_from(b, p)
-                s18.replica_id = t19
-                s18.replica_directory_id = _UC.get(t20) or _uuid(t20)
-                s18.log_end_offset = t21
-                s18.last_fetch_timestamp = t22
-                s18.last_caught_up_timestamp = t23
-                p += 44
-                F = 'Observers'
-                u24 = s18.unknown_tagged_fields = {}
-                tn25 = b[p]
-                p += 1
-                if tn25:
-                    if tn25 >= 128:
-                        tn25, p = _ruv(b, p - 1)
-                    if tn25 > L - p:
-                        raise _DecodeError(str(tn25) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn25):
-                        tag26 = b[p]
-                        if tag26 < 128:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(ReplicaState)
+                t21, t22, t23, t24, t25, tn20, = _S3.unpack_from(b, p)
+                s19.replica_id = t21
+                s19.replica_directory_id = _UC.get(t22) or _uuid(t22)
+                s19.log_end_offset = t23
+                s19.last_fetch_timestamp = t24
+                s19.last_caught_up_timestamp = t25
+                p += 45
+                u26 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag27 = b[p]
+                        if tag27 < 128:
                             p += 1
                         else:
-                            tag26, p = _ruv(b, p)
-                        tz27 = b[p]
-                        if tz27 < 128:
+                            tag27, p = _ruv(b, p)
+                        tz28 = b[p]
+                        if tz28 < 128:
                             p += 1
                         else:
-                            tz27, p = _ruv(b, p)
-                        te28 = p + tz27
-                        if te28 > L:
-                            raise _DecodeError('tagged field ' + str(tag26) + ' of ' + str(tz27) + ' bytes is truncated', offset=p)
-                        u24[tag26] = b[p:te28]
-                        p = te28
-                l17.append(s18)
-            o.observers = l17
+                            tz28, p = _ruv(b, p)
+                        te29 = p + tz28
+                        if te29 > L:
+                            raise _DecodeError('tagged field ' + str(tag27) + ' of ' + str(tz28) + ' bytes is truncated', offset=p)
+                        u26[tag27] = b[p:te29]
+                        p = te29
+                l18.append(s19)
+            o.observers = l18
         F = None
-        u29 = o.unknown_tagged_fields = {}
-        tn30 = b[p]
+        u30 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn30:
-            if tn30 >= 128:
-                tn30, p = _ruv(b, p - 1)
-            if tn30 > L - p:
-                raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn30):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag31 = b[p]
                 if tag31 < 128:
                     p += 1
@@ -882,7 +856,7 @@ def _d_PartitionData_2(b, p):
                 te33 = p + tz32
                 if te33 > L:
                     raise _DecodeError('tagged field ' + str(tag31) + ' of ' + str(tz32) + ' bytes is truncated', offset=p)
-                u29[tag31] = b[p:te33]
+                u30[tag31] = b[p:te33]
                 p = te33
         return o, p
     except _DecodeError as x:
@@ -899,47 +873,47 @@ def _d_TopicData_2(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_PartitionData_2(b, p)
-                l4.append(it)
-            o.partitions = l4
+                l5.append(it)
+            o.partitions = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -953,7 +927,7 @@ def _d_TopicData_2(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -967,12 +941,12 @@ def _d_TopicData_2(b, p):
 def _e_ReplicaState_0(o, a):
     if o.replica_directory_id != ZERO_UUID:
         raise _Absent('ReplicaDirectoryId')
-    a(_S0.pack(o.replica_id, o.log_end_offset))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S6.pack(o.replica_id, o.log_end_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.replica_id, o.log_end_offset, 0))
 
 
 def _e_PartitionData_0(o, a):
@@ -986,12 +960,12 @@ def _e_PartitionData_0(o, a):
         for s3 in v1:
             if s3.replica_directory_id != ZERO_UUID:
                 raise _Absent('ReplicaDirectoryId')
-            a(_S0.pack(s3.replica_id, s3.log_end_offset))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S6.pack(s3.replica_id, s3.log_end_offset))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.replica_id, s3.log_end_offset, 0))
     v5 = o.observers
     if v5 is None:
         raise _EncodeError('null in non-nullable field Observers at version 0')
@@ -1001,12 +975,12 @@ def _e_PartitionData_0(o, a):
         for s7 in v5:
             if s7.replica_directory_id != ZERO_UUID:
                 raise _Absent('ReplicaDirectoryId')
-            a(_S0.pack(s7.replica_id, s7.log_end_offset))
             u8 = s7.unknown_tagged_fields
             if u8:
+                a(_S6.pack(s7.replica_id, s7.log_end_offset))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s7.replica_id, s7.log_end_offset, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1041,12 +1015,12 @@ def _e_TopicData_0(o, a):
 def _e_ReplicaState_1(o, a):
     if o.replica_directory_id != ZERO_UUID:
         raise _Absent('ReplicaDirectoryId')
-    a(_S2.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S7.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, 0))
 
 
 def _e_PartitionData_1(o, a):
@@ -1060,12 +1034,12 @@ def _e_PartitionData_1(o, a):
         for s3 in v1:
             if s3.replica_directory_id != ZERO_UUID:
                 raise _Absent('ReplicaDirectoryId')
-            a(_S2.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S7.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp, 0))
     v5 = o.observers
     if v5 is None:
         raise _EncodeError('null in non-nullable field Observers at version 1')
@@ -1075,12 +1049,12 @@ def _e_PartitionData_1(o, a):
         for s7 in v5:
             if s7.replica_directory_id != ZERO_UUID:
                 raise _Absent('ReplicaDirectoryId')
-            a(_S2.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp))
             u8 = s7.unknown_tagged_fields
             if u8:
+                a(_S7.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1113,12 +1087,12 @@ def _e_TopicData_1(o, a):
 
 
 def _e_ReplicaState_2(o, a):
-    a(_S3.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S8.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, 0))
 
 
 def _e_PartitionData_2(o, a):
@@ -1139,12 +1113,12 @@ def _e_PartitionData_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S8.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S3.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp, 0))
     v7 = o.observers
     if v7 is None:
         raise _EncodeError('null in non-nullable field Observers at version 2')
@@ -1152,12 +1126,12 @@ def _e_PartitionData_2(o, a):
         n8 = len(v7)
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         for s9 in v7:
-            a(_S3.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp))
             u10 = s9.unknown_tagged_fields
             if u10:
+                a(_S8.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(b'\x00')
+                a(_S3.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -1195,48 +1169,46 @@ def _d_Listener_2(b, p):
         L = len(b)
         o = _new(Listener)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
-        o.port = _S6.unpack_from(b, p)[0]
-        p += 2
+        o.port, tn1 = _S9.unpack_from(b, p)
+        p += 3
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -1250,7 +1222,7 @@ def _d_Listener_2(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -1267,39 +1239,23 @@ def _d_Node_2(b, p):
         L = len(b)
         o = _new(Node)
         F = 'NodeId'
-        o.node_id = _S7.unpack_from(b, p)[0]
+        o.node_id = _S10.unpack_from(b, p)[0]
         p += 4
         F = 'Listeners'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(Listener)
-                F = 'Listeners.Name'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.name = b[p:e5].decode()
-                    p = e5
-                F = 'Listeners.Host'
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(Listener)
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -1312,48 +1268,58 @@ def _d_Node_2(b, p):
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e7].decode()
+                    s4.name = b[p:e7].decode()
                     p = e7
-                F = 'Listeners.Port'
-                s3.port = _S6.unpack_from(b, p)[0]
-                p += 2
-                F = 'Listeners'
-                u8 = s3.unknown_tagged_fields = {}
-                tn9 = b[p]
-                p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s4.host = b[p:e9].decode()
+                    p = e9
+                s4.port, tn5 = _S9.unpack_from(b, p)
+                p += 3
+                u10 = s4.unknown_tagged_fields = {}
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l2.append(s3)
-            o.listeners = l2
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l3.append(s4)
+            o.listeners = l3
         F = None
-        u13 = o.unknown_tagged_fields = {}
-        tn14 = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn14:
-            if tn14 >= 128:
-                tn14, p = _ruv(b, p - 1)
-            if tn14 > L - p:
-                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn14):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag15 = b[p]
                 if tag15 < 128:
                     p += 1
@@ -1367,7 +1333,7 @@ def _d_Node_2(b, p):
                 te17 = p + tz16
                 if te17 > L:
                     raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u13[tag15] = b[p:te17]
+                u14[tag15] = b[p:te17]
                 p = te17
         return o, p
     except _DecodeError as x:
@@ -1395,16 +1361,16 @@ def _e_Listener_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S6.pack(o.port))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S11.pack(o.port))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S9.pack(o.port, 0))
 
 
 def _e_Node_2(o, a):
-    a(_S7.pack(o.node_id))
+    a(_S10.pack(o.node_id))
     v1 = o.listeners
     if v1 is None:
         raise _EncodeError('null in non-nullable field Listeners at version 2')
@@ -1428,12 +1394,12 @@ def _e_Node_2(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S6.pack(s3.port))
             u8 = s3.unknown_tagged_fields
             if u8:
+                a(_S11.pack(s3.port))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S9.pack(s3.port, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1449,35 +1415,35 @@ def _d_DescribeQuorumResponse_0(b, p):
         o.error_message = ''
         o.nodes = []
         F = 'ErrorCode'
-        o.error_code = _S8.unpack_from(b, p)[0]
+        o.error_code = _S12.unpack_from(b, p)[0]
         p += 2
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicData_0(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1491,7 +1457,7 @@ def _d_DescribeQuorumResponse_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1510,35 +1476,35 @@ def _d_DescribeQuorumResponse_1(b, p):
         o.error_message = ''
         o.nodes = []
         F = 'ErrorCode'
-        o.error_code = _S8.unpack_from(b, p)[0]
+        o.error_code = _S12.unpack_from(b, p)[0]
         p += 2
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicData_1(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1552,7 +1518,7 @@ def _d_DescribeQuorumResponse_1(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1569,69 +1535,69 @@ def _d_DescribeQuorumResponse_2(b, p):
         L = len(b)
         o = _new(DescribeQuorumResponse)
         F = 'ErrorCode'
-        o.error_code = _S8.unpack_from(b, p)[0]
+        o.error_code = _S12.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_TopicData_2(b, p)
-                l4.append(it)
-            o.topics = l4
+                l5.append(it)
+            o.topics = l5
         F = 'Nodes'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
                 it, p = _d_Node_2(b, p)
-                l6.append(it)
-            o.nodes = l6
+                l7.append(it)
+            o.nodes = l7
         F = None
-        u7 = o.unknown_tagged_fields = {}
-        tn8 = b[p]
+        u8 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn8:
-            if tn8 >= 128:
-                tn8, p = _ruv(b, p - 1)
-            if tn8 > L - p:
-                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn8):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag9 = b[p]
                 if tag9 < 128:
                     p += 1
@@ -1645,7 +1611,7 @@ def _d_DescribeQuorumResponse_2(b, p):
                 te11 = p + tz10
                 if te11 > L:
                     raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                u7[tag9] = b[p:te11]
+                u8[tag9] = b[p:te11]
                 p = te11
         return o, p
     except _DecodeError as x:
@@ -1659,7 +1625,7 @@ def _d_DescribeQuorumResponse_2(b, p):
 def _e_DescribeQuorumResponse_0(o, a):
     if o.nodes:
         raise _Absent('Nodes')
-    a(_S8.pack(o.error_code))
+    a(_S12.pack(o.error_code))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 0')
@@ -1678,7 +1644,7 @@ def _e_DescribeQuorumResponse_0(o, a):
 def _e_DescribeQuorumResponse_1(o, a):
     if o.nodes:
         raise _Absent('Nodes')
-    a(_S8.pack(o.error_code))
+    a(_S12.pack(o.error_code))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
@@ -1695,7 +1661,7 @@ def _e_DescribeQuorumResponse_1(o, a):
 
 
 def _e_DescribeQuorumResponse_2(o, a):
-    a(_S8.pack(o.error_code))
+    a(_S12.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')

@@ -58,45 +58,45 @@ def _d_DescribeTransactionsRequest_0(b, p):
         L = len(b)
         o = _new(DescribeTransactionsRequest)
         F = 'TransactionalIds'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                n4 = b[p]
-                if n4 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                n5 = b[p]
+                if n5 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    v3 = b[p:e5].decode()
-                    p = e5
-                l2.append(v3)
-            o.transactional_ids = l2
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    v4 = b[p:e6].decode()
+                    p = e6
+                l3.append(v4)
+            o.transactional_ids = l3
         F = None
-        u6 = o.unknown_tagged_fields = {}
-        tn7 = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn7:
-            if tn7 >= 128:
-                tn7, p = _ruv(b, p - 1)
-            if tn7 > L - p:
-                raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn7):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag8 = b[p]
                 if tag8 < 128:
                     p += 1
@@ -110,7 +110,7 @@ def _d_DescribeTransactionsRequest_0(b, p):
                 te10 = p + tz9
                 if te10 > L:
                     raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                u6[tag8] = b[p:te10]
+                u7[tag8] = b[p:te10]
                 p = te10
         return o, p
     except _DecodeError as x:

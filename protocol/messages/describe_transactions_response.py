@@ -111,47 +111,47 @@ def _d_TopicData_0(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'Topic'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.partitions = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
+                o.partitions = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -165,7 +165,7 @@ def _d_TopicData_0(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -185,69 +185,53 @@ def _d_TransactionState_0(b, p):
         o.error_code = _S0.unpack_from(b, p)[0]
         p += 2
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'TransactionState'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.transaction_state = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.transaction_state = b[p:e5].decode()
+            p = e5
         F = 'TransactionTimeoutMs'
         o.transaction_timeout_ms, o.transaction_start_time_ms, o.producer_id, o.producer_epoch = _S1.unpack_from(b, p)
         p += 22
         F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(TopicData)
-                F = 'Topics.Topic'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.topic = b[p:e9].decode()
-                    p = e9
-                F = 'Topics.Partitions'
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(TopicData)
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -255,52 +239,65 @@ def _d_TransactionState_0(b, p):
                     n10, p = _ruv(b, p)
                 n10 -= 1
                 if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s8.topic = b[p:e11].decode()
+                    p = e11
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s7.partitions = list(_ARRAY['i'][n10].unpack_from(b, p))
+                    if n12 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n12 < 64:
+                        s8.partitions = list(_ARRAY['i'][n12].unpack_from(b, p))
                     else:
-                        s7.partitions = list(_unpack_from('>' + str(n10) + 'i', b, p))
-                    p += n10 * 4
-                F = 'Topics'
-                u11 = s7.unknown_tagged_fields = {}
-                tn12 = b[p]
+                        s8.partitions = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                    p += n12 * 4
+                u13 = s8.unknown_tagged_fields = {}
+                tn9 = b[p]
                 p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l6.append(s7)
-            o.topics = l6
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l7.append(s8)
+            o.topics = l7
         F = None
-        u16 = o.unknown_tagged_fields = {}
-        tn17 = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn17:
-            if tn17 >= 128:
-                tn17, p = _ruv(b, p - 1)
-            if tn17 > L - p:
-                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn17):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag18 = b[p]
                 if tag18 < 128:
                     p += 1
@@ -314,7 +311,7 @@ def _d_TransactionState_0(b, p):
                 te20 = p + tz19
                 if te20 > L:
                     raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
-                u16[tag18] = b[p:te20]
+                u17[tag18] = b[p:te20]
                 p = te20
         return o, p
     except _DecodeError as x:
@@ -410,32 +407,32 @@ def _d_DescribeTransactionsResponse_0(b, p):
         o.throttle_time_ms = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'TransactionStates'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TransactionState_0(b, p)
-                l2.append(it)
-            o.transaction_states = l2
+                l3.append(it)
+            o.transaction_states = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -449,7 +446,7 @@ def _d_DescribeTransactionsResponse_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:

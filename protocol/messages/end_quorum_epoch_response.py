@@ -118,7 +118,9 @@ class EndQuorumEpochResponse(Message):
 _S0 = _St('>ihii')
 _S1 = _St('>h')
 _S2 = _St('>i')
-_S3 = _St('>H')
+_S3 = _St('>ihiiB')
+_S4 = _St('>HB')
+_S5 = _St('>H')
 
 
 def _d_PartitionData_0(b, p):
@@ -166,7 +168,6 @@ def _d_TopicData_0(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(PartitionData)
-                F = 'Partitions.PartitionIndex'
                 s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch = _S0.unpack_from(b, p)
                 p += 14
                 s5.unknown_tagged_fields = {}
@@ -188,18 +189,16 @@ def _d_PartitionData_1(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        o.partition_index, o.error_code, o.leader_id, o.leader_epoch = _S0.unpack_from(b, p)
-        p += 14
+        o.partition_index, o.error_code, o.leader_id, o.leader_epoch, tn1 = _S3.unpack_from(b, p)
+        p += 15
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -213,7 +212,7 @@ def _d_PartitionData_1(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -230,75 +229,71 @@ def _d_TopicData_1(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionData)
-                F = 'Partitions.PartitionIndex'
-                s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch = _S0.unpack_from(b, p)
-                p += 14
-                F = 'Partitions'
-                u6 = s5.unknown_tagged_fields = {}
-                tn7 = b[p]
-                p += 1
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(PartitionData)
+                s6.partition_index, s6.error_code, s6.leader_id, s6.leader_epoch, tn7 = _S3.unpack_from(b, p)
+                p += 15
+                u8 = s6.unknown_tagged_fields = {}
                 if tn7:
                     if tn7 >= 128:
                         tn7, p = _ruv(b, p - 1)
                     if tn7 > L - p:
                         raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
-            o.partitions = l4
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -312,7 +307,7 @@ def _d_TopicData_1(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:
@@ -353,12 +348,12 @@ def _e_TopicData_0(o, a):
 
 
 def _e_PartitionData_1(o, a):
-    a(_S0.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S0.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, 0))
 
 
 def _e_TopicData_1(o, a):
@@ -377,12 +372,12 @@ def _e_TopicData_1(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S3.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -399,33 +394,31 @@ def _d_NodeEndpoint_1(b, p):
         o.node_id = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.host = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.host = b[p:e3].decode()
+            p = e3
         F = 'Port'
-        o.port = _S3.unpack_from(b, p)[0]
-        p += 2
+        o.port, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -439,7 +432,7 @@ def _d_NodeEndpoint_1(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -460,12 +453,12 @@ def _e_NodeEndpoint_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.port))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S5.pack(o.port))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.port, 0))
 
 
 def _d_EndQuorumEpochResponse_0(b, p):
@@ -509,33 +502,33 @@ def _d_EndQuorumEpochResponse_1(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicData_1(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         o.node_endpoints = []
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -565,37 +558,31 @@ def _d_EndQuorumEpochResponse_1(b, p):
                         l9 = []
                         for _ in range(n8):
                             s10 = _new(NodeEndpoint)
-                            F = 'NodeEndpoints.NodeId'
                             s10.node_id = _S2.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Host'
-                            n11 = b[p]
-                            if n11 < 128:
+                            n12 = b[p]
+                            if n12 < 128:
                                 p += 1
                             else:
-                                n11, p = _ruv(b, p)
-                            n11 -= 1
-                            if n11 < 0:
+                                n12, p = _ruv(b, p)
+                            n12 -= 1
+                            if n12 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e12 = p + n11
-                                if e12 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-                                s10.host = b[p:e12].decode()
-                                p = e12
-                            F = 'NodeEndpoints.Port'
-                            s10.port = _S3.unpack_from(b, p)[0]
-                            p += 2
-                            F = 'NodeEndpoints'
-                            u13 = s10.unknown_tagged_fields = {}
-                            tn14 = b[p]
-                            p += 1
-                            if tn14:
-                                if tn14 >= 128:
-                                    tn14, p = _ruv(b, p - 1)
-                                if tn14 > L - p:
-                                    raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn14):
+                                e13 = p + n12
+                                if e13 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e13].decode()
+                                p = e13
+                            s10.port, tn11 = _S4.unpack_from(b, p)
+                            p += 3
+                            u14 = s10.unknown_tagged_fields = {}
+                            if tn11:
+                                if tn11 >= 128:
+                                    tn11, p = _ruv(b, p - 1)
+                                if tn11 > L - p:
+                                    raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn11):
                                     tag15 = b[p]
                                     if tag15 < 128:
                                         p += 1
@@ -609,14 +596,14 @@ def _d_EndQuorumEpochResponse_1(b, p):
                                     te17 = p + tz16
                                     if te17 > L:
                                         raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                                    u13[tag15] = b[p:te17]
+                                    u14[tag15] = b[p:te17]
                                     p = te17
                             l9.append(s10)
                         o.node_endpoints = l9
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -672,12 +659,12 @@ def _e_EndQuorumEpochResponse_1(o, a):
                     n11 = len(v10)
                     w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
                     w6.append(v10)
-                w6.append(_S3.pack(s9.port))
                 u12 = s9.unknown_tagged_fields
                 if u12:
+                    w6.append(_S5.pack(s9.port))
                     _wtags(sorted(u12.items()), w6.append)
                 else:
-                    w6.append(b'\x00')
+                    w6.append(_S4.pack(s9.port, 0))
         T5.append((0, b''.join(w6)))
     u4 = o.unknown_tagged_fields
     if u4:

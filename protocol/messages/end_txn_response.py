@@ -55,7 +55,9 @@ class EndTxnResponse(Message):
 
 
 _S0 = _St('>ih')
-_S1 = _St('>ihqh')
+_S1 = _St('>ihB')
+_S2 = _St('>ihqhB')
+_S3 = _St('>ihqh')
 
 
 def _d_EndTxnResponse_0(b, p):
@@ -86,18 +88,16 @@ def _d_EndTxnResponse_3(b, p):
         o.producer_id = -1
         o.producer_epoch = -1
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S0.unpack_from(b, p)
-        p += 6
+        o.throttle_time_ms, o.error_code, tn1 = _S1.unpack_from(b, p)
+        p += 7
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -111,7 +111,7 @@ def _d_EndTxnResponse_3(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -128,18 +128,16 @@ def _d_EndTxnResponse_5(b, p):
         L = len(b)
         o = _new(EndTxnResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _S1.unpack_from(b, p)
-        p += 16
+        o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, tn1 = _S2.unpack_from(b, p)
+        p += 17
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -153,7 +151,7 @@ def _d_EndTxnResponse_5(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -171,21 +169,21 @@ def _e_EndTxnResponse_0(o, a):
 
 
 def _e_EndTxnResponse_3(o, a):
-    a(_S0.pack(o.throttle_time_ms, o.error_code))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S0.pack(o.throttle_time_ms, o.error_code))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.throttle_time_ms, o.error_code, 0))
 
 
 def _e_EndTxnResponse_5(o, a):
-    a(_S1.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, 0))
 
 
 EndTxnResponse._DECODERS = {0: _d_EndTxnResponse_0, 1: _d_EndTxnResponse_0, 2: _d_EndTxnResponse_0, 3: _d_EndTxnResponse_3, 4: _d_EndTxnResponse_3, 5: _d_EndTxnResponse_5}

@@ -164,18 +164,20 @@ class FetchRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>iq')
-_S1 = _St('>iqi')
-_S2 = _St('>h')
-_S3 = _St('>i')
-_S4 = _St('>iqqi')
-_S5 = _St('>iiqqi')
-_S6 = _St('>iiqiqi')
-_S7 = _St('>16s')
-_S8 = _St('>q')
-_S9 = _St('>iiiib')
-_S10 = _St('>iiiibii')
-_S11 = _St('>iiibii')
+_S0 = _St('>iqB')
+_S1 = _St('>iq')
+_S2 = _St('>iqi')
+_S3 = _St('>h')
+_S4 = _St('>i')
+_S5 = _St('>iqqi')
+_S6 = _St('>iiqqi')
+_S7 = _St('>iiqiqiB')
+_S8 = _St('>16s')
+_S9 = _St('>q')
+_S10 = _St('>iiqiqi')
+_S11 = _St('>iiiib')
+_S12 = _St('>iiiibii')
+_S13 = _St('>iiibii')
 _DEF_ReplicaState = ReplicaState()
 
 
@@ -185,18 +187,16 @@ def _d_ReplicaState_15(b, p):
         L = len(b)
         o = _new(ReplicaState)
         F = 'ReplicaId'
-        o.replica_id, o.replica_epoch = _S0.unpack_from(b, p)
-        p += 12
+        o.replica_id, o.replica_epoch, tn1 = _S0.unpack_from(b, p)
+        p += 13
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -210,7 +210,7 @@ def _d_ReplicaState_15(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -222,12 +222,12 @@ def _d_ReplicaState_15(b, p):
 
 
 def _e_ReplicaState_15(o, a):
-    a(_S0.pack(o.replica_id, o.replica_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.replica_id, o.replica_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.replica_id, o.replica_epoch, 0))
 
 
 def _d_FetchPartition_4(b, p):
@@ -241,7 +241,7 @@ def _d_FetchPartition_4(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.fetch_offset, o.partition_max_bytes = _S1.unpack_from(b, p)
+        o.partition, o.fetch_offset, o.partition_max_bytes = _S2.unpack_from(b, p)
         p += 16
         o.unknown_tagged_fields = {}
         return o, p
@@ -260,7 +260,7 @@ def _d_FetchTopic_4(b, p):
         o = _new(FetchTopic)
         o.topic_id = ZERO_UUID
         F = 'Topic'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -271,7 +271,7 @@ def _d_FetchTopic_4(b, p):
             o.topic = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -286,8 +286,7 @@ def _d_FetchTopic_4(b, p):
                 s5.log_start_offset = -1
                 s5.replica_directory_id = ZERO_UUID
                 s5.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s5.partition, s5.fetch_offset, s5.partition_max_bytes = _S1.unpack_from(b, p)
+                s5.partition, s5.fetch_offset, s5.partition_max_bytes = _S2.unpack_from(b, p)
                 p += 16
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -312,7 +311,7 @@ def _d_FetchPartition_5(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _S4.unpack_from(b, p)
+        o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _S5.unpack_from(b, p)
         p += 24
         o.unknown_tagged_fields = {}
         return o, p
@@ -331,7 +330,7 @@ def _d_FetchTopic_5(b, p):
         o = _new(FetchTopic)
         o.topic_id = ZERO_UUID
         F = 'Topic'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -342,7 +341,7 @@ def _d_FetchTopic_5(b, p):
             o.topic = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -356,8 +355,7 @@ def _d_FetchTopic_5(b, p):
                 s5.last_fetched_epoch = -1
                 s5.replica_directory_id = ZERO_UUID
                 s5.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S4.unpack_from(b, p)
+                s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S5.unpack_from(b, p)
                 p += 24
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -381,7 +379,7 @@ def _d_FetchPartition_9(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _S5.unpack_from(b, p)
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
         p += 28
         o.unknown_tagged_fields = {}
         return o, p
@@ -400,7 +398,7 @@ def _d_FetchTopic_9(b, p):
         o = _new(FetchTopic)
         o.topic_id = ZERO_UUID
         F = 'Topic'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -411,7 +409,7 @@ def _d_FetchTopic_9(b, p):
             o.topic = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -424,8 +422,7 @@ def _d_FetchTopic_9(b, p):
                 s5.last_fetched_epoch = -1
                 s5.replica_directory_id = ZERO_UUID
                 s5.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S5.unpack_from(b, p)
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S6.unpack_from(b, p)
                 p += 28
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -448,18 +445,16 @@ def _d_FetchPartition_12(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
-        p += 32
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, tn1 = _S7.unpack_from(b, p)
+        p += 33
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -476,7 +471,7 @@ def _d_FetchPartition_12(b, p):
                 if tag3 in (0, 1):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 12', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -494,80 +489,76 @@ def _d_FetchTopic_12(b, p):
         o = _new(FetchTopic)
         o.topic_id = ZERO_UUID
         F = 'Topic'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 32
-                F = 'Partitions'
-                u6 = s5.unknown_tagged_fields = {}
-                tn7 = b[p]
-                p += 1
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(FetchPartition)
+                s6.replica_directory_id = ZERO_UUID
+                s6.high_watermark = 9223372036854775807
+                s6.partition, s6.current_leader_epoch, s6.fetch_offset, s6.last_fetched_epoch, s6.log_start_offset, s6.partition_max_bytes, tn7 = _S7.unpack_from(b, p)
+                p += 33
+                u8 = s6.unknown_tagged_fields = {}
                 if tn7:
                     if tn7 >= 128:
                         tn7, p = _ruv(b, p - 1)
                     if tn7 > L - p:
                         raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        if tag8 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 12', offset=p)
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        if tag9 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag9) + ' is not valid for version 12', offset=p)
                         else:
-                            u6[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
-            o.partitions = l4
+                            u8[tag9] = b[p:te11]
+                        p = te11
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -581,7 +572,7 @@ def _d_FetchTopic_12(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:
@@ -600,18 +591,16 @@ def _d_FetchPartition_13(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
-        p += 32
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, tn1 = _S7.unpack_from(b, p)
+        p += 33
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -628,7 +617,7 @@ def _d_FetchPartition_13(b, p):
                 if tag3 in (0, 1):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 13', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -646,69 +635,65 @@ def _d_FetchTopic_13(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t1, = _S7.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(FetchPartition)
-                s4.replica_directory_id = ZERO_UUID
-                s4.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 32
-                F = 'Partitions'
-                u5 = s4.unknown_tagged_fields = {}
-                tn6 = b[p]
-                p += 1
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(FetchPartition)
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
+                p += 33
+                u7 = s5.unknown_tagged_fields = {}
                 if tn6:
                     if tn6 >= 128:
                         tn6, p = _ruv(b, p - 1)
                     if tn6 > L - p:
                         raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn6):
-                        tag7 = b[p]
-                        if tag7 < 128:
+                        tag8 = b[p]
+                        if tag8 < 128:
                             p += 1
                         else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
                             p += 1
                         else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        if tag7 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 13', offset=p)
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        if tag8 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 13', offset=p)
                         else:
-                            u5[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
-            o.partitions = l3
+                            u7[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
+            o.partitions = l4
         F = None
-        u10 = o.unknown_tagged_fields = {}
-        tn11 = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn11:
-            if tn11 >= 128:
-                tn11, p = _ruv(b, p - 1)
-            if tn11 > L - p:
-                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn11):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag12 = b[p]
                 if tag12 < 128:
                     p += 1
@@ -722,7 +707,7 @@ def _d_FetchTopic_13(b, p):
                 te14 = p + tz13
                 if te14 > L:
                     raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u10[tag12] = b[p:te14]
+                u11[tag12] = b[p:te14]
                 p = te14
         return o, p
     except _DecodeError as x:
@@ -741,18 +726,16 @@ def _d_FetchPartition_14(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
-        p += 32
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, tn1 = _S7.unpack_from(b, p)
+        p += 33
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -769,7 +752,7 @@ def _d_FetchPartition_14(b, p):
                 if tag3 in (0, 1):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 14', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -787,69 +770,65 @@ def _d_FetchTopic_14(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t1, = _S7.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(FetchPartition)
-                s4.replica_directory_id = ZERO_UUID
-                s4.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 32
-                F = 'Partitions'
-                u5 = s4.unknown_tagged_fields = {}
-                tn6 = b[p]
-                p += 1
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(FetchPartition)
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
+                p += 33
+                u7 = s5.unknown_tagged_fields = {}
                 if tn6:
                     if tn6 >= 128:
                         tn6, p = _ruv(b, p - 1)
                     if tn6 > L - p:
                         raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn6):
-                        tag7 = b[p]
-                        if tag7 < 128:
+                        tag8 = b[p]
+                        if tag8 < 128:
                             p += 1
                         else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
                             p += 1
                         else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        if tag7 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 14', offset=p)
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        if tag8 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 14', offset=p)
                         else:
-                            u5[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
-            o.partitions = l3
+                            u7[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
+            o.partitions = l4
         F = None
-        u10 = o.unknown_tagged_fields = {}
-        tn11 = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn11:
-            if tn11 >= 128:
-                tn11, p = _ruv(b, p - 1)
-            if tn11 > L - p:
-                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn11):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag12 = b[p]
                 if tag12 < 128:
                     p += 1
@@ -863,7 +842,7 @@ def _d_FetchTopic_14(b, p):
                 te14 = p + tz13
                 if te14 > L:
                     raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u10[tag12] = b[p:te14]
+                u11[tag12] = b[p:te14]
                 p = te14
         return o, p
     except _DecodeError as x:
@@ -882,18 +861,16 @@ def _d_FetchPartition_15(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
-        p += 32
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, tn1 = _S7.unpack_from(b, p)
+        p += 33
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -910,7 +887,7 @@ def _d_FetchPartition_15(b, p):
                 if tag3 in (0, 1):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 15', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -928,69 +905,65 @@ def _d_FetchTopic_15(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t1, = _S7.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(FetchPartition)
-                s4.replica_directory_id = ZERO_UUID
-                s4.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 32
-                F = 'Partitions'
-                u5 = s4.unknown_tagged_fields = {}
-                tn6 = b[p]
-                p += 1
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(FetchPartition)
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
+                p += 33
+                u7 = s5.unknown_tagged_fields = {}
                 if tn6:
                     if tn6 >= 128:
                         tn6, p = _ruv(b, p - 1)
                     if tn6 > L - p:
                         raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn6):
-                        tag7 = b[p]
-                        if tag7 < 128:
+                        tag8 = b[p]
+                        if tag8 < 128:
                             p += 1
                         else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
                             p += 1
                         else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        if tag7 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 15', offset=p)
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        if tag8 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 15', offset=p)
                         else:
-                            u5[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
-            o.partitions = l3
+                            u7[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
+            o.partitions = l4
         F = None
-        u10 = o.unknown_tagged_fields = {}
-        tn11 = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn11:
-            if tn11 >= 128:
-                tn11, p = _ruv(b, p - 1)
-            if tn11 > L - p:
-                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn11):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag12 = b[p]
                 if tag12 < 128:
                     p += 1
@@ -1004,7 +977,7 @@ def _d_FetchTopic_15(b, p):
                 te14 = p + tz13
                 if te14 > L:
                     raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u10[tag12] = b[p:te14]
+                u11[tag12] = b[p:te14]
                 p = te14
         return o, p
     except _DecodeError as x:
@@ -1023,18 +996,16 @@ def _d_FetchPartition_16(b, p):
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
-        p += 32
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, tn1 = _S7.unpack_from(b, p)
+        p += 33
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -1051,7 +1022,7 @@ def _d_FetchPartition_16(b, p):
                 if tag3 in (0, 1):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 16', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -1069,69 +1040,65 @@ def _d_FetchTopic_16(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t1, = _S7.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(FetchPartition)
-                s4.replica_directory_id = ZERO_UUID
-                s4.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 32
-                F = 'Partitions'
-                u5 = s4.unknown_tagged_fields = {}
-                tn6 = b[p]
-                p += 1
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(FetchPartition)
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
+                p += 33
+                u7 = s5.unknown_tagged_fields = {}
                 if tn6:
                     if tn6 >= 128:
                         tn6, p = _ruv(b, p - 1)
                     if tn6 > L - p:
                         raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn6):
-                        tag7 = b[p]
-                        if tag7 < 128:
+                        tag8 = b[p]
+                        if tag8 < 128:
                             p += 1
                         else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
                             p += 1
                         else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        if tag7 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 16', offset=p)
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        if tag8 in (0, 1):
+                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 16', offset=p)
                         else:
-                            u5[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
-            o.partitions = l3
+                            u7[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
+            o.partitions = l4
         F = None
-        u10 = o.unknown_tagged_fields = {}
-        tn11 = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn11:
-            if tn11 >= 128:
-                tn11, p = _ruv(b, p - 1)
-            if tn11 > L - p:
-                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn11):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag12 = b[p]
                 if tag12 < 128:
                     p += 1
@@ -1145,7 +1112,7 @@ def _d_FetchTopic_16(b, p):
                 te14 = p + tz13
                 if te14 > L:
                     raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u10[tag12] = b[p:te14]
+                u11[tag12] = b[p:te14]
                 p = te14
         return o, p
     except _DecodeError as x:
@@ -1163,19 +1130,17 @@ def _d_FetchPartition_17(b, p):
         o = _new(FetchPartition)
         o.high_watermark = 9223372036854775807
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
-        p += 32
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, tn1 = _S7.unpack_from(b, p)
+        p += 33
         o.replica_directory_id = ZERO_UUID
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -1191,7 +1156,7 @@ def _d_FetchPartition_17(b, p):
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
                 if tag3 == 0:
                     F = 'ReplicaDirectoryId'
-                    u16 = _S7.unpack_from(b, p)[0]
+                    u16 = _S8.unpack_from(b, p)[0]
                     o.replica_directory_id = _UC.get(u16) or _uuid(u16)
                     p += 16
                     if p != te5:
@@ -1199,7 +1164,7 @@ def _d_FetchPartition_17(b, p):
                 elif tag3 in (1,):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 17', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -1217,76 +1182,71 @@ def _d_FetchTopic_17(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t1, = _S7.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(FetchPartition)
-                s4.high_watermark = 9223372036854775807
-                F = 'Partitions.Partition'
-                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 32
-                s4.replica_directory_id = ZERO_UUID
-                F = 'Partitions'
-                u5 = s4.unknown_tagged_fields = {}
-                tn6 = b[p]
-                p += 1
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(FetchPartition)
+                s5.high_watermark = 9223372036854775807
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
+                p += 33
+                s5.replica_directory_id = ZERO_UUID
+                u7 = s5.unknown_tagged_fields = {}
                 if tn6:
                     if tn6 >= 128:
                         tn6, p = _ruv(b, p - 1)
                     if tn6 > L - p:
                         raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn6):
-                        tag7 = b[p]
-                        if tag7 < 128:
+                        tag8 = b[p]
+                        if tag8 < 128:
                             p += 1
                         else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
                             p += 1
                         else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        if tag7 == 0:
-                            F = 'Partitions.ReplicaDirectoryId'
-                            u16 = _S7.unpack_from(b, p)[0]
-                            s4.replica_directory_id = _UC.get(u16) or _uuid(u16)
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        if tag8 == 0:
+                            u16 = _S8.unpack_from(b, p)[0]
+                            s5.replica_directory_id = _UC.get(u16) or _uuid(u16)
                             p += 16
-                            if p != te9:
+                            if p != te10:
                                 raise _DecodeError('tagged field size does not match its content', offset=p)
-                        elif tag7 in (1,):
-                            raise _DecodeError('tag ' + str(tag7) + ' is not valid for version 17', offset=p)
+                        elif tag8 in (1,):
+                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 17', offset=p)
                         else:
-                            u5[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
-            o.partitions = l3
+                            u7[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
+            o.partitions = l4
         F = None
-        u10 = o.unknown_tagged_fields = {}
-        tn11 = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn11:
-            if tn11 >= 128:
-                tn11, p = _ruv(b, p - 1)
-            if tn11 > L - p:
-                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn11):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag12 = b[p]
                 if tag12 < 128:
                     p += 1
@@ -1300,7 +1260,7 @@ def _d_FetchTopic_17(b, p):
                 te14 = p + tz13
                 if te14 > L:
                     raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u10[tag12] = b[p:te14]
+                u11[tag12] = b[p:te14]
                 p = te14
         return o, p
     except _DecodeError as x:
@@ -1317,20 +1277,18 @@ def _d_FetchPartition_18(b, p):
         L = len(b)
         o = _new(FetchPartition)
         F = 'Partition'
-        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes = _S6.unpack_from(b, p)
-        p += 32
+        o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, tn1 = _S7.unpack_from(b, p)
+        p += 33
         o.replica_directory_id = ZERO_UUID
         o.high_watermark = 9223372036854775807
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -1346,19 +1304,19 @@ def _d_FetchPartition_18(b, p):
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
                 if tag3 == 0:
                     F = 'ReplicaDirectoryId'
-                    u16 = _S7.unpack_from(b, p)[0]
+                    u16 = _S8.unpack_from(b, p)[0]
                     o.replica_directory_id = _UC.get(u16) or _uuid(u16)
                     p += 16
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag3 == 1:
                     F = 'HighWatermark'
-                    o.high_watermark = _S8.unpack_from(b, p)[0]
+                    o.high_watermark = _S9.unpack_from(b, p)[0]
                     p += 8
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -1376,80 +1334,74 @@ def _d_FetchTopic_18(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t1, = _S7.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(FetchPartition)
-                F = 'Partitions.Partition'
-                s4.partition, s4.current_leader_epoch, s4.fetch_offset, s4.last_fetched_epoch, s4.log_start_offset, s4.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 32
-                s4.replica_directory_id = ZERO_UUID
-                s4.high_watermark = 9223372036854775807
-                F = 'Partitions'
-                u5 = s4.unknown_tagged_fields = {}
-                tn6 = b[p]
-                p += 1
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(FetchPartition)
+                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
+                p += 33
+                s5.replica_directory_id = ZERO_UUID
+                s5.high_watermark = 9223372036854775807
+                u7 = s5.unknown_tagged_fields = {}
                 if tn6:
                     if tn6 >= 128:
                         tn6, p = _ruv(b, p - 1)
                     if tn6 > L - p:
                         raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn6):
-                        tag7 = b[p]
-                        if tag7 < 128:
+                        tag8 = b[p]
+                        if tag8 < 128:
                             p += 1
                         else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
+                            tag8, p = _ruv(b, p)
+                        tz9 = b[p]
+                        if tz9 < 128:
                             p += 1
                         else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        if tag7 == 0:
-                            F = 'Partitions.ReplicaDirectoryId'
-                            u16 = _S7.unpack_from(b, p)[0]
-                            s4.replica_directory_id = _UC.get(u16) or _uuid(u16)
+                            tz9, p = _ruv(b, p)
+                        te10 = p + tz9
+                        if te10 > L:
+                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
+                        if tag8 == 0:
+                            u16 = _S8.unpack_from(b, p)[0]
+                            s5.replica_directory_id = _UC.get(u16) or _uuid(u16)
                             p += 16
-                            if p != te9:
+                            if p != te10:
                                 raise _DecodeError('tagged field size does not match its content', offset=p)
-                        elif tag7 == 1:
-                            F = 'Partitions.HighWatermark'
-                            s4.high_watermark = _S8.unpack_from(b, p)[0]
+                        elif tag8 == 1:
+                            s5.high_watermark = _S9.unpack_from(b, p)[0]
                             p += 8
-                            if p != te9:
+                            if p != te10:
                                 raise _DecodeError('tagged field size does not match its content', offset=p)
                         else:
-                            u5[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
-            o.partitions = l3
+                            u7[tag8] = b[p:te10]
+                        p = te10
+                l4.append(s5)
+            o.partitions = l4
         F = None
-        u10 = o.unknown_tagged_fields = {}
-        tn11 = b[p]
+        u11 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn11:
-            if tn11 >= 128:
-                tn11, p = _ruv(b, p - 1)
-            if tn11 > L - p:
-                raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn11):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag12 = b[p]
                 if tag12 < 128:
                     p += 1
@@ -1463,7 +1415,7 @@ def _d_FetchTopic_18(b, p):
                 te14 = p + tz13
                 if te14 > L:
                     raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u10[tag12] = b[p:te14]
+                u11[tag12] = b[p:te14]
                 p = te14
         return o, p
     except _DecodeError as x:
@@ -1477,7 +1429,7 @@ def _d_FetchTopic_18(b, p):
 def _e_FetchPartition_4(o, a):
     if o.last_fetched_epoch != -1:
         raise _Absent('LastFetchedEpoch')
-    a(_S1.pack(o.partition, o.fetch_offset, o.partition_max_bytes))
+    a(_S2.pack(o.partition, o.fetch_offset, o.partition_max_bytes))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1489,18 +1441,18 @@ def _e_FetchTopic_4(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 4')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S1.pack(s5.partition, s5.fetch_offset, s5.partition_max_bytes))
+            a(_S2.pack(s5.partition, s5.fetch_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1510,7 +1462,7 @@ def _e_FetchTopic_4(o, a):
 def _e_FetchPartition_5(o, a):
     if o.last_fetched_epoch != -1:
         raise _Absent('LastFetchedEpoch')
-    a(_S4.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
+    a(_S5.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1522,18 +1474,18 @@ def _e_FetchTopic_5(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 5')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            a(_S5.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1547,18 +1499,18 @@ def _e_FetchTopic_6(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 6')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            a(_S5.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1572,18 +1524,18 @@ def _e_FetchTopic_7(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 7')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            a(_S5.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1597,18 +1549,18 @@ def _e_FetchTopic_8(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 8')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S4.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            a(_S5.pack(s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1618,7 +1570,7 @@ def _e_FetchTopic_8(o, a):
 def _e_FetchPartition_9(o, a):
     if o.last_fetched_epoch != -1:
         raise _Absent('LastFetchedEpoch')
-    a(_S5.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
+    a(_S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.log_start_offset, o.partition_max_bytes))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1630,18 +1582,18 @@ def _e_FetchTopic_9(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 9')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S5.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            a(_S6.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1655,18 +1607,18 @@ def _e_FetchTopic_10(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 10')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S5.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            a(_S6.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1680,18 +1632,18 @@ def _e_FetchTopic_11(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 11')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             if s5.last_fetched_epoch != -1:
                 raise _Absent('LastFetchedEpoch')
-            a(_S5.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
+            a(_S6.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -1699,12 +1651,12 @@ def _e_FetchTopic_11(o, a):
 
 
 def _e_FetchPartition_12(o, a):
-    a(_S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S10.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, 0))
 
 
 def _e_FetchTopic_12(o, a):
@@ -1723,12 +1675,12 @@ def _e_FetchTopic_12(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S6.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S10.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S7.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -1737,7 +1689,7 @@ def _e_FetchTopic_12(o, a):
 
 
 def _e_FetchTopic_13(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -1745,12 +1697,12 @@ def _e_FetchTopic_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
     u5 = o.unknown_tagged_fields
     if u5:
         _wtags(sorted(u5.items()), a)
@@ -1759,7 +1711,7 @@ def _e_FetchTopic_13(o, a):
 
 
 def _e_FetchTopic_14(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -1767,12 +1719,12 @@ def _e_FetchTopic_14(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
     u5 = o.unknown_tagged_fields
     if u5:
         _wtags(sorted(u5.items()), a)
@@ -1781,7 +1733,7 @@ def _e_FetchTopic_14(o, a):
 
 
 def _e_FetchTopic_15(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -1789,12 +1741,12 @@ def _e_FetchTopic_15(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
     u5 = o.unknown_tagged_fields
     if u5:
         _wtags(sorted(u5.items()), a)
@@ -1803,7 +1755,7 @@ def _e_FetchTopic_15(o, a):
 
 
 def _e_FetchTopic_16(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -1811,12 +1763,12 @@ def _e_FetchTopic_16(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
     u5 = o.unknown_tagged_fields
     if u5:
         _wtags(sorted(u5.items()), a)
@@ -1825,7 +1777,7 @@ def _e_FetchTopic_16(o, a):
 
 
 def _e_FetchPartition_17(o, a):
-    a(_S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
+    a(_S10.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     T2 = []
     if o.replica_directory_id != ZERO_UUID:
         w3 = []
@@ -1842,7 +1794,7 @@ def _e_FetchPartition_17(o, a):
 
 
 def _e_FetchTopic_17(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -1850,7 +1802,7 @@ def _e_FetchTopic_17(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             T5 = []
             if s3.replica_directory_id != ZERO_UUID:
                 w6 = []
@@ -1872,7 +1824,7 @@ def _e_FetchTopic_17(o, a):
 
 
 def _e_FetchPartition_18(o, a):
-    a(_S6.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
+    a(_S10.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     T2 = []
     if o.replica_directory_id != ZERO_UUID:
         w3 = []
@@ -1880,7 +1832,7 @@ def _e_FetchPartition_18(o, a):
         T2.append((0, b''.join(w3)))
     if o.high_watermark != 9223372036854775807:
         w4 = []
-        w4.append(_S8.pack(o.high_watermark))
+        w4.append(_S9.pack(o.high_watermark))
         T2.append((1, b''.join(w4)))
     u1 = o.unknown_tagged_fields
     if u1:
@@ -1893,7 +1845,7 @@ def _e_FetchPartition_18(o, a):
 
 
 def _e_FetchTopic_18(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 18')
@@ -1901,7 +1853,7 @@ def _e_FetchTopic_18(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S6.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             T5 = []
             if s3.replica_directory_id != ZERO_UUID:
                 w6 = []
@@ -1909,7 +1861,7 @@ def _e_FetchTopic_18(o, a):
                 T5.append((0, b''.join(w6)))
             if s3.high_watermark != 9223372036854775807:
                 w7 = []
-                w7.append(_S8.pack(s3.high_watermark))
+                w7.append(_S9.pack(s3.high_watermark))
                 T5.append((1, b''.join(w7)))
             u4 = s3.unknown_tagged_fields
             if u4:
@@ -1933,7 +1885,7 @@ def _d_ForgottenTopic_7(b, p):
         o = _new(ForgottenTopic)
         o.topic_id = ZERO_UUID
         F = 'Topic'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -1944,7 +1896,7 @@ def _d_ForgottenTopic_7(b, p):
             o.topic = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1973,20 +1925,81 @@ def _d_ForgottenTopic_12(b, p):
         o = _new(ForgottenTopic)
         o.topic_id = ZERO_UUID
         F = 'Topic'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic = b[p:e3].decode()
+            p = e3
+        F = 'Partitions'
+        n4 = b[p]
+        if n4 < 128:
+            p += 1
+        else:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.partitions = list(_ARRAY['i'][n4].unpack_from(b, p))
+            else:
+                o.partitions = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
+        F = None
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
+        p += 1
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u5[tag6] = b[p:te8]
+                p = te8
+        return o, p
+    except _DecodeError as x:
+        raise _nest(x, F) from None
+    except (_StructError, IndexError):
+        raise _truncated(p, F) from None
+    except UnicodeDecodeError:
+        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
+
+
+def _d_ForgottenTopic_13(b, p):
+    F = None
+    try:
+        L = len(b)
+        o = _new(ForgottenTopic)
+        o.topic = ''
+        F = 'TopicId'
+        t2, = _S8.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
+        p += 16
         F = 'Partitions'
         n3 = b[p]
         if n3 < 128:
@@ -2006,75 +2019,14 @@ def _d_ForgottenTopic_12(b, p):
             p += n3 * 4
         F = None
         u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
-                tag6 = b[p]
-                if tag6 < 128:
-                    p += 1
-                else:
-                    tag6, p = _ruv(b, p)
-                tz7 = b[p]
-                if tz7 < 128:
-                    p += 1
-                else:
-                    tz7, p = _ruv(b, p)
-                te8 = p + tz7
-                if te8 > L:
-                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
-                p = te8
-        return o, p
-    except _DecodeError as x:
-        raise _nest(x, F) from None
-    except (_StructError, IndexError):
-        raise _truncated(p, F) from None
-    except UnicodeDecodeError:
-        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
-
-
-def _d_ForgottenTopic_13(b, p):
-    F = None
-    try:
-        L = len(b)
-        o = _new(ForgottenTopic)
-        o.topic = ''
-        F = 'TopicId'
-        t1, = _S7.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
-        p += 16
-        F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
-            p += 1
-        else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n2 < 64:
-                o.partitions = list(_ARRAY['i'][n2].unpack_from(b, p))
-            else:
-                o.partitions = list(_unpack_from('>' + str(n2) + 'i', b, p))
-            p += n2 * 4
-        F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -2088,7 +2040,7 @@ def _d_ForgottenTopic_13(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -2106,14 +2058,14 @@ def _e_ForgottenTopic_7(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 7')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2126,14 +2078,14 @@ def _e_ForgottenTopic_8(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 8')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2146,14 +2098,14 @@ def _e_ForgottenTopic_9(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 9')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2166,14 +2118,14 @@ def _e_ForgottenTopic_10(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 10')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2186,14 +2138,14 @@ def _e_ForgottenTopic_11(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 11')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2223,7 +2175,7 @@ def _e_ForgottenTopic_12(o, a):
 
 
 def _e_ForgottenTopic_13(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -2239,7 +2191,7 @@ def _e_ForgottenTopic_13(o, a):
 
 
 def _e_ForgottenTopic_14(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -2255,7 +2207,7 @@ def _e_ForgottenTopic_14(o, a):
 
 
 def _e_ForgottenTopic_15(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -2271,7 +2223,7 @@ def _e_ForgottenTopic_15(o, a):
 
 
 def _e_ForgottenTopic_16(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -2287,7 +2239,7 @@ def _e_ForgottenTopic_16(o, a):
 
 
 def _e_ForgottenTopic_17(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -2303,7 +2255,7 @@ def _e_ForgottenTopic_17(o, a):
 
 
 def _e_ForgottenTopic_18(o, a):
-    a(_S7.pack(o.topic_id.bytes))
+    a(_S8.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 18')
@@ -2330,10 +2282,10 @@ def _d_FetchRequest_4(b, p):
         o.forgotten_topics_data = []
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S9.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S11.unpack_from(b, p)
         p += 17
         F = 'Topics'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S4.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2367,10 +2319,10 @@ def _d_FetchRequest_5(b, p):
         o.forgotten_topics_data = []
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S9.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S11.unpack_from(b, p)
         p += 17
         F = 'Topics'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S4.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2401,10 +2353,10 @@ def _d_FetchRequest_7(b, p):
         o.replica_state = ReplicaState()
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
         p += 25
         F = 'Topics'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S4.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2417,7 +2369,7 @@ def _d_FetchRequest_7(b, p):
                 l2.append(it)
             o.topics = l2
         F = 'ForgottenTopicsData'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2428,8 +2380,7 @@ def _d_FetchRequest_7(b, p):
             for _ in range(n3):
                 s5 = _new(ForgottenTopic)
                 s5.topic_id = ZERO_UUID
-                F = 'ForgottenTopicsData.Topic'
-                n6 = _S2.unpack_from(b, p)[0]
+                n6 = _S3.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -2439,8 +2390,7 @@ def _d_FetchRequest_7(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.topic = b[p:e7].decode()
                     p = e7
-                F = 'ForgottenTopicsData.Partitions'
-                n8 = _S3.unpack_from(b, p)[0]
+                n8 = _S4.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2474,10 +2424,10 @@ def _d_FetchRequest_9(b, p):
         o.replica_state = ReplicaState()
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
         p += 25
         F = 'Topics'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S4.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2490,7 +2440,7 @@ def _d_FetchRequest_9(b, p):
                 l2.append(it)
             o.topics = l2
         F = 'ForgottenTopicsData'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2501,8 +2451,7 @@ def _d_FetchRequest_9(b, p):
             for _ in range(n3):
                 s5 = _new(ForgottenTopic)
                 s5.topic_id = ZERO_UUID
-                F = 'ForgottenTopicsData.Topic'
-                n6 = _S2.unpack_from(b, p)[0]
+                n6 = _S3.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -2512,8 +2461,7 @@ def _d_FetchRequest_9(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.topic = b[p:e7].decode()
                     p = e7
-                F = 'ForgottenTopicsData.Partitions'
-                n8 = _S3.unpack_from(b, p)[0]
+                n8 = _S4.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2546,10 +2494,10 @@ def _d_FetchRequest_11(b, p):
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
         p += 25
         F = 'Topics'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S4.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2562,7 +2510,7 @@ def _d_FetchRequest_11(b, p):
                 l2.append(it)
             o.topics = l2
         F = 'ForgottenTopicsData'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2573,8 +2521,7 @@ def _d_FetchRequest_11(b, p):
             for _ in range(n3):
                 s5 = _new(ForgottenTopic)
                 s5.topic_id = ZERO_UUID
-                F = 'ForgottenTopicsData.Topic'
-                n6 = _S2.unpack_from(b, p)[0]
+                n6 = _S3.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -2584,8 +2531,7 @@ def _d_FetchRequest_11(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.topic = b[p:e7].decode()
                     p = e7
-                F = 'ForgottenTopicsData.Partitions'
-                n8 = _S3.unpack_from(b, p)[0]
+                n8 = _S4.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2601,7 +2547,7 @@ def _d_FetchRequest_11(b, p):
                 l4.append(s5)
             o.forgotten_topics_data = l4
         F = 'RackId'
-        n9 = _S2.unpack_from(b, p)[0]
+        n9 = _S3.unpack_from(b, p)[0]
         p += 2
         if n9 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -2628,57 +2574,41 @@ def _d_FetchRequest_12(b, p):
         o = _new(FetchRequest)
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
         p += 25
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchTopic_12(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ForgottenTopicsData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ForgottenTopic)
-                s5.topic_id = ZERO_UUID
-                F = 'ForgottenTopicsData.Topic'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.topic = b[p:e7].decode()
-                    p = e7
-                F = 'ForgottenTopicsData.Partitions'
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ForgottenTopic)
+                s6.topic_id = ZERO_UUID
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -2686,68 +2616,81 @@ def _d_FetchRequest_12(b, p):
                     n8, p = _ruv(b, p)
                 n8 -= 1
                 if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.topic = b[p:e9].decode()
+                    p = e9
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s6.partitions = list(_ARRAY['i'][n10].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'ForgottenTopicsData'
-                u9 = s5.unknown_tagged_fields = {}
-                tn10 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                u11 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn10:
-                    if tn10 >= 128:
-                        tn10, p = _ruv(b, p - 1)
-                    if tn10 > L - p:
-                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn10):
-                        tag11 = b[p]
-                        if tag11 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag12 = b[p]
+                        if tag12 < 128:
                             p += 1
                         else:
-                            tag11, p = _ruv(b, p)
-                        tz12 = b[p]
-                        if tz12 < 128:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
                             p += 1
                         else:
-                            tz12, p = _ruv(b, p)
-                        te13 = p + tz12
-                        if te13 > L:
-                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                        u9[tag11] = b[p:te13]
-                        p = te13
-                l4.append(s5)
-            o.forgotten_topics_data = l4
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u11[tag12] = b[p:te14]
+                        p = te14
+                l5.append(s6)
+            o.forgotten_topics_data = l5
         F = 'RackId'
-        n14 = b[p]
-        if n14 < 128:
+        n15 = b[p]
+        if n15 < 128:
             p += 1
         else:
-            n14, p = _ruv(b, p)
-        n14 -= 1
-        if n14 < 0:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e15 = p + n14
-            if e15 > L:
-                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e15].decode()
-            p = e15
+            e16 = p + n15
+            if e16 > L:
+                raise _DecodeError('string' + ' of ' + str(n15) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e16].decode()
+            p = e16
         o.cluster_id = None
         F = None
-        u16 = o.unknown_tagged_fields = {}
-        tn17 = b[p]
+        u17 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn17:
-            if tn17 >= 128:
-                tn17, p = _ruv(b, p - 1)
-            if tn17 > L - p:
-                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn17):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag18 = b[p]
                 if tag18 < 128:
                     p += 1
@@ -2784,7 +2727,7 @@ def _d_FetchRequest_12(b, p):
                 elif tag18 in (1,):
                     raise _DecodeError('tag ' + str(tag18) + ' is not valid for version 12', offset=p)
                 else:
-                    u16[tag18] = b[p:te20]
+                    u17[tag18] = b[p:te20]
                 p = te20
         return o, p
     except _DecodeError as x:
@@ -2802,115 +2745,112 @@ def _d_FetchRequest_13(b, p):
         o = _new(FetchRequest)
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
         p += 25
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchTopic_13(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ForgottenTopicsData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ForgottenTopic)
-                s5.topic = ''
-                F = 'ForgottenTopicsData.TopicId'
-                t6, = _S7.unpack_from(b, p)
-                s5.topic_id = _UC.get(t6) or _uuid(t6)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ForgottenTopic)
+                s6.topic = ''
+                t8, = _S8.unpack_from(b, p)
+                s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
-                F = 'ForgottenTopicsData.Partitions'
-                n7 = b[p]
-                if n7 < 128:
+                n9 = b[p]
+                if n9 < 128:
                     p += 1
                 else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n7 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n7 < 64:
-                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                    p += n7 * 4
-                F = 'ForgottenTopicsData'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.forgotten_topics_data = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.forgotten_topics_data = l5
         F = 'RackId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e15].decode()
+            p = e15
         o.cluster_id = None
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -2947,7 +2887,7 @@ def _d_FetchRequest_13(b, p):
                 elif tag17 in (1,):
                     raise _DecodeError('tag ' + str(tag17) + ' is not valid for version 13', offset=p)
                 else:
-                    u15[tag17] = b[p:te19]
+                    u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -2965,115 +2905,112 @@ def _d_FetchRequest_14(b, p):
         o = _new(FetchRequest)
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S10.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
         p += 25
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchTopic_14(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ForgottenTopicsData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ForgottenTopic)
-                s5.topic = ''
-                F = 'ForgottenTopicsData.TopicId'
-                t6, = _S7.unpack_from(b, p)
-                s5.topic_id = _UC.get(t6) or _uuid(t6)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ForgottenTopic)
+                s6.topic = ''
+                t8, = _S8.unpack_from(b, p)
+                s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
-                F = 'ForgottenTopicsData.Partitions'
-                n7 = b[p]
-                if n7 < 128:
+                n9 = b[p]
+                if n9 < 128:
                     p += 1
                 else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n7 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n7 < 64:
-                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                    p += n7 * 4
-                F = 'ForgottenTopicsData'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.forgotten_topics_data = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.forgotten_topics_data = l5
         F = 'RackId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e15].decode()
+            p = e15
         o.cluster_id = None
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -3110,7 +3047,7 @@ def _d_FetchRequest_14(b, p):
                 elif tag17 in (1,):
                     raise _DecodeError('tag ' + str(tag17) + ' is not valid for version 14', offset=p)
                 else:
-                    u15[tag17] = b[p:te19]
+                    u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -3128,116 +3065,113 @@ def _d_FetchRequest_15(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S11.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 21
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchTopic_15(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ForgottenTopicsData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ForgottenTopic)
-                s5.topic = ''
-                F = 'ForgottenTopicsData.TopicId'
-                t6, = _S7.unpack_from(b, p)
-                s5.topic_id = _UC.get(t6) or _uuid(t6)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ForgottenTopic)
+                s6.topic = ''
+                t8, = _S8.unpack_from(b, p)
+                s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
-                F = 'ForgottenTopicsData.Partitions'
-                n7 = b[p]
-                if n7 < 128:
+                n9 = b[p]
+                if n9 < 128:
                     p += 1
                 else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n7 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n7 < 64:
-                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                    p += n7 * 4
-                F = 'ForgottenTopicsData'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.forgotten_topics_data = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.forgotten_topics_data = l5
         F = 'RackId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e15].decode()
+            p = e15
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -3277,7 +3211,7 @@ def _d_FetchRequest_15(b, p):
                     if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u15[tag17] = b[p:te19]
+                    u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -3295,116 +3229,113 @@ def _d_FetchRequest_16(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S11.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 21
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchTopic_16(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ForgottenTopicsData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ForgottenTopic)
-                s5.topic = ''
-                F = 'ForgottenTopicsData.TopicId'
-                t6, = _S7.unpack_from(b, p)
-                s5.topic_id = _UC.get(t6) or _uuid(t6)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ForgottenTopic)
+                s6.topic = ''
+                t8, = _S8.unpack_from(b, p)
+                s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
-                F = 'ForgottenTopicsData.Partitions'
-                n7 = b[p]
-                if n7 < 128:
+                n9 = b[p]
+                if n9 < 128:
                     p += 1
                 else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n7 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n7 < 64:
-                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                    p += n7 * 4
-                F = 'ForgottenTopicsData'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.forgotten_topics_data = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.forgotten_topics_data = l5
         F = 'RackId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e15].decode()
+            p = e15
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -3444,7 +3375,7 @@ def _d_FetchRequest_16(b, p):
                     if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u15[tag17] = b[p:te19]
+                    u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -3462,116 +3393,113 @@ def _d_FetchRequest_17(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S11.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 21
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchTopic_17(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ForgottenTopicsData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ForgottenTopic)
-                s5.topic = ''
-                F = 'ForgottenTopicsData.TopicId'
-                t6, = _S7.unpack_from(b, p)
-                s5.topic_id = _UC.get(t6) or _uuid(t6)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ForgottenTopic)
+                s6.topic = ''
+                t8, = _S8.unpack_from(b, p)
+                s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
-                F = 'ForgottenTopicsData.Partitions'
-                n7 = b[p]
-                if n7 < 128:
+                n9 = b[p]
+                if n9 < 128:
                     p += 1
                 else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n7 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n7 < 64:
-                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                    p += n7 * 4
-                F = 'ForgottenTopicsData'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.forgotten_topics_data = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.forgotten_topics_data = l5
         F = 'RackId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e15].decode()
+            p = e15
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -3611,7 +3539,7 @@ def _d_FetchRequest_17(b, p):
                     if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u15[tag17] = b[p:te19]
+                    u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -3629,116 +3557,113 @@ def _d_FetchRequest_18(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S11.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 21
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchTopic_18(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ForgottenTopicsData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(ForgottenTopic)
-                s5.topic = ''
-                F = 'ForgottenTopicsData.TopicId'
-                t6, = _S7.unpack_from(b, p)
-                s5.topic_id = _UC.get(t6) or _uuid(t6)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(ForgottenTopic)
+                s6.topic = ''
+                t8, = _S8.unpack_from(b, p)
+                s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
-                F = 'ForgottenTopicsData.Partitions'
-                n7 = b[p]
-                if n7 < 128:
+                n9 = b[p]
+                if n9 < 128:
                     p += 1
                 else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n7 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n7 < 64:
-                        s5.partitions = list(_ARRAY['i'][n7].unpack_from(b, p))
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                    p += n7 * 4
-                F = 'ForgottenTopicsData'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.forgotten_topics_data = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.forgotten_topics_data = l5
         F = 'RackId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.rack_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.rack_id = b[p:e15].decode()
+            p = e15
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -3778,7 +3703,7 @@ def _d_FetchRequest_18(b, p):
                     if p != te19:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u15[tag17] = b[p:te19]
+                    u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -3794,13 +3719,13 @@ def _e_FetchRequest_4(o, a):
         raise _Absent('ReplicaState')
     if o.forgotten_topics_data:
         raise _Absent('ForgottenTopicsData')
-    a(_S9.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
+    a(_S11.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 4')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_4(s3, a)
     if o.unknown_tagged_fields:
@@ -3812,13 +3737,13 @@ def _e_FetchRequest_5(o, a):
         raise _Absent('ReplicaState')
     if o.forgotten_topics_data:
         raise _Absent('ForgottenTopicsData')
-    a(_S9.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
+    a(_S11.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 5')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_5(s3, a)
     if o.unknown_tagged_fields:
@@ -3830,13 +3755,13 @@ def _e_FetchRequest_6(o, a):
         raise _Absent('ReplicaState')
     if o.forgotten_topics_data:
         raise _Absent('ForgottenTopicsData')
-    a(_S9.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
+    a(_S11.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 6')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_6(s3, a)
     if o.unknown_tagged_fields:
@@ -3846,13 +3771,13 @@ def _e_FetchRequest_6(o, a):
 def _e_FetchRequest_7(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 7')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_7(s3, a)
     v4 = o.forgotten_topics_data
@@ -3860,7 +3785,7 @@ def _e_FetchRequest_7(o, a):
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 7')
     else:
         n5 = len(v4)
-        a(_S3.pack(n5))
+        a(_S4.pack(n5))
         for s6 in v4:
             v7 = s6.topic
             if v7 is None:
@@ -3868,14 +3793,14 @@ def _e_FetchRequest_7(o, a):
             else:
                 v7 = v7.encode()
                 n8 = len(v7)
-                a(_S2.pack(n8))
+                a(_S3.pack(n8))
                 a(v7)
             v9 = s6.partitions
             if v9 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 7')
             else:
                 n10 = len(v9)
-                a(_S3.pack(n10))
+                a(_S4.pack(n10))
                 a(_pack('>' + str(n10) + 'i', *v9))
             if s6.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -3886,13 +3811,13 @@ def _e_FetchRequest_7(o, a):
 def _e_FetchRequest_8(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 8')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_8(s3, a)
     v4 = o.forgotten_topics_data
@@ -3900,7 +3825,7 @@ def _e_FetchRequest_8(o, a):
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 8')
     else:
         n5 = len(v4)
-        a(_S3.pack(n5))
+        a(_S4.pack(n5))
         for s6 in v4:
             v7 = s6.topic
             if v7 is None:
@@ -3908,14 +3833,14 @@ def _e_FetchRequest_8(o, a):
             else:
                 v7 = v7.encode()
                 n8 = len(v7)
-                a(_S2.pack(n8))
+                a(_S3.pack(n8))
                 a(v7)
             v9 = s6.partitions
             if v9 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 8')
             else:
                 n10 = len(v9)
-                a(_S3.pack(n10))
+                a(_S4.pack(n10))
                 a(_pack('>' + str(n10) + 'i', *v9))
             if s6.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -3926,13 +3851,13 @@ def _e_FetchRequest_8(o, a):
 def _e_FetchRequest_9(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 9')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_9(s3, a)
     v4 = o.forgotten_topics_data
@@ -3940,7 +3865,7 @@ def _e_FetchRequest_9(o, a):
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 9')
     else:
         n5 = len(v4)
-        a(_S3.pack(n5))
+        a(_S4.pack(n5))
         for s6 in v4:
             v7 = s6.topic
             if v7 is None:
@@ -3948,14 +3873,14 @@ def _e_FetchRequest_9(o, a):
             else:
                 v7 = v7.encode()
                 n8 = len(v7)
-                a(_S2.pack(n8))
+                a(_S3.pack(n8))
                 a(v7)
             v9 = s6.partitions
             if v9 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 9')
             else:
                 n10 = len(v9)
-                a(_S3.pack(n10))
+                a(_S4.pack(n10))
                 a(_pack('>' + str(n10) + 'i', *v9))
             if s6.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -3966,13 +3891,13 @@ def _e_FetchRequest_9(o, a):
 def _e_FetchRequest_10(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 10')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_10(s3, a)
     v4 = o.forgotten_topics_data
@@ -3980,7 +3905,7 @@ def _e_FetchRequest_10(o, a):
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 10')
     else:
         n5 = len(v4)
-        a(_S3.pack(n5))
+        a(_S4.pack(n5))
         for s6 in v4:
             v7 = s6.topic
             if v7 is None:
@@ -3988,14 +3913,14 @@ def _e_FetchRequest_10(o, a):
             else:
                 v7 = v7.encode()
                 n8 = len(v7)
-                a(_S2.pack(n8))
+                a(_S3.pack(n8))
                 a(v7)
             v9 = s6.partitions
             if v9 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 10')
             else:
                 n10 = len(v9)
-                a(_S3.pack(n10))
+                a(_S4.pack(n10))
                 a(_pack('>' + str(n10) + 'i', *v9))
             if s6.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4006,13 +3931,13 @@ def _e_FetchRequest_10(o, a):
 def _e_FetchRequest_11(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 11')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_FetchTopic_11(s3, a)
     v4 = o.forgotten_topics_data
@@ -4020,7 +3945,7 @@ def _e_FetchRequest_11(o, a):
         raise _EncodeError('null in non-nullable field ForgottenTopicsData at version 11')
     else:
         n5 = len(v4)
-        a(_S3.pack(n5))
+        a(_S4.pack(n5))
         for s6 in v4:
             v7 = s6.topic
             if v7 is None:
@@ -4028,14 +3953,14 @@ def _e_FetchRequest_11(o, a):
             else:
                 v7 = v7.encode()
                 n8 = len(v7)
-                a(_S2.pack(n8))
+                a(_S3.pack(n8))
                 a(v7)
             v9 = s6.partitions
             if v9 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 11')
             else:
                 n10 = len(v9)
-                a(_S3.pack(n10))
+                a(_S4.pack(n10))
                 a(_pack('>' + str(n10) + 'i', *v9))
             if s6.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4045,7 +3970,7 @@ def _e_FetchRequest_11(o, a):
     else:
         v11 = v11.encode()
         n12 = len(v11)
-        a(_S2.pack(n12))
+        a(_S3.pack(n12))
         a(v11)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -4054,7 +3979,7 @@ def _e_FetchRequest_11(o, a):
 def _e_FetchRequest_12(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 12')
@@ -4123,7 +4048,7 @@ def _e_FetchRequest_12(o, a):
 def _e_FetchRequest_13(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 13')
@@ -4139,7 +4064,7 @@ def _e_FetchRequest_13(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S7.pack(s6.topic_id.bytes))
+            a(_S8.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -4185,7 +4110,7 @@ def _e_FetchRequest_13(o, a):
 def _e_FetchRequest_14(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S10.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 14')
@@ -4201,7 +4126,7 @@ def _e_FetchRequest_14(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S7.pack(s6.topic_id.bytes))
+            a(_S8.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -4247,7 +4172,7 @@ def _e_FetchRequest_14(o, a):
 def _e_FetchRequest_15(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S11.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 15')
@@ -4263,7 +4188,7 @@ def _e_FetchRequest_15(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S7.pack(s6.topic_id.bytes))
+            a(_S8.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -4314,7 +4239,7 @@ def _e_FetchRequest_15(o, a):
 def _e_FetchRequest_16(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S11.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 16')
@@ -4330,7 +4255,7 @@ def _e_FetchRequest_16(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S7.pack(s6.topic_id.bytes))
+            a(_S8.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -4381,7 +4306,7 @@ def _e_FetchRequest_16(o, a):
 def _e_FetchRequest_17(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S11.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 17')
@@ -4397,7 +4322,7 @@ def _e_FetchRequest_17(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S7.pack(s6.topic_id.bytes))
+            a(_S8.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -4448,7 +4373,7 @@ def _e_FetchRequest_17(o, a):
 def _e_FetchRequest_18(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S11.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 18')
@@ -4464,7 +4389,7 @@ def _e_FetchRequest_18(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S7.pack(s6.topic_id.bytes))
+            a(_S8.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 18')

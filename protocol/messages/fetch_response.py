@@ -218,11 +218,15 @@ _S1 = _St('>ihqq')
 _S2 = _St('>i')
 _S3 = _St('>h')
 _S4 = _St('>ihqqq')
-_S5 = _St('>iq')
-_S6 = _St('>ii')
-_S7 = _St('>qi')
-_S8 = _St('>16s')
-_S9 = _St('>ihi')
+_S5 = _St('>iqB')
+_S6 = _St('>iiB')
+_S7 = _St('>qiB')
+_S8 = _St('>qqB')
+_S9 = _St('>16s')
+_S10 = _St('>iq')
+_S11 = _St('>ii')
+_S12 = _St('>qi')
+_S13 = _St('>ihi')
 _DEF_EpochEndOffset = EpochEndOffset()
 _DEF_LeaderIdAndEpoch = LeaderIdAndEpoch()
 _DEF_SnapshotId = SnapshotId()
@@ -272,7 +276,6 @@ def _d_PartitionData_4(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(AbortedTransaction)
-                F = 'AbortedTransactions.ProducerId'
                 s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
                 p += 16
                 s3.unknown_tagged_fields = {}
@@ -366,7 +369,6 @@ def _d_PartitionData_5(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(AbortedTransaction)
-                F = 'AbortedTransactions.ProducerId'
                 s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
                 p += 16
                 s3.unknown_tagged_fields = {}
@@ -459,7 +461,6 @@ def _d_PartitionData_11(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(AbortedTransaction)
-                F = 'AbortedTransactions.ProducerId'
                 s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
                 p += 16
                 s3.unknown_tagged_fields = {}
@@ -537,18 +538,16 @@ def _d_EpochEndOffset_12(b, p):
         L = len(b)
         o = _new(EpochEndOffset)
         F = 'Epoch'
-        o.epoch, o.end_offset = _S5.unpack_from(b, p)
-        p += 12
+        o.epoch, o.end_offset, tn1 = _S5.unpack_from(b, p)
+        p += 13
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -562,7 +561,7 @@ def _d_EpochEndOffset_12(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -579,18 +578,16 @@ def _d_LeaderIdAndEpoch_12(b, p):
         L = len(b)
         o = _new(LeaderIdAndEpoch)
         F = 'LeaderId'
-        o.leader_id, o.leader_epoch = _S6.unpack_from(b, p)
-        p += 8
+        o.leader_id, o.leader_epoch, tn1 = _S6.unpack_from(b, p)
+        p += 9
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -604,7 +601,7 @@ def _d_LeaderIdAndEpoch_12(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -621,18 +618,16 @@ def _d_SnapshotId_12(b, p):
         L = len(b)
         o = _new(SnapshotId)
         F = 'EndOffset'
-        o.end_offset, o.epoch = _S7.unpack_from(b, p)
-        p += 12
+        o.end_offset, o.epoch, tn1 = _S7.unpack_from(b, p)
+        p += 13
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -646,7 +641,7 @@ def _d_SnapshotId_12(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -663,18 +658,16 @@ def _d_AbortedTransaction_12(b, p):
         L = len(b)
         o = _new(AbortedTransaction)
         F = 'ProducerId'
-        o.producer_id, o.first_offset = _S0.unpack_from(b, p)
-        p += 16
+        o.producer_id, o.first_offset, tn1 = _S8.unpack_from(b, p)
+        p += 17
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -688,7 +681,7 @@ def _d_AbortedTransaction_12(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -708,85 +701,81 @@ def _d_PartitionData_12(b, p):
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset = _S4.unpack_from(b, p)
         p += 30
         F = 'AbortedTransactions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative array length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative array length ' + str(n2), offset=p)
             o.aborted_transactions = None
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(AbortedTransaction)
-                F = 'AbortedTransactions.ProducerId'
-                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
-                p += 16
-                F = 'AbortedTransactions'
-                u4 = s3.unknown_tagged_fields = {}
-                tn5 = b[p]
-                p += 1
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(AbortedTransaction)
+                s4.producer_id, s4.first_offset, tn5 = _S8.unpack_from(b, p)
+                p += 17
+                u6 = s4.unknown_tagged_fields = {}
                 if tn5:
                     if tn5 >= 128:
                         tn5, p = _ruv(b, p - 1)
                     if tn5 > L - p:
                         raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn5):
-                        tag6 = b[p]
-                        if tag6 < 128:
+                        tag7 = b[p]
+                        if tag7 < 128:
                             p += 1
                         else:
-                            tag6, p = _ruv(b, p)
-                        tz7 = b[p]
-                        if tz7 < 128:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
                             p += 1
                         else:
-                            tz7, p = _ruv(b, p)
-                        te8 = p + tz7
-                        if te8 > L:
-                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                        u4[tag6] = b[p:te8]
-                        p = te8
-                l2.append(s3)
-            o.aborted_transactions = l2
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        u6[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.aborted_transactions = l3
         F = 'PreferredReadReplica'
         o.preferred_read_replica = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
-        n9 = b[p]
-        if n9 < 128:
+        n10 = b[p]
+        if n10 < 128:
             p += 1
         else:
-            n9, p = _ruv(b, p)
-        n9 -= 1
-        if n9 < 0:
-            if n9 != -1:
-                raise _DecodeError('negative records length ' + str(n9), offset=p)
+            n10, p = _ruv(b, p)
+        n10 -= 1
+        if n10 < 0:
+            if n10 != -1:
+                raise _DecodeError('negative records length ' + str(n10), offset=p)
             o.records = None
         else:
-            e10 = p + n9
-            if e10 > L:
-                raise _DecodeError('records' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-            o.records = b[p:e10]
-            p = e10
+            e11 = p + n10
+            if e11 > L:
+                raise _DecodeError('records' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+            o.records = b[p:e11]
+            p = e11
         o.diverging_epoch = EpochEndOffset()
         o.current_leader = LeaderIdAndEpoch()
         o.snapshot_id = SnapshotId()
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -816,7 +805,7 @@ def _d_PartitionData_12(b, p):
                     if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u11[tag13] = b[p:te15]
+                    u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:
@@ -834,20 +823,81 @@ def _d_FetchableTopicResponse_12(b, p):
         o = _new(FetchableTopicResponse)
         o.topic_id = ZERO_UUID
         F = 'Topic'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic = b[p:e3].decode()
+            p = e3
+        F = 'Partitions'
+        n4 = b[p]
+        if n4 < 128:
+            p += 1
+        else:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                it, p = _d_PartitionData_12(b, p)
+                l5.append(it)
+            o.partitions = l5
+        F = None
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
+        p += 1
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u6[tag7] = b[p:te9]
+                p = te9
+        return o, p
+    except _DecodeError as x:
+        raise _nest(x, F) from None
+    except (_StructError, IndexError):
+        raise _truncated(p, F) from None
+    except UnicodeDecodeError:
+        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
+
+
+def _d_FetchableTopicResponse_13(b, p):
+    F = None
+    try:
+        L = len(b)
+        o = _new(FetchableTopicResponse)
+        o.topic = ''
+        F = 'TopicId'
+        t2, = _S9.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
+        p += 16
         F = 'Partitions'
         n3 = b[p]
         if n3 < 128:
@@ -867,75 +917,14 @@ def _d_FetchableTopicResponse_12(b, p):
             o.partitions = l4
         F = None
         u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
-                tag7 = b[p]
-                if tag7 < 128:
-                    p += 1
-                else:
-                    tag7, p = _ruv(b, p)
-                tz8 = b[p]
-                if tz8 < 128:
-                    p += 1
-                else:
-                    tz8, p = _ruv(b, p)
-                te9 = p + tz8
-                if te9 > L:
-                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
-                p = te9
-        return o, p
-    except _DecodeError as x:
-        raise _nest(x, F) from None
-    except (_StructError, IndexError):
-        raise _truncated(p, F) from None
-    except UnicodeDecodeError:
-        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
-
-
-def _d_FetchableTopicResponse_13(b, p):
-    F = None
-    try:
-        L = len(b)
-        o = _new(FetchableTopicResponse)
-        o.topic = ''
-        F = 'TopicId'
-        t1, = _S8.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
-        p += 16
-        F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
-            p += 1
-        else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                it, p = _d_PartitionData_12(b, p)
-                l3.append(it)
-            o.partitions = l3
-        F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
-        p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -949,7 +938,7 @@ def _d_FetchableTopicResponse_13(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -1227,39 +1216,39 @@ def _e_FetchableTopicResponse_11(o, a):
 
 
 def _e_EpochEndOffset_12(o, a):
-    a(_S5.pack(o.epoch, o.end_offset))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S10.pack(o.epoch, o.end_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.epoch, o.end_offset, 0))
 
 
 def _e_LeaderIdAndEpoch_12(o, a):
-    a(_S6.pack(o.leader_id, o.leader_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S11.pack(o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S6.pack(o.leader_id, o.leader_epoch, 0))
 
 
 def _e_SnapshotId_12(o, a):
-    a(_S7.pack(o.end_offset, o.epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S12.pack(o.end_offset, o.epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S7.pack(o.end_offset, o.epoch, 0))
 
 
 def _e_AbortedTransaction_12(o, a):
-    a(_S0.pack(o.producer_id, o.first_offset))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S0.pack(o.producer_id, o.first_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S8.pack(o.producer_id, o.first_offset, 0))
 
 
 def _e_PartitionData_12(o, a):
@@ -1271,12 +1260,12 @@ def _e_PartitionData_12(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.producer_id, s3.first_offset))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S0.pack(s3.producer_id, s3.first_offset))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S8.pack(s3.producer_id, s3.first_offset, 0))
     a(_S2.pack(o.preferred_read_replica))
     v5 = o.records
     if v5 is None:
@@ -1336,7 +1325,7 @@ def _e_FetchableTopicResponse_12(o, a):
 
 
 def _e_FetchableTopicResponse_13(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -1353,7 +1342,7 @@ def _e_FetchableTopicResponse_13(o, a):
 
 
 def _e_FetchableTopicResponse_14(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -1370,7 +1359,7 @@ def _e_FetchableTopicResponse_14(o, a):
 
 
 def _e_FetchableTopicResponse_15(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -1387,7 +1376,7 @@ def _e_FetchableTopicResponse_15(o, a):
 
 
 def _e_FetchableTopicResponse_16(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -1404,7 +1393,7 @@ def _e_FetchableTopicResponse_16(o, a):
 
 
 def _e_FetchableTopicResponse_17(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -1421,7 +1410,7 @@ def _e_FetchableTopicResponse_17(o, a):
 
 
 def _e_FetchableTopicResponse_18(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 18')
@@ -1446,50 +1435,50 @@ def _d_NodeEndpoint_16(b, p):
         o.node_id = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.host = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.host = b[p:e3].decode()
+            p = e3
         F = 'Port'
         o.port = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Rack'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
             o.rack = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e5].decode()
+            p = e5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -1503,7 +1492,7 @@ def _d_NodeEndpoint_16(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -1667,7 +1656,7 @@ def _d_FetchResponse_7(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S9.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n1 = _S2.unpack_from(b, p)[0]
@@ -1699,7 +1688,7 @@ def _d_FetchResponse_11(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S9.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n1 = _S2.unpack_from(b, p)[0]
@@ -1731,35 +1720,35 @@ def _d_FetchResponse_12(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S9.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
         p += 10
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchableTopicResponse_12(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1776,7 +1765,7 @@ def _d_FetchResponse_12(b, p):
                 if tag5 in (0,):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 12', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1794,35 +1783,35 @@ def _d_FetchResponse_13(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S9.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
         p += 10
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchableTopicResponse_13(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1839,7 +1828,7 @@ def _d_FetchResponse_13(b, p):
                 if tag5 in (0,):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 13', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1857,35 +1846,35 @@ def _d_FetchResponse_14(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S9.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
         p += 10
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchableTopicResponse_13(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1902,7 +1891,7 @@ def _d_FetchResponse_14(b, p):
                 if tag5 in (0,):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 14', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1920,35 +1909,35 @@ def _d_FetchResponse_15(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S9.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
         p += 10
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchableTopicResponse_13(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1965,7 +1954,7 @@ def _d_FetchResponse_15(b, p):
                 if tag5 in (0,):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 15', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1982,36 +1971,36 @@ def _d_FetchResponse_16(b, p):
         L = len(b)
         o = _new(FetchResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S9.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
         p += 10
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_FetchableTopicResponse_13(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         o.node_endpoints = []
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -2041,54 +2030,49 @@ def _d_FetchResponse_16(b, p):
                         l9 = []
                         for _ in range(n8):
                             s10 = _new(NodeEndpoint)
-                            F = 'NodeEndpoints.NodeId'
                             s10.node_id = _S2.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Host'
-                            n11 = b[p]
-                            if n11 < 128:
+                            n12 = b[p]
+                            if n12 < 128:
                                 p += 1
                             else:
-                                n11, p = _ruv(b, p)
-                            n11 -= 1
-                            if n11 < 0:
+                                n12, p = _ruv(b, p)
+                            n12 -= 1
+                            if n12 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e12 = p + n11
-                                if e12 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-                                s10.host = b[p:e12].decode()
-                                p = e12
-                            F = 'NodeEndpoints.Port'
+                                e13 = p + n12
+                                if e13 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e13].decode()
+                                p = e13
                             s10.port = _S2.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Rack'
-                            n13 = b[p]
-                            if n13 < 128:
+                            n14 = b[p]
+                            if n14 < 128:
                                 p += 1
                             else:
-                                n13, p = _ruv(b, p)
-                            n13 -= 1
-                            if n13 < 0:
-                                if n13 != -1:
-                                    raise _DecodeError('negative string length ' + str(n13), offset=p)
+                                n14, p = _ruv(b, p)
+                            n14 -= 1
+                            if n14 < 0:
+                                if n14 != -1:
+                                    raise _DecodeError('negative string length ' + str(n14), offset=p)
                                 s10.rack = None
                             else:
-                                e14 = p + n13
-                                if e14 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-                                s10.rack = b[p:e14].decode()
-                                p = e14
-                            F = 'NodeEndpoints'
-                            u15 = s10.unknown_tagged_fields = {}
-                            tn16 = b[p]
+                                e15 = p + n14
+                                if e15 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+                                s10.rack = b[p:e15].decode()
+                                p = e15
+                            u16 = s10.unknown_tagged_fields = {}
+                            tn11 = b[p]
                             p += 1
-                            if tn16:
-                                if tn16 >= 128:
-                                    tn16, p = _ruv(b, p - 1)
-                                if tn16 > L - p:
-                                    raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn16):
+                            if tn11:
+                                if tn11 >= 128:
+                                    tn11, p = _ruv(b, p - 1)
+                                if tn11 > L - p:
+                                    raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn11):
                                     tag17 = b[p]
                                     if tag17 < 128:
                                         p += 1
@@ -2102,14 +2086,14 @@ def _d_FetchResponse_16(b, p):
                                     te19 = p + tz18
                                     if te19 > L:
                                         raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                                    u15[tag17] = b[p:te19]
+                                    u16[tag17] = b[p:te19]
                                     p = te19
                             l9.append(s10)
                         o.node_endpoints = l9
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -2177,7 +2161,7 @@ def _e_FetchResponse_6(o, a):
 def _e_FetchResponse_7(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 7')
@@ -2193,7 +2177,7 @@ def _e_FetchResponse_7(o, a):
 def _e_FetchResponse_8(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 8')
@@ -2209,7 +2193,7 @@ def _e_FetchResponse_8(o, a):
 def _e_FetchResponse_9(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 9')
@@ -2225,7 +2209,7 @@ def _e_FetchResponse_9(o, a):
 def _e_FetchResponse_10(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 10')
@@ -2241,7 +2225,7 @@ def _e_FetchResponse_10(o, a):
 def _e_FetchResponse_11(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 11')
@@ -2257,7 +2241,7 @@ def _e_FetchResponse_11(o, a):
 def _e_FetchResponse_12(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 12')
@@ -2276,7 +2260,7 @@ def _e_FetchResponse_12(o, a):
 def _e_FetchResponse_13(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 13')
@@ -2295,7 +2279,7 @@ def _e_FetchResponse_13(o, a):
 def _e_FetchResponse_14(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 14')
@@ -2314,7 +2298,7 @@ def _e_FetchResponse_14(o, a):
 def _e_FetchResponse_15(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 15')
@@ -2331,7 +2315,7 @@ def _e_FetchResponse_15(o, a):
 
 
 def _e_FetchResponse_16(o, a):
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 16')
@@ -2385,7 +2369,7 @@ def _e_FetchResponse_16(o, a):
 
 
 def _e_FetchResponse_17(o, a):
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 17')
@@ -2439,7 +2423,7 @@ def _e_FetchResponse_17(o, a):
 
 
 def _e_FetchResponse_18(o, a):
-    a(_S9.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 18')

@@ -161,12 +161,15 @@ class FetchSnapshotResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>qi')
-_S1 = _St('>ii')
+_S0 = _St('>qiB')
+_S1 = _St('>iiB')
 _S2 = _St('>ih')
 _S3 = _St('>qq')
-_S4 = _St('>i')
-_S5 = _St('>H')
+_S4 = _St('>qi')
+_S5 = _St('>ii')
+_S6 = _St('>i')
+_S7 = _St('>HB')
+_S8 = _St('>H')
 _DEF_SnapshotId = SnapshotId()
 _DEF_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
@@ -177,18 +180,16 @@ def _d_SnapshotId_0(b, p):
         L = len(b)
         o = _new(SnapshotId)
         F = 'EndOffset'
-        o.end_offset, o.epoch = _S0.unpack_from(b, p)
-        p += 12
+        o.end_offset, o.epoch, tn1 = _S0.unpack_from(b, p)
+        p += 13
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -202,7 +203,7 @@ def _d_SnapshotId_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -219,18 +220,16 @@ def _d_LeaderIdAndEpoch_0(b, p):
         L = len(b)
         o = _new(LeaderIdAndEpoch)
         F = 'LeaderId'
-        o.leader_id, o.leader_epoch = _S1.unpack_from(b, p)
-        p += 8
+        o.leader_id, o.leader_epoch, tn1 = _S1.unpack_from(b, p)
+        p += 9
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -244,7 +243,7 @@ def _d_LeaderIdAndEpoch_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -269,31 +268,31 @@ def _d_PartitionSnapshot_0(b, p):
         o.size, o.position = _S3.unpack_from(b, p)
         p += 16
         F = 'UnalignedRecords'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable records', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('records' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.unaligned_records = b[p:e2]
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('records' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.unaligned_records = b[p:e3]
+            p = e3
         o.current_leader = LeaderIdAndEpoch()
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -313,7 +312,7 @@ def _d_PartitionSnapshot_0(b, p):
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -330,47 +329,47 @@ def _d_TopicSnapshot_0(b, p):
         L = len(b)
         o = _new(TopicSnapshot)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_PartitionSnapshot_0(b, p)
-                l4.append(it)
-            o.partitions = l4
+                l5.append(it)
+            o.partitions = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -384,7 +383,7 @@ def _d_TopicSnapshot_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -396,21 +395,21 @@ def _d_TopicSnapshot_0(b, p):
 
 
 def _e_SnapshotId_0(o, a):
-    a(_S0.pack(o.end_offset, o.epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S4.pack(o.end_offset, o.epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.end_offset, o.epoch, 0))
 
 
 def _e_LeaderIdAndEpoch_0(o, a):
-    a(_S1.pack(o.leader_id, o.leader_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S5.pack(o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.leader_id, o.leader_epoch, 0))
 
 
 def _e_PartitionSnapshot_0(o, a):
@@ -523,36 +522,34 @@ def _d_NodeEndpoint_1(b, p):
         L = len(b)
         o = _new(NodeEndpoint)
         F = 'NodeId'
-        o.node_id = _S4.unpack_from(b, p)[0]
+        o.node_id = _S6.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.host = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.host = b[p:e3].decode()
+            p = e3
         F = 'Port'
-        o.port = _S5.unpack_from(b, p)[0]
-        p += 2
+        o.port, tn1 = _S7.unpack_from(b, p)
+        p += 3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -566,7 +563,7 @@ def _d_NodeEndpoint_1(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -578,7 +575,7 @@ def _d_NodeEndpoint_1(b, p):
 
 
 def _e_NodeEndpoint_1(o, a):
-    a(_S4.pack(o.node_id))
+    a(_S6.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 1')
@@ -587,12 +584,12 @@ def _e_NodeEndpoint_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S5.pack(o.port))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S8.pack(o.port))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S7.pack(o.port, 0))
 
 
 def _d_FetchSnapshotResponse_0(b, p):
@@ -605,32 +602,32 @@ def _d_FetchSnapshotResponse_0(b, p):
         o.throttle_time_ms, o.error_code = _S2.unpack_from(b, p)
         p += 6
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicSnapshot_0(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -647,7 +644,7 @@ def _d_FetchSnapshotResponse_0(b, p):
                 if tag5 in (0,):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 0', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -667,33 +664,33 @@ def _d_FetchSnapshotResponse_1(b, p):
         o.throttle_time_ms, o.error_code = _S2.unpack_from(b, p)
         p += 6
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicSnapshot_0(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         o.node_endpoints = []
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -723,37 +720,31 @@ def _d_FetchSnapshotResponse_1(b, p):
                         l9 = []
                         for _ in range(n8):
                             s10 = _new(NodeEndpoint)
-                            F = 'NodeEndpoints.NodeId'
-                            s10.node_id = _S4.unpack_from(b, p)[0]
+                            s10.node_id = _S6.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Host'
-                            n11 = b[p]
-                            if n11 < 128:
+                            n12 = b[p]
+                            if n12 < 128:
                                 p += 1
                             else:
-                                n11, p = _ruv(b, p)
-                            n11 -= 1
-                            if n11 < 0:
+                                n12, p = _ruv(b, p)
+                            n12 -= 1
+                            if n12 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e12 = p + n11
-                                if e12 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-                                s10.host = b[p:e12].decode()
-                                p = e12
-                            F = 'NodeEndpoints.Port'
-                            s10.port = _S5.unpack_from(b, p)[0]
-                            p += 2
-                            F = 'NodeEndpoints'
-                            u13 = s10.unknown_tagged_fields = {}
-                            tn14 = b[p]
-                            p += 1
-                            if tn14:
-                                if tn14 >= 128:
-                                    tn14, p = _ruv(b, p - 1)
-                                if tn14 > L - p:
-                                    raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn14):
+                                e13 = p + n12
+                                if e13 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e13].decode()
+                                p = e13
+                            s10.port, tn11 = _S7.unpack_from(b, p)
+                            p += 3
+                            u14 = s10.unknown_tagged_fields = {}
+                            if tn11:
+                                if tn11 >= 128:
+                                    tn11, p = _ruv(b, p - 1)
+                                if tn11 > L - p:
+                                    raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn11):
                                     tag15 = b[p]
                                     if tag15 < 128:
                                         p += 1
@@ -767,14 +758,14 @@ def _d_FetchSnapshotResponse_1(b, p):
                                     te17 = p + tz16
                                     if te17 > L:
                                         raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                                    u13[tag15] = b[p:te17]
+                                    u14[tag15] = b[p:te17]
                                     p = te17
                             l9.append(s10)
                         o.node_endpoints = l9
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -824,7 +815,7 @@ def _e_FetchSnapshotResponse_1(o, a):
             n8 = len(v7)
             w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
             for s9 in v7:
-                w6.append(_S4.pack(s9.node_id))
+                w6.append(_S6.pack(s9.node_id))
                 v10 = s9.host
                 if v10 is None:
                     raise _EncodeError('null in non-nullable field Host at version 1')
@@ -833,12 +824,12 @@ def _e_FetchSnapshotResponse_1(o, a):
                     n11 = len(v10)
                     w6.append(_UV1[n11 + 1] if n11 < 127 else _uvb(n11 + 1))
                     w6.append(v10)
-                w6.append(_S5.pack(s9.port))
                 u12 = s9.unknown_tagged_fields
                 if u12:
+                    w6.append(_S8.pack(s9.port))
                     _wtags(sorted(u12.items()), w6.append)
                 else:
-                    w6.append(b'\x00')
+                    w6.append(_S7.pack(s9.port, 0))
         T5.append((0, b''.join(w6)))
     u4 = o.unknown_tagged_fields
     if u4:

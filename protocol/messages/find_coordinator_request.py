@@ -56,6 +56,7 @@ class FindCoordinatorRequest(Message):
 
 _S0 = _St('>h')
 _S1 = _St('>b')
+_S2 = _St('>bB')
 
 
 def _d_FindCoordinatorRequest_0(b, p):
@@ -123,33 +124,31 @@ def _d_FindCoordinatorRequest_3(b, p):
         o = _new(FindCoordinatorRequest)
         o.coordinator_keys = []
         F = 'Key'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.key = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.key = b[p:e3].decode()
+            p = e3
         F = 'KeyType'
-        o.key_type = _S1.unpack_from(b, p)[0]
-        p += 1
+        o.key_type, tn1 = _S2.unpack_from(b, p)
+        p += 2
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -163,7 +162,7 @@ def _d_FindCoordinatorRequest_3(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -184,45 +183,45 @@ def _d_FindCoordinatorRequest_4(b, p):
         o.key_type = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'CoordinatorKeys'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                n4 = b[p]
-                if n4 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                n5 = b[p]
+                if n5 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    v3 = b[p:e5].decode()
-                    p = e5
-                l2.append(v3)
-            o.coordinator_keys = l2
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    v4 = b[p:e6].decode()
+                    p = e6
+                l3.append(v4)
+            o.coordinator_keys = l3
         F = None
-        u6 = o.unknown_tagged_fields = {}
-        tn7 = b[p]
+        u7 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn7:
-            if tn7 >= 128:
-                tn7, p = _ruv(b, p - 1)
-            if tn7 > L - p:
-                raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn7):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag8 = b[p]
                 if tag8 < 128:
                     p += 1
@@ -236,7 +235,7 @@ def _d_FindCoordinatorRequest_4(b, p):
                 te10 = p + tz9
                 if te10 > L:
                     raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                u6[tag8] = b[p:te10]
+                u7[tag8] = b[p:te10]
                 p = te10
         return o, p
     except _DecodeError as x:
@@ -307,12 +306,12 @@ def _e_FindCoordinatorRequest_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.key_type))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S1.pack(o.key_type))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.key_type, 0))
 
 
 def _e_FindCoordinatorRequest_4(o, a):

@@ -91,6 +91,7 @@ _S0 = _St('>i')
 _S1 = _St('>ih')
 _S2 = _St('>hi')
 _S3 = _St('>h')
+_S4 = _St('>iB')
 
 
 def _d_Coordinator_4(b, p):
@@ -99,68 +100,68 @@ def _d_Coordinator_4(b, p):
         L = len(b)
         o = _new(Coordinator)
         F = 'Key'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.key = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.key = b[p:e3].decode()
+            p = e3
         F = 'NodeId'
         o.node_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
         o.port, o.error_code = _S1.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative string length ' + str(n5), offset=p)
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative string length ' + str(n6), offset=p)
             o.error_message = None
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e6].decode()
-            p = e6
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e7].decode()
+            p = e7
         F = None
-        u7 = o.unknown_tagged_fields = {}
-        tn8 = b[p]
+        u8 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn8:
-            if tn8 >= 128:
-                tn8, p = _ruv(b, p - 1)
-            if tn8 > L - p:
-                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn8):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag9 = b[p]
                 if tag9 < 128:
                     p += 1
@@ -174,7 +175,7 @@ def _d_Coordinator_4(b, p):
                 te11 = p + tz10
                 if te11 > L:
                     raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                u7[tag9] = b[p:te11]
+                u8[tag9] = b[p:te11]
                 p = te11
         return o, p
     except _DecodeError as x:
@@ -381,53 +382,51 @@ def _d_FindCoordinatorResponse_3(b, p):
         o.throttle_time_ms, o.error_code = _S1.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'NodeId'
         o.node_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
-        o.port = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.port, tn1 = _S4.unpack_from(b, p)
+        p += 5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -441,7 +440,7 @@ def _d_FindCoordinatorResponse_3(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -466,39 +465,20 @@ def _d_FindCoordinatorResponse_4(b, p):
         o.throttle_time_ms = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Coordinators'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(Coordinator)
-                F = 'Coordinators.Key'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.key = b[p:e5].decode()
-                    p = e5
-                F = 'Coordinators.NodeId'
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Coordinators.Host'
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(Coordinator)
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -511,12 +491,10 @@ def _d_FindCoordinatorResponse_4(b, p):
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e7].decode()
+                    s4.key = b[p:e7].decode()
                     p = e7
-                F = 'Coordinators.Port'
-                s3.port, s3.error_code = _S1.unpack_from(b, p)
-                p += 6
-                F = 'Coordinators.ErrorMessage'
+                s4.node_id = _S0.unpack_from(b, p)[0]
+                p += 4
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -524,52 +502,67 @@ def _d_FindCoordinatorResponse_4(b, p):
                     n8, p = _ruv(b, p)
                 n8 -= 1
                 if n8 < 0:
-                    if n8 != -1:
-                        raise _DecodeError('negative string length ' + str(n8), offset=p)
-                    s3.error_message = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e9 = p + n8
                     if e9 > L:
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s3.error_message = b[p:e9].decode()
+                    s4.host = b[p:e9].decode()
                     p = e9
-                F = 'Coordinators'
-                u10 = s3.unknown_tagged_fields = {}
-                tn11 = b[p]
+                s4.port, s4.error_code = _S1.unpack_from(b, p)
+                p += 6
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    if n10 != -1:
+                        raise _DecodeError('negative string length ' + str(n10), offset=p)
+                    s4.error_message = None
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s4.error_message = b[p:e11].decode()
+                    p = e11
+                u12 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn11:
-                    if tn11 >= 128:
-                        tn11, p = _ruv(b, p - 1)
-                    if tn11 > L - p:
-                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn11):
-                        tag12 = b[p]
-                        if tag12 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag13 = b[p]
+                        if tag13 < 128:
                             p += 1
                         else:
-                            tag12, p = _ruv(b, p)
-                        tz13 = b[p]
-                        if tz13 < 128:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
                             p += 1
                         else:
-                            tz13, p = _ruv(b, p)
-                        te14 = p + tz13
-                        if te14 > L:
-                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                        u10[tag12] = b[p:te14]
-                        p = te14
-                l2.append(s3)
-            o.coordinators = l2
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u12[tag13] = b[p:te15]
+                        p = te15
+                l3.append(s4)
+            o.coordinators = l3
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -583,7 +576,7 @@ def _d_FindCoordinatorResponse_4(b, p):
                 te19 = p + tz18
                 if te19 > L:
                     raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                u15[tag17] = b[p:te19]
+                u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -684,12 +677,12 @@ def _e_FindCoordinatorResponse_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S0.pack(o.port))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.port, 0))
 
 
 def _e_FindCoordinatorResponse_4(o, a):

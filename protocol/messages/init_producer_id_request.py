@@ -62,8 +62,11 @@ class InitProducerIdRequest(Message):
 
 _S0 = _St('>h')
 _S1 = _St('>i')
-_S2 = _St('>iqh')
-_S3 = _St('>iqh??')
+_S2 = _St('>iB')
+_S3 = _St('>iqhB')
+_S4 = _St('>iqh??B')
+_S5 = _St('>iqh')
+_S6 = _St('>iqh??')
 
 
 def _d_InitProducerIdRequest_0(b, p):
@@ -111,35 +114,33 @@ def _d_InitProducerIdRequest_2(b, p):
         o.enable2_pc = False
         o.keep_prepared_txn = False
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.transactional_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'TransactionTimeoutMs'
-        o.transaction_timeout_ms = _S1.unpack_from(b, p)[0]
-        p += 4
+        o.transaction_timeout_ms, tn1 = _S2.unpack_from(b, p)
+        p += 5
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -153,7 +154,7 @@ def _d_InitProducerIdRequest_2(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -172,35 +173,33 @@ def _d_InitProducerIdRequest_3(b, p):
         o.enable2_pc = False
         o.keep_prepared_txn = False
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.transactional_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'TransactionTimeoutMs'
-        o.transaction_timeout_ms, o.producer_id, o.producer_epoch = _S2.unpack_from(b, p)
-        p += 14
+        o.transaction_timeout_ms, o.producer_id, o.producer_epoch, tn1 = _S3.unpack_from(b, p)
+        p += 15
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -214,7 +213,7 @@ def _d_InitProducerIdRequest_3(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -231,35 +230,33 @@ def _d_InitProducerIdRequest_6(b, p):
         L = len(b)
         o = _new(InitProducerIdRequest)
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.transactional_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'TransactionTimeoutMs'
-        o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn = _S3.unpack_from(b, p)
-        p += 16
+        o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn, tn1 = _S4.unpack_from(b, p)
+        p += 17
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -273,7 +270,7 @@ def _d_InitProducerIdRequest_6(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -323,12 +320,12 @@ def _e_InitProducerIdRequest_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.transaction_timeout_ms))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S1.pack(o.transaction_timeout_ms))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.transaction_timeout_ms, 0))
 
 
 def _e_InitProducerIdRequest_3(o, a):
@@ -344,12 +341,12 @@ def _e_InitProducerIdRequest_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S2.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S5.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, 0))
 
 
 def _e_InitProducerIdRequest_6(o, a):
@@ -361,12 +358,12 @@ def _e_InitProducerIdRequest_6(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S6.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn, 0))
 
 
 InitProducerIdRequest._DECODERS = {0: _d_InitProducerIdRequest_0, 1: _d_InitProducerIdRequest_0, 2: _d_InitProducerIdRequest_2, 3: _d_InitProducerIdRequest_3, 4: _d_InitProducerIdRequest_3, 5: _d_InitProducerIdRequest_3, 6: _d_InitProducerIdRequest_6}

@@ -59,7 +59,9 @@ class InitProducerIdResponse(Message):
 
 
 _S0 = _St('>ihqh')
-_S1 = _St('>ihqhqh')
+_S1 = _St('>ihqhB')
+_S2 = _St('>ihqhqhB')
+_S3 = _St('>ihqhqh')
 
 
 def _d_InitProducerIdResponse_0(b, p):
@@ -90,18 +92,16 @@ def _d_InitProducerIdResponse_2(b, p):
         o.ongoing_txn_producer_id = -1
         o.ongoing_txn_producer_epoch = -1
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch = _S0.unpack_from(b, p)
-        p += 16
+        o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, tn1 = _S1.unpack_from(b, p)
+        p += 17
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -115,7 +115,7 @@ def _d_InitProducerIdResponse_2(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -132,18 +132,16 @@ def _d_InitProducerIdResponse_6(b, p):
         L = len(b)
         o = _new(InitProducerIdResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch = _S1.unpack_from(b, p)
-        p += 26
+        o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch, tn1 = _S2.unpack_from(b, p)
+        p += 27
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -157,7 +155,7 @@ def _d_InitProducerIdResponse_6(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -183,21 +181,21 @@ def _e_InitProducerIdResponse_2(o, a):
         raise _Absent('OngoingTxnProducerId')
     if o.ongoing_txn_producer_epoch != -1:
         raise _Absent('OngoingTxnProducerEpoch')
-    a(_S0.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S0.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, 0))
 
 
 def _e_InitProducerIdResponse_6(o, a):
-    a(_S1.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S3.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch, 0))
 
 
 InitProducerIdResponse._DECODERS = {0: _d_InitProducerIdResponse_0, 1: _d_InitProducerIdResponse_0, 2: _d_InitProducerIdResponse_2, 3: _d_InitProducerIdResponse_2, 4: _d_InitProducerIdResponse_2, 5: _d_InitProducerIdResponse_2, 6: _d_InitProducerIdResponse_6}

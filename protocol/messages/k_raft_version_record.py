@@ -50,7 +50,8 @@ class KRaftVersionRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>hh')
+_S0 = _St('>hhB')
+_S1 = _St('>hh')
 
 
 def _d_KRaftVersionRecord_0(b, p):
@@ -59,18 +60,16 @@ def _d_KRaftVersionRecord_0(b, p):
         L = len(b)
         o = _new(KRaftVersionRecord)
         F = 'Version'
-        o.version, o.k_raft_version = _S0.unpack_from(b, p)
-        p += 4
+        o.version, o.k_raft_version, tn1 = _S0.unpack_from(b, p)
+        p += 5
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -84,7 +83,7 @@ def _d_KRaftVersionRecord_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -96,12 +95,12 @@ def _d_KRaftVersionRecord_0(b, p):
 
 
 def _e_KRaftVersionRecord_0(o, a):
-    a(_S0.pack(o.version, o.k_raft_version))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.version, o.k_raft_version))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.version, o.k_raft_version, 0))
 
 
 KRaftVersionRecord._DECODERS = {0: _d_KRaftVersionRecord_0}

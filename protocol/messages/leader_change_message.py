@@ -73,9 +73,11 @@ class LeaderChangeMessage(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>i')
-_S1 = _St('>i16s')
-_S2 = _St('>hi')
+_S0 = _St('>iB')
+_S1 = _St('>i16sB')
+_S2 = _St('>i')
+_S3 = _St('>i16s')
+_S4 = _St('>hi')
 
 
 def _d_Voter_0(b, p):
@@ -85,18 +87,16 @@ def _d_Voter_0(b, p):
         o = _new(Voter)
         o.voter_directory_id = ZERO_UUID
         F = 'VoterId'
-        o.voter_id = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.voter_id, tn1 = _S0.unpack_from(b, p)
+        p += 5
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -110,7 +110,7 @@ def _d_Voter_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -127,20 +127,18 @@ def _d_Voter_1(b, p):
         L = len(b)
         o = _new(Voter)
         F = 'VoterId'
-        t1, t2, = _S1.unpack_from(b, p)
-        o.voter_id = t1
-        o.voter_directory_id = _UC.get(t2) or _uuid(t2)
-        p += 20
+        t2, t3, tn1, = _S1.unpack_from(b, p)
+        o.voter_id = t2
+        o.voter_directory_id = _UC.get(t3) or _uuid(t3)
+        p += 21
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -154,7 +152,7 @@ def _d_Voter_1(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -168,21 +166,21 @@ def _d_Voter_1(b, p):
 def _e_Voter_0(o, a):
     if o.voter_directory_id != ZERO_UUID:
         raise _Absent('VoterDirectoryId')
-    a(_S0.pack(o.voter_id))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S2.pack(o.voter_id))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.voter_id, 0))
 
 
 def _e_Voter_1(o, a):
-    a(_S1.pack(o.voter_id, o.voter_directory_id.bytes))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S3.pack(o.voter_id, o.voter_directory_id.bytes))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.voter_id, o.voter_directory_id.bytes, 0))
 
 
 def _d_LeaderChangeMessage_0(b, p):
@@ -191,110 +189,102 @@ def _d_LeaderChangeMessage_0(b, p):
         L = len(b)
         o = _new(LeaderChangeMessage)
         F = 'Version'
-        o.version, o.leader_id = _S2.unpack_from(b, p)
+        o.version, o.leader_id = _S4.unpack_from(b, p)
         p += 6
         F = 'Voters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(Voter)
-                s3.voter_directory_id = ZERO_UUID
-                F = 'Voters.VoterId'
-                s3.voter_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Voters'
-                u4 = s3.unknown_tagged_fields = {}
-                tn5 = b[p]
-                p += 1
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(Voter)
+                s4.voter_directory_id = ZERO_UUID
+                s4.voter_id, tn5 = _S0.unpack_from(b, p)
+                p += 5
+                u6 = s4.unknown_tagged_fields = {}
                 if tn5:
                     if tn5 >= 128:
                         tn5, p = _ruv(b, p - 1)
                     if tn5 > L - p:
                         raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn5):
-                        tag6 = b[p]
-                        if tag6 < 128:
+                        tag7 = b[p]
+                        if tag7 < 128:
                             p += 1
                         else:
-                            tag6, p = _ruv(b, p)
-                        tz7 = b[p]
-                        if tz7 < 128:
+                            tag7, p = _ruv(b, p)
+                        tz8 = b[p]
+                        if tz8 < 128:
                             p += 1
                         else:
-                            tz7, p = _ruv(b, p)
-                        te8 = p + tz7
-                        if te8 > L:
-                            raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                        u4[tag6] = b[p:te8]
-                        p = te8
-                l2.append(s3)
-            o.voters = l2
+                            tz8, p = _ruv(b, p)
+                        te9 = p + tz8
+                        if te9 > L:
+                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                        u6[tag7] = b[p:te9]
+                        p = te9
+                l3.append(s4)
+            o.voters = l3
         F = 'GrantingVoters'
-        n9 = b[p]
-        if n9 < 128:
+        n10 = b[p]
+        if n10 < 128:
             p += 1
         else:
-            n9, p = _ruv(b, p)
-        n9 -= 1
-        if n9 < 0:
+            n10, p = _ruv(b, p)
+        n10 -= 1
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n9 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l10 = []
-            for _ in range(n9):
-                s11 = _new(Voter)
-                s11.voter_directory_id = ZERO_UUID
-                F = 'GrantingVoters.VoterId'
-                s11.voter_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'GrantingVoters'
-                u12 = s11.unknown_tagged_fields = {}
-                tn13 = b[p]
-                p += 1
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
+                s12 = _new(Voter)
+                s12.voter_directory_id = ZERO_UUID
+                s12.voter_id, tn13 = _S0.unpack_from(b, p)
+                p += 5
+                u14 = s12.unknown_tagged_fields = {}
                 if tn13:
                     if tn13 >= 128:
                         tn13, p = _ruv(b, p - 1)
                     if tn13 > L - p:
                         raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l10.append(s11)
-            o.granting_voters = l10
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l11.append(s12)
+            o.granting_voters = l11
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -308,7 +298,7 @@ def _d_LeaderChangeMessage_0(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -325,112 +315,104 @@ def _d_LeaderChangeMessage_1(b, p):
         L = len(b)
         o = _new(LeaderChangeMessage)
         F = 'Version'
-        o.version, o.leader_id = _S2.unpack_from(b, p)
+        o.version, o.leader_id = _S4.unpack_from(b, p)
         p += 6
         F = 'Voters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(Voter)
-                F = 'Voters.VoterId'
-                t4, t5, = _S1.unpack_from(b, p)
-                s3.voter_id = t4
-                s3.voter_directory_id = _UC.get(t5) or _uuid(t5)
-                p += 20
-                F = 'Voters'
-                u6 = s3.unknown_tagged_fields = {}
-                tn7 = b[p]
-                p += 1
-                if tn7:
-                    if tn7 >= 128:
-                        tn7, p = _ruv(b, p - 1)
-                    if tn7 > L - p:
-                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(Voter)
+                t6, t7, tn5, = _S1.unpack_from(b, p)
+                s4.voter_id = t6
+                s4.voter_directory_id = _UC.get(t7) or _uuid(t7)
+                p += 21
+                u8 = s4.unknown_tagged_fields = {}
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l2.append(s3)
-            o.voters = l2
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l3.append(s4)
+            o.voters = l3
         F = 'GrantingVoters'
-        n11 = b[p]
-        if n11 < 128:
+        n12 = b[p]
+        if n12 < 128:
             p += 1
         else:
-            n11, p = _ruv(b, p)
-        n11 -= 1
-        if n11 < 0:
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n11 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l12 = []
-            for _ in range(n11):
-                s13 = _new(Voter)
-                F = 'GrantingVoters.VoterId'
-                t14, t15, = _S1.unpack_from(b, p)
-                s13.voter_id = t14
-                s13.voter_directory_id = _UC.get(t15) or _uuid(t15)
-                p += 20
-                F = 'GrantingVoters'
-                u16 = s13.unknown_tagged_fields = {}
-                tn17 = b[p]
-                p += 1
-                if tn17:
-                    if tn17 >= 128:
-                        tn17, p = _ruv(b, p - 1)
-                    if tn17 > L - p:
-                        raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn17):
-                        tag18 = b[p]
-                        if tag18 < 128:
+            if n12 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l13 = []
+            for _ in range(n12):
+                s14 = _new(Voter)
+                t16, t17, tn15, = _S1.unpack_from(b, p)
+                s14.voter_id = t16
+                s14.voter_directory_id = _UC.get(t17) or _uuid(t17)
+                p += 21
+                u18 = s14.unknown_tagged_fields = {}
+                if tn15:
+                    if tn15 >= 128:
+                        tn15, p = _ruv(b, p - 1)
+                    if tn15 > L - p:
+                        raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn15):
+                        tag19 = b[p]
+                        if tag19 < 128:
                             p += 1
                         else:
-                            tag18, p = _ruv(b, p)
-                        tz19 = b[p]
-                        if tz19 < 128:
+                            tag19, p = _ruv(b, p)
+                        tz20 = b[p]
+                        if tz20 < 128:
                             p += 1
                         else:
-                            tz19, p = _ruv(b, p)
-                        te20 = p + tz19
-                        if te20 > L:
-                            raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
-                        u16[tag18] = b[p:te20]
-                        p = te20
-                l12.append(s13)
-            o.granting_voters = l12
+                            tz20, p = _ruv(b, p)
+                        te21 = p + tz20
+                        if te21 > L:
+                            raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                        u18[tag19] = b[p:te21]
+                        p = te21
+                l13.append(s14)
+            o.granting_voters = l13
         F = None
-        u21 = o.unknown_tagged_fields = {}
-        tn22 = b[p]
+        u22 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn22:
-            if tn22 >= 128:
-                tn22, p = _ruv(b, p - 1)
-            if tn22 > L - p:
-                raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn22):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag23 = b[p]
                 if tag23 < 128:
                     p += 1
@@ -444,7 +426,7 @@ def _d_LeaderChangeMessage_1(b, p):
                 te25 = p + tz24
                 if te25 > L:
                     raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                u21[tag23] = b[p:te25]
+                u22[tag23] = b[p:te25]
                 p = te25
         return o, p
     except _DecodeError as x:
@@ -456,7 +438,7 @@ def _d_LeaderChangeMessage_1(b, p):
 
 
 def _e_LeaderChangeMessage_0(o, a):
-    a(_S2.pack(o.version, o.leader_id))
+    a(_S4.pack(o.version, o.leader_id))
     v1 = o.voters
     if v1 is None:
         raise _EncodeError('null in non-nullable field Voters at version 0')
@@ -466,12 +448,12 @@ def _e_LeaderChangeMessage_0(o, a):
         for s3 in v1:
             if s3.voter_directory_id != ZERO_UUID:
                 raise _Absent('VoterDirectoryId')
-            a(_S0.pack(s3.voter_id))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S2.pack(s3.voter_id))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.voter_id, 0))
     v5 = o.granting_voters
     if v5 is None:
         raise _EncodeError('null in non-nullable field GrantingVoters at version 0')
@@ -481,12 +463,12 @@ def _e_LeaderChangeMessage_0(o, a):
         for s7 in v5:
             if s7.voter_directory_id != ZERO_UUID:
                 raise _Absent('VoterDirectoryId')
-            a(_S0.pack(s7.voter_id))
             u8 = s7.unknown_tagged_fields
             if u8:
+                a(_S2.pack(s7.voter_id))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s7.voter_id, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -495,7 +477,7 @@ def _e_LeaderChangeMessage_0(o, a):
 
 
 def _e_LeaderChangeMessage_1(o, a):
-    a(_S2.pack(o.version, o.leader_id))
+    a(_S4.pack(o.version, o.leader_id))
     v1 = o.voters
     if v1 is None:
         raise _EncodeError('null in non-nullable field Voters at version 1')
@@ -503,12 +485,12 @@ def _e_LeaderChangeMessage_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S1.pack(s3.voter_id, s3.voter_directory_id.bytes))
             u4 = s3.unknown_tagged_fields
             if u4:
+                a(_S3.pack(s3.voter_id, s3.voter_directory_id.bytes))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(b'\x00')
+                a(_S1.pack(s3.voter_id, s3.voter_directory_id.bytes, 0))
     v5 = o.granting_voters
     if v5 is None:
         raise _EncodeError('null in non-nullable field GrantingVoters at version 1')
@@ -516,12 +498,12 @@ def _e_LeaderChangeMessage_1(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         for s7 in v5:
-            a(_S1.pack(s7.voter_id, s7.voter_directory_id.bytes))
             u8 = s7.unknown_tagged_fields
             if u8:
+                a(_S3.pack(s7.voter_id, s7.voter_directory_id.bytes))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S1.pack(s7.voter_id, s7.voter_directory_id.bytes, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)

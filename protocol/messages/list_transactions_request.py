@@ -56,7 +56,8 @@ class ListTransactionsRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>q')
+_S0 = _St('>qB')
+_S1 = _St('>q')
 
 
 def _d_ListTransactionsRequest_0(b, p):
@@ -67,62 +68,62 @@ def _d_ListTransactionsRequest_0(b, p):
         o.duration_filter = -1
         o.transactional_id_pattern = None
         F = 'StateFilters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                n4 = b[p]
-                if n4 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                n5 = b[p]
+                if n5 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    v3 = b[p:e5].decode()
-                    p = e5
-                l2.append(v3)
-            o.state_filters = l2
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    v4 = b[p:e6].decode()
+                    p = e6
+                l3.append(v4)
+            o.state_filters = l3
         F = 'ProducerIdFilters'
-        n6 = b[p]
-        if n6 < 128:
+        n7 = b[p]
+        if n7 < 128:
             p += 1
         else:
-            n6, p = _ruv(b, p)
-        n6 -= 1
-        if n6 < 0:
+            n7, p = _ruv(b, p)
+        n7 -= 1
+        if n7 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n6 * 8 > L - p:
-                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n6 < 64:
-                o.producer_id_filters = list(_ARRAY['q'][n6].unpack_from(b, p))
+            if n7 * 8 > L - p:
+                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n7 < 64:
+                o.producer_id_filters = list(_ARRAY['q'][n7].unpack_from(b, p))
             else:
-                o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
-            p += n6 * 8
+                o.producer_id_filters = list(_unpack_from('>' + str(n7) + 'q', b, p))
+            p += n7 * 8
         F = None
-        u7 = o.unknown_tagged_fields = {}
-        tn8 = b[p]
+        u8 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn8:
-            if tn8 >= 128:
-                tn8, p = _ruv(b, p - 1)
-            if tn8 > L - p:
-                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn8):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag9 = b[p]
                 if tag9 < 128:
                     p += 1
@@ -136,7 +137,7 @@ def _d_ListTransactionsRequest_0(b, p):
                 te11 = p + tz10
                 if te11 > L:
                     raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                u7[tag9] = b[p:te11]
+                u8[tag9] = b[p:te11]
                 p = te11
         return o, p
     except _DecodeError as x:
@@ -154,65 +155,63 @@ def _d_ListTransactionsRequest_1(b, p):
         o = _new(ListTransactionsRequest)
         o.transactional_id_pattern = None
         F = 'StateFilters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                n4 = b[p]
-                if n4 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                n5 = b[p]
+                if n5 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    v3 = b[p:e5].decode()
-                    p = e5
-                l2.append(v3)
-            o.state_filters = l2
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    v4 = b[p:e6].decode()
+                    p = e6
+                l3.append(v4)
+            o.state_filters = l3
         F = 'ProducerIdFilters'
-        n6 = b[p]
-        if n6 < 128:
+        n7 = b[p]
+        if n7 < 128:
             p += 1
         else:
-            n6, p = _ruv(b, p)
-        n6 -= 1
-        if n6 < 0:
+            n7, p = _ruv(b, p)
+        n7 -= 1
+        if n7 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n6 * 8 > L - p:
-                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n6 < 64:
-                o.producer_id_filters = list(_ARRAY['q'][n6].unpack_from(b, p))
+            if n7 * 8 > L - p:
+                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n7 < 64:
+                o.producer_id_filters = list(_ARRAY['q'][n7].unpack_from(b, p))
             else:
-                o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
-            p += n6 * 8
+                o.producer_id_filters = list(_unpack_from('>' + str(n7) + 'q', b, p))
+            p += n7 * 8
         F = 'DurationFilter'
-        o.duration_filter = _S0.unpack_from(b, p)[0]
-        p += 8
+        o.duration_filter, tn1 = _S0.unpack_from(b, p)
+        p += 9
         F = None
-        u7 = o.unknown_tagged_fields = {}
-        tn8 = b[p]
-        p += 1
-        if tn8:
-            if tn8 >= 128:
-                tn8, p = _ruv(b, p - 1)
-            if tn8 > L - p:
-                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn8):
+        u8 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag9 = b[p]
                 if tag9 < 128:
                     p += 1
@@ -226,7 +225,7 @@ def _d_ListTransactionsRequest_1(b, p):
                 te11 = p + tz10
                 if te11 > L:
                     raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                u7[tag9] = b[p:te11]
+                u8[tag9] = b[p:te11]
                 p = te11
         return o, p
     except _DecodeError as x:
@@ -243,56 +242,36 @@ def _d_ListTransactionsRequest_2(b, p):
         L = len(b)
         o = _new(ListTransactionsRequest)
         F = 'StateFilters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                n4 = b[p]
-                if n4 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                n5 = b[p]
+                if n5 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    v3 = b[p:e5].decode()
-                    p = e5
-                l2.append(v3)
-            o.state_filters = l2
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    v4 = b[p:e6].decode()
+                    p = e6
+                l3.append(v4)
+            o.state_filters = l3
         F = 'ProducerIdFilters'
-        n6 = b[p]
-        if n6 < 128:
-            p += 1
-        else:
-            n6, p = _ruv(b, p)
-        n6 -= 1
-        if n6 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n6 * 8 > L - p:
-                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n6 < 64:
-                o.producer_id_filters = list(_ARRAY['q'][n6].unpack_from(b, p))
-            else:
-                o.producer_id_filters = list(_unpack_from('>' + str(n6) + 'q', b, p))
-            p += n6 * 8
-        F = 'DurationFilter'
-        o.duration_filter = _S0.unpack_from(b, p)[0]
-        p += 8
-        F = 'TransactionalIdPattern'
         n7 = b[p]
         if n7 < 128:
             p += 1
@@ -300,25 +279,45 @@ def _d_ListTransactionsRequest_2(b, p):
             n7, p = _ruv(b, p)
         n7 -= 1
         if n7 < 0:
-            if n7 != -1:
-                raise _DecodeError('negative string length ' + str(n7), offset=p)
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n7 * 8 > L - p:
+                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n7 < 64:
+                o.producer_id_filters = list(_ARRAY['q'][n7].unpack_from(b, p))
+            else:
+                o.producer_id_filters = list(_unpack_from('>' + str(n7) + 'q', b, p))
+            p += n7 * 8
+        F = 'DurationFilter'
+        o.duration_filter = _S1.unpack_from(b, p)[0]
+        p += 8
+        F = 'TransactionalIdPattern'
+        n8 = b[p]
+        if n8 < 128:
+            p += 1
+        else:
+            n8, p = _ruv(b, p)
+        n8 -= 1
+        if n8 < 0:
+            if n8 != -1:
+                raise _DecodeError('negative string length ' + str(n8), offset=p)
             o.transactional_id_pattern = None
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.transactional_id_pattern = b[p:e8].decode()
-            p = e8
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.transactional_id_pattern = b[p:e9].decode()
+            p = e9
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -332,7 +331,7 @@ def _d_ListTransactionsRequest_2(b, p):
                 te13 = p + tz12
                 if te13 > L:
                     raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                u9[tag11] = b[p:te13]
+                u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -402,12 +401,12 @@ def _e_ListTransactionsRequest_1(o, a):
         n7 = len(v6)
         a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
         a(_pack('>' + str(n7) + 'q', *v6))
-    a(_S0.pack(o.duration_filter))
     u8 = o.unknown_tagged_fields
     if u8:
+        a(_S1.pack(o.duration_filter))
         _wtags(sorted(u8.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.duration_filter, 0))
 
 
 def _e_ListTransactionsRequest_2(o, a):
@@ -433,7 +432,7 @@ def _e_ListTransactionsRequest_2(o, a):
         n7 = len(v6)
         a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
         a(_pack('>' + str(n7) + 'q', *v6))
-    a(_S0.pack(o.duration_filter))
+    a(_S1.pack(o.duration_filter))
     v8 = o.transactional_id_pattern
     if v8 is None:
         a(b'\x00')

@@ -85,48 +85,48 @@ def _d_TransactionState_0(b, p):
         L = len(b)
         o = _new(TransactionState)
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'ProducerId'
         o.producer_id = _S0.unpack_from(b, p)[0]
         p += 8
         F = 'TransactionState'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.transaction_state = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.transaction_state = b[p:e5].decode()
+            p = e5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -140,7 +140,7 @@ def _d_TransactionState_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -235,69 +235,50 @@ def _d_ListTransactionsResponse_0(b, p):
         o.throttle_time_ms, o.error_code = _S1.unpack_from(b, p)
         p += 6
         F = 'UnknownStateFilters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                n4 = b[p]
-                if n4 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                n5 = b[p]
+                if n5 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
+                    n5, p = _ruv(b, p)
+                n5 -= 1
+                if n5 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    v3 = b[p:e5].decode()
-                    p = e5
-                l2.append(v3)
-            o.unknown_state_filters = l2
+                    e6 = p + n5
+                    if e6 > L:
+                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+                    v4 = b[p:e6].decode()
+                    p = e6
+                l3.append(v4)
+            o.unknown_state_filters = l3
         F = 'TransactionStates'
-        n6 = b[p]
-        if n6 < 128:
+        n7 = b[p]
+        if n7 < 128:
             p += 1
         else:
-            n6, p = _ruv(b, p)
-        n6 -= 1
-        if n6 < 0:
+            n7, p = _ruv(b, p)
+        n7 -= 1
+        if n7 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n6 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l7 = []
-            for _ in range(n6):
-                s8 = _new(TransactionState)
-                F = 'TransactionStates.TransactionalId'
-                n9 = b[p]
-                if n9 < 128:
-                    p += 1
-                else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e10 = p + n9
-                    if e10 > L:
-                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s8.transactional_id = b[p:e10].decode()
-                    p = e10
-                F = 'TransactionStates.ProducerId'
-                s8.producer_id = _S0.unpack_from(b, p)[0]
-                p += 8
-                F = 'TransactionStates.TransactionState'
+            if n7 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l8 = []
+            for _ in range(n7):
+                s9 = _new(TransactionState)
                 n11 = b[p]
                 if n11 < 128:
                     p += 1
@@ -310,45 +291,60 @@ def _d_ListTransactionsResponse_0(b, p):
                     e12 = p + n11
                     if e12 > L:
                         raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-                    s8.transaction_state = b[p:e12].decode()
+                    s9.transactional_id = b[p:e12].decode()
                     p = e12
-                F = 'TransactionStates'
-                u13 = s8.unknown_tagged_fields = {}
-                tn14 = b[p]
+                s9.producer_id = _S0.unpack_from(b, p)[0]
+                p += 8
+                n13 = b[p]
+                if n13 < 128:
+                    p += 1
+                else:
+                    n13, p = _ruv(b, p)
+                n13 -= 1
+                if n13 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e14 = p + n13
+                    if e14 > L:
+                        raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+                    s9.transaction_state = b[p:e14].decode()
+                    p = e14
+                u15 = s9.unknown_tagged_fields = {}
+                tn10 = b[p]
                 p += 1
-                if tn14:
-                    if tn14 >= 128:
-                        tn14, p = _ruv(b, p - 1)
-                    if tn14 > L - p:
-                        raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn14):
-                        tag15 = b[p]
-                        if tag15 < 128:
+                if tn10:
+                    if tn10 >= 128:
+                        tn10, p = _ruv(b, p - 1)
+                    if tn10 > L - p:
+                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn10):
+                        tag16 = b[p]
+                        if tag16 < 128:
                             p += 1
                         else:
-                            tag15, p = _ruv(b, p)
-                        tz16 = b[p]
-                        if tz16 < 128:
+                            tag16, p = _ruv(b, p)
+                        tz17 = b[p]
+                        if tz17 < 128:
                             p += 1
                         else:
-                            tz16, p = _ruv(b, p)
-                        te17 = p + tz16
-                        if te17 > L:
-                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                        u13[tag15] = b[p:te17]
-                        p = te17
-                l7.append(s8)
-            o.transaction_states = l7
+                            tz17, p = _ruv(b, p)
+                        te18 = p + tz17
+                        if te18 > L:
+                            raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                        u15[tag16] = b[p:te18]
+                        p = te18
+                l8.append(s9)
+            o.transaction_states = l8
         F = None
-        u18 = o.unknown_tagged_fields = {}
-        tn19 = b[p]
+        u19 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn19:
-            if tn19 >= 128:
-                tn19, p = _ruv(b, p - 1)
-            if tn19 > L - p:
-                raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn19):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag20 = b[p]
                 if tag20 < 128:
                     p += 1
@@ -362,7 +358,7 @@ def _d_ListTransactionsResponse_0(b, p):
                 te22 = p + tz21
                 if te22 > L:
                     raise _DecodeError('tagged field ' + str(tag20) + ' of ' + str(tz21) + ' bytes is truncated', offset=p)
-                u18[tag20] = b[p:te22]
+                u19[tag20] = b[p:te22]
                 p = te22
         return o, p
     except _DecodeError as x:

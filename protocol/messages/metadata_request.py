@@ -80,7 +80,9 @@ _S1 = _St('>16s')
 _S2 = _St('>i')
 _S3 = _St('>?')
 _S4 = _St('>???')
-_S5 = _St('>??')
+_S5 = _St('>???B')
+_S6 = _St('>??B')
+_S7 = _St('>??')
 
 
 def _d_MetadataRequestTopic_0(b, p):
@@ -117,30 +119,30 @@ def _d_MetadataRequestTopic_9(b, p):
         o = _new(MetadataRequestTopic)
         o.topic_id = ZERO_UUID
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -154,7 +156,7 @@ def _d_MetadataRequestTopic_9(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -171,36 +173,36 @@ def _d_MetadataRequestTopic_10(b, p):
         L = len(b)
         o = _new(MetadataRequestTopic)
         F = 'TopicId'
-        t1, = _S1.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S1.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Name'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            if n2 != -1:
-                raise _DecodeError('negative string length ' + str(n2), offset=p)
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
+            if n3 != -1:
+                raise _DecodeError('negative string length ' + str(n3), offset=p)
             o.name = None
         else:
-            e3 = p + n2
-            if e3 > L:
-                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
-            o.name = b[p:e3].decode()
-            p = e3
+            e4 = p + n3
+            if e4 > L:
+                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
+            o.name = b[p:e4].decode()
+            p = e4
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -214,7 +216,7 @@ def _d_MetadataRequestTopic_10(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -395,7 +397,6 @@ def _d_MetadataRequest_0(b, p):
             for _ in range(n1):
                 s3 = _new(MetadataRequestTopic)
                 s3.topic_id = ZERO_UUID
-                F = 'Topics.Name'
                 n4 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -441,7 +442,6 @@ def _d_MetadataRequest_1(b, p):
             for _ in range(n1):
                 s3 = _new(MetadataRequestTopic)
                 s3.topic_id = ZERO_UUID
-                F = 'Topics.Name'
                 n4 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -486,7 +486,6 @@ def _d_MetadataRequest_4(b, p):
             for _ in range(n1):
                 s3 = _new(MetadataRequestTopic)
                 s3.topic_id = ZERO_UUID
-                F = 'Topics.Name'
                 n4 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -532,7 +531,6 @@ def _d_MetadataRequest_8(b, p):
             for _ in range(n1):
                 s3 = _new(MetadataRequestTopic)
                 s3.topic_id = ZERO_UUID
-                F = 'Topics.Name'
                 n4 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -565,78 +563,74 @@ def _d_MetadataRequest_9(b, p):
         L = len(b)
         o = _new(MetadataRequest)
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative array length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative array length ' + str(n2), offset=p)
             o.topics = None
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataRequestTopic)
-                s3.topic_id = ZERO_UUID
-                F = 'Topics.Name'
-                n4 = b[p]
-                if n4 < 128:
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataRequestTopic)
+                s4.topic_id = ZERO_UUID
+                n6 = b[p]
+                if n6 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.name = b[p:e5].decode()
-                    p = e5
-                F = 'Topics'
-                u6 = s3.unknown_tagged_fields = {}
-                tn7 = b[p]
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s4.name = b[p:e7].decode()
+                    p = e7
+                u8 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn7:
-                    if tn7 >= 128:
-                        tn7, p = _ruv(b, p - 1)
-                    if tn7 > L - p:
-                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l2.append(s3)
-            o.topics = l2
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l3.append(s4)
+            o.topics = l3
         F = 'AllowAutoTopicCreation'
-        o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _S4.unpack_from(b, p)
-        p += 3
+        o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        p += 4
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
-        p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        u12 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -650,7 +644,7 @@ def _d_MetadataRequest_9(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:
@@ -667,83 +661,78 @@ def _d_MetadataRequest_10(b, p):
         L = len(b)
         o = _new(MetadataRequest)
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative array length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative array length ' + str(n2), offset=p)
             o.topics = None
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataRequestTopic)
-                F = 'Topics.TopicId'
-                t4, = _S1.unpack_from(b, p)
-                s3.topic_id = _UC.get(t4) or _uuid(t4)
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataRequestTopic)
+                t6, = _S1.unpack_from(b, p)
+                s4.topic_id = _UC.get(t6) or _uuid(t6)
                 p += 16
-                F = 'Topics.Name'
-                n5 = b[p]
-                if n5 < 128:
+                n7 = b[p]
+                if n7 < 128:
                     p += 1
                 else:
-                    n5, p = _ruv(b, p)
-                n5 -= 1
-                if n5 < 0:
-                    if n5 != -1:
-                        raise _DecodeError('negative string length ' + str(n5), offset=p)
-                    s3.name = None
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    if n7 != -1:
+                        raise _DecodeError('negative string length ' + str(n7), offset=p)
+                    s4.name = None
                 else:
-                    e6 = p + n5
-                    if e6 > L:
-                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-                    s3.name = b[p:e6].decode()
-                    p = e6
-                F = 'Topics'
-                u7 = s3.unknown_tagged_fields = {}
-                tn8 = b[p]
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s4.name = b[p:e8].decode()
+                    p = e8
+                u9 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn8:
-                    if tn8 >= 128:
-                        tn8, p = _ruv(b, p - 1)
-                    if tn8 > L - p:
-                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn8):
-                        tag9 = b[p]
-                        if tag9 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag10 = b[p]
+                        if tag10 < 128:
                             p += 1
                         else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
                             p += 1
                         else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        u7[tag9] = b[p:te11]
-                        p = te11
-                l2.append(s3)
-            o.topics = l2
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u9[tag10] = b[p:te12]
+                        p = te12
+                l3.append(s4)
+            o.topics = l3
         F = 'AllowAutoTopicCreation'
-        o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations = _S4.unpack_from(b, p)
-        p += 3
+        o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        p += 4
         F = None
-        u12 = o.unknown_tagged_fields = {}
-        tn13 = b[p]
-        p += 1
-        if tn13:
-            if tn13 >= 128:
-                tn13, p = _ruv(b, p - 1)
-            if tn13 > L - p:
-                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn13):
+        u13 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag14 = b[p]
                 if tag14 < 128:
                     p += 1
@@ -757,7 +746,7 @@ def _d_MetadataRequest_10(b, p):
                 te16 = p + tz15
                 if te16 > L:
                     raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                u12[tag14] = b[p:te16]
+                u13[tag14] = b[p:te16]
                 p = te16
         return o, p
     except _DecodeError as x:
@@ -775,83 +764,78 @@ def _d_MetadataRequest_11(b, p):
         o = _new(MetadataRequest)
         o.include_cluster_authorized_operations = False
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative array length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative array length ' + str(n2), offset=p)
             o.topics = None
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataRequestTopic)
-                F = 'Topics.TopicId'
-                t4, = _S1.unpack_from(b, p)
-                s3.topic_id = _UC.get(t4) or _uuid(t4)
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataRequestTopic)
+                t6, = _S1.unpack_from(b, p)
+                s4.topic_id = _UC.get(t6) or _uuid(t6)
                 p += 16
-                F = 'Topics.Name'
-                n5 = b[p]
-                if n5 < 128:
+                n7 = b[p]
+                if n7 < 128:
                     p += 1
                 else:
-                    n5, p = _ruv(b, p)
-                n5 -= 1
-                if n5 < 0:
-                    if n5 != -1:
-                        raise _DecodeError('negative string length ' + str(n5), offset=p)
-                    s3.name = None
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    if n7 != -1:
+                        raise _DecodeError('negative string length ' + str(n7), offset=p)
+                    s4.name = None
                 else:
-                    e6 = p + n5
-                    if e6 > L:
-                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-                    s3.name = b[p:e6].decode()
-                    p = e6
-                F = 'Topics'
-                u7 = s3.unknown_tagged_fields = {}
-                tn8 = b[p]
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s4.name = b[p:e8].decode()
+                    p = e8
+                u9 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn8:
-                    if tn8 >= 128:
-                        tn8, p = _ruv(b, p - 1)
-                    if tn8 > L - p:
-                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn8):
-                        tag9 = b[p]
-                        if tag9 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag10 = b[p]
+                        if tag10 < 128:
                             p += 1
                         else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
                             p += 1
                         else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        u7[tag9] = b[p:te11]
-                        p = te11
-                l2.append(s3)
-            o.topics = l2
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u9[tag10] = b[p:te12]
+                        p = te12
+                l3.append(s4)
+            o.topics = l3
         F = 'AllowAutoTopicCreation'
-        o.allow_auto_topic_creation, o.include_topic_authorized_operations = _S5.unpack_from(b, p)
-        p += 2
+        o.allow_auto_topic_creation, o.include_topic_authorized_operations, tn1 = _S6.unpack_from(b, p)
+        p += 3
         F = None
-        u12 = o.unknown_tagged_fields = {}
-        tn13 = b[p]
-        p += 1
-        if tn13:
-            if tn13 >= 128:
-                tn13, p = _ruv(b, p - 1)
-            if tn13 > L - p:
-                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn13):
+        u13 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag14 = b[p]
                 if tag14 < 128:
                     p += 1
@@ -865,7 +849,7 @@ def _d_MetadataRequest_11(b, p):
                 te16 = p + tz15
                 if te16 > L:
                     raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                u12[tag14] = b[p:te16]
+                u13[tag14] = b[p:te16]
                 p = te16
         return o, p
     except _DecodeError as x:
@@ -1140,12 +1124,12 @@ def _e_MetadataRequest_9(o, a):
                 _wtags(sorted(u6.items()), a)
             else:
                 a(b'\x00')
-    a(_S4.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
     u7 = o.unknown_tagged_fields
     if u7:
+        a(_S4.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
         _wtags(sorted(u7.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations, 0))
 
 
 def _e_MetadataRequest_10(o, a):
@@ -1170,12 +1154,12 @@ def _e_MetadataRequest_10(o, a):
                 _wtags(sorted(u6.items()), a)
             else:
                 a(b'\x00')
-    a(_S4.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
     u7 = o.unknown_tagged_fields
     if u7:
+        a(_S4.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations))
         _wtags(sorted(u7.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.allow_auto_topic_creation, o.include_cluster_authorized_operations, o.include_topic_authorized_operations, 0))
 
 
 def _e_MetadataRequest_11(o, a):
@@ -1202,12 +1186,12 @@ def _e_MetadataRequest_11(o, a):
                 _wtags(sorted(u6.items()), a)
             else:
                 a(b'\x00')
-    a(_S5.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations))
     u7 = o.unknown_tagged_fields
     if u7:
+        a(_S7.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations))
         _wtags(sorted(u7.items()), a)
     else:
-        a(b'\x00')
+        a(_S6.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations, 0))
 
 
 MetadataRequestTopic._DECODERS = {0: _d_MetadataRequestTopic_0, 1: _d_MetadataRequestTopic_0, 2: _d_MetadataRequestTopic_0, 3: _d_MetadataRequestTopic_0, 4: _d_MetadataRequestTopic_0, 5: _d_MetadataRequestTopic_0, 6: _d_MetadataRequestTopic_0, 7: _d_MetadataRequestTopic_0, 8: _d_MetadataRequestTopic_0, 9: _d_MetadataRequestTopic_9, 10: _d_MetadataRequestTopic_10, 11: _d_MetadataRequestTopic_10, 12: _d_MetadataRequestTopic_10, 13: _d_MetadataRequestTopic_10}

@@ -144,7 +144,9 @@ _S1 = _St('>h')
 _S2 = _St('>hii')
 _S3 = _St('>?')
 _S4 = _St('>hiii')
-_S5 = _St('>16s?')
+_S5 = _St('>iB')
+_S6 = _St('>16s?')
+_S7 = _St('>hB')
 
 
 def _d_MetadataResponseBroker_0(b, p):
@@ -234,50 +236,50 @@ def _d_MetadataResponseBroker_9(b, p):
         o.node_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.host = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.host = b[p:e3].decode()
+            p = e3
         F = 'Port'
         o.port = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Rack'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
             o.rack = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e5].decode()
+            p = e5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -291,7 +293,7 @@ def _d_MetadataResponseBroker_9(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -712,10 +714,8 @@ def _d_MetadataResponseTopic_0(b, p):
                 s5 = _new(MetadataResponsePartition)
                 s5.leader_epoch = -1
                 s5.offline_replicas = []
-                F = 'Partitions.ErrorCode'
                 s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
                 p += 10
-                F = 'Partitions.ReplicaNodes'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
@@ -728,7 +728,6 @@ def _d_MetadataResponseTopic_0(b, p):
                     else:
                         s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
                     p += n6 * 4
-                F = 'Partitions.IsrNodes'
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
@@ -791,10 +790,8 @@ def _d_MetadataResponseTopic_1(b, p):
                 s5 = _new(MetadataResponsePartition)
                 s5.leader_epoch = -1
                 s5.offline_replicas = []
-                F = 'Partitions.ErrorCode'
                 s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
                 p += 10
-                F = 'Partitions.ReplicaNodes'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
@@ -807,7 +804,6 @@ def _d_MetadataResponseTopic_1(b, p):
                     else:
                         s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
                     p += n6 * 4
-                F = 'Partitions.IsrNodes'
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
@@ -927,10 +923,8 @@ def _d_MetadataResponseTopic_5(b, p):
             for _ in range(n3):
                 s5 = _new(MetadataResponsePartition)
                 s5.leader_epoch = -1
-                F = 'Partitions.ErrorCode'
                 s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
                 p += 10
-                F = 'Partitions.ReplicaNodes'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
@@ -943,7 +937,6 @@ def _d_MetadataResponseTopic_5(b, p):
                     else:
                         s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
                     p += n6 * 4
-                F = 'Partitions.IsrNodes'
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
@@ -956,7 +949,6 @@ def _d_MetadataResponseTopic_5(b, p):
                     else:
                         s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
                     p += n7 * 4
-                F = 'Partitions.OfflineReplicas'
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
@@ -1074,10 +1066,8 @@ def _d_MetadataResponseTopic_7(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(MetadataResponsePartition)
-                F = 'Partitions.ErrorCode'
                 s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
-                F = 'Partitions.ReplicaNodes'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
@@ -1090,7 +1080,6 @@ def _d_MetadataResponseTopic_7(b, p):
                     else:
                         s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
                     p += n6 * 4
-                F = 'Partitions.IsrNodes'
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
@@ -1103,7 +1092,6 @@ def _d_MetadataResponseTopic_7(b, p):
                     else:
                         s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
                     p += n7 * 4
-                F = 'Partitions.OfflineReplicas'
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
@@ -1163,10 +1151,8 @@ def _d_MetadataResponseTopic_8(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(MetadataResponsePartition)
-                F = 'Partitions.ErrorCode'
                 s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
-                F = 'Partitions.ReplicaNodes'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
@@ -1179,7 +1165,6 @@ def _d_MetadataResponseTopic_8(b, p):
                     else:
                         s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
                     p += n6 * 4
-                F = 'Partitions.IsrNodes'
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
@@ -1192,7 +1177,6 @@ def _d_MetadataResponseTopic_8(b, p):
                     else:
                         s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
                     p += n7 * 4
-                F = 'Partitions.OfflineReplicas'
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
@@ -1230,23 +1214,6 @@ def _d_MetadataResponsePartition_9(b, p):
         o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _S4.unpack_from(b, p)
         p += 14
         F = 'ReplicaNodes'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n1 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n1 < 64:
-                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
-            else:
-                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
-            p += n1 * 4
-        F = 'IsrNodes'
         n2 = b[p]
         if n2 < 128:
             p += 1
@@ -1259,11 +1226,11 @@ def _d_MetadataResponsePartition_9(b, p):
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n2 < 64:
-                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+                o.replica_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
             else:
-                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+                o.replica_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
             p += n2 * 4
-        F = 'OfflineReplicas'
+        F = 'IsrNodes'
         n3 = b[p]
         if n3 < 128:
             p += 1
@@ -1276,20 +1243,37 @@ def _d_MetadataResponsePartition_9(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.offline_replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.isr_nodes = list(_ARRAY['i'][n3].unpack_from(b, p))
             else:
-                o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.isr_nodes = list(_unpack_from('>' + str(n3) + 'i', b, p))
             p += n3 * 4
+        F = 'OfflineReplicas'
+        n4 = b[p]
+        if n4 < 128:
+            p += 1
+        else:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.offline_replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
+            else:
+                o.offline_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -1303,7 +1287,7 @@ def _d_MetadataResponsePartition_9(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -1324,76 +1308,40 @@ def _d_MetadataResponseTopic_9(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'IsInternal'
         o.is_internal = _S3.unpack_from(b, p)[0]
         p += 1
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(MetadataResponsePartition)
-                F = 'Partitions.ErrorCode'
-                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(MetadataResponsePartition)
+                s6.error_code, s6.partition_index, s6.leader_id, s6.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
-                F = 'Partitions.ReplicaNodes'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n6 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n6 < 64:
-                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
-                    else:
-                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
-                    p += n6 * 4
-                F = 'Partitions.IsrNodes'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n7 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n7 < 64:
-                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
-                    else:
-                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
-                    p += n7 * 4
-                F = 'Partitions.OfflineReplicas'
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -1406,50 +1354,79 @@ def _d_MetadataResponseTopic_9(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s6.replica_nodes = list(_ARRAY['i'][n8].unpack_from(b, p))
                     else:
-                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s6.replica_nodes = list(_unpack_from('>' + str(n8) + 'i', b, p))
                     p += n8 * 4
-                F = 'Partitions'
-                u9 = s5.unknown_tagged_fields = {}
-                tn10 = b[p]
+                n9 = b[p]
+                if n9 < 128:
+                    p += 1
+                else:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n9 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n9 < 64:
+                        s6.isr_nodes = list(_ARRAY['i'][n9].unpack_from(b, p))
+                    else:
+                        s6.isr_nodes = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                    p += n9 * 4
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s6.offline_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                    else:
+                        s6.offline_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                u11 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn10:
-                    if tn10 >= 128:
-                        tn10, p = _ruv(b, p - 1)
-                    if tn10 > L - p:
-                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn10):
-                        tag11 = b[p]
-                        if tag11 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag12 = b[p]
+                        if tag12 < 128:
                             p += 1
                         else:
-                            tag11, p = _ruv(b, p)
-                        tz12 = b[p]
-                        if tz12 < 128:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
                             p += 1
                         else:
-                            tz12, p = _ruv(b, p)
-                        te13 = p + tz12
-                        if te13 > L:
-                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                        u9[tag11] = b[p:te13]
-                        p = te13
-                l4.append(s5)
-            o.partitions = l4
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u11[tag12] = b[p:te14]
+                        p = te14
+                l5.append(s6)
+            o.partitions = l5
         F = 'TopicAuthorizedOperations'
-        o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        p += 5
         F = None
-        u14 = o.unknown_tagged_fields = {}
-        tn15 = b[p]
-        p += 1
-        if tn15:
-            if tn15 >= 128:
-                tn15, p = _ruv(b, p - 1)
-            if tn15 > L - p:
-                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn15):
+        u15 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag16 = b[p]
                 if tag16 < 128:
                     p += 1
@@ -1463,7 +1440,7 @@ def _d_MetadataResponseTopic_9(b, p):
                 te18 = p + tz17
                 if te18 > L:
                     raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u14[tag16] = b[p:te18]
+                u15[tag16] = b[p:te18]
                 p = te18
         return o, p
     except _DecodeError as x:
@@ -1483,78 +1460,42 @@ def _d_MetadataResponseTopic_10(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'TopicId'
-        t3, t4, = _S5.unpack_from(b, p)
-        o.topic_id = _UC.get(t3) or _uuid(t3)
-        o.is_internal = t4
+        t4, t5, = _S6.unpack_from(b, p)
+        o.topic_id = _UC.get(t4) or _uuid(t4)
+        o.is_internal = t5
         p += 17
         F = 'Partitions'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(MetadataResponsePartition)
-                F = 'Partitions.ErrorCode'
-                s7.error_code, s7.partition_index, s7.leader_id, s7.leader_epoch = _S4.unpack_from(b, p)
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(MetadataResponsePartition)
+                s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
-                F = 'Partitions.ReplicaNodes'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s7.replica_nodes = list(_ARRAY['i'][n8].unpack_from(b, p))
-                    else:
-                        s7.replica_nodes = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'Partitions.IsrNodes'
-                n9 = b[p]
-                if n9 < 128:
-                    p += 1
-                else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s7.isr_nodes = list(_ARRAY['i'][n9].unpack_from(b, p))
-                    else:
-                        s7.isr_nodes = list(_unpack_from('>' + str(n9) + 'i', b, p))
-                    p += n9 * 4
-                F = 'Partitions.OfflineReplicas'
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -1567,50 +1508,79 @@ def _d_MetadataResponseTopic_10(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s7.offline_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s8.replica_nodes = list(_ARRAY['i'][n10].unpack_from(b, p))
                     else:
-                        s7.offline_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s8.replica_nodes = list(_unpack_from('>' + str(n10) + 'i', b, p))
                     p += n10 * 4
-                F = 'Partitions'
-                u11 = s7.unknown_tagged_fields = {}
-                tn12 = b[p]
+                n11 = b[p]
+                if n11 < 128:
+                    p += 1
+                else:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n11 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n11 < 64:
+                        s8.isr_nodes = list(_ARRAY['i'][n11].unpack_from(b, p))
+                    else:
+                        s8.isr_nodes = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                    p += n11 * 4
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n12 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n12 < 64:
+                        s8.offline_replicas = list(_ARRAY['i'][n12].unpack_from(b, p))
+                    else:
+                        s8.offline_replicas = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                    p += n12 * 4
+                u13 = s8.unknown_tagged_fields = {}
+                tn9 = b[p]
                 p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l6.append(s7)
-            o.partitions = l6
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l7.append(s8)
+            o.partitions = l7
         F = 'TopicAuthorizedOperations'
-        o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        p += 5
         F = None
-        u16 = o.unknown_tagged_fields = {}
-        tn17 = b[p]
-        p += 1
-        if tn17:
-            if tn17 >= 128:
-                tn17, p = _ruv(b, p - 1)
-            if tn17 > L - p:
-                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn17):
+        u17 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag18 = b[p]
                 if tag18 < 128:
                     p += 1
@@ -1624,7 +1594,7 @@ def _d_MetadataResponseTopic_10(b, p):
                 te20 = p + tz19
                 if te20 > L:
                     raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
-                u16[tag18] = b[p:te20]
+                u17[tag18] = b[p:te20]
                 p = te20
         return o, p
     except _DecodeError as x:
@@ -1644,80 +1614,44 @@ def _d_MetadataResponseTopic_12(b, p):
         o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.name = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'TopicId'
-        t3, t4, = _S5.unpack_from(b, p)
-        o.topic_id = _UC.get(t3) or _uuid(t3)
-        o.is_internal = t4
+        t4, t5, = _S6.unpack_from(b, p)
+        o.topic_id = _UC.get(t4) or _uuid(t4)
+        o.is_internal = t5
         p += 17
         F = 'Partitions'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(MetadataResponsePartition)
-                F = 'Partitions.ErrorCode'
-                s7.error_code, s7.partition_index, s7.leader_id, s7.leader_epoch = _S4.unpack_from(b, p)
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(MetadataResponsePartition)
+                s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
-                F = 'Partitions.ReplicaNodes'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s7.replica_nodes = list(_ARRAY['i'][n8].unpack_from(b, p))
-                    else:
-                        s7.replica_nodes = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'Partitions.IsrNodes'
-                n9 = b[p]
-                if n9 < 128:
-                    p += 1
-                else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s7.isr_nodes = list(_ARRAY['i'][n9].unpack_from(b, p))
-                    else:
-                        s7.isr_nodes = list(_unpack_from('>' + str(n9) + 'i', b, p))
-                    p += n9 * 4
-                F = 'Partitions.OfflineReplicas'
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -1730,50 +1664,79 @@ def _d_MetadataResponseTopic_12(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s7.offline_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s8.replica_nodes = list(_ARRAY['i'][n10].unpack_from(b, p))
                     else:
-                        s7.offline_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s8.replica_nodes = list(_unpack_from('>' + str(n10) + 'i', b, p))
                     p += n10 * 4
-                F = 'Partitions'
-                u11 = s7.unknown_tagged_fields = {}
-                tn12 = b[p]
+                n11 = b[p]
+                if n11 < 128:
+                    p += 1
+                else:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n11 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n11 < 64:
+                        s8.isr_nodes = list(_ARRAY['i'][n11].unpack_from(b, p))
+                    else:
+                        s8.isr_nodes = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                    p += n11 * 4
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n12 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n12 < 64:
+                        s8.offline_replicas = list(_ARRAY['i'][n12].unpack_from(b, p))
+                    else:
+                        s8.offline_replicas = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                    p += n12 * 4
+                u13 = s8.unknown_tagged_fields = {}
+                tn9 = b[p]
                 p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l6.append(s7)
-            o.partitions = l6
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l7.append(s8)
+            o.partitions = l7
         F = 'TopicAuthorizedOperations'
-        o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        p += 5
         F = None
-        u16 = o.unknown_tagged_fields = {}
-        tn17 = b[p]
-        p += 1
-        if tn17:
-            if tn17 >= 128:
-                tn17, p = _ruv(b, p - 1)
-            if tn17 > L - p:
-                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn17):
+        u17 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag18 = b[p]
                 if tag18 < 128:
                     p += 1
@@ -1787,7 +1750,7 @@ def _d_MetadataResponseTopic_12(b, p):
                 te20 = p + tz19
                 if te20 > L:
                     raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
-                u16[tag18] = b[p:te20]
+                u17[tag18] = b[p:te20]
                 p = te20
         return o, p
     except _DecodeError as x:
@@ -2476,12 +2439,12 @@ def _e_MetadataResponseTopic_9(o, a):
                 _wtags(sorted(u12.items()), a)
             else:
                 a(b'\x00')
-    a(_S0.pack(o.topic_authorized_operations))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_10(o, a):
@@ -2524,7 +2487,7 @@ def _e_MetadataResponseTopic_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S5.pack(o.topic_id.bytes, o.is_internal))
+    a(_S6.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 10')
@@ -2559,12 +2522,12 @@ def _e_MetadataResponseTopic_10(o, a):
                 _wtags(sorted(u12.items()), a)
             else:
                 a(b'\x00')
-    a(_S0.pack(o.topic_authorized_operations))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_11(o, a):
@@ -2607,7 +2570,7 @@ def _e_MetadataResponseTopic_11(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S5.pack(o.topic_id.bytes, o.is_internal))
+    a(_S6.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 11')
@@ -2642,12 +2605,12 @@ def _e_MetadataResponseTopic_11(o, a):
                 _wtags(sorted(u12.items()), a)
             else:
                 a(b'\x00')
-    a(_S0.pack(o.topic_authorized_operations))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_12(o, a):
@@ -2690,7 +2653,7 @@ def _e_MetadataResponseTopic_12(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S5.pack(o.topic_id.bytes, o.is_internal))
+    a(_S6.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 12')
@@ -2725,12 +2688,12 @@ def _e_MetadataResponseTopic_12(o, a):
                 _wtags(sorted(u12.items()), a)
             else:
                 a(b'\x00')
-    a(_S0.pack(o.topic_authorized_operations))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_13(o, a):
@@ -2773,7 +2736,7 @@ def _e_MetadataResponseTopic_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S5.pack(o.topic_id.bytes, o.is_internal))
+    a(_S6.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -2808,12 +2771,12 @@ def _e_MetadataResponseTopic_13(o, a):
                 _wtags(sorted(u12.items()), a)
             else:
                 a(b'\x00')
-    a(_S0.pack(o.topic_authorized_operations))
     u13 = o.unknown_tagged_fields
     if u13:
+        a(_S0.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.topic_authorized_operations, 0))
 
 
 def _d_MetadataResponse_0(b, p):
@@ -2838,10 +2801,8 @@ def _d_MetadataResponse_0(b, p):
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
                 s3.rack = None
-                F = 'Brokers.NodeId'
                 s3.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -2852,7 +2813,6 @@ def _d_MetadataResponse_0(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                F = 'Brokers.Port'
                 s3.port = _S0.unpack_from(b, p)[0]
                 p += 4
                 s3.unknown_tagged_fields = {}
@@ -2901,10 +2861,8 @@ def _d_MetadataResponse_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
                 s3.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -2915,10 +2873,8 @@ def _d_MetadataResponse_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                F = 'Brokers.Port'
                 s3.port = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Rack'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -2979,10 +2935,8 @@ def _d_MetadataResponse_2(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
                 s3.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -2993,10 +2947,8 @@ def _d_MetadataResponse_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                F = 'Brokers.Port'
                 s3.port = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Rack'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -3072,10 +3024,8 @@ def _d_MetadataResponse_3(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
                 s3.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -3086,10 +3036,8 @@ def _d_MetadataResponse_3(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                F = 'Brokers.Port'
                 s3.port = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Rack'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -3165,10 +3113,8 @@ def _d_MetadataResponse_5(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
                 s3.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -3179,10 +3125,8 @@ def _d_MetadataResponse_5(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                F = 'Brokers.Port'
                 s3.port = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Rack'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -3258,10 +3202,8 @@ def _d_MetadataResponse_7(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
                 s3.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -3272,10 +3214,8 @@ def _d_MetadataResponse_7(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                F = 'Brokers.Port'
                 s3.port = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Rack'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -3350,10 +3290,8 @@ def _d_MetadataResponse_8(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
                 s3.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -3364,10 +3302,8 @@ def _d_MetadataResponse_8(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                F = 'Brokers.Port'
                 s3.port = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Rack'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -3435,42 +3371,22 @@ def _d_MetadataResponse_9(b, p):
         o.throttle_time_ms = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
-                s3.node_id = _S0.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataResponseBroker)
+                s4.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e5].decode()
-                    p = e5
-                F = 'Brokers.Port'
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -3478,92 +3394,105 @@ def _d_MetadataResponse_9(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s3.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.rack = b[p:e7].decode()
+                    s4.host = b[p:e7].decode()
                     p = e7
-                F = 'Brokers'
-                u8 = s3.unknown_tagged_fields = {}
-                tn9 = b[p]
+                s4.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s4.rack = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s4.rack = b[p:e9].decode()
+                    p = e9
+                u10 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l2.append(s3)
-            o.brokers = l2
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l3.append(s4)
+            o.brokers = l3
         F = 'ClusterId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            if n13 != -1:
-                raise _DecodeError('negative string length ' + str(n13), offset=p)
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            if n14 != -1:
+                raise _DecodeError('negative string length ' + str(n14), offset=p)
             o.cluster_id = None
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e15].decode()
+            p = e15
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n15 = b[p]
-        if n15 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n15, p = _ruv(b, p)
-        n15 -= 1
-        if n15 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n15 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l16 = []
-            for _ in range(n15):
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
                 it, p = _d_MetadataResponseTopic_9(b, p)
-                l16.append(it)
-            o.topics = l16
+                l17.append(it)
+            o.topics = l17
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.cluster_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        p += 5
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
-        p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        u18 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -3577,7 +3506,7 @@ def _d_MetadataResponse_9(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -3598,42 +3527,22 @@ def _d_MetadataResponse_10(b, p):
         o.throttle_time_ms = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
-                s3.node_id = _S0.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataResponseBroker)
+                s4.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e5].decode()
-                    p = e5
-                F = 'Brokers.Port'
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -3641,92 +3550,105 @@ def _d_MetadataResponse_10(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s3.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.rack = b[p:e7].decode()
+                    s4.host = b[p:e7].decode()
                     p = e7
-                F = 'Brokers'
-                u8 = s3.unknown_tagged_fields = {}
-                tn9 = b[p]
+                s4.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s4.rack = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s4.rack = b[p:e9].decode()
+                    p = e9
+                u10 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l2.append(s3)
-            o.brokers = l2
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l3.append(s4)
+            o.brokers = l3
         F = 'ClusterId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            if n13 != -1:
-                raise _DecodeError('negative string length ' + str(n13), offset=p)
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            if n14 != -1:
+                raise _DecodeError('negative string length ' + str(n14), offset=p)
             o.cluster_id = None
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e15].decode()
+            p = e15
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n15 = b[p]
-        if n15 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n15, p = _ruv(b, p)
-        n15 -= 1
-        if n15 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n15 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l16 = []
-            for _ in range(n15):
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
                 it, p = _d_MetadataResponseTopic_10(b, p)
-                l16.append(it)
-            o.topics = l16
+                l17.append(it)
+            o.topics = l17
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.cluster_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        p += 5
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
-        p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        u18 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -3740,7 +3662,7 @@ def _d_MetadataResponse_10(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -3762,42 +3684,22 @@ def _d_MetadataResponse_11(b, p):
         o.throttle_time_ms = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
-                s3.node_id = _S0.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataResponseBroker)
+                s4.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e5].decode()
-                    p = e5
-                F = 'Brokers.Port'
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -3805,89 +3707,104 @@ def _d_MetadataResponse_11(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s3.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.rack = b[p:e7].decode()
+                    s4.host = b[p:e7].decode()
                     p = e7
-                F = 'Brokers'
-                u8 = s3.unknown_tagged_fields = {}
-                tn9 = b[p]
+                s4.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s4.rack = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s4.rack = b[p:e9].decode()
+                    p = e9
+                u10 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l2.append(s3)
-            o.brokers = l2
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l3.append(s4)
+            o.brokers = l3
         F = 'ClusterId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            if n13 != -1:
-                raise _DecodeError('negative string length ' + str(n13), offset=p)
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            if n14 != -1:
+                raise _DecodeError('negative string length ' + str(n14), offset=p)
             o.cluster_id = None
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e15].decode()
+            p = e15
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n15 = b[p]
-        if n15 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n15, p = _ruv(b, p)
-        n15 -= 1
-        if n15 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n15 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l16 = []
-            for _ in range(n15):
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
                 it, p = _d_MetadataResponseTopic_10(b, p)
-                l16.append(it)
-            o.topics = l16
+                l17.append(it)
+            o.topics = l17
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -3901,7 +3818,7 @@ def _d_MetadataResponse_11(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -3923,42 +3840,22 @@ def _d_MetadataResponse_12(b, p):
         o.throttle_time_ms = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
-                s3.node_id = _S0.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataResponseBroker)
+                s4.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e5].decode()
-                    p = e5
-                F = 'Brokers.Port'
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -3966,89 +3863,104 @@ def _d_MetadataResponse_12(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s3.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.rack = b[p:e7].decode()
+                    s4.host = b[p:e7].decode()
                     p = e7
-                F = 'Brokers'
-                u8 = s3.unknown_tagged_fields = {}
-                tn9 = b[p]
+                s4.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s4.rack = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s4.rack = b[p:e9].decode()
+                    p = e9
+                u10 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l2.append(s3)
-            o.brokers = l2
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l3.append(s4)
+            o.brokers = l3
         F = 'ClusterId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            if n13 != -1:
-                raise _DecodeError('negative string length ' + str(n13), offset=p)
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            if n14 != -1:
+                raise _DecodeError('negative string length ' + str(n14), offset=p)
             o.cluster_id = None
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e15].decode()
+            p = e15
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n15 = b[p]
-        if n15 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n15, p = _ruv(b, p)
-        n15 -= 1
-        if n15 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n15 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l16 = []
-            for _ in range(n15):
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
                 it, p = _d_MetadataResponseTopic_12(b, p)
-                l16.append(it)
-            o.topics = l16
+                l17.append(it)
+            o.topics = l17
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
+        u18 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -4062,7 +3974,7 @@ def _d_MetadataResponse_12(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -4083,42 +3995,22 @@ def _d_MetadataResponse_13(b, p):
         o.throttle_time_ms = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(MetadataResponseBroker)
-                F = 'Brokers.NodeId'
-                s3.node_id = _S0.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(MetadataResponseBroker)
+                s4.node_id = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'Brokers.Host'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.host = b[p:e5].decode()
-                    p = e5
-                F = 'Brokers.Port'
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                F = 'Brokers.Rack'
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -4126,92 +4018,105 @@ def _d_MetadataResponse_13(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s3.rack = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.rack = b[p:e7].decode()
+                    s4.host = b[p:e7].decode()
                     p = e7
-                F = 'Brokers'
-                u8 = s3.unknown_tagged_fields = {}
-                tn9 = b[p]
+                s4.port = _S0.unpack_from(b, p)[0]
+                p += 4
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s4.rack = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s4.rack = b[p:e9].decode()
+                    p = e9
+                u10 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l2.append(s3)
-            o.brokers = l2
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l3.append(s4)
+            o.brokers = l3
         F = 'ClusterId'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            if n13 != -1:
-                raise _DecodeError('negative string length ' + str(n13), offset=p)
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            if n14 != -1:
+                raise _DecodeError('negative string length ' + str(n14), offset=p)
             o.cluster_id = None
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e15].decode()
+            p = e15
         F = 'ControllerId'
         o.controller_id = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n15 = b[p]
-        if n15 < 128:
+        n16 = b[p]
+        if n16 < 128:
             p += 1
         else:
-            n15, p = _ruv(b, p)
-        n15 -= 1
-        if n15 < 0:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n15 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l16 = []
-            for _ in range(n15):
+            if n16 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l17 = []
+            for _ in range(n16):
                 it, p = _d_MetadataResponseTopic_12(b, p)
-                l16.append(it)
-            o.topics = l16
+                l17.append(it)
+            o.topics = l17
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        o.error_code, tn1 = _S7.unpack_from(b, p)
+        p += 3
         F = None
-        u17 = o.unknown_tagged_fields = {}
-        tn18 = b[p]
-        p += 1
-        if tn18:
-            if tn18 >= 128:
-                tn18, p = _ruv(b, p - 1)
-            if tn18 > L - p:
-                raise _DecodeError(str(tn18) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn18):
+        u18 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag19 = b[p]
                 if tag19 < 128:
                     p += 1
@@ -4225,7 +4130,7 @@ def _d_MetadataResponse_13(b, p):
                 te21 = p + tz20
                 if te21 > L:
                     raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u17[tag19] = b[p:te21]
+                u18[tag19] = b[p:te21]
                 p = te21
         return o, p
     except _DecodeError as x:
@@ -4724,12 +4629,12 @@ def _e_MetadataResponse_9(o, a):
         a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
         for s13 in v11:
             _e_MetadataResponseTopic_9(s13, a)
-    a(_S0.pack(o.cluster_authorized_operations))
     u14 = o.unknown_tagged_fields
     if u14:
+        a(_S0.pack(o.cluster_authorized_operations))
         _wtags(sorted(u14.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.cluster_authorized_operations, 0))
 
 
 def _e_MetadataResponse_10(o, a):
@@ -4781,12 +4686,12 @@ def _e_MetadataResponse_10(o, a):
         a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
         for s13 in v11:
             _e_MetadataResponseTopic_10(s13, a)
-    a(_S0.pack(o.cluster_authorized_operations))
     u14 = o.unknown_tagged_fields
     if u14:
+        a(_S0.pack(o.cluster_authorized_operations))
         _wtags(sorted(u14.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.cluster_authorized_operations, 0))
 
 
 def _e_MetadataResponse_11(o, a):
@@ -4956,12 +4861,12 @@ def _e_MetadataResponse_13(o, a):
         a(_UV1[n12 + 1] if n12 < 127 else _uvb(n12 + 1))
         for s13 in v11:
             _e_MetadataResponseTopic_13(s13, a)
-    a(_S1.pack(o.error_code))
     u14 = o.unknown_tagged_fields
     if u14:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u14.items()), a)
     else:
-        a(b'\x00')
+        a(_S7.pack(o.error_code, 0))
 
 
 MetadataResponseBroker._DECODERS = {0: _d_MetadataResponseBroker_0, 1: _d_MetadataResponseBroker_1, 2: _d_MetadataResponseBroker_1, 3: _d_MetadataResponseBroker_1, 4: _d_MetadataResponseBroker_1, 5: _d_MetadataResponseBroker_1, 6: _d_MetadataResponseBroker_1, 7: _d_MetadataResponseBroker_1, 8: _d_MetadataResponseBroker_1, 9: _d_MetadataResponseBroker_9, 10: _d_MetadataResponseBroker_9, 11: _d_MetadataResponseBroker_9, 12: _d_MetadataResponseBroker_9, 13: _d_MetadataResponseBroker_9}

@@ -122,7 +122,8 @@ class OffsetFetchRequest(Message):
 _S0 = _St('>h')
 _S1 = _St('>i')
 _S2 = _St('>16s')
-_S3 = _St('>?')
+_S3 = _St('>?B')
+_S4 = _St('>?')
 
 
 def _d_OffsetFetchRequestTopic_1(b, p):
@@ -170,47 +171,47 @@ def _d_OffsetFetchRequestTopic_6(b, p):
         L = len(b)
         o = _new(OffsetFetchRequestTopic)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'PartitionIndexes'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
+                o.partition_indexes = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -224,7 +225,7 @@ def _d_OffsetFetchRequestTopic_6(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -388,20 +389,359 @@ def _d_OffsetFetchRequestTopics_8(b, p):
         o = _new(OffsetFetchRequestTopics)
         o.topic_id = ZERO_UUID
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
+        F = 'PartitionIndexes'
+        n4 = b[p]
+        if n4 < 128:
+            p += 1
+        else:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.partition_indexes = list(_ARRAY['i'][n4].unpack_from(b, p))
+            else:
+                o.partition_indexes = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
+        F = None
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
+        p += 1
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
+                tag6 = b[p]
+                if tag6 < 128:
+                    p += 1
+                else:
+                    tag6, p = _ruv(b, p)
+                tz7 = b[p]
+                if tz7 < 128:
+                    p += 1
+                else:
+                    tz7, p = _ruv(b, p)
+                te8 = p + tz7
+                if te8 > L:
+                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
+                u5[tag6] = b[p:te8]
+                p = te8
+        return o, p
+    except _DecodeError as x:
+        raise _nest(x, F) from None
+    except (_StructError, IndexError):
+        raise _truncated(p, F) from None
+    except UnicodeDecodeError:
+        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
+
+
+def _d_OffsetFetchRequestGroup_8(b, p):
+    F = None
+    try:
+        L = len(b)
+        o = _new(OffsetFetchRequestGroup)
+        o.member_id = None
+        o.member_epoch = -1
+        F = 'GroupId'
+        n2 = b[p]
+        if n2 < 128:
+            p += 1
+        else:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+        else:
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e3].decode()
+            p = e3
+        F = 'Topics'
+        n4 = b[p]
+        if n4 < 128:
+            p += 1
+        else:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative array length ' + str(n4), offset=p)
+            o.topics = None
+        else:
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(OffsetFetchRequestTopics)
+                s6.topic_id = ZERO_UUID
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e9].decode()
+                    p = e9
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s6.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
+                    else:
+                        s6.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                u11 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
+                p += 1
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag12 = b[p]
+                        if tag12 < 128:
+                            p += 1
+                        else:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
+                            p += 1
+                        else:
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u11[tag12] = b[p:te14]
+                        p = te14
+                l5.append(s6)
+            o.topics = l5
+        F = None
+        u15 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
+        p += 1
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
+                tag16 = b[p]
+                if tag16 < 128:
+                    p += 1
+                else:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
+                    p += 1
+                else:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u15[tag16] = b[p:te18]
+                p = te18
+        return o, p
+    except _DecodeError as x:
+        raise _nest(x, F) from None
+    except (_StructError, IndexError):
+        raise _truncated(p, F) from None
+    except UnicodeDecodeError:
+        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
+
+
+def _d_OffsetFetchRequestGroup_9(b, p):
+    F = None
+    try:
+        L = len(b)
+        o = _new(OffsetFetchRequestGroup)
+        F = 'GroupId'
+        n2 = b[p]
+        if n2 < 128:
+            p += 1
+        else:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+        else:
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e3].decode()
+            p = e3
+        F = 'MemberId'
+        n4 = b[p]
+        if n4 < 128:
+            p += 1
+        else:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
+            o.member_id = None
+        else:
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.member_id = b[p:e5].decode()
+            p = e5
+        F = 'MemberEpoch'
+        o.member_epoch = _S1.unpack_from(b, p)[0]
+        p += 4
+        F = 'Topics'
+        n6 = b[p]
+        if n6 < 128:
+            p += 1
+        else:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative array length ' + str(n6), offset=p)
+            o.topics = None
+        else:
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(OffsetFetchRequestTopics)
+                s8.topic_id = ZERO_UUID
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s8.name = b[p:e11].decode()
+                    p = e11
+                n12 = b[p]
+                if n12 < 128:
+                    p += 1
+                else:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n12 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n12 < 64:
+                        s8.partition_indexes = list(_ARRAY['i'][n12].unpack_from(b, p))
+                    else:
+                        s8.partition_indexes = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                    p += n12 * 4
+                u13 = s8.unknown_tagged_fields = {}
+                tn9 = b[p]
+                p += 1
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag14 = b[p]
+                        if tag14 < 128:
+                            p += 1
+                        else:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
+                            p += 1
+                        else:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l7.append(s8)
+            o.topics = l7
+        F = None
+        u17 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
+        p += 1
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
+                tag18 = b[p]
+                if tag18 < 128:
+                    p += 1
+                else:
+                    tag18, p = _ruv(b, p)
+                tz19 = b[p]
+                if tz19 < 128:
+                    p += 1
+                else:
+                    tz19, p = _ruv(b, p)
+                te20 = p + tz19
+                if te20 > L:
+                    raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
+                u17[tag18] = b[p:te20]
+                p = te20
+        return o, p
+    except _DecodeError as x:
+        raise _nest(x, F) from None
+    except (_StructError, IndexError):
+        raise _truncated(p, F) from None
+    except UnicodeDecodeError:
+        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
+
+
+def _d_OffsetFetchRequestTopics_10(b, p):
+    F = None
+    try:
+        L = len(b)
+        o = _new(OffsetFetchRequestTopics)
+        o.name = ''
+        F = 'TopicId'
+        t2, = _S2.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
+        p += 16
         F = 'PartitionIndexes'
         n3 = b[p]
         if n3 < 128:
@@ -421,359 +761,14 @@ def _d_OffsetFetchRequestTopics_8(b, p):
             p += n3 * 4
         F = None
         u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
-                tag6 = b[p]
-                if tag6 < 128:
-                    p += 1
-                else:
-                    tag6, p = _ruv(b, p)
-                tz7 = b[p]
-                if tz7 < 128:
-                    p += 1
-                else:
-                    tz7, p = _ruv(b, p)
-                te8 = p + tz7
-                if te8 > L:
-                    raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
-                p = te8
-        return o, p
-    except _DecodeError as x:
-        raise _nest(x, F) from None
-    except (_StructError, IndexError):
-        raise _truncated(p, F) from None
-    except UnicodeDecodeError:
-        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
-
-
-def _d_OffsetFetchRequestGroup_8(b, p):
-    F = None
-    try:
-        L = len(b)
-        o = _new(OffsetFetchRequestGroup)
-        o.member_id = None
-        o.member_epoch = -1
-        F = 'GroupId'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-        else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e2].decode()
-            p = e2
-        F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
-            p += 1
-        else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative array length ' + str(n3), offset=p)
-            o.topics = None
-        else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(OffsetFetchRequestTopics)
-                s5.topic_id = ZERO_UUID
-                F = 'Topics.Name'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.name = b[p:e7].decode()
-                    p = e7
-                F = 'Topics.PartitionIndexes'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
-                    else:
-                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'Topics'
-                u9 = s5.unknown_tagged_fields = {}
-                tn10 = b[p]
-                p += 1
-                if tn10:
-                    if tn10 >= 128:
-                        tn10, p = _ruv(b, p - 1)
-                    if tn10 > L - p:
-                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn10):
-                        tag11 = b[p]
-                        if tag11 < 128:
-                            p += 1
-                        else:
-                            tag11, p = _ruv(b, p)
-                        tz12 = b[p]
-                        if tz12 < 128:
-                            p += 1
-                        else:
-                            tz12, p = _ruv(b, p)
-                        te13 = p + tz12
-                        if te13 > L:
-                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                        u9[tag11] = b[p:te13]
-                        p = te13
-                l4.append(s5)
-            o.topics = l4
-        F = None
-        u14 = o.unknown_tagged_fields = {}
-        tn15 = b[p]
-        p += 1
-        if tn15:
-            if tn15 >= 128:
-                tn15, p = _ruv(b, p - 1)
-            if tn15 > L - p:
-                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn15):
-                tag16 = b[p]
-                if tag16 < 128:
-                    p += 1
-                else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
-                    p += 1
-                else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u14[tag16] = b[p:te18]
-                p = te18
-        return o, p
-    except _DecodeError as x:
-        raise _nest(x, F) from None
-    except (_StructError, IndexError):
-        raise _truncated(p, F) from None
-    except UnicodeDecodeError:
-        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
-
-
-def _d_OffsetFetchRequestGroup_9(b, p):
-    F = None
-    try:
-        L = len(b)
-        o = _new(OffsetFetchRequestGroup)
-        F = 'GroupId'
-        n1 = b[p]
-        if n1 < 128:
-            p += 1
-        else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-        else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e2].decode()
-            p = e2
-        F = 'MemberId'
-        n3 = b[p]
-        if n3 < 128:
-            p += 1
-        else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
-            o.member_id = None
-        else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.member_id = b[p:e4].decode()
-            p = e4
-        F = 'MemberEpoch'
-        o.member_epoch = _S1.unpack_from(b, p)[0]
-        p += 4
-        F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
-            p += 1
-        else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative array length ' + str(n5), offset=p)
-            o.topics = None
-        else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(OffsetFetchRequestTopics)
-                s7.topic_id = ZERO_UUID
-                F = 'Topics.Name'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.name = b[p:e9].decode()
-                    p = e9
-                F = 'Topics.PartitionIndexes'
-                n10 = b[p]
-                if n10 < 128:
-                    p += 1
-                else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s7.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
-                    else:
-                        s7.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
-                    p += n10 * 4
-                F = 'Topics'
-                u11 = s7.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l6.append(s7)
-            o.topics = l6
-        F = None
-        u16 = o.unknown_tagged_fields = {}
-        tn17 = b[p]
-        p += 1
-        if tn17:
-            if tn17 >= 128:
-                tn17, p = _ruv(b, p - 1)
-            if tn17 > L - p:
-                raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn17):
-                tag18 = b[p]
-                if tag18 < 128:
-                    p += 1
-                else:
-                    tag18, p = _ruv(b, p)
-                tz19 = b[p]
-                if tz19 < 128:
-                    p += 1
-                else:
-                    tz19, p = _ruv(b, p)
-                te20 = p + tz19
-                if te20 > L:
-                    raise _DecodeError('tagged field ' + str(tag18) + ' of ' + str(tz19) + ' bytes is truncated', offset=p)
-                u16[tag18] = b[p:te20]
-                p = te20
-        return o, p
-    except _DecodeError as x:
-        raise _nest(x, F) from None
-    except (_StructError, IndexError):
-        raise _truncated(p, F) from None
-    except UnicodeDecodeError:
-        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
-
-
-def _d_OffsetFetchRequestTopics_10(b, p):
-    F = None
-    try:
-        L = len(b)
-        o = _new(OffsetFetchRequestTopics)
-        o.name = ''
-        F = 'TopicId'
-        t1, = _S2.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
-        p += 16
-        F = 'PartitionIndexes'
-        n2 = b[p]
-        if n2 < 128:
-            p += 1
-        else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n2 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n2].unpack_from(b, p))
-            else:
-                o.partition_indexes = list(_unpack_from('>' + str(n2) + 'i', b, p))
-            p += n2 * 4
-        F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -787,7 +782,7 @@ def _d_OffsetFetchRequestTopics_10(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -804,116 +799,113 @@ def _d_OffsetFetchRequestGroup_10(b, p):
         L = len(b)
         o = _new(OffsetFetchRequestGroup)
         F = 'GroupId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e3].decode()
+            p = e3
         F = 'MemberId'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
             o.member_id = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.member_id = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.member_id = b[p:e5].decode()
+            p = e5
         F = 'MemberEpoch'
         o.member_epoch = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative array length ' + str(n5), offset=p)
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative array length ' + str(n6), offset=p)
             o.topics = None
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(OffsetFetchRequestTopics)
-                s7.name = ''
-                F = 'Topics.TopicId'
-                t8, = _S2.unpack_from(b, p)
-                s7.topic_id = _UC.get(t8) or _uuid(t8)
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(OffsetFetchRequestTopics)
+                s8.name = ''
+                t10, = _S2.unpack_from(b, p)
+                s8.topic_id = _UC.get(t10) or _uuid(t10)
                 p += 16
-                F = 'Topics.PartitionIndexes'
-                n9 = b[p]
-                if n9 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s7.partition_indexes = list(_ARRAY['i'][n9].unpack_from(b, p))
+                    if n11 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n11 < 64:
+                        s8.partition_indexes = list(_ARRAY['i'][n11].unpack_from(b, p))
                     else:
-                        s7.partition_indexes = list(_unpack_from('>' + str(n9) + 'i', b, p))
-                    p += n9 * 4
-                F = 'Topics'
-                u10 = s7.unknown_tagged_fields = {}
-                tn11 = b[p]
+                        s8.partition_indexes = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                    p += n11 * 4
+                u12 = s8.unknown_tagged_fields = {}
+                tn9 = b[p]
                 p += 1
-                if tn11:
-                    if tn11 >= 128:
-                        tn11, p = _ruv(b, p - 1)
-                    if tn11 > L - p:
-                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn11):
-                        tag12 = b[p]
-                        if tag12 < 128:
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag13 = b[p]
+                        if tag13 < 128:
                             p += 1
                         else:
-                            tag12, p = _ruv(b, p)
-                        tz13 = b[p]
-                        if tz13 < 128:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
                             p += 1
                         else:
-                            tz13, p = _ruv(b, p)
-                        te14 = p + tz13
-                        if te14 > L:
-                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                        u10[tag12] = b[p:te14]
-                        p = te14
-                l6.append(s7)
-            o.topics = l6
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u12[tag13] = b[p:te15]
+                        p = te15
+                l7.append(s8)
+            o.topics = l7
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -927,7 +919,7 @@ def _d_OffsetFetchRequestGroup_10(b, p):
                 te19 = p + tz18
                 if te19 > L:
                     raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                u15[tag17] = b[p:te19]
+                u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -1169,7 +1161,6 @@ def _d_OffsetFetchRequest_1(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(OffsetFetchRequestTopic)
-                F = 'Topics.Name'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -1180,7 +1171,6 @@ def _d_OffsetFetchRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.name = b[p:e7].decode()
                     p = e7
-                F = 'Topics.PartitionIndexes'
                 n8 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
@@ -1237,7 +1227,6 @@ def _d_OffsetFetchRequest_2(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(OffsetFetchRequestTopic)
-                F = 'Topics.Name'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -1248,7 +1237,6 @@ def _d_OffsetFetchRequest_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.name = b[p:e7].decode()
                     p = e7
-                F = 'Topics.PartitionIndexes'
                 n8 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
@@ -1282,53 +1270,37 @@ def _d_OffsetFetchRequest_6(b, p):
         o.groups = []
         o.require_stable = False
         F = 'GroupId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e3].decode()
+            p = e3
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative array length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative array length ' + str(n4), offset=p)
             o.topics = None
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(OffsetFetchRequestTopic)
-                F = 'Topics.Name'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.name = b[p:e7].decode()
-                    p = e7
-                F = 'Topics.PartitionIndexes'
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(OffsetFetchRequestTopic)
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -1336,52 +1308,65 @@ def _d_OffsetFetchRequest_6(b, p):
                     n8, p = _ruv(b, p)
                 n8 -= 1
                 if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e9].decode()
+                    p = e9
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s6.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
                     else:
-                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'Topics'
-                u9 = s5.unknown_tagged_fields = {}
-                tn10 = b[p]
+                        s6.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                u11 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn10:
-                    if tn10 >= 128:
-                        tn10, p = _ruv(b, p - 1)
-                    if tn10 > L - p:
-                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn10):
-                        tag11 = b[p]
-                        if tag11 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag12 = b[p]
+                        if tag12 < 128:
                             p += 1
                         else:
-                            tag11, p = _ruv(b, p)
-                        tz12 = b[p]
-                        if tz12 < 128:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
                             p += 1
                         else:
-                            tz12, p = _ruv(b, p)
-                        te13 = p + tz12
-                        if te13 > L:
-                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                        u9[tag11] = b[p:te13]
-                        p = te13
-                l4.append(s5)
-            o.topics = l4
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u11[tag12] = b[p:te14]
+                        p = te14
+                l5.append(s6)
+            o.topics = l5
         F = None
-        u14 = o.unknown_tagged_fields = {}
-        tn15 = b[p]
+        u15 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn15:
-            if tn15 >= 128:
-                tn15, p = _ruv(b, p - 1)
-            if tn15 > L - p:
-                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn15):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag16 = b[p]
                 if tag16 < 128:
                     p += 1
@@ -1395,7 +1380,7 @@ def _d_OffsetFetchRequest_6(b, p):
                 te18 = p + tz17
                 if te18 > L:
                     raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u14[tag16] = b[p:te18]
+                u15[tag16] = b[p:te18]
                 p = te18
         return o, p
     except _DecodeError as x:
@@ -1413,53 +1398,37 @@ def _d_OffsetFetchRequest_7(b, p):
         o = _new(OffsetFetchRequest)
         o.groups = []
         F = 'GroupId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e3].decode()
+            p = e3
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative array length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative array length ' + str(n4), offset=p)
             o.topics = None
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(OffsetFetchRequestTopic)
-                F = 'Topics.Name'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.name = b[p:e7].decode()
-                    p = e7
-                F = 'Topics.PartitionIndexes'
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(OffsetFetchRequestTopic)
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -1467,55 +1436,66 @@ def _d_OffsetFetchRequest_7(b, p):
                     n8, p = _ruv(b, p)
                 n8 -= 1
                 if n8 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.name = b[p:e9].decode()
+                    p = e9
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                    if n10 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n10 < 64:
+                        s6.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
                     else:
-                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
-                    p += n8 * 4
-                F = 'Topics'
-                u9 = s5.unknown_tagged_fields = {}
-                tn10 = b[p]
+                        s6.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                    p += n10 * 4
+                u11 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn10:
-                    if tn10 >= 128:
-                        tn10, p = _ruv(b, p - 1)
-                    if tn10 > L - p:
-                        raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn10):
-                        tag11 = b[p]
-                        if tag11 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag12 = b[p]
+                        if tag12 < 128:
                             p += 1
                         else:
-                            tag11, p = _ruv(b, p)
-                        tz12 = b[p]
-                        if tz12 < 128:
+                            tag12, p = _ruv(b, p)
+                        tz13 = b[p]
+                        if tz13 < 128:
                             p += 1
                         else:
-                            tz12, p = _ruv(b, p)
-                        te13 = p + tz12
-                        if te13 > L:
-                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                        u9[tag11] = b[p:te13]
-                        p = te13
-                l4.append(s5)
-            o.topics = l4
+                            tz13, p = _ruv(b, p)
+                        te14 = p + tz13
+                        if te14 > L:
+                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                        u11[tag12] = b[p:te14]
+                        p = te14
+                l5.append(s6)
+            o.topics = l5
         F = 'RequireStable'
-        o.require_stable = _S3.unpack_from(b, p)[0]
-        p += 1
+        o.require_stable, tn1 = _S3.unpack_from(b, p)
+        p += 2
         F = None
-        u14 = o.unknown_tagged_fields = {}
-        tn15 = b[p]
-        p += 1
-        if tn15:
-            if tn15 >= 128:
-                tn15, p = _ruv(b, p - 1)
-            if tn15 > L - p:
-                raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn15):
+        u15 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag16 = b[p]
                 if tag16 < 128:
                     p += 1
@@ -1529,7 +1509,7 @@ def _d_OffsetFetchRequest_7(b, p):
                 te18 = p + tz17
                 if te18 > L:
                     raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u14[tag16] = b[p:te18]
+                u15[tag16] = b[p:te18]
                 p = te18
         return o, p
     except _DecodeError as x:
@@ -1548,35 +1528,33 @@ def _d_OffsetFetchRequest_8(b, p):
         o.group_id = ''
         o.topics = []
         F = 'Groups'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_OffsetFetchRequestGroup_8(b, p)
-                l2.append(it)
-            o.groups = l2
+                l3.append(it)
+            o.groups = l3
         F = 'RequireStable'
-        o.require_stable = _S3.unpack_from(b, p)[0]
-        p += 1
+        o.require_stable, tn1 = _S3.unpack_from(b, p)
+        p += 2
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1590,7 +1568,7 @@ def _d_OffsetFetchRequest_8(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1609,35 +1587,33 @@ def _d_OffsetFetchRequest_9(b, p):
         o.group_id = ''
         o.topics = []
         F = 'Groups'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_OffsetFetchRequestGroup_9(b, p)
-                l2.append(it)
-            o.groups = l2
+                l3.append(it)
+            o.groups = l3
         F = 'RequireStable'
-        o.require_stable = _S3.unpack_from(b, p)[0]
-        p += 1
+        o.require_stable, tn1 = _S3.unpack_from(b, p)
+        p += 2
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1651,7 +1627,7 @@ def _d_OffsetFetchRequest_9(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1670,35 +1646,33 @@ def _d_OffsetFetchRequest_10(b, p):
         o.group_id = ''
         o.topics = []
         F = 'Groups'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_OffsetFetchRequestGroup_10(b, p)
-                l2.append(it)
-            o.groups = l2
+                l3.append(it)
+            o.groups = l3
         F = 'RequireStable'
-        o.require_stable = _S3.unpack_from(b, p)[0]
-        p += 1
+        o.require_stable, tn1 = _S3.unpack_from(b, p)
+        p += 2
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1712,7 +1686,7 @@ def _d_OffsetFetchRequest_10(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -2013,12 +1987,12 @@ def _e_OffsetFetchRequest_7(o, a):
                 _wtags(sorted(u10.items()), a)
             else:
                 a(b'\x00')
-    a(_S3.pack(o.require_stable))
     u11 = o.unknown_tagged_fields
     if u11:
+        a(_S4.pack(o.require_stable))
         _wtags(sorted(u11.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.require_stable, 0))
 
 
 def _e_OffsetFetchRequest_8(o, a):
@@ -2034,12 +2008,12 @@ def _e_OffsetFetchRequest_8(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
             _e_OffsetFetchRequestGroup_8(s3, a)
-    a(_S3.pack(o.require_stable))
     u4 = o.unknown_tagged_fields
     if u4:
+        a(_S4.pack(o.require_stable))
         _wtags(sorted(u4.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.require_stable, 0))
 
 
 def _e_OffsetFetchRequest_9(o, a):
@@ -2055,12 +2029,12 @@ def _e_OffsetFetchRequest_9(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
             _e_OffsetFetchRequestGroup_9(s3, a)
-    a(_S3.pack(o.require_stable))
     u4 = o.unknown_tagged_fields
     if u4:
+        a(_S4.pack(o.require_stable))
         _wtags(sorted(u4.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.require_stable, 0))
 
 
 def _e_OffsetFetchRequest_10(o, a):
@@ -2076,12 +2050,12 @@ def _e_OffsetFetchRequest_10(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
             _e_OffsetFetchRequestGroup_10(s3, a)
-    a(_S3.pack(o.require_stable))
     u4 = o.unknown_tagged_fields
     if u4:
+        a(_S4.pack(o.require_stable))
         _wtags(sorted(u4.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.require_stable, 0))
 
 
 OffsetFetchRequestTopic._DECODERS = {1: _d_OffsetFetchRequestTopic_1, 2: _d_OffsetFetchRequestTopic_1, 3: _d_OffsetFetchRequestTopic_1, 4: _d_OffsetFetchRequestTopic_1, 5: _d_OffsetFetchRequestTopic_1, 6: _d_OffsetFetchRequestTopic_6, 7: _d_OffsetFetchRequestTopic_6}

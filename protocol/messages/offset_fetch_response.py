@@ -169,7 +169,8 @@ _S0 = _St('>iq')
 _S1 = _St('>h')
 _S2 = _St('>i')
 _S3 = _St('>iqi')
-_S4 = _St('>16s')
+_S4 = _St('>hB')
+_S5 = _St('>16s')
 
 
 def _d_OffsetFetchResponsePartition_1(b, p):
@@ -235,10 +236,8 @@ def _d_OffsetFetchResponseTopic_1(b, p):
             for _ in range(n3):
                 s5 = _new(OffsetFetchResponsePartition)
                 s5.committed_leader_epoch = -1
-                F = 'Partitions.PartitionIndex'
                 s5.partition_index, s5.committed_offset = _S0.unpack_from(b, p)
                 p += 12
-                F = 'Partitions.Metadata'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -251,7 +250,6 @@ def _d_OffsetFetchResponseTopic_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.metadata = b[p:e7].decode()
                     p = e7
-                F = 'Partitions.ErrorCode'
                 s5.error_code = _S1.unpack_from(b, p)[0]
                 p += 2
                 s5.unknown_tagged_fields = {}
@@ -328,10 +326,8 @@ def _d_OffsetFetchResponseTopic_5(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(OffsetFetchResponsePartition)
-                F = 'Partitions.PartitionIndex'
                 s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
                 p += 16
-                F = 'Partitions.Metadata'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -344,7 +340,6 @@ def _d_OffsetFetchResponseTopic_5(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.metadata = b[p:e7].decode()
                     p = e7
-                F = 'Partitions.ErrorCode'
                 s5.error_code = _S1.unpack_from(b, p)[0]
                 p += 2
                 s5.unknown_tagged_fields = {}
@@ -369,35 +364,33 @@ def _d_OffsetFetchResponsePartition_6(b, p):
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
         p += 16
         F = 'Metadata'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.metadata = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.metadata = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.metadata = b[p:e3].decode()
+            p = e3
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        o.error_code, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -411,7 +404,7 @@ def _d_OffsetFetchResponsePartition_6(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -428,95 +421,89 @@ def _d_OffsetFetchResponseTopic_6(b, p):
         L = len(b)
         o = _new(OffsetFetchResponseTopic)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(OffsetFetchResponsePartition)
-                F = 'Partitions.PartitionIndex'
-                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(OffsetFetchResponsePartition)
+                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S3.unpack_from(b, p)
                 p += 16
-                F = 'Partitions.Metadata'
-                n6 = b[p]
-                if n6 < 128:
+                n8 = b[p]
+                if n8 < 128:
                     p += 1
                 else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s5.metadata = None
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s6.metadata = None
                 else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.metadata = b[p:e7].decode()
-                    p = e7
-                F = 'Partitions.ErrorCode'
-                s5.error_code = _S1.unpack_from(b, p)[0]
-                p += 2
-                F = 'Partitions'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
-                p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.metadata = b[p:e9].decode()
+                    p = e9
+                s6.error_code, tn7 = _S4.unpack_from(b, p)
+                p += 3
+                u10 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.partitions = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u13 = o.unknown_tagged_fields = {}
-        tn14 = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn14:
-            if tn14 >= 128:
-                tn14, p = _ruv(b, p - 1)
-            if tn14 > L - p:
-                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn14):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag15 = b[p]
                 if tag15 < 128:
                     p += 1
@@ -530,7 +517,7 @@ def _d_OffsetFetchResponseTopic_6(b, p):
                 te17 = p + tz16
                 if te17 > L:
                     raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u13[tag15] = b[p:te17]
+                u14[tag15] = b[p:te17]
                 p = te17
         return o, p
     except _DecodeError as x:
@@ -741,12 +728,12 @@ def _e_OffsetFetchResponsePartition_6(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.error_code))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopic_6(o, a):
@@ -774,12 +761,12 @@ def _e_OffsetFetchResponseTopic_6(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S1.pack(s5.error_code))
             u8 = s5.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -812,12 +799,12 @@ def _e_OffsetFetchResponseTopic_7(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S1.pack(s5.error_code))
             u8 = s5.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -834,35 +821,33 @@ def _d_OffsetFetchResponsePartitions_8(b, p):
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
         p += 16
         F = 'Metadata'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.metadata = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.metadata = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.metadata = b[p:e3].decode()
+            p = e3
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        o.error_code, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -876,7 +861,7 @@ def _d_OffsetFetchResponsePartitions_8(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -894,95 +879,89 @@ def _d_OffsetFetchResponseTopics_8(b, p):
         o = _new(OffsetFetchResponseTopics)
         o.topic_id = ZERO_UUID
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(OffsetFetchResponsePartitions)
-                F = 'Partitions.PartitionIndex'
-                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(OffsetFetchResponsePartitions)
+                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S3.unpack_from(b, p)
                 p += 16
-                F = 'Partitions.Metadata'
-                n6 = b[p]
-                if n6 < 128:
+                n8 = b[p]
+                if n8 < 128:
                     p += 1
                 else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s5.metadata = None
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s6.metadata = None
                 else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.metadata = b[p:e7].decode()
-                    p = e7
-                F = 'Partitions.ErrorCode'
-                s5.error_code = _S1.unpack_from(b, p)[0]
-                p += 2
-                F = 'Partitions'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
-                p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.metadata = b[p:e9].decode()
+                    p = e9
+                s6.error_code, tn7 = _S4.unpack_from(b, p)
+                p += 3
+                u10 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.partitions = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u13 = o.unknown_tagged_fields = {}
-        tn14 = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn14:
-            if tn14 >= 128:
-                tn14, p = _ruv(b, p - 1)
-            if tn14 > L - p:
-                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn14):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag15 = b[p]
                 if tag15 < 128:
                     p += 1
@@ -996,7 +975,7 @@ def _d_OffsetFetchResponseTopics_8(b, p):
                 te17 = p + tz16
                 if te17 > L:
                     raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u13[tag15] = b[p:te17]
+                u14[tag15] = b[p:te17]
                 p = te17
         return o, p
     except _DecodeError as x:
@@ -1013,50 +992,48 @@ def _d_OffsetFetchResponseGroup_8(b, p):
         L = len(b)
         o = _new(OffsetFetchResponseGroup)
         F = 'GroupId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e3].decode()
+            p = e3
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_OffsetFetchResponseTopics_8(b, p)
-                l4.append(it)
-            o.topics = l4
+                l5.append(it)
+            o.topics = l5
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        o.error_code, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -1070,7 +1047,7 @@ def _d_OffsetFetchResponseGroup_8(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -1088,84 +1065,78 @@ def _d_OffsetFetchResponseTopics_10(b, p):
         o = _new(OffsetFetchResponseTopics)
         o.name = ''
         F = 'TopicId'
-        t1, = _S4.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S5.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(OffsetFetchResponsePartitions)
-                F = 'Partitions.PartitionIndex'
-                s4.partition_index, s4.committed_offset, s4.committed_leader_epoch = _S3.unpack_from(b, p)
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(OffsetFetchResponsePartitions)
+                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
                 p += 16
-                F = 'Partitions.Metadata'
-                n5 = b[p]
-                if n5 < 128:
+                n7 = b[p]
+                if n7 < 128:
                     p += 1
                 else:
-                    n5, p = _ruv(b, p)
-                n5 -= 1
-                if n5 < 0:
-                    if n5 != -1:
-                        raise _DecodeError('negative string length ' + str(n5), offset=p)
-                    s4.metadata = None
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    if n7 != -1:
+                        raise _DecodeError('negative string length ' + str(n7), offset=p)
+                    s5.metadata = None
                 else:
-                    e6 = p + n5
-                    if e6 > L:
-                        raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-                    s4.metadata = b[p:e6].decode()
-                    p = e6
-                F = 'Partitions.ErrorCode'
-                s4.error_code = _S1.unpack_from(b, p)[0]
-                p += 2
-                F = 'Partitions'
-                u7 = s4.unknown_tagged_fields = {}
-                tn8 = b[p]
-                p += 1
-                if tn8:
-                    if tn8 >= 128:
-                        tn8, p = _ruv(b, p - 1)
-                    if tn8 > L - p:
-                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn8):
-                        tag9 = b[p]
-                        if tag9 < 128:
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s5.metadata = b[p:e8].decode()
+                    p = e8
+                s5.error_code, tn6 = _S4.unpack_from(b, p)
+                p += 3
+                u9 = s5.unknown_tagged_fields = {}
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag10 = b[p]
+                        if tag10 < 128:
                             p += 1
                         else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
                             p += 1
                         else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        u7[tag9] = b[p:te11]
-                        p = te11
-                l3.append(s4)
-            o.partitions = l3
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u9[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
+            o.partitions = l4
         F = None
-        u12 = o.unknown_tagged_fields = {}
-        tn13 = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn13:
-            if tn13 >= 128:
-                tn13, p = _ruv(b, p - 1)
-            if tn13 > L - p:
-                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn13):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag14 = b[p]
                 if tag14 < 128:
                     p += 1
@@ -1179,7 +1150,7 @@ def _d_OffsetFetchResponseTopics_10(b, p):
                 te16 = p + tz15
                 if te16 > L:
                     raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                u12[tag14] = b[p:te16]
+                u13[tag14] = b[p:te16]
                 p = te16
         return o, p
     except _DecodeError as x:
@@ -1196,50 +1167,48 @@ def _d_OffsetFetchResponseGroup_10(b, p):
         L = len(b)
         o = _new(OffsetFetchResponseGroup)
         F = 'GroupId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e3].decode()
+            p = e3
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_OffsetFetchResponseTopics_10(b, p)
-                l4.append(it)
-            o.topics = l4
+                l5.append(it)
+            o.topics = l5
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        o.error_code, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -1253,7 +1222,7 @@ def _d_OffsetFetchResponseGroup_10(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -1274,12 +1243,12 @@ def _e_OffsetFetchResponsePartitions_8(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.error_code))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopics_8(o, a):
@@ -1307,12 +1276,12 @@ def _e_OffsetFetchResponseTopics_8(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S1.pack(s5.error_code))
             u8 = s5.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1337,12 +1306,12 @@ def _e_OffsetFetchResponseGroup_8(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
             _e_OffsetFetchResponseTopics_8(s5, a)
-    a(_S1.pack(o.error_code))
     u6 = o.unknown_tagged_fields
     if u6:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u6.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopics_9(o, a):
@@ -1370,12 +1339,12 @@ def _e_OffsetFetchResponseTopics_9(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S1.pack(s5.error_code))
             u8 = s5.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1400,16 +1369,16 @@ def _e_OffsetFetchResponseGroup_9(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
             _e_OffsetFetchResponseTopics_9(s5, a)
-    a(_S1.pack(o.error_code))
     u6 = o.unknown_tagged_fields
     if u6:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u6.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopics_10(o, a):
-    a(_S4.pack(o.topic_id.bytes))
+    a(_S5.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 10')
@@ -1426,12 +1395,12 @@ def _e_OffsetFetchResponseTopics_10(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S1.pack(s3.error_code))
             u6 = s3.unknown_tagged_fields
             if u6:
+                a(_S1.pack(s3.error_code))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S4.pack(s3.error_code, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -1456,12 +1425,12 @@ def _e_OffsetFetchResponseGroup_10(o, a):
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
             _e_OffsetFetchResponseTopics_10(s5, a)
-    a(_S1.pack(o.error_code))
     u6 = o.unknown_tagged_fields
     if u6:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u6.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.error_code, 0))
 
 
 def _d_OffsetFetchResponse_1(b, p):
@@ -1608,35 +1577,33 @@ def _d_OffsetFetchResponse_6(b, p):
         o.throttle_time_ms = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_OffsetFetchResponseTopic_6(b, p)
-                l2.append(it)
-            o.topics = l2
+                l3.append(it)
+            o.topics = l3
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        o.error_code, tn1 = _S4.unpack_from(b, p)
+        p += 3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1650,7 +1617,7 @@ def _d_OffsetFetchResponse_6(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1672,32 +1639,32 @@ def _d_OffsetFetchResponse_8(b, p):
         o.throttle_time_ms = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Groups'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_OffsetFetchResponseGroup_8(b, p)
-                l2.append(it)
-            o.groups = l2
+                l3.append(it)
+            o.groups = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1711,7 +1678,7 @@ def _d_OffsetFetchResponse_8(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1733,32 +1700,32 @@ def _d_OffsetFetchResponse_10(b, p):
         o.throttle_time_ms = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Groups'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_OffsetFetchResponseGroup_10(b, p)
-                l2.append(it)
-            o.groups = l2
+                l3.append(it)
+            o.groups = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1772,7 +1739,7 @@ def _d_OffsetFetchResponse_10(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1877,12 +1844,12 @@ def _e_OffsetFetchResponse_6(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
             _e_OffsetFetchResponseTopic_6(s3, a)
-    a(_S1.pack(o.error_code))
     u4 = o.unknown_tagged_fields
     if u4:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u4.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponse_7(o, a):
@@ -1897,12 +1864,12 @@ def _e_OffsetFetchResponse_7(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
             _e_OffsetFetchResponseTopic_7(s3, a)
-    a(_S1.pack(o.error_code))
     u4 = o.unknown_tagged_fields
     if u4:
+        a(_S1.pack(o.error_code))
         _wtags(sorted(u4.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponse_8(o, a):

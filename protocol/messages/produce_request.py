@@ -161,10 +161,8 @@ def _d_TopicProduceData_3(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(PartitionProduceData)
-                F = 'PartitionData.Index'
                 s5.index = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'PartitionData.Records'
                 n6 = _S0.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
@@ -199,32 +197,32 @@ def _d_PartitionProduceData_9(b, p):
         o.index = _S0.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative records length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative records length ' + str(n2), offset=p)
             o.records = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('records' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.records = b[p:e2]
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('records' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.records = b[p:e3]
+            p = e3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -238,7 +236,7 @@ def _d_PartitionProduceData_9(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -256,92 +254,89 @@ def _d_TopicProduceData_9(b, p):
         o = _new(TopicProduceData)
         o.topic_id = ZERO_UUID
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'PartitionData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionProduceData)
-                F = 'PartitionData.Index'
-                s5.index = _S0.unpack_from(b, p)[0]
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(PartitionProduceData)
+                s6.index = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'PartitionData.Records'
-                n6 = b[p]
-                if n6 < 128:
+                n8 = b[p]
+                if n8 < 128:
                     p += 1
                 else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative records length ' + str(n6), offset=p)
-                    s5.records = None
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative records length ' + str(n8), offset=p)
+                    s6.records = None
                 else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('records' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.records = b[p:e7]
-                    p = e7
-                F = 'PartitionData'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('records' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.records = b[p:e9]
+                    p = e9
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.partition_data = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.partition_data = l5
         F = None
-        u13 = o.unknown_tagged_fields = {}
-        tn14 = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn14:
-            if tn14 >= 128:
-                tn14, p = _ruv(b, p - 1)
-            if tn14 > L - p:
-                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn14):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag15 = b[p]
                 if tag15 < 128:
                     p += 1
@@ -355,7 +350,7 @@ def _d_TopicProduceData_9(b, p):
                 te17 = p + tz16
                 if te17 > L:
                     raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u13[tag15] = b[p:te17]
+                u14[tag15] = b[p:te17]
                 p = te17
         return o, p
     except _DecodeError as x:
@@ -373,81 +368,78 @@ def _d_TopicProduceData_13(b, p):
         o = _new(TopicProduceData)
         o.name = ''
         F = 'TopicId'
-        t1, = _S2.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
+        t2, = _S2.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'PartitionData'
-        n2 = b[p]
-        if n2 < 128:
+        n3 = b[p]
+        if n3 < 128:
             p += 1
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
+            n3, p = _ruv(b, p)
+        n3 -= 1
+        if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(PartitionProduceData)
-                F = 'PartitionData.Index'
-                s4.index = _S0.unpack_from(b, p)[0]
+            if n3 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l4 = []
+            for _ in range(n3):
+                s5 = _new(PartitionProduceData)
+                s5.index = _S0.unpack_from(b, p)[0]
                 p += 4
-                F = 'PartitionData.Records'
-                n5 = b[p]
-                if n5 < 128:
+                n7 = b[p]
+                if n7 < 128:
                     p += 1
                 else:
-                    n5, p = _ruv(b, p)
-                n5 -= 1
-                if n5 < 0:
-                    if n5 != -1:
-                        raise _DecodeError('negative records length ' + str(n5), offset=p)
-                    s4.records = None
+                    n7, p = _ruv(b, p)
+                n7 -= 1
+                if n7 < 0:
+                    if n7 != -1:
+                        raise _DecodeError('negative records length ' + str(n7), offset=p)
+                    s5.records = None
                 else:
-                    e6 = p + n5
-                    if e6 > L:
-                        raise _DecodeError('records' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-                    s4.records = b[p:e6]
-                    p = e6
-                F = 'PartitionData'
-                u7 = s4.unknown_tagged_fields = {}
-                tn8 = b[p]
+                    e8 = p + n7
+                    if e8 > L:
+                        raise _DecodeError('records' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+                    s5.records = b[p:e8]
+                    p = e8
+                u9 = s5.unknown_tagged_fields = {}
+                tn6 = b[p]
                 p += 1
-                if tn8:
-                    if tn8 >= 128:
-                        tn8, p = _ruv(b, p - 1)
-                    if tn8 > L - p:
-                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn8):
-                        tag9 = b[p]
-                        if tag9 < 128:
+                if tn6:
+                    if tn6 >= 128:
+                        tn6, p = _ruv(b, p - 1)
+                    if tn6 > L - p:
+                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn6):
+                        tag10 = b[p]
+                        if tag10 < 128:
                             p += 1
                         else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
                             p += 1
                         else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        u7[tag9] = b[p:te11]
-                        p = te11
-                l3.append(s4)
-            o.partition_data = l3
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u9[tag10] = b[p:te12]
+                        p = te12
+                l4.append(s5)
+            o.partition_data = l4
         F = None
-        u12 = o.unknown_tagged_fields = {}
-        tn13 = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn13:
-            if tn13 >= 128:
-                tn13, p = _ruv(b, p - 1)
-            if tn13 > L - p:
-                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn13):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag14 = b[p]
                 if tag14 < 128:
                     p += 1
@@ -461,7 +453,7 @@ def _d_TopicProduceData_13(b, p):
                 te16 = p + tz15
                 if te16 > L:
                     raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                u12[tag14] = b[p:te16]
+                u13[tag14] = b[p:te16]
                 p = te16
         return o, p
     except _DecodeError as x:
@@ -904,52 +896,52 @@ def _d_ProduceRequest_9(b, p):
         L = len(b)
         o = _new(ProduceRequest)
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.transactional_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'Acks'
         o.acks, o.timeout_ms = _S3.unpack_from(b, p)
         p += 6
         F = 'TopicData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_TopicProduceData_9(b, p)
-                l4.append(it)
-            o.topic_data = l4
+                l5.append(it)
+            o.topic_data = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -963,7 +955,7 @@ def _d_ProduceRequest_9(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -980,52 +972,52 @@ def _d_ProduceRequest_13(b, p):
         L = len(b)
         o = _new(ProduceRequest)
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.transactional_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'Acks'
         o.acks, o.timeout_ms = _S3.unpack_from(b, p)
         p += 6
         F = 'TopicData'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_TopicProduceData_13(b, p)
-                l4.append(it)
-            o.topic_data = l4
+                l5.append(it)
+            o.topic_data = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -1039,7 +1031,7 @@ def _d_ProduceRequest_13(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:

@@ -169,8 +169,10 @@ _S0 = _St('>ihqq')
 _S1 = _St('>h')
 _S2 = _St('>i')
 _S3 = _St('>ihqqq')
-_S4 = _St('>ii')
+_S4 = _St('>iiB')
 _S5 = _St('>16s')
+_S6 = _St('>ii')
+_S7 = _St('>iB')
 _DEF_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
@@ -228,7 +230,6 @@ def _d_TopicProduceResponse_3(b, p):
                 s5.record_errors = []
                 s5.error_message = None
                 s5.current_leader = LeaderIdAndEpoch()
-                F = 'PartitionResponses.Index'
                 s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms = _S0.unpack_from(b, p)
                 p += 22
                 s5.unknown_tagged_fields = {}
@@ -296,7 +297,6 @@ def _d_TopicProduceResponse_5(b, p):
                 s5.record_errors = []
                 s5.error_message = None
                 s5.current_leader = LeaderIdAndEpoch()
-                F = 'PartitionResponses.Index'
                 s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset = _S3.unpack_from(b, p)
                 p += 30
                 s5.unknown_tagged_fields = {}
@@ -363,10 +363,8 @@ def _d_PartitionProduceResponse_8(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(BatchIndexAndErrorMessage)
-                F = 'RecordErrors.BatchIndex'
                 s3.batch_index = _S2.unpack_from(b, p)[0]
                 p += 4
-                F = 'RecordErrors.BatchIndexErrorMessage'
                 n4 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -454,32 +452,32 @@ def _d_BatchIndexAndErrorMessage_9(b, p):
         o.batch_index = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'BatchIndexErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.batch_index_error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.batch_index_error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.batch_index_error_message = b[p:e3].decode()
+            p = e3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -493,7 +491,7 @@ def _d_BatchIndexAndErrorMessage_9(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -514,94 +512,91 @@ def _d_PartitionProduceResponse_9(b, p):
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S3.unpack_from(b, p)
         p += 30
         F = 'RecordErrors'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(BatchIndexAndErrorMessage)
-                F = 'RecordErrors.BatchIndex'
-                s3.batch_index = _S2.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(BatchIndexAndErrorMessage)
+                s4.batch_index = _S2.unpack_from(b, p)[0]
                 p += 4
-                F = 'RecordErrors.BatchIndexErrorMessage'
-                n4 = b[p]
-                if n4 < 128:
+                n6 = b[p]
+                if n6 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    if n4 != -1:
-                        raise _DecodeError('negative string length ' + str(n4), offset=p)
-                    s3.batch_index_error_message = None
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s4.batch_index_error_message = None
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.batch_index_error_message = b[p:e5].decode()
-                    p = e5
-                F = 'RecordErrors'
-                u6 = s3.unknown_tagged_fields = {}
-                tn7 = b[p]
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s4.batch_index_error_message = b[p:e7].decode()
+                    p = e7
+                u8 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn7:
-                    if tn7 >= 128:
-                        tn7, p = _ruv(b, p - 1)
-                    if tn7 > L - p:
-                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l2.append(s3)
-            o.record_errors = l2
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l3.append(s4)
+            o.record_errors = l3
         F = 'ErrorMessage'
-        n11 = b[p]
-        if n11 < 128:
+        n12 = b[p]
+        if n12 < 128:
             p += 1
         else:
-            n11, p = _ruv(b, p)
-        n11 -= 1
-        if n11 < 0:
-            if n11 != -1:
-                raise _DecodeError('negative string length ' + str(n11), offset=p)
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
+            if n12 != -1:
+                raise _DecodeError('negative string length ' + str(n12), offset=p)
             o.error_message = None
         else:
-            e12 = p + n11
-            if e12 > L:
-                raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e12].decode()
-            p = e12
+            e13 = p + n12
+            if e13 > L:
+                raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e13].decode()
+            p = e13
         F = None
-        u13 = o.unknown_tagged_fields = {}
-        tn14 = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn14:
-            if tn14 >= 128:
-                tn14, p = _ruv(b, p - 1)
-            if tn14 > L - p:
-                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn14):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag15 = b[p]
                 if tag15 < 128:
                     p += 1
@@ -618,7 +613,7 @@ def _d_PartitionProduceResponse_9(b, p):
                 if tag15 in (0,):
                     raise _DecodeError('tag ' + str(tag15) + ' is not valid for version 9', offset=p)
                 else:
-                    u13[tag15] = b[p:te17]
+                    u14[tag15] = b[p:te17]
                 p = te17
         return o, p
     except _DecodeError as x:
@@ -636,47 +631,47 @@ def _d_TopicProduceResponse_9(b, p):
         o = _new(TopicProduceResponse)
         o.topic_id = ZERO_UUID
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'PartitionResponses'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_PartitionProduceResponse_9(b, p)
-                l4.append(it)
-            o.partition_responses = l4
+                l5.append(it)
+            o.partition_responses = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -690,7 +685,7 @@ def _d_TopicProduceResponse_9(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -707,18 +702,16 @@ def _d_LeaderIdAndEpoch_10(b, p):
         L = len(b)
         o = _new(LeaderIdAndEpoch)
         F = 'LeaderId'
-        o.leader_id, o.leader_epoch = _S4.unpack_from(b, p)
-        p += 8
+        o.leader_id, o.leader_epoch, tn1 = _S4.unpack_from(b, p)
+        p += 9
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -732,7 +725,7 @@ def _d_LeaderIdAndEpoch_10(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -752,95 +745,92 @@ def _d_PartitionProduceResponse_10(b, p):
         o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset = _S3.unpack_from(b, p)
         p += 30
         F = 'RecordErrors'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(BatchIndexAndErrorMessage)
-                F = 'RecordErrors.BatchIndex'
-                s3.batch_index = _S2.unpack_from(b, p)[0]
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(BatchIndexAndErrorMessage)
+                s4.batch_index = _S2.unpack_from(b, p)[0]
                 p += 4
-                F = 'RecordErrors.BatchIndexErrorMessage'
-                n4 = b[p]
-                if n4 < 128:
+                n6 = b[p]
+                if n6 < 128:
                     p += 1
                 else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    if n4 != -1:
-                        raise _DecodeError('negative string length ' + str(n4), offset=p)
-                    s3.batch_index_error_message = None
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    s4.batch_index_error_message = None
                 else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.batch_index_error_message = b[p:e5].decode()
-                    p = e5
-                F = 'RecordErrors'
-                u6 = s3.unknown_tagged_fields = {}
-                tn7 = b[p]
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s4.batch_index_error_message = b[p:e7].decode()
+                    p = e7
+                u8 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn7:
-                    if tn7 >= 128:
-                        tn7, p = _ruv(b, p - 1)
-                    if tn7 > L - p:
-                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l2.append(s3)
-            o.record_errors = l2
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l3.append(s4)
+            o.record_errors = l3
         F = 'ErrorMessage'
-        n11 = b[p]
-        if n11 < 128:
+        n12 = b[p]
+        if n12 < 128:
             p += 1
         else:
-            n11, p = _ruv(b, p)
-        n11 -= 1
-        if n11 < 0:
-            if n11 != -1:
-                raise _DecodeError('negative string length ' + str(n11), offset=p)
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
+            if n12 != -1:
+                raise _DecodeError('negative string length ' + str(n12), offset=p)
             o.error_message = None
         else:
-            e12 = p + n11
-            if e12 > L:
-                raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e12].decode()
-            p = e12
+            e13 = p + n12
+            if e13 > L:
+                raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e13].decode()
+            p = e13
         o.current_leader = LeaderIdAndEpoch()
         F = None
-        u13 = o.unknown_tagged_fields = {}
-        tn14 = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn14:
-            if tn14 >= 128:
-                tn14, p = _ruv(b, p - 1)
-            if tn14 > L - p:
-                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn14):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag15 = b[p]
                 if tag15 < 128:
                     p += 1
@@ -860,7 +850,7 @@ def _d_PartitionProduceResponse_10(b, p):
                     if p != te17:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u13[tag15] = b[p:te17]
+                    u14[tag15] = b[p:te17]
                 p = te17
         return o, p
     except _DecodeError as x:
@@ -878,20 +868,81 @@ def _d_TopicProduceResponse_10(b, p):
         o = _new(TopicProduceResponse)
         o.topic_id = ZERO_UUID
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
+        F = 'PartitionResponses'
+        n4 = b[p]
+        if n4 < 128:
+            p += 1
+        else:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                it, p = _d_PartitionProduceResponse_10(b, p)
+                l5.append(it)
+            o.partition_responses = l5
+        F = None
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
+        p += 1
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
+                tag7 = b[p]
+                if tag7 < 128:
+                    p += 1
+                else:
+                    tag7, p = _ruv(b, p)
+                tz8 = b[p]
+                if tz8 < 128:
+                    p += 1
+                else:
+                    tz8, p = _ruv(b, p)
+                te9 = p + tz8
+                if te9 > L:
+                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
+                u6[tag7] = b[p:te9]
+                p = te9
+        return o, p
+    except _DecodeError as x:
+        raise _nest(x, F) from None
+    except (_StructError, IndexError):
+        raise _truncated(p, F) from None
+    except UnicodeDecodeError:
+        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
+
+
+def _d_TopicProduceResponse_13(b, p):
+    F = None
+    try:
+        L = len(b)
+        o = _new(TopicProduceResponse)
+        o.name = ''
+        F = 'TopicId'
+        t2, = _S5.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
+        p += 16
         F = 'PartitionResponses'
         n3 = b[p]
         if n3 < 128:
@@ -911,75 +962,14 @@ def _d_TopicProduceResponse_10(b, p):
             o.partition_responses = l4
         F = None
         u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
-                tag7 = b[p]
-                if tag7 < 128:
-                    p += 1
-                else:
-                    tag7, p = _ruv(b, p)
-                tz8 = b[p]
-                if tz8 < 128:
-                    p += 1
-                else:
-                    tz8, p = _ruv(b, p)
-                te9 = p + tz8
-                if te9 > L:
-                    raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
-                p = te9
-        return o, p
-    except _DecodeError as x:
-        raise _nest(x, F) from None
-    except (_StructError, IndexError):
-        raise _truncated(p, F) from None
-    except UnicodeDecodeError:
-        raise _DecodeError('string is not valid UTF-8', offset=p, field=F) from None
-
-
-def _d_TopicProduceResponse_13(b, p):
-    F = None
-    try:
-        L = len(b)
-        o = _new(TopicProduceResponse)
-        o.name = ''
-        F = 'TopicId'
-        t1, = _S5.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
-        p += 16
-        F = 'PartitionResponses'
-        n2 = b[p]
-        if n2 < 128:
-            p += 1
-        else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                it, p = _d_PartitionProduceResponse_10(b, p)
-                l3.append(it)
-            o.partition_responses = l3
-        F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
-        p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -993,7 +983,7 @@ def _d_TopicProduceResponse_13(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -1296,12 +1286,12 @@ def _e_TopicProduceResponse_9(o, a):
 
 
 def _e_LeaderIdAndEpoch_10(o, a):
-    a(_S4.pack(o.leader_id, o.leader_epoch))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S6.pack(o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S4.pack(o.leader_id, o.leader_epoch, 0))
 
 
 def _e_PartitionProduceResponse_10(o, a):
@@ -1590,50 +1580,50 @@ def _d_NodeEndpoint_10(b, p):
         o.node_id = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.host = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.host = b[p:e3].decode()
+            p = e3
         F = 'Port'
         o.port = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Rack'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
             o.rack = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e5].decode()
+            p = e5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -1647,7 +1637,7 @@ def _d_NodeEndpoint_10(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -1865,35 +1855,33 @@ def _d_ProduceResponse_9(b, p):
         o = _new(ProduceResponse)
         o.node_endpoints = []
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicProduceResponse_9(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
-        p += 4
+        o.throttle_time_ms, tn1 = _S7.unpack_from(b, p)
+        p += 5
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1910,7 +1898,7 @@ def _d_ProduceResponse_9(b, p):
                 if tag5 in (0,):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 9', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -1927,36 +1915,34 @@ def _d_ProduceResponse_10(b, p):
         L = len(b)
         o = _new(ProduceResponse)
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicProduceResponse_10(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
-        p += 4
+        o.throttle_time_ms, tn1 = _S7.unpack_from(b, p)
+        p += 5
         o.node_endpoints = []
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -1986,54 +1972,49 @@ def _d_ProduceResponse_10(b, p):
                         l9 = []
                         for _ in range(n8):
                             s10 = _new(NodeEndpoint)
-                            F = 'NodeEndpoints.NodeId'
                             s10.node_id = _S2.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Host'
-                            n11 = b[p]
-                            if n11 < 128:
+                            n12 = b[p]
+                            if n12 < 128:
                                 p += 1
                             else:
-                                n11, p = _ruv(b, p)
-                            n11 -= 1
-                            if n11 < 0:
+                                n12, p = _ruv(b, p)
+                            n12 -= 1
+                            if n12 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e12 = p + n11
-                                if e12 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-                                s10.host = b[p:e12].decode()
-                                p = e12
-                            F = 'NodeEndpoints.Port'
+                                e13 = p + n12
+                                if e13 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e13].decode()
+                                p = e13
                             s10.port = _S2.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Rack'
-                            n13 = b[p]
-                            if n13 < 128:
+                            n14 = b[p]
+                            if n14 < 128:
                                 p += 1
                             else:
-                                n13, p = _ruv(b, p)
-                            n13 -= 1
-                            if n13 < 0:
-                                if n13 != -1:
-                                    raise _DecodeError('negative string length ' + str(n13), offset=p)
+                                n14, p = _ruv(b, p)
+                            n14 -= 1
+                            if n14 < 0:
+                                if n14 != -1:
+                                    raise _DecodeError('negative string length ' + str(n14), offset=p)
                                 s10.rack = None
                             else:
-                                e14 = p + n13
-                                if e14 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-                                s10.rack = b[p:e14].decode()
-                                p = e14
-                            F = 'NodeEndpoints'
-                            u15 = s10.unknown_tagged_fields = {}
-                            tn16 = b[p]
+                                e15 = p + n14
+                                if e15 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+                                s10.rack = b[p:e15].decode()
+                                p = e15
+                            u16 = s10.unknown_tagged_fields = {}
+                            tn11 = b[p]
                             p += 1
-                            if tn16:
-                                if tn16 >= 128:
-                                    tn16, p = _ruv(b, p - 1)
-                                if tn16 > L - p:
-                                    raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn16):
+                            if tn11:
+                                if tn11 >= 128:
+                                    tn11, p = _ruv(b, p - 1)
+                                if tn11 > L - p:
+                                    raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn11):
                                     tag17 = b[p]
                                     if tag17 < 128:
                                         p += 1
@@ -2047,14 +2028,14 @@ def _d_ProduceResponse_10(b, p):
                                     te19 = p + tz18
                                     if te19 > L:
                                         raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                                    u15[tag17] = b[p:te19]
+                                    u16[tag17] = b[p:te19]
                                     p = te19
                             l9.append(s10)
                         o.node_endpoints = l9
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -2071,36 +2052,34 @@ def _d_ProduceResponse_13(b, p):
         L = len(b)
         o = _new(ProduceResponse)
         F = 'Responses'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_TopicProduceResponse_13(b, p)
-                l2.append(it)
-            o.responses = l2
+                l3.append(it)
+            o.responses = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
-        p += 4
+        o.throttle_time_ms, tn1 = _S7.unpack_from(b, p)
+        p += 5
         o.node_endpoints = []
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -2130,54 +2109,49 @@ def _d_ProduceResponse_13(b, p):
                         l9 = []
                         for _ in range(n8):
                             s10 = _new(NodeEndpoint)
-                            F = 'NodeEndpoints.NodeId'
                             s10.node_id = _S2.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Host'
-                            n11 = b[p]
-                            if n11 < 128:
+                            n12 = b[p]
+                            if n12 < 128:
                                 p += 1
                             else:
-                                n11, p = _ruv(b, p)
-                            n11 -= 1
-                            if n11 < 0:
+                                n12, p = _ruv(b, p)
+                            n12 -= 1
+                            if n12 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e12 = p + n11
-                                if e12 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
-                                s10.host = b[p:e12].decode()
-                                p = e12
-                            F = 'NodeEndpoints.Port'
+                                e13 = p + n12
+                                if e13 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                                s10.host = b[p:e13].decode()
+                                p = e13
                             s10.port = _S2.unpack_from(b, p)[0]
                             p += 4
-                            F = 'NodeEndpoints.Rack'
-                            n13 = b[p]
-                            if n13 < 128:
+                            n14 = b[p]
+                            if n14 < 128:
                                 p += 1
                             else:
-                                n13, p = _ruv(b, p)
-                            n13 -= 1
-                            if n13 < 0:
-                                if n13 != -1:
-                                    raise _DecodeError('negative string length ' + str(n13), offset=p)
+                                n14, p = _ruv(b, p)
+                            n14 -= 1
+                            if n14 < 0:
+                                if n14 != -1:
+                                    raise _DecodeError('negative string length ' + str(n14), offset=p)
                                 s10.rack = None
                             else:
-                                e14 = p + n13
-                                if e14 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-                                s10.rack = b[p:e14].decode()
-                                p = e14
-                            F = 'NodeEndpoints'
-                            u15 = s10.unknown_tagged_fields = {}
-                            tn16 = b[p]
+                                e15 = p + n14
+                                if e15 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+                                s10.rack = b[p:e15].decode()
+                                p = e15
+                            u16 = s10.unknown_tagged_fields = {}
+                            tn11 = b[p]
                             p += 1
-                            if tn16:
-                                if tn16 >= 128:
-                                    tn16, p = _ruv(b, p - 1)
-                                if tn16 > L - p:
-                                    raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn16):
+                            if tn11:
+                                if tn11 >= 128:
+                                    tn11, p = _ruv(b, p - 1)
+                                if tn11 > L - p:
+                                    raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn11):
                                     tag17 = b[p]
                                     if tag17 < 128:
                                         p += 1
@@ -2191,14 +2165,14 @@ def _d_ProduceResponse_13(b, p):
                                     te19 = p + tz18
                                     if te19 > L:
                                         raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                                    u15[tag17] = b[p:te19]
+                                    u16[tag17] = b[p:te19]
                                     p = te19
                             l9.append(s10)
                         o.node_endpoints = l9
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -2316,12 +2290,12 @@ def _e_ProduceResponse_9(o, a):
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
             _e_TopicProduceResponse_9(s3, a)
-    a(_S2.pack(o.throttle_time_ms))
     u4 = o.unknown_tagged_fields
     if u4:
+        a(_S2.pack(o.throttle_time_ms))
         _wtags(sorted(u4.items()), a)
     else:
-        a(b'\x00')
+        a(_S7.pack(o.throttle_time_ms, 0))
 
 
 def _e_ProduceResponse_10(o, a):

@@ -49,6 +49,7 @@ class ResponseHeader(Message):
 
 
 _S0 = _St('>i')
+_S1 = _St('>iB')
 
 
 def _d_ResponseHeader_0(b, p):
@@ -75,18 +76,16 @@ def _d_ResponseHeader_1(b, p):
         L = len(b)
         o = _new(ResponseHeader)
         F = 'CorrelationId'
-        o.correlation_id = _S0.unpack_from(b, p)[0]
-        p += 4
+        o.correlation_id, tn1 = _S1.unpack_from(b, p)
+        p += 5
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -100,7 +99,7 @@ def _d_ResponseHeader_1(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -118,12 +117,12 @@ def _e_ResponseHeader_0(o, a):
 
 
 def _e_ResponseHeader_1(o, a):
-    a(_S0.pack(o.correlation_id))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S0.pack(o.correlation_id))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.correlation_id, 0))
 
 
 ResponseHeader._DECODERS = {0: _d_ResponseHeader_0, 1: _d_ResponseHeader_1}

@@ -57,6 +57,7 @@ class SaslAuthenticateResponse(Message):
 _S0 = _St('>h')
 _S1 = _St('>i')
 _S2 = _St('>q')
+_S3 = _St('>qB')
 
 
 def _d_SaslAuthenticateResponse_0(b, p):
@@ -156,50 +157,48 @@ def _d_SaslAuthenticateResponse_2(b, p):
         o.error_code = _S0.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.error_message = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.error_message = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.error_message = b[p:e3].decode()
+            p = e3
         F = 'AuthBytes'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('bytes' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.auth_bytes = b[p:e4]
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('bytes' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.auth_bytes = b[p:e5]
+            p = e5
         F = 'SessionLifetimeMs'
-        o.session_lifetime_ms = _S2.unpack_from(b, p)[0]
-        p += 8
+        o.session_lifetime_ms, tn1 = _S3.unpack_from(b, p)
+        p += 9
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -213,7 +212,7 @@ def _d_SaslAuthenticateResponse_2(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -284,12 +283,12 @@ def _e_SaslAuthenticateResponse_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S2.pack(o.session_lifetime_ms))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S2.pack(o.session_lifetime_ms))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S3.pack(o.session_lifetime_ms, 0))
 
 
 SaslAuthenticateResponse._DECODERS = {0: _d_SaslAuthenticateResponse_0, 1: _d_SaslAuthenticateResponse_1, 2: _d_SaslAuthenticateResponse_2}

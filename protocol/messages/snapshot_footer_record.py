@@ -48,7 +48,8 @@ class SnapshotFooterRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>h')
+_S0 = _St('>hB')
+_S1 = _St('>h')
 
 
 def _d_SnapshotFooterRecord_0(b, p):
@@ -57,18 +58,16 @@ def _d_SnapshotFooterRecord_0(b, p):
         L = len(b)
         o = _new(SnapshotFooterRecord)
         F = 'Version'
-        o.version = _S0.unpack_from(b, p)[0]
-        p += 2
+        o.version, tn1 = _S0.unpack_from(b, p)
+        p += 3
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -82,7 +81,7 @@ def _d_SnapshotFooterRecord_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -94,12 +93,12 @@ def _d_SnapshotFooterRecord_0(b, p):
 
 
 def _e_SnapshotFooterRecord_0(o, a):
-    a(_S0.pack(o.version))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.version))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.version, 0))
 
 
 SnapshotFooterRecord._DECODERS = {0: _d_SnapshotFooterRecord_0}

@@ -174,10 +174,8 @@ def _d_TxnOffsetCommitRequestTopic_0(b, p):
             for _ in range(n3):
                 s5 = _new(TxnOffsetCommitRequestPartition)
                 s5.committed_leader_epoch = -1
-                F = 'Partitions.PartitionIndex'
                 s5.partition_index, s5.committed_offset = _S0.unpack_from(b, p)
                 p += 12
-                F = 'Partitions.CommittedMetadata'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -261,10 +259,8 @@ def _d_TxnOffsetCommitRequestTopic_2(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(TxnOffsetCommitRequestPartition)
-                F = 'Partitions.PartitionIndex'
                 s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
                 p += 16
-                F = 'Partitions.CommittedMetadata'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n6 < 0:
@@ -299,32 +295,32 @@ def _d_TxnOffsetCommitRequestPartition_3(b, p):
         o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
         p += 16
         F = 'CommittedMetadata'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.committed_metadata = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.committed_metadata = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.committed_metadata = b[p:e3].decode()
+            p = e3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -338,7 +334,7 @@ def _d_TxnOffsetCommitRequestPartition_3(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -355,92 +351,89 @@ def _d_TxnOffsetCommitRequestTopic_3(b, p):
         L = len(b)
         o = _new(TxnOffsetCommitRequestTopic)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(TxnOffsetCommitRequestPartition)
-                F = 'Partitions.PartitionIndex'
-                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(TxnOffsetCommitRequestPartition)
+                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S3.unpack_from(b, p)
                 p += 16
-                F = 'Partitions.CommittedMetadata'
-                n6 = b[p]
-                if n6 < 128:
+                n8 = b[p]
+                if n8 < 128:
                     p += 1
                 else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s5.committed_metadata = None
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s6.committed_metadata = None
                 else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.committed_metadata = b[p:e7].decode()
-                    p = e7
-                F = 'Partitions'
-                u8 = s5.unknown_tagged_fields = {}
-                tn9 = b[p]
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s6.committed_metadata = b[p:e9].decode()
+                    p = e9
+                u10 = s6.unknown_tagged_fields = {}
+                tn7 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l4.append(s5)
-            o.partitions = l4
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u13 = o.unknown_tagged_fields = {}
-        tn14 = b[p]
+        u14 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn14:
-            if tn14 >= 128:
-                tn14, p = _ruv(b, p - 1)
-            if tn14 > L - p:
-                raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn14):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag15 = b[p]
                 if tag15 < 128:
                     p += 1
@@ -454,7 +447,7 @@ def _d_TxnOffsetCommitRequestTopic_3(b, p):
                 te17 = p + tz16
                 if te17 > L:
                     raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u13[tag15] = b[p:te17]
+                u14[tag15] = b[p:te17]
                 p = te17
         return o, p
     except _DecodeError as x:
@@ -832,97 +825,97 @@ def _d_TxnOffsetCommitRequest_3(b, p):
         L = len(b)
         o = _new(TxnOffsetCommitRequest)
         F = 'TransactionalId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.transactional_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.transactional_id = b[p:e3].decode()
+            p = e3
         F = 'GroupId'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.group_id = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.group_id = b[p:e5].decode()
+            p = e5
         F = 'ProducerId'
         o.producer_id, o.producer_epoch, o.generation_id = _S5.unpack_from(b, p)
         p += 14
         F = 'MemberId'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.member_id = b[p:e6].decode()
-            p = e6
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.member_id = b[p:e7].decode()
+            p = e7
         F = 'GroupInstanceId'
-        n7 = b[p]
-        if n7 < 128:
+        n8 = b[p]
+        if n8 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            if n7 != -1:
-                raise _DecodeError('negative string length ' + str(n7), offset=p)
+            n8, p = _ruv(b, p)
+        n8 -= 1
+        if n8 < 0:
+            if n8 != -1:
+                raise _DecodeError('negative string length ' + str(n8), offset=p)
             o.group_instance_id = None
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.group_instance_id = b[p:e8].decode()
-            p = e8
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.group_instance_id = b[p:e9].decode()
+            p = e9
         F = 'Topics'
-        n9 = b[p]
-        if n9 < 128:
+        n10 = b[p]
+        if n10 < 128:
             p += 1
         else:
-            n9, p = _ruv(b, p)
-        n9 -= 1
-        if n9 < 0:
+            n10, p = _ruv(b, p)
+        n10 -= 1
+        if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n9 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l10 = []
-            for _ in range(n9):
+            if n10 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l11 = []
+            for _ in range(n10):
                 it, p = _d_TxnOffsetCommitRequestTopic_3(b, p)
-                l10.append(it)
-            o.topics = l10
+                l11.append(it)
+            o.topics = l11
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -936,7 +929,7 @@ def _d_TxnOffsetCommitRequest_3(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:

@@ -104,10 +104,13 @@ class VoteRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>iiiiq')
-_S1 = _St('>iii16s16siq')
-_S2 = _St('>iii16s16siq?')
-_S3 = _St('>i')
+_S0 = _St('>iiiiqB')
+_S1 = _St('>iii16s16siqB')
+_S2 = _St('>iii16s16siq?B')
+_S3 = _St('>iiiiq')
+_S4 = _St('>iii16s16siq')
+_S5 = _St('>iii16s16siq?')
+_S6 = _St('>i')
 
 
 def _d_PartitionData_0(b, p):
@@ -119,18 +122,16 @@ def _d_PartitionData_0(b, p):
         o.voter_directory_id = ZERO_UUID
         o.pre_vote = False
         F = 'PartitionIndex'
-        o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset = _S0.unpack_from(b, p)
-        p += 24
+        o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset, tn1 = _S0.unpack_from(b, p)
+        p += 25
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -144,7 +145,7 @@ def _d_PartitionData_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -161,78 +162,74 @@ def _d_TopicData_0(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionData)
-                s5.replica_directory_id = ZERO_UUID
-                s5.voter_directory_id = ZERO_UUID
-                s5.pre_vote = False
-                F = 'Partitions.PartitionIndex'
-                s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset = _S0.unpack_from(b, p)
-                p += 24
-                F = 'Partitions'
-                u6 = s5.unknown_tagged_fields = {}
-                tn7 = b[p]
-                p += 1
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(PartitionData)
+                s6.replica_directory_id = ZERO_UUID
+                s6.voter_directory_id = ZERO_UUID
+                s6.pre_vote = False
+                s6.partition_index, s6.replica_epoch, s6.replica_id, s6.last_offset_epoch, s6.last_offset, tn7 = _S0.unpack_from(b, p)
+                p += 25
+                u8 = s6.unknown_tagged_fields = {}
                 if tn7:
                     if tn7 >= 128:
                         tn7, p = _ruv(b, p - 1)
                     if tn7 > L - p:
                         raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     for _ in range(tn7):
-                        tag8 = b[p]
-                        if tag8 < 128:
+                        tag9 = b[p]
+                        if tag9 < 128:
                             p += 1
                         else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
+                            tag9, p = _ruv(b, p)
+                        tz10 = b[p]
+                        if tz10 < 128:
                             p += 1
                         else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        u6[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
-            o.partitions = l4
+                            tz10, p = _ruv(b, p)
+                        te11 = p + tz10
+                        if te11 > L:
+                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                        u8[tag9] = b[p:te11]
+                        p = te11
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u11 = o.unknown_tagged_fields = {}
-        tn12 = b[p]
+        u12 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn12:
-            if tn12 >= 128:
-                tn12, p = _ruv(b, p - 1)
-            if tn12 > L - p:
-                raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn12):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag13 = b[p]
                 if tag13 < 128:
                     p += 1
@@ -246,7 +243,7 @@ def _d_TopicData_0(b, p):
                 te15 = p + tz14
                 if te15 > L:
                     raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u11[tag13] = b[p:te15]
+                u12[tag13] = b[p:te15]
                 p = te15
         return o, p
     except _DecodeError as x:
@@ -264,25 +261,23 @@ def _d_PartitionData_1(b, p):
         o = _new(PartitionData)
         o.pre_vote = False
         F = 'PartitionIndex'
-        t1, t2, t3, t4, t5, t6, t7, = _S1.unpack_from(b, p)
-        o.partition_index = t1
-        o.replica_epoch = t2
-        o.replica_id = t3
-        o.replica_directory_id = _UC.get(t4) or _uuid(t4)
-        o.voter_directory_id = _UC.get(t5) or _uuid(t5)
-        o.last_offset_epoch = t6
-        o.last_offset = t7
-        p += 56
+        t2, t3, t4, t5, t6, t7, t8, tn1, = _S1.unpack_from(b, p)
+        o.partition_index = t2
+        o.replica_epoch = t3
+        o.replica_id = t4
+        o.replica_directory_id = _UC.get(t5) or _uuid(t5)
+        o.voter_directory_id = _UC.get(t6) or _uuid(t6)
+        o.last_offset_epoch = t7
+        o.last_offset = t8
+        p += 57
         F = None
-        u8 = o.unknown_tagged_fields = {}
-        tn9 = b[p]
-        p += 1
-        if tn9:
-            if tn9 >= 128:
-                tn9, p = _ruv(b, p - 1)
-            if tn9 > L - p:
-                raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn9):
+        u9 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag10 = b[p]
                 if tag10 < 128:
                     p += 1
@@ -296,7 +291,7 @@ def _d_PartitionData_1(b, p):
                 te12 = p + tz11
                 if te12 > L:
                     raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                u8[tag10] = b[p:te12]
+                u9[tag10] = b[p:te12]
                 p = te12
         return o, p
     except _DecodeError as x:
@@ -313,83 +308,79 @@ def _d_TopicData_1(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionData)
-                s5.pre_vote = False
-                F = 'Partitions.PartitionIndex'
-                t6, t7, t8, t9, t10, t11, t12, = _S1.unpack_from(b, p)
-                s5.partition_index = t6
-                s5.replica_epoch = t7
-                s5.replica_id = t8
-                s5.replica_directory_id = _UC.get(t9) or _uuid(t9)
-                s5.voter_directory_id = _UC.get(t10) or _uuid(t10)
-                s5.last_offset_epoch = t11
-                s5.last_offset = t12
-                p += 56
-                F = 'Partitions'
-                u13 = s5.unknown_tagged_fields = {}
-                tn14 = b[p]
-                p += 1
-                if tn14:
-                    if tn14 >= 128:
-                        tn14, p = _ruv(b, p - 1)
-                    if tn14 > L - p:
-                        raise _DecodeError(str(tn14) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn14):
-                        tag15 = b[p]
-                        if tag15 < 128:
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(PartitionData)
+                s6.pre_vote = False
+                t8, t9, t10, t11, t12, t13, t14, tn7, = _S1.unpack_from(b, p)
+                s6.partition_index = t8
+                s6.replica_epoch = t9
+                s6.replica_id = t10
+                s6.replica_directory_id = _UC.get(t11) or _uuid(t11)
+                s6.voter_directory_id = _UC.get(t12) or _uuid(t12)
+                s6.last_offset_epoch = t13
+                s6.last_offset = t14
+                p += 57
+                u15 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag16 = b[p]
+                        if tag16 < 128:
                             p += 1
                         else:
-                            tag15, p = _ruv(b, p)
-                        tz16 = b[p]
-                        if tz16 < 128:
+                            tag16, p = _ruv(b, p)
+                        tz17 = b[p]
+                        if tz17 < 128:
                             p += 1
                         else:
-                            tz16, p = _ruv(b, p)
-                        te17 = p + tz16
-                        if te17 > L:
-                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                        u13[tag15] = b[p:te17]
-                        p = te17
-                l4.append(s5)
-            o.partitions = l4
+                            tz17, p = _ruv(b, p)
+                        te18 = p + tz17
+                        if te18 > L:
+                            raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                        u15[tag16] = b[p:te18]
+                        p = te18
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u18 = o.unknown_tagged_fields = {}
-        tn19 = b[p]
+        u19 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn19:
-            if tn19 >= 128:
-                tn19, p = _ruv(b, p - 1)
-            if tn19 > L - p:
-                raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn19):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag20 = b[p]
                 if tag20 < 128:
                     p += 1
@@ -403,7 +394,7 @@ def _d_TopicData_1(b, p):
                 te22 = p + tz21
                 if te22 > L:
                     raise _DecodeError('tagged field ' + str(tag20) + ' of ' + str(tz21) + ' bytes is truncated', offset=p)
-                u18[tag20] = b[p:te22]
+                u19[tag20] = b[p:te22]
                 p = te22
         return o, p
     except _DecodeError as x:
@@ -420,26 +411,24 @@ def _d_PartitionData_2(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        t1, t2, t3, t4, t5, t6, t7, t8, = _S2.unpack_from(b, p)
-        o.partition_index = t1
-        o.replica_epoch = t2
-        o.replica_id = t3
-        o.replica_directory_id = _UC.get(t4) or _uuid(t4)
-        o.voter_directory_id = _UC.get(t5) or _uuid(t5)
-        o.last_offset_epoch = t6
-        o.last_offset = t7
-        o.pre_vote = t8
-        p += 57
+        t2, t3, t4, t5, t6, t7, t8, t9, tn1, = _S2.unpack_from(b, p)
+        o.partition_index = t2
+        o.replica_epoch = t3
+        o.replica_id = t4
+        o.replica_directory_id = _UC.get(t5) or _uuid(t5)
+        o.voter_directory_id = _UC.get(t6) or _uuid(t6)
+        o.last_offset_epoch = t7
+        o.last_offset = t8
+        o.pre_vote = t9
+        p += 58
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
-        p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        u10 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -453,7 +442,7 @@ def _d_PartitionData_2(b, p):
                 te13 = p + tz12
                 if te13 > L:
                     raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                u9[tag11] = b[p:te13]
+                u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -470,83 +459,79 @@ def _d_TopicData_2(b, p):
         L = len(b)
         o = _new(TopicData)
         F = 'TopicName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic_name = b[p:e3].decode()
+            p = e3
         F = 'Partitions'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionData)
-                F = 'Partitions.PartitionIndex'
-                t6, t7, t8, t9, t10, t11, t12, t13, = _S2.unpack_from(b, p)
-                s5.partition_index = t6
-                s5.replica_epoch = t7
-                s5.replica_id = t8
-                s5.replica_directory_id = _UC.get(t9) or _uuid(t9)
-                s5.voter_directory_id = _UC.get(t10) or _uuid(t10)
-                s5.last_offset_epoch = t11
-                s5.last_offset = t12
-                s5.pre_vote = t13
-                p += 57
-                F = 'Partitions'
-                u14 = s5.unknown_tagged_fields = {}
-                tn15 = b[p]
-                p += 1
-                if tn15:
-                    if tn15 >= 128:
-                        tn15, p = _ruv(b, p - 1)
-                    if tn15 > L - p:
-                        raise _DecodeError(str(tn15) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn15):
-                        tag16 = b[p]
-                        if tag16 < 128:
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(PartitionData)
+                t8, t9, t10, t11, t12, t13, t14, t15, tn7, = _S2.unpack_from(b, p)
+                s6.partition_index = t8
+                s6.replica_epoch = t9
+                s6.replica_id = t10
+                s6.replica_directory_id = _UC.get(t11) or _uuid(t11)
+                s6.voter_directory_id = _UC.get(t12) or _uuid(t12)
+                s6.last_offset_epoch = t13
+                s6.last_offset = t14
+                s6.pre_vote = t15
+                p += 58
+                u16 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag17 = b[p]
+                        if tag17 < 128:
                             p += 1
                         else:
-                            tag16, p = _ruv(b, p)
-                        tz17 = b[p]
-                        if tz17 < 128:
+                            tag17, p = _ruv(b, p)
+                        tz18 = b[p]
+                        if tz18 < 128:
                             p += 1
                         else:
-                            tz17, p = _ruv(b, p)
-                        te18 = p + tz17
-                        if te18 > L:
-                            raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                        u14[tag16] = b[p:te18]
-                        p = te18
-                l4.append(s5)
-            o.partitions = l4
+                            tz18, p = _ruv(b, p)
+                        te19 = p + tz18
+                        if te19 > L:
+                            raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
+                        u16[tag17] = b[p:te19]
+                        p = te19
+                l5.append(s6)
+            o.partitions = l5
         F = None
-        u19 = o.unknown_tagged_fields = {}
-        tn20 = b[p]
+        u20 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn20:
-            if tn20 >= 128:
-                tn20, p = _ruv(b, p - 1)
-            if tn20 > L - p:
-                raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn20):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag21 = b[p]
                 if tag21 < 128:
                     p += 1
@@ -560,7 +545,7 @@ def _d_TopicData_2(b, p):
                 te23 = p + tz22
                 if te23 > L:
                     raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
-                u19[tag21] = b[p:te23]
+                u20[tag21] = b[p:te23]
                 p = te23
         return o, p
     except _DecodeError as x:
@@ -574,12 +559,12 @@ def _d_TopicData_2(b, p):
 def _e_PartitionData_0(o, a):
     if o.pre_vote is not False and o.pre_vote != False:
         raise _Absent('PreVote')
-    a(_S0.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S3.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset, 0))
 
 
 def _e_TopicData_0(o, a):
@@ -600,12 +585,12 @@ def _e_TopicData_0(o, a):
         for s5 in v3:
             if s5.pre_vote is not False and s5.pre_vote != False:
                 raise _Absent('PreVote')
-            a(_S0.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S3.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -616,12 +601,12 @@ def _e_TopicData_0(o, a):
 def _e_PartitionData_1(o, a):
     if o.pre_vote is not False and o.pre_vote != False:
         raise _Absent('PreVote')
-    a(_S1.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S4.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, 0))
 
 
 def _e_TopicData_1(o, a):
@@ -642,12 +627,12 @@ def _e_TopicData_1(o, a):
         for s5 in v3:
             if s5.pre_vote is not False and s5.pre_vote != False:
                 raise _Absent('PreVote')
-            a(_S1.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S4.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S1.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -656,12 +641,12 @@ def _e_TopicData_1(o, a):
 
 
 def _e_PartitionData_2(o, a):
-    a(_S2.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S5.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote, 0))
 
 
 def _e_TopicData_2(o, a):
@@ -680,12 +665,12 @@ def _e_TopicData_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S2.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote))
             u6 = s5.unknown_tagged_fields
             if u6:
+                a(_S5.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -700,49 +685,49 @@ def _d_VoteRequest_0(b, p):
         o = _new(VoteRequest)
         o.voter_id = -1
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.cluster_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_TopicData_0(b, p)
-                l4.append(it)
-            o.topics = l4
+                l5.append(it)
+            o.topics = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -756,7 +741,7 @@ def _d_VoteRequest_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -773,52 +758,52 @@ def _d_VoteRequest_1(b, p):
         L = len(b)
         o = _new(VoteRequest)
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.cluster_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'VoterId'
-        o.voter_id = _S3.unpack_from(b, p)[0]
+        o.voter_id = _S6.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_TopicData_1(b, p)
-                l4.append(it)
-            o.topics = l4
+                l5.append(it)
+            o.topics = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -832,7 +817,7 @@ def _d_VoteRequest_1(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -849,52 +834,52 @@ def _d_VoteRequest_2(b, p):
         L = len(b)
         o = _new(VoteRequest)
         F = 'ClusterId'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative string length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative string length ' + str(n2), offset=p)
             o.cluster_id = None
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.cluster_id = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.cluster_id = b[p:e3].decode()
+            p = e3
         F = 'VoterId'
-        o.voter_id = _S3.unpack_from(b, p)[0]
+        o.voter_id = _S6.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
                 it, p = _d_TopicData_2(b, p)
-                l4.append(it)
-            o.topics = l4
+                l5.append(it)
+            o.topics = l5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -908,7 +893,7 @@ def _d_VoteRequest_2(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -952,7 +937,7 @@ def _e_VoteRequest_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.voter_id))
+    a(_S6.pack(o.voter_id))
     v3 = o.topics
     if v3 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
@@ -977,7 +962,7 @@ def _e_VoteRequest_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.voter_id))
+    a(_S6.pack(o.voter_id))
     v3 = o.topics
     if v3 is None:
         raise _EncodeError('null in non-nullable field Topics at version 2')

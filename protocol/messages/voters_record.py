@@ -113,10 +113,12 @@ class VotersRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>H')
-_S1 = _St('>hh')
+_S0 = _St('>HB')
+_S1 = _St('>hhB')
 _S2 = _St('>i16s')
-_S3 = _St('>h')
+_S3 = _St('>H')
+_S4 = _St('>hh')
+_S5 = _St('>h')
 _DEF_KRaftVersionFeature = KRaftVersionFeature()
 
 
@@ -126,48 +128,46 @@ def _d_Endpoint_0(b, p):
         L = len(b)
         o = _new(Endpoint)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
-        o.port = _S0.unpack_from(b, p)[0]
-        p += 2
+        o.port, tn1 = _S0.unpack_from(b, p)
+        p += 3
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -181,7 +181,7 @@ def _d_Endpoint_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -198,18 +198,16 @@ def _d_KRaftVersionFeature_0(b, p):
         L = len(b)
         o = _new(KRaftVersionFeature)
         F = 'MinSupportedVersion'
-        o.min_supported_version, o.max_supported_version = _S1.unpack_from(b, p)
-        p += 4
+        o.min_supported_version, o.max_supported_version, tn1 = _S1.unpack_from(b, p)
+        p += 5
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -223,7 +221,7 @@ def _d_KRaftVersionFeature_0(b, p):
                 te5 = p + tz4
                 if te5 > L:
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
-                u1[tag3] = b[p:te5]
+                u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -240,41 +238,25 @@ def _d_Voter_0(b, p):
         L = len(b)
         o = _new(Voter)
         F = 'VoterId'
-        t1, t2, = _S2.unpack_from(b, p)
-        o.voter_id = t1
-        o.voter_directory_id = _UC.get(t2) or _uuid(t2)
+        t2, t3, = _S2.unpack_from(b, p)
+        o.voter_id = t2
+        o.voter_directory_id = _UC.get(t3) or _uuid(t3)
         p += 20
         F = 'Endpoints'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(Endpoint)
-                F = 'Endpoints.Name'
-                n6 = b[p]
-                if n6 < 128:
-                    p += 1
-                else:
-                    n6, p = _ruv(b, p)
-                n6 -= 1
-                if n6 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e7 = p + n6
-                    if e7 > L:
-                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s5.name = b[p:e7].decode()
-                    p = e7
-                F = 'Endpoints.Host'
+            if n4 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l5 = []
+            for _ in range(n4):
+                s6 = _new(Endpoint)
                 n8 = b[p]
                 if n8 < 128:
                     p += 1
@@ -287,50 +269,60 @@ def _d_Voter_0(b, p):
                     e9 = p + n8
                     if e9 > L:
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s5.host = b[p:e9].decode()
+                    s6.name = b[p:e9].decode()
                     p = e9
-                F = 'Endpoints.Port'
-                s5.port = _S0.unpack_from(b, p)[0]
-                p += 2
-                F = 'Endpoints'
-                u10 = s5.unknown_tagged_fields = {}
-                tn11 = b[p]
-                p += 1
-                if tn11:
-                    if tn11 >= 128:
-                        tn11, p = _ruv(b, p - 1)
-                    if tn11 > L - p:
-                        raise _DecodeError(str(tn11) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn11):
-                        tag12 = b[p]
-                        if tag12 < 128:
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e11 = p + n10
+                    if e11 > L:
+                        raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+                    s6.host = b[p:e11].decode()
+                    p = e11
+                s6.port, tn7 = _S0.unpack_from(b, p)
+                p += 3
+                u12 = s6.unknown_tagged_fields = {}
+                if tn7:
+                    if tn7 >= 128:
+                        tn7, p = _ruv(b, p - 1)
+                    if tn7 > L - p:
+                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn7):
+                        tag13 = b[p]
+                        if tag13 < 128:
                             p += 1
                         else:
-                            tag12, p = _ruv(b, p)
-                        tz13 = b[p]
-                        if tz13 < 128:
+                            tag13, p = _ruv(b, p)
+                        tz14 = b[p]
+                        if tz14 < 128:
                             p += 1
                         else:
-                            tz13, p = _ruv(b, p)
-                        te14 = p + tz13
-                        if te14 > L:
-                            raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                        u10[tag12] = b[p:te14]
-                        p = te14
-                l4.append(s5)
-            o.endpoints = l4
+                            tz14, p = _ruv(b, p)
+                        te15 = p + tz14
+                        if te15 > L:
+                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                        u12[tag13] = b[p:te15]
+                        p = te15
+                l5.append(s6)
+            o.endpoints = l5
         F = 'KRaftVersionFeature'
         o.k_raft_version_feature, p = _d_KRaftVersionFeature_0(b, p)
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
+        u16 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -344,7 +336,7 @@ def _d_Voter_0(b, p):
                 te19 = p + tz18
                 if te19 > L:
                     raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                u15[tag17] = b[p:te19]
+                u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -372,21 +364,21 @@ def _e_Endpoint_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S3.pack(o.port))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, 0))
 
 
 def _e_KRaftVersionFeature_0(o, a):
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S4.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_Voter_0(o, a):
@@ -414,12 +406,12 @@ def _e_Voter_0(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S0.pack(s3.port))
             u8 = s3.unknown_tagged_fields
             if u8:
+                a(_S3.pack(s3.port))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.port, 0))
     v9 = o.k_raft_version_feature
     _e_KRaftVersionFeature_0(v9, a)
     u10 = o.unknown_tagged_fields
@@ -435,35 +427,35 @@ def _d_VotersRecord_0(b, p):
         L = len(b)
         o = _new(VotersRecord)
         F = 'Version'
-        o.version = _S3.unpack_from(b, p)[0]
+        o.version = _S5.unpack_from(b, p)[0]
         p += 2
         F = 'Voters'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
                 it, p = _d_Voter_0(b, p)
-                l2.append(it)
-            o.voters = l2
+                l3.append(it)
+            o.voters = l3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
+        u4 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -477,7 +469,7 @@ def _d_VotersRecord_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -489,7 +481,7 @@ def _d_VotersRecord_0(b, p):
 
 
 def _e_VotersRecord_0(o, a):
-    a(_S3.pack(o.version))
+    a(_S5.pack(o.version))
     v1 = o.voters
     if v1 is None:
         raise _EncodeError('null in non-nullable field Voters at version 0')

@@ -64,7 +64,8 @@ class AccessControlEntryRecord(Message):
 
 _S0 = _St('>16sb')
 _S1 = _St('>b')
-_S2 = _St('>bb')
+_S2 = _St('>bbB')
+_S3 = _St('>bb')
 
 
 def _d_AccessControlEntryRecord_0(b, p):
@@ -73,71 +74,69 @@ def _d_AccessControlEntryRecord_0(b, p):
         L = len(b)
         o = _new(AccessControlEntryRecord)
         F = 'Id'
-        t1, t2, = _S0.unpack_from(b, p)
-        o.id = _UC.get(t1) or _uuid(t1)
-        o.resource_type = t2
+        t2, t3, = _S0.unpack_from(b, p)
+        o.id = _UC.get(t2) or _uuid(t2)
+        o.resource_type = t3
         p += 17
         F = 'ResourceName'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.resource_name = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.resource_name = b[p:e5].decode()
+            p = e5
         F = 'PatternType'
         o.pattern_type = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'Principal'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.principal = b[p:e6].decode()
-            p = e6
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.principal = b[p:e7].decode()
+            p = e7
         F = 'Host'
-        n7 = b[p]
-        if n7 < 128:
+        n8 = b[p]
+        if n8 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
+            n8, p = _ruv(b, p)
+        n8 -= 1
+        if n8 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.host = b[p:e8].decode()
-            p = e8
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.host = b[p:e9].decode()
+            p = e9
         F = 'Operation'
-        o.operation, o.permission_type = _S2.unpack_from(b, p)
-        p += 2
+        o.operation, o.permission_type, tn1 = _S2.unpack_from(b, p)
+        p += 3
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
-        p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        u10 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -151,7 +150,7 @@ def _d_AccessControlEntryRecord_0(b, p):
                 te13 = p + tz12
                 if te13 > L:
                     raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                u9[tag11] = b[p:te13]
+                u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -189,12 +188,12 @@ def _e_AccessControlEntryRecord_0(o, a):
         n6 = len(v5)
         a(_UV1[n6 + 1] if n6 < 127 else _uvb(n6 + 1))
         a(v5)
-    a(_S2.pack(o.operation, o.permission_type))
     u7 = o.unknown_tagged_fields
     if u7:
+        a(_S3.pack(o.operation, o.permission_type))
         _wtags(sorted(u7.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.operation, o.permission_type, 0))
 
 
 AccessControlEntryRecord._DECODERS = {0: _d_AccessControlEntryRecord_0}

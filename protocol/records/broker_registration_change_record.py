@@ -56,8 +56,9 @@ class BrokerRegistrationChangeRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>iq')
+_S0 = _St('>iqB')
 _S1 = _St('>b')
+_S2 = _St('>iq')
 
 
 def _d_BrokerRegistrationChangeRecord_0(b, p):
@@ -68,19 +69,17 @@ def _d_BrokerRegistrationChangeRecord_0(b, p):
         o.in_controlled_shutdown = 0
         o.log_dirs = []
         F = 'BrokerId'
-        o.broker_id, o.broker_epoch = _S0.unpack_from(b, p)
-        p += 12
+        o.broker_id, o.broker_epoch, tn1 = _S0.unpack_from(b, p)
+        p += 13
         o.fenced = 0
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -103,7 +102,7 @@ def _d_BrokerRegistrationChangeRecord_0(b, p):
                 elif tag3 in (1, 2):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 0', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -121,20 +120,18 @@ def _d_BrokerRegistrationChangeRecord_1(b, p):
         o = _new(BrokerRegistrationChangeRecord)
         o.log_dirs = []
         F = 'BrokerId'
-        o.broker_id, o.broker_epoch = _S0.unpack_from(b, p)
-        p += 12
+        o.broker_id, o.broker_epoch, tn1 = _S0.unpack_from(b, p)
+        p += 13
         o.fenced = 0
         o.in_controlled_shutdown = 0
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -163,7 +160,7 @@ def _d_BrokerRegistrationChangeRecord_1(b, p):
                 elif tag3 in (2,):
                     raise _DecodeError('tag ' + str(tag3) + ' is not valid for version 1', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -180,21 +177,19 @@ def _d_BrokerRegistrationChangeRecord_2(b, p):
         L = len(b)
         o = _new(BrokerRegistrationChangeRecord)
         F = 'BrokerId'
-        o.broker_id, o.broker_epoch = _S0.unpack_from(b, p)
-        p += 12
+        o.broker_id, o.broker_epoch, tn1 = _S0.unpack_from(b, p)
+        p += 13
         o.fenced = 0
         o.in_controlled_shutdown = 0
         o.log_dirs = []
         F = None
-        u1 = o.unknown_tagged_fields = {}
-        tn2 = b[p]
-        p += 1
-        if tn2:
-            if tn2 >= 128:
-                tn2, p = _ruv(b, p - 1)
-            if tn2 > L - p:
-                raise _DecodeError(str(tn2) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn2):
+        u2 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag3 = b[p]
                 if tag3 < 128:
                     p += 1
@@ -242,7 +237,7 @@ def _d_BrokerRegistrationChangeRecord_2(b, p):
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u1[tag3] = b[p:te5]
+                    u2[tag3] = b[p:te5]
                 p = te5
         return o, p
     except _DecodeError as x:
@@ -258,7 +253,7 @@ def _e_BrokerRegistrationChangeRecord_0(o, a):
         raise _Absent('InControlledShutdown')
     if o.log_dirs:
         raise _Absent('LogDirs')
-    a(_S0.pack(o.broker_id, o.broker_epoch))
+    a(_S2.pack(o.broker_id, o.broker_epoch))
     T2 = []
     if o.fenced != 0:
         w3 = []
@@ -277,7 +272,7 @@ def _e_BrokerRegistrationChangeRecord_0(o, a):
 def _e_BrokerRegistrationChangeRecord_1(o, a):
     if o.log_dirs:
         raise _Absent('LogDirs')
-    a(_S0.pack(o.broker_id, o.broker_epoch))
+    a(_S2.pack(o.broker_id, o.broker_epoch))
     T2 = []
     if o.fenced != 0:
         w3 = []
@@ -298,7 +293,7 @@ def _e_BrokerRegistrationChangeRecord_1(o, a):
 
 
 def _e_BrokerRegistrationChangeRecord_2(o, a):
-    a(_S0.pack(o.broker_id, o.broker_epoch))
+    a(_S2.pack(o.broker_id, o.broker_epoch))
     T2 = []
     if o.fenced != 0:
         w3 = []

@@ -73,7 +73,8 @@ class ClientQuotaRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>d?')
+_S0 = _St('>d?B')
+_S1 = _St('>d?')
 
 
 def _d_EntityData_0(b, p):
@@ -82,47 +83,47 @@ def _d_EntityData_0(b, p):
         L = len(b)
         o = _new(EntityData)
         F = 'EntityType'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.entity_type = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.entity_type = b[p:e3].decode()
+            p = e3
         F = 'EntityName'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            if n3 != -1:
-                raise _DecodeError('negative string length ' + str(n3), offset=p)
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
+            if n4 != -1:
+                raise _DecodeError('negative string length ' + str(n4), offset=p)
             o.entity_name = None
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.entity_name = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.entity_name = b[p:e5].decode()
+            p = e5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
+        u6 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -136,7 +137,7 @@ def _d_EntityData_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -177,36 +178,20 @@ def _d_ClientQuotaRecord_0(b, p):
         L = len(b)
         o = _new(ClientQuotaRecord)
         F = 'Entity'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(EntityData)
-                F = 'Entity.EntityType'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.entity_type = b[p:e5].decode()
-                    p = e5
-                F = 'Entity.EntityName'
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(EntityData)
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -214,70 +199,81 @@ def _d_ClientQuotaRecord_0(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
-                    if n6 != -1:
-                        raise _DecodeError('negative string length ' + str(n6), offset=p)
-                    s3.entity_name = None
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
                     e7 = p + n6
                     if e7 > L:
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
-                    s3.entity_name = b[p:e7].decode()
+                    s4.entity_type = b[p:e7].decode()
                     p = e7
-                F = 'Entity'
-                u8 = s3.unknown_tagged_fields = {}
-                tn9 = b[p]
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
+                    if n8 != -1:
+                        raise _DecodeError('negative string length ' + str(n8), offset=p)
+                    s4.entity_name = None
+                else:
+                    e9 = p + n8
+                    if e9 > L:
+                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+                    s4.entity_name = b[p:e9].decode()
+                    p = e9
+                u10 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn9:
-                    if tn9 >= 128:
-                        tn9, p = _ruv(b, p - 1)
-                    if tn9 > L - p:
-                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn9):
-                        tag10 = b[p]
-                        if tag10 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag11 = b[p]
+                        if tag11 < 128:
                             p += 1
                         else:
-                            tag10, p = _ruv(b, p)
-                        tz11 = b[p]
-                        if tz11 < 128:
+                            tag11, p = _ruv(b, p)
+                        tz12 = b[p]
+                        if tz12 < 128:
                             p += 1
                         else:
-                            tz11, p = _ruv(b, p)
-                        te12 = p + tz11
-                        if te12 > L:
-                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                        u8[tag10] = b[p:te12]
-                        p = te12
-                l2.append(s3)
-            o.entity = l2
+                            tz12, p = _ruv(b, p)
+                        te13 = p + tz12
+                        if te13 > L:
+                            raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                        u10[tag11] = b[p:te13]
+                        p = te13
+                l3.append(s4)
+            o.entity = l3
         F = 'Key'
-        n13 = b[p]
-        if n13 < 128:
+        n14 = b[p]
+        if n14 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.key = b[p:e14].decode()
-            p = e14
+            e15 = p + n14
+            if e15 > L:
+                raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
+            o.key = b[p:e15].decode()
+            p = e15
         F = 'Value'
-        o.value, o.remove = _S0.unpack_from(b, p)
-        p += 9
+        o.value, o.remove, tn1 = _S0.unpack_from(b, p)
+        p += 10
         F = None
-        u15 = o.unknown_tagged_fields = {}
-        tn16 = b[p]
-        p += 1
-        if tn16:
-            if tn16 >= 128:
-                tn16, p = _ruv(b, p - 1)
-            if tn16 > L - p:
-                raise _DecodeError(str(tn16) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn16):
+        u16 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag17 = b[p]
                 if tag17 < 128:
                     p += 1
@@ -291,7 +287,7 @@ def _d_ClientQuotaRecord_0(b, p):
                 te19 = p + tz18
                 if te19 > L:
                     raise _DecodeError('tagged field ' + str(tag17) + ' of ' + str(tz18) + ' bytes is truncated', offset=p)
-                u15[tag17] = b[p:te19]
+                u16[tag17] = b[p:te19]
                 p = te19
         return o, p
     except _DecodeError as x:
@@ -339,12 +335,12 @@ def _e_ClientQuotaRecord_0(o, a):
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         a(v9)
-    a(_S0.pack(o.value, o.remove))
     u11 = o.unknown_tagged_fields
     if u11:
+        a(_S1.pack(o.value, o.remove))
         _wtags(sorted(u11.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.value, o.remove, 0))
 
 
 EntityData._DECODERS = {0: _d_EntityData_0}

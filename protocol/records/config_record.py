@@ -66,62 +66,62 @@ def _d_ConfigRecord_0(b, p):
         o.resource_type = _S0.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceName'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.resource_name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.resource_name = b[p:e3].decode()
+            p = e3
         F = 'Name'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.name = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.name = b[p:e5].decode()
+            p = e5
         F = 'Value'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            if n5 != -1:
-                raise _DecodeError('negative string length ' + str(n5), offset=p)
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative string length ' + str(n6), offset=p)
             o.value = None
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.value = b[p:e6].decode()
-            p = e6
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.value = b[p:e7].decode()
+            p = e7
         F = None
-        u7 = o.unknown_tagged_fields = {}
-        tn8 = b[p]
+        u8 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn8:
-            if tn8 >= 128:
-                tn8, p = _ruv(b, p - 1)
-            if tn8 > L - p:
-                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn8):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag9 = b[p]
                 if tag9 < 128:
                     p += 1
@@ -135,7 +135,7 @@ def _d_ConfigRecord_0(b, p):
                 te11 = p + tz10
                 if te11 > L:
                     raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                u7[tag9] = b[p:te11]
+                u8[tag9] = b[p:te11]
                 p = te11
         return o, p
     except _DecodeError as x:

@@ -69,93 +69,93 @@ def _d_DelegationTokenRecord_0(b, p):
         L = len(b)
         o = _new(DelegationTokenRecord)
         F = 'Owner'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.owner = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.owner = b[p:e3].decode()
+            p = e3
         F = 'Requester'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.requester = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.requester = b[p:e5].decode()
+            p = e5
         F = 'Renewers'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                n8 = b[p]
-                if n8 < 128:
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                n9 = b[p]
+                if n9 < 128:
                     p += 1
                 else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
+                    n9, p = _ruv(b, p)
+                n9 -= 1
+                if n9 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    v7 = b[p:e9].decode()
-                    p = e9
-                l6.append(v7)
-            o.renewers = l6
+                    e10 = p + n9
+                    if e10 > L:
+                        raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+                    v8 = b[p:e10].decode()
+                    p = e10
+                l7.append(v8)
+            o.renewers = l7
         F = 'IssueTimestamp'
         o.issue_timestamp, o.max_timestamp, o.expiration_timestamp = _S0.unpack_from(b, p)
         p += 24
         F = 'TokenId'
-        n10 = b[p]
-        if n10 < 128:
+        n11 = b[p]
+        if n11 < 128:
             p += 1
         else:
-            n10, p = _ruv(b, p)
-        n10 -= 1
-        if n10 < 0:
+            n11, p = _ruv(b, p)
+        n11 -= 1
+        if n11 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e11 = p + n10
-            if e11 > L:
-                raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-            o.token_id = b[p:e11].decode()
-            p = e11
+            e12 = p + n11
+            if e12 > L:
+                raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+            o.token_id = b[p:e12].decode()
+            p = e12
         F = None
-        u12 = o.unknown_tagged_fields = {}
-        tn13 = b[p]
+        u13 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn13:
-            if tn13 >= 128:
-                tn13, p = _ruv(b, p - 1)
-            if tn13 > L - p:
-                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn13):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag14 = b[p]
                 if tag14 < 128:
                     p += 1
@@ -169,7 +169,7 @@ def _d_DelegationTokenRecord_0(b, p):
                 te16 = p + tz15
                 if te16 > L:
                     raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                u12[tag14] = b[p:te16]
+                u13[tag14] = b[p:te16]
                 p = te16
         return o, p
     except _DecodeError as x:

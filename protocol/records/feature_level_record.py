@@ -50,7 +50,8 @@ class FeatureLevelRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>h')
+_S0 = _St('>hB')
+_S1 = _St('>h')
 
 
 def _d_FeatureLevelRecord_0(b, p):
@@ -59,33 +60,31 @@ def _d_FeatureLevelRecord_0(b, p):
         L = len(b)
         o = _new(FeatureLevelRecord)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'FeatureLevel'
-        o.feature_level = _S0.unpack_from(b, p)[0]
-        p += 2
+        o.feature_level, tn1 = _S0.unpack_from(b, p)
+        p += 3
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -99,7 +98,7 @@ def _d_FeatureLevelRecord_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -119,12 +118,12 @@ def _e_FeatureLevelRecord_0(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.feature_level))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S1.pack(o.feature_level))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.feature_level, 0))
 
 
 FeatureLevelRecord._DECODERS = {0: _d_FeatureLevelRecord_0}

@@ -68,9 +68,10 @@ class PartitionChangeRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>i16s')
+_S0 = _St('>i16sB')
 _S1 = _St('>i')
 _S2 = _St('>b')
+_S3 = _St('>i16s')
 
 
 def _d_PartitionChangeRecord_0(b, p):
@@ -82,10 +83,10 @@ def _d_PartitionChangeRecord_0(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t1, t2, = _S0.unpack_from(b, p)
-        o.partition_id = t1
-        o.topic_id = _UC.get(t2) or _uuid(t2)
-        p += 20
+        t2, t3, tn1, = _S0.unpack_from(b, p)
+        o.partition_id = t2
+        o.topic_id = _UC.get(t3) or _uuid(t3)
+        p += 21
         o.isr = None
         o.leader = -2
         o.replicas = None
@@ -93,15 +94,13 @@ def _d_PartitionChangeRecord_0(b, p):
         o.adding_replicas = None
         o.leader_recovery_state = -1
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -218,7 +217,7 @@ def _d_PartitionChangeRecord_0(b, p):
                 elif tag5 in (6, 7, 8):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 0', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -237,10 +236,10 @@ def _d_PartitionChangeRecord_1(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t1, t2, = _S0.unpack_from(b, p)
-        o.partition_id = t1
-        o.topic_id = _UC.get(t2) or _uuid(t2)
-        p += 20
+        t2, t3, tn1, = _S0.unpack_from(b, p)
+        o.partition_id = t2
+        o.topic_id = _UC.get(t3) or _uuid(t3)
+        p += 21
         o.isr = None
         o.leader = -2
         o.replicas = None
@@ -249,15 +248,13 @@ def _d_PartitionChangeRecord_1(b, p):
         o.leader_recovery_state = -1
         o.directories = None
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -397,7 +394,7 @@ def _d_PartitionChangeRecord_1(b, p):
                 elif tag5 in (6, 7):
                     raise _DecodeError('tag ' + str(tag5) + ' is not valid for version 1', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -414,10 +411,10 @@ def _d_PartitionChangeRecord_2(b, p):
         L = len(b)
         o = _new(PartitionChangeRecord)
         F = 'PartitionId'
-        t1, t2, = _S0.unpack_from(b, p)
-        o.partition_id = t1
-        o.topic_id = _UC.get(t2) or _uuid(t2)
-        p += 20
+        t2, t3, tn1, = _S0.unpack_from(b, p)
+        o.partition_id = t2
+        o.topic_id = _UC.get(t3) or _uuid(t3)
+        p += 21
         o.isr = None
         o.leader = -2
         o.replicas = None
@@ -428,15 +425,13 @@ def _d_PartitionChangeRecord_2(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -618,7 +613,7 @@ def _d_PartitionChangeRecord_2(b, p):
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u3[tag5] = b[p:te7]
+                    u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -636,7 +631,7 @@ def _e_PartitionChangeRecord_0(o, a):
         raise _Absent('EligibleLeaderReplicas')
     if o.last_known_elr is not None:
         raise _Absent('LastKnownElr')
-    a(_S0.pack(o.partition_id, o.topic_id.bytes))
+    a(_S3.pack(o.partition_id, o.topic_id.bytes))
     T2 = []
     if o.isr is not None:
         w3 = []
@@ -701,7 +696,7 @@ def _e_PartitionChangeRecord_1(o, a):
         raise _Absent('EligibleLeaderReplicas')
     if o.last_known_elr is not None:
         raise _Absent('LastKnownElr')
-    a(_S0.pack(o.partition_id, o.topic_id.bytes))
+    a(_S3.pack(o.partition_id, o.topic_id.bytes))
     T2 = []
     if o.isr is not None:
         w3 = []
@@ -773,7 +768,7 @@ def _e_PartitionChangeRecord_1(o, a):
 
 
 def _e_PartitionChangeRecord_2(o, a):
-    a(_S0.pack(o.partition_id, o.topic_id.bytes))
+    a(_S3.pack(o.partition_id, o.topic_id.bytes))
     T2 = []
     if o.isr is not None:
         w3 = []

@@ -73,8 +73,9 @@ class PartitionRecord(Message):
 
 
 _S0 = _St('>i16s')
-_S1 = _St('>iii')
+_S1 = _St('>iiiB')
 _S2 = _St('>b')
+_S3 = _St('>iii')
 
 
 def _d_PartitionRecord_0(b, p):
@@ -86,28 +87,11 @@ def _d_PartitionRecord_0(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t1, t2, = _S0.unpack_from(b, p)
-        o.partition_id = t1
-        o.topic_id = _UC.get(t2) or _uuid(t2)
+        t2, t3, = _S0.unpack_from(b, p)
+        o.partition_id = t2
+        o.topic_id = _UC.get(t3) or _uuid(t3)
         p += 20
         F = 'Replicas'
-        n3 = b[p]
-        if n3 < 128:
-            p += 1
-        else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
-            else:
-                o.replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
-        F = 'Isr'
         n4 = b[p]
         if n4 < 128:
             p += 1
@@ -120,11 +104,11 @@ def _d_PartitionRecord_0(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.isr = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.isr = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
             p += n4 * 4
-        F = 'RemovingReplicas'
+        F = 'Isr'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -137,11 +121,11 @@ def _d_PartitionRecord_0(b, p):
             if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n5 < 64:
-                o.removing_replicas = list(_ARRAY['i'][n5].unpack_from(b, p))
+                o.isr = list(_ARRAY['i'][n5].unpack_from(b, p))
             else:
-                o.removing_replicas = list(_unpack_from('>' + str(n5) + 'i', b, p))
+                o.isr = list(_unpack_from('>' + str(n5) + 'i', b, p))
             p += n5 * 4
-        F = 'AddingReplicas'
+        F = 'RemovingReplicas'
         n6 = b[p]
         if n6 < 128:
             p += 1
@@ -154,24 +138,39 @@ def _d_PartitionRecord_0(b, p):
             if n6 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n6 < 64:
-                o.adding_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+                o.removing_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
             else:
-                o.adding_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                o.removing_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
             p += n6 * 4
+        F = 'AddingReplicas'
+        n7 = b[p]
+        if n7 < 128:
+            p += 1
+        else:
+            n7, p = _ruv(b, p)
+        n7 -= 1
+        if n7 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n7 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n7 < 64:
+                o.adding_replicas = list(_ARRAY['i'][n7].unpack_from(b, p))
+            else:
+                o.adding_replicas = list(_unpack_from('>' + str(n7) + 'i', b, p))
+            p += n7 * 4
         F = 'Leader'
-        o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
-        p += 12
+        o.leader, o.leader_epoch, o.partition_epoch, tn1 = _S1.unpack_from(b, p)
+        p += 13
         o.leader_recovery_state = 0
         F = None
-        u7 = o.unknown_tagged_fields = {}
-        tn8 = b[p]
-        p += 1
-        if tn8:
-            if tn8 >= 128:
-                tn8, p = _ruv(b, p - 1)
-            if tn8 > L - p:
-                raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn8):
+        u8 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag9 = b[p]
                 if tag9 < 128:
                     p += 1
@@ -194,7 +193,7 @@ def _d_PartitionRecord_0(b, p):
                 elif tag9 in (1, 2):
                     raise _DecodeError('tag ' + str(tag9) + ' is not valid for version 0', offset=p)
                 else:
-                    u7[tag9] = b[p:te11]
+                    u8[tag9] = b[p:te11]
                 p = te11
         return o, p
     except _DecodeError as x:
@@ -213,28 +212,11 @@ def _d_PartitionRecord_1(b, p):
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = 'PartitionId'
-        t1, t2, = _S0.unpack_from(b, p)
-        o.partition_id = t1
-        o.topic_id = _UC.get(t2) or _uuid(t2)
+        t2, t3, = _S0.unpack_from(b, p)
+        o.partition_id = t2
+        o.topic_id = _UC.get(t3) or _uuid(t3)
         p += 20
         F = 'Replicas'
-        n3 = b[p]
-        if n3 < 128:
-            p += 1
-        else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
-            else:
-                o.replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
-        F = 'Isr'
         n4 = b[p]
         if n4 < 128:
             p += 1
@@ -247,11 +229,11 @@ def _d_PartitionRecord_1(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.isr = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.isr = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
             p += n4 * 4
-        F = 'RemovingReplicas'
+        F = 'Isr'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -264,11 +246,11 @@ def _d_PartitionRecord_1(b, p):
             if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n5 < 64:
-                o.removing_replicas = list(_ARRAY['i'][n5].unpack_from(b, p))
+                o.isr = list(_ARRAY['i'][n5].unpack_from(b, p))
             else:
-                o.removing_replicas = list(_unpack_from('>' + str(n5) + 'i', b, p))
+                o.isr = list(_unpack_from('>' + str(n5) + 'i', b, p))
             p += n5 * 4
-        F = 'AddingReplicas'
+        F = 'RemovingReplicas'
         n6 = b[p]
         if n6 < 128:
             p += 1
@@ -281,14 +263,11 @@ def _d_PartitionRecord_1(b, p):
             if n6 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n6 < 64:
-                o.adding_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+                o.removing_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
             else:
-                o.adding_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                o.removing_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
             p += n6 * 4
-        F = 'Leader'
-        o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
-        p += 12
-        F = 'Directories'
+        F = 'AddingReplicas'
         n7 = b[p]
         if n7 < 128:
             p += 1
@@ -298,25 +277,45 @@ def _d_PartitionRecord_1(b, p):
         if n7 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n7 * 16 > L - p:
+            if n7 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l8 = []
-            for _ in range(n7):
+            if n7 < 64:
+                o.adding_replicas = list(_ARRAY['i'][n7].unpack_from(b, p))
+            else:
+                o.adding_replicas = list(_unpack_from('>' + str(n7) + 'i', b, p))
+            p += n7 * 4
+        F = 'Leader'
+        o.leader, o.leader_epoch, o.partition_epoch = _S3.unpack_from(b, p)
+        p += 12
+        F = 'Directories'
+        n8 = b[p]
+        if n8 < 128:
+            p += 1
+        else:
+            n8, p = _ruv(b, p)
+        n8 -= 1
+        if n8 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n8 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l9 = []
+            for _ in range(n8):
                 u16 = b[p:p + 16]
-                l8.append(_UC.get(u16) or _uuid(u16))
+                l9.append(_UC.get(u16) or _uuid(u16))
                 p += 16
-            o.directories = l8
+            o.directories = l9
         o.leader_recovery_state = 0
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -339,7 +338,7 @@ def _d_PartitionRecord_1(b, p):
                 elif tag11 in (1, 2):
                     raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 1', offset=p)
                 else:
-                    u9[tag11] = b[p:te13]
+                    u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -356,28 +355,11 @@ def _d_PartitionRecord_2(b, p):
         L = len(b)
         o = _new(PartitionRecord)
         F = 'PartitionId'
-        t1, t2, = _S0.unpack_from(b, p)
-        o.partition_id = t1
-        o.topic_id = _UC.get(t2) or _uuid(t2)
+        t2, t3, = _S0.unpack_from(b, p)
+        o.partition_id = t2
+        o.topic_id = _UC.get(t3) or _uuid(t3)
         p += 20
         F = 'Replicas'
-        n3 = b[p]
-        if n3 < 128:
-            p += 1
-        else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
-            else:
-                o.replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
-        F = 'Isr'
         n4 = b[p]
         if n4 < 128:
             p += 1
@@ -390,11 +372,11 @@ def _d_PartitionRecord_2(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.isr = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.isr = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
             p += n4 * 4
-        F = 'RemovingReplicas'
+        F = 'Isr'
         n5 = b[p]
         if n5 < 128:
             p += 1
@@ -407,11 +389,11 @@ def _d_PartitionRecord_2(b, p):
             if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n5 < 64:
-                o.removing_replicas = list(_ARRAY['i'][n5].unpack_from(b, p))
+                o.isr = list(_ARRAY['i'][n5].unpack_from(b, p))
             else:
-                o.removing_replicas = list(_unpack_from('>' + str(n5) + 'i', b, p))
+                o.isr = list(_unpack_from('>' + str(n5) + 'i', b, p))
             p += n5 * 4
-        F = 'AddingReplicas'
+        F = 'RemovingReplicas'
         n6 = b[p]
         if n6 < 128:
             p += 1
@@ -424,14 +406,11 @@ def _d_PartitionRecord_2(b, p):
             if n6 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n6 < 64:
-                o.adding_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+                o.removing_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
             else:
-                o.adding_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                o.removing_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
             p += n6 * 4
-        F = 'Leader'
-        o.leader, o.leader_epoch, o.partition_epoch = _S1.unpack_from(b, p)
-        p += 12
-        F = 'Directories'
+        F = 'AddingReplicas'
         n7 = b[p]
         if n7 < 128:
             p += 1
@@ -441,27 +420,47 @@ def _d_PartitionRecord_2(b, p):
         if n7 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n7 * 16 > L - p:
+            if n7 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l8 = []
-            for _ in range(n7):
+            if n7 < 64:
+                o.adding_replicas = list(_ARRAY['i'][n7].unpack_from(b, p))
+            else:
+                o.adding_replicas = list(_unpack_from('>' + str(n7) + 'i', b, p))
+            p += n7 * 4
+        F = 'Leader'
+        o.leader, o.leader_epoch, o.partition_epoch = _S3.unpack_from(b, p)
+        p += 12
+        F = 'Directories'
+        n8 = b[p]
+        if n8 < 128:
+            p += 1
+        else:
+            n8, p = _ruv(b, p)
+        n8 -= 1
+        if n8 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n8 * 16 > L - p:
+                raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l9 = []
+            for _ in range(n8):
                 u16 = b[p:p + 16]
-                l8.append(_UC.get(u16) or _uuid(u16))
+                l9.append(_UC.get(u16) or _uuid(u16))
                 p += 16
-            o.directories = l8
+            o.directories = l9
         o.leader_recovery_state = 0
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
+        u10 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -526,7 +525,7 @@ def _d_PartitionRecord_2(b, p):
                     if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u9[tag11] = b[p:te13]
+                    u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -573,7 +572,7 @@ def _e_PartitionRecord_0(o, a):
         n8 = len(v7)
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(_pack('>' + str(n8) + 'i', *v7))
-    a(_S1.pack(o.leader, o.leader_epoch, o.partition_epoch))
+    a(_S3.pack(o.leader, o.leader_epoch, o.partition_epoch))
     T10 = []
     if o.leader_recovery_state != 0:
         w11 = []
@@ -623,7 +622,7 @@ def _e_PartitionRecord_1(o, a):
         n8 = len(v7)
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(_pack('>' + str(n8) + 'i', *v7))
-    a(_S1.pack(o.leader, o.leader_epoch, o.partition_epoch))
+    a(_S3.pack(o.leader, o.leader_epoch, o.partition_epoch))
     v9 = o.directories
     if v9 is None:
         raise _EncodeError('null in non-nullable field Directories at version 1')
@@ -677,7 +676,7 @@ def _e_PartitionRecord_2(o, a):
         n8 = len(v7)
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(_pack('>' + str(n8) + 'i', *v7))
-    a(_S1.pack(o.leader, o.leader_epoch, o.partition_epoch))
+    a(_S3.pack(o.leader, o.leader_epoch, o.partition_epoch))
     v9 = o.directories
     if v9 is None:
         raise _EncodeError('null in non-nullable field Directories at version 2')

@@ -110,12 +110,16 @@ class RegisterBrokerRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>Hh')
-_S1 = _St('>hh')
-_S2 = _St('>i16sq')
-_S3 = _St('>?')
-_S4 = _St('>??')
-_S5 = _St('>i?16sq')
+_S0 = _St('>HhB')
+_S1 = _St('>Hh')
+_S2 = _St('>hhB')
+_S3 = _St('>hh')
+_S4 = _St('>i16sq')
+_S5 = _St('>?B')
+_S6 = _St('>??B')
+_S7 = _St('>i?16sq')
+_S8 = _St('>?')
+_S9 = _St('>??')
 
 
 def _d_BrokerEndpoint_0(b, p):
@@ -124,48 +128,46 @@ def _d_BrokerEndpoint_0(b, p):
         L = len(b)
         o = _new(BrokerEndpoint)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
-        o.port, o.security_protocol = _S0.unpack_from(b, p)
-        p += 4
+        o.port, o.security_protocol, tn1 = _S0.unpack_from(b, p)
+        p += 5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -179,7 +181,7 @@ def _d_BrokerEndpoint_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -207,12 +209,12 @@ def _e_BrokerEndpoint_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _e_BrokerEndpoint_1(o, a):
@@ -232,12 +234,12 @@ def _e_BrokerEndpoint_1(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _e_BrokerEndpoint_2(o, a):
@@ -257,12 +259,12 @@ def _e_BrokerEndpoint_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _e_BrokerEndpoint_3(o, a):
@@ -282,12 +284,12 @@ def _e_BrokerEndpoint_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _d_BrokerFeature_0(b, p):
@@ -296,33 +298,31 @@ def _d_BrokerFeature_0(b, p):
         L = len(b)
         o = _new(BrokerFeature)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'MinSupportedVersion'
-        o.min_supported_version, o.max_supported_version = _S1.unpack_from(b, p)
-        p += 4
+        o.min_supported_version, o.max_supported_version, tn1 = _S2.unpack_from(b, p)
+        p += 5
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -336,7 +336,7 @@ def _d_BrokerFeature_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -356,12 +356,12 @@ def _e_BrokerFeature_0(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_BrokerFeature_1(o, a):
@@ -373,12 +373,12 @@ def _e_BrokerFeature_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_BrokerFeature_2(o, a):
@@ -390,12 +390,12 @@ def _e_BrokerFeature_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _e_BrokerFeature_3(o, a):
@@ -407,12 +407,12 @@ def _e_BrokerFeature_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _d_RegisterBrokerRecord_0(b, p):
@@ -424,42 +424,26 @@ def _d_RegisterBrokerRecord_0(b, p):
         o.in_controlled_shutdown = False
         o.log_dirs = []
         F = 'BrokerId'
-        t1, t2, t3, = _S2.unpack_from(b, p)
-        o.broker_id = t1
-        o.incarnation_id = _UC.get(t2) or _uuid(t2)
-        o.broker_epoch = t3
+        t2, t3, t4, = _S4.unpack_from(b, p)
+        o.broker_id = t2
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        o.broker_epoch = t4
         p += 28
         F = 'EndPoints'
-        n4 = b[p]
-        if n4 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n4 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(BrokerEndpoint)
-                F = 'EndPoints.Name'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e8 = p + n7
-                    if e8 > L:
-                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                    s6.name = b[p:e8].decode()
-                    p = e8
-                F = 'EndPoints.Host'
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(BrokerEndpoint)
                 n9 = b[p]
                 if n9 < 128:
                     p += 1
@@ -472,128 +456,131 @@ def _d_RegisterBrokerRecord_0(b, p):
                     e10 = p + n9
                     if e10 > L:
                         raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s6.host = b[p:e10].decode()
+                    s7.name = b[p:e10].decode()
                     p = e10
-                F = 'EndPoints.Port'
-                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'EndPoints'
-                u11 = s6.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l5.append(s6)
-            o.end_points = l5
-        F = 'Features'
-        n16 = b[p]
-        if n16 < 128:
-            p += 1
-        else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(BrokerFeature)
-                F = 'Features.Name'
-                n19 = b[p]
-                if n19 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n19, p = _ruv(b, p)
-                n19 -= 1
-                if n19 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e20 = p + n19
-                    if e20 > L:
-                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
-                    s18.name = b[p:e20].decode()
-                    p = e20
-                F = 'Features.MinSupportedVersion'
-                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u21 = s18.unknown_tagged_fields = {}
-                tn22 = b[p]
-                p += 1
-                if tn22:
-                    if tn22 >= 128:
-                        tn22, p = _ruv(b, p - 1)
-                    if tn22 > L - p:
-                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn22):
-                        tag23 = b[p]
-                        if tag23 < 128:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e12].decode()
+                    p = e12
+                s7.port, s7.security_protocol, tn8 = _S0.unpack_from(b, p)
+                p += 5
+                u13 = s7.unknown_tagged_fields = {}
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag23, p = _ruv(b, p)
-                        tz24 = b[p]
-                        if tz24 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz24, p = _ruv(b, p)
-                        te25 = p + tz24
-                        if te25 > L:
-                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                        u21[tag23] = b[p:te25]
-                        p = te25
-                l17.append(s18)
-            o.features = l17
-        F = 'Rack'
-        n26 = b[p]
-        if n26 < 128:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.end_points = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
             p += 1
         else:
-            n26, p = _ruv(b, p)
-        n26 -= 1
-        if n26 < 0:
-            if n26 != -1:
-                raise _DecodeError('negative string length ' + str(n26), offset=p)
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(BrokerFeature)
+                n21 = b[p]
+                if n21 < 128:
+                    p += 1
+                else:
+                    n21, p = _ruv(b, p)
+                n21 -= 1
+                if n21 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e22 = p + n21
+                    if e22 > L:
+                        raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e22].decode()
+                    p = e22
+                s19.min_supported_version, s19.max_supported_version, tn20 = _S2.unpack_from(b, p)
+                p += 5
+                u23 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u23[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
             o.rack = None
         else:
-            e27 = p + n26
-            if e27 > L:
-                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e27].decode()
-            p = e27
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
         F = 'Fenced'
-        o.fenced = _S3.unpack_from(b, p)[0]
-        p += 1
+        o.fenced, tn1 = _S5.unpack_from(b, p)
+        p += 2
         F = None
-        u28 = o.unknown_tagged_fields = {}
-        tn29 = b[p]
-        p += 1
-        if tn29:
-            if tn29 >= 128:
-                tn29, p = _ruv(b, p - 1)
-            if tn29 > L - p:
-                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn29):
+        u29 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag30 = b[p]
                 if tag30 < 128:
                     p += 1
@@ -610,7 +597,7 @@ def _d_RegisterBrokerRecord_0(b, p):
                 if tag30 in (0,):
                     raise _DecodeError('tag ' + str(tag30) + ' is not valid for version 0', offset=p)
                 else:
-                    u28[tag30] = b[p:te32]
+                    u29[tag30] = b[p:te32]
                 p = te32
         return o, p
     except _DecodeError as x:
@@ -629,42 +616,26 @@ def _d_RegisterBrokerRecord_1(b, p):
         o.is_migrating_zk_broker = False
         o.log_dirs = []
         F = 'BrokerId'
-        t1, t2, t3, = _S2.unpack_from(b, p)
-        o.broker_id = t1
-        o.incarnation_id = _UC.get(t2) or _uuid(t2)
-        o.broker_epoch = t3
+        t2, t3, t4, = _S4.unpack_from(b, p)
+        o.broker_id = t2
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        o.broker_epoch = t4
         p += 28
         F = 'EndPoints'
-        n4 = b[p]
-        if n4 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n4 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(BrokerEndpoint)
-                F = 'EndPoints.Name'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e8 = p + n7
-                    if e8 > L:
-                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                    s6.name = b[p:e8].decode()
-                    p = e8
-                F = 'EndPoints.Host'
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(BrokerEndpoint)
                 n9 = b[p]
                 if n9 < 128:
                     p += 1
@@ -677,128 +648,131 @@ def _d_RegisterBrokerRecord_1(b, p):
                     e10 = p + n9
                     if e10 > L:
                         raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s6.host = b[p:e10].decode()
+                    s7.name = b[p:e10].decode()
                     p = e10
-                F = 'EndPoints.Port'
-                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'EndPoints'
-                u11 = s6.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l5.append(s6)
-            o.end_points = l5
-        F = 'Features'
-        n16 = b[p]
-        if n16 < 128:
-            p += 1
-        else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(BrokerFeature)
-                F = 'Features.Name'
-                n19 = b[p]
-                if n19 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n19, p = _ruv(b, p)
-                n19 -= 1
-                if n19 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e20 = p + n19
-                    if e20 > L:
-                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
-                    s18.name = b[p:e20].decode()
-                    p = e20
-                F = 'Features.MinSupportedVersion'
-                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u21 = s18.unknown_tagged_fields = {}
-                tn22 = b[p]
-                p += 1
-                if tn22:
-                    if tn22 >= 128:
-                        tn22, p = _ruv(b, p - 1)
-                    if tn22 > L - p:
-                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn22):
-                        tag23 = b[p]
-                        if tag23 < 128:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e12].decode()
+                    p = e12
+                s7.port, s7.security_protocol, tn8 = _S0.unpack_from(b, p)
+                p += 5
+                u13 = s7.unknown_tagged_fields = {}
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag23, p = _ruv(b, p)
-                        tz24 = b[p]
-                        if tz24 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz24, p = _ruv(b, p)
-                        te25 = p + tz24
-                        if te25 > L:
-                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                        u21[tag23] = b[p:te25]
-                        p = te25
-                l17.append(s18)
-            o.features = l17
-        F = 'Rack'
-        n26 = b[p]
-        if n26 < 128:
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.end_points = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
             p += 1
         else:
-            n26, p = _ruv(b, p)
-        n26 -= 1
-        if n26 < 0:
-            if n26 != -1:
-                raise _DecodeError('negative string length ' + str(n26), offset=p)
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(BrokerFeature)
+                n21 = b[p]
+                if n21 < 128:
+                    p += 1
+                else:
+                    n21, p = _ruv(b, p)
+                n21 -= 1
+                if n21 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e22 = p + n21
+                    if e22 > L:
+                        raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e22].decode()
+                    p = e22
+                s19.min_supported_version, s19.max_supported_version, tn20 = _S2.unpack_from(b, p)
+                p += 5
+                u23 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u23[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
+        F = 'Rack'
+        n27 = b[p]
+        if n27 < 128:
+            p += 1
+        else:
+            n27, p = _ruv(b, p)
+        n27 -= 1
+        if n27 < 0:
+            if n27 != -1:
+                raise _DecodeError('negative string length ' + str(n27), offset=p)
             o.rack = None
         else:
-            e27 = p + n26
-            if e27 > L:
-                raise _DecodeError('string' + ' of ' + str(n26) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e27].decode()
-            p = e27
+            e28 = p + n27
+            if e28 > L:
+                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e28].decode()
+            p = e28
         F = 'Fenced'
-        o.fenced, o.in_controlled_shutdown = _S4.unpack_from(b, p)
-        p += 2
+        o.fenced, o.in_controlled_shutdown, tn1 = _S6.unpack_from(b, p)
+        p += 3
         F = None
-        u28 = o.unknown_tagged_fields = {}
-        tn29 = b[p]
-        p += 1
-        if tn29:
-            if tn29 >= 128:
-                tn29, p = _ruv(b, p - 1)
-            if tn29 > L - p:
-                raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn29):
+        u29 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag30 = b[p]
                 if tag30 < 128:
                     p += 1
@@ -815,7 +789,7 @@ def _d_RegisterBrokerRecord_1(b, p):
                 if tag30 in (0,):
                     raise _DecodeError('tag ' + str(tag30) + ' is not valid for version 1', offset=p)
                 else:
-                    u28[tag30] = b[p:te32]
+                    u29[tag30] = b[p:te32]
                 p = te32
         return o, p
     except _DecodeError as x:
@@ -833,43 +807,27 @@ def _d_RegisterBrokerRecord_2(b, p):
         o = _new(RegisterBrokerRecord)
         o.log_dirs = []
         F = 'BrokerId'
-        t1, t2, t3, t4, = _S5.unpack_from(b, p)
-        o.broker_id = t1
-        o.is_migrating_zk_broker = t2
-        o.incarnation_id = _UC.get(t3) or _uuid(t3)
-        o.broker_epoch = t4
+        t2, t3, t4, t5, = _S7.unpack_from(b, p)
+        o.broker_id = t2
+        o.is_migrating_zk_broker = t3
+        o.incarnation_id = _UC.get(t4) or _uuid(t4)
+        o.broker_epoch = t5
         p += 29
         F = 'EndPoints'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(BrokerEndpoint)
-                F = 'EndPoints.Name'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.name = b[p:e9].decode()
-                    p = e9
-                F = 'EndPoints.Host'
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(BrokerEndpoint)
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -882,128 +840,131 @@ def _d_RegisterBrokerRecord_2(b, p):
                     e11 = p + n10
                     if e11 > L:
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-                    s7.host = b[p:e11].decode()
+                    s8.name = b[p:e11].decode()
                     p = e11
-                F = 'EndPoints.Port'
-                s7.port, s7.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'EndPoints'
-                u12 = s7.unknown_tagged_fields = {}
-                tn13 = b[p]
-                p += 1
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
-                            p += 1
-                        else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
-                            p += 1
-                        else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l6.append(s7)
-            o.end_points = l6
-        F = 'Features'
-        n17 = b[p]
-        if n17 < 128:
-            p += 1
-        else:
-            n17, p = _ruv(b, p)
-        n17 -= 1
-        if n17 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n17 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l18 = []
-            for _ in range(n17):
-                s19 = _new(BrokerFeature)
-                F = 'Features.Name'
-                n20 = b[p]
-                if n20 < 128:
+                n12 = b[p]
+                if n12 < 128:
                     p += 1
                 else:
-                    n20, p = _ruv(b, p)
-                n20 -= 1
-                if n20 < 0:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e21 = p + n20
-                    if e21 > L:
-                        raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
-                    s19.name = b[p:e21].decode()
-                    p = e21
-                F = 'Features.MinSupportedVersion'
-                s19.min_supported_version, s19.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u22 = s19.unknown_tagged_fields = {}
-                tn23 = b[p]
-                p += 1
-                if tn23:
-                    if tn23 >= 128:
-                        tn23, p = _ruv(b, p - 1)
-                    if tn23 > L - p:
-                        raise _DecodeError(str(tn23) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn23):
-                        tag24 = b[p]
-                        if tag24 < 128:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s8.host = b[p:e13].decode()
+                    p = e13
+                s8.port, s8.security_protocol, tn9 = _S0.unpack_from(b, p)
+                p += 5
+                u14 = s8.unknown_tagged_fields = {}
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag24, p = _ruv(b, p)
-                        tz25 = b[p]
-                        if tz25 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz25, p = _ruv(b, p)
-                        te26 = p + tz25
-                        if te26 > L:
-                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
-                        u22[tag24] = b[p:te26]
-                        p = te26
-                l18.append(s19)
-            o.features = l18
-        F = 'Rack'
-        n27 = b[p]
-        if n27 < 128:
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l7.append(s8)
+            o.end_points = l7
+        F = 'Features'
+        n18 = b[p]
+        if n18 < 128:
             p += 1
         else:
-            n27, p = _ruv(b, p)
-        n27 -= 1
-        if n27 < 0:
-            if n27 != -1:
-                raise _DecodeError('negative string length ' + str(n27), offset=p)
+            n18, p = _ruv(b, p)
+        n18 -= 1
+        if n18 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n18 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l19 = []
+            for _ in range(n18):
+                s20 = _new(BrokerFeature)
+                n22 = b[p]
+                if n22 < 128:
+                    p += 1
+                else:
+                    n22, p = _ruv(b, p)
+                n22 -= 1
+                if n22 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e23 = p + n22
+                    if e23 > L:
+                        raise _DecodeError('string' + ' of ' + str(n22) + ' bytes is truncated', offset=p)
+                    s20.name = b[p:e23].decode()
+                    p = e23
+                s20.min_supported_version, s20.max_supported_version, tn21 = _S2.unpack_from(b, p)
+                p += 5
+                u24 = s20.unknown_tagged_fields = {}
+                if tn21:
+                    if tn21 >= 128:
+                        tn21, p = _ruv(b, p - 1)
+                    if tn21 > L - p:
+                        raise _DecodeError(str(tn21) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn21):
+                        tag25 = b[p]
+                        if tag25 < 128:
+                            p += 1
+                        else:
+                            tag25, p = _ruv(b, p)
+                        tz26 = b[p]
+                        if tz26 < 128:
+                            p += 1
+                        else:
+                            tz26, p = _ruv(b, p)
+                        te27 = p + tz26
+                        if te27 > L:
+                            raise _DecodeError('tagged field ' + str(tag25) + ' of ' + str(tz26) + ' bytes is truncated', offset=p)
+                        u24[tag25] = b[p:te27]
+                        p = te27
+                l19.append(s20)
+            o.features = l19
+        F = 'Rack'
+        n28 = b[p]
+        if n28 < 128:
+            p += 1
+        else:
+            n28, p = _ruv(b, p)
+        n28 -= 1
+        if n28 < 0:
+            if n28 != -1:
+                raise _DecodeError('negative string length ' + str(n28), offset=p)
             o.rack = None
         else:
-            e28 = p + n27
-            if e28 > L:
-                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e28].decode()
-            p = e28
+            e29 = p + n28
+            if e29 > L:
+                raise _DecodeError('string' + ' of ' + str(n28) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e29].decode()
+            p = e29
         F = 'Fenced'
-        o.fenced, o.in_controlled_shutdown = _S4.unpack_from(b, p)
-        p += 2
+        o.fenced, o.in_controlled_shutdown, tn1 = _S6.unpack_from(b, p)
+        p += 3
         F = None
-        u29 = o.unknown_tagged_fields = {}
-        tn30 = b[p]
-        p += 1
-        if tn30:
-            if tn30 >= 128:
-                tn30, p = _ruv(b, p - 1)
-            if tn30 > L - p:
-                raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn30):
+        u30 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag31 = b[p]
                 if tag31 < 128:
                     p += 1
@@ -1020,7 +981,7 @@ def _d_RegisterBrokerRecord_2(b, p):
                 if tag31 in (0,):
                     raise _DecodeError('tag ' + str(tag31) + ' is not valid for version 2', offset=p)
                 else:
-                    u29[tag31] = b[p:te33]
+                    u30[tag31] = b[p:te33]
                 p = te33
         return o, p
     except _DecodeError as x:
@@ -1037,43 +998,27 @@ def _d_RegisterBrokerRecord_3(b, p):
         L = len(b)
         o = _new(RegisterBrokerRecord)
         F = 'BrokerId'
-        t1, t2, t3, t4, = _S5.unpack_from(b, p)
-        o.broker_id = t1
-        o.is_migrating_zk_broker = t2
-        o.incarnation_id = _UC.get(t3) or _uuid(t3)
-        o.broker_epoch = t4
+        t2, t3, t4, t5, = _S7.unpack_from(b, p)
+        o.broker_id = t2
+        o.is_migrating_zk_broker = t3
+        o.incarnation_id = _UC.get(t4) or _uuid(t4)
+        o.broker_epoch = t5
         p += 29
         F = 'EndPoints'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n5 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l6 = []
-            for _ in range(n5):
-                s7 = _new(BrokerEndpoint)
-                F = 'EndPoints.Name'
-                n8 = b[p]
-                if n8 < 128:
-                    p += 1
-                else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e9 = p + n8
-                    if e9 > L:
-                        raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
-                    s7.name = b[p:e9].decode()
-                    p = e9
-                F = 'EndPoints.Host'
+            if n6 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l7 = []
+            for _ in range(n6):
+                s8 = _new(BrokerEndpoint)
                 n10 = b[p]
                 if n10 < 128:
                     p += 1
@@ -1086,129 +1031,132 @@ def _d_RegisterBrokerRecord_3(b, p):
                     e11 = p + n10
                     if e11 > L:
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-                    s7.host = b[p:e11].decode()
+                    s8.name = b[p:e11].decode()
                     p = e11
-                F = 'EndPoints.Port'
-                s7.port, s7.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'EndPoints'
-                u12 = s7.unknown_tagged_fields = {}
-                tn13 = b[p]
-                p += 1
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag14 = b[p]
-                        if tag14 < 128:
-                            p += 1
-                        else:
-                            tag14, p = _ruv(b, p)
-                        tz15 = b[p]
-                        if tz15 < 128:
-                            p += 1
-                        else:
-                            tz15, p = _ruv(b, p)
-                        te16 = p + tz15
-                        if te16 > L:
-                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                        u12[tag14] = b[p:te16]
-                        p = te16
-                l6.append(s7)
-            o.end_points = l6
-        F = 'Features'
-        n17 = b[p]
-        if n17 < 128:
-            p += 1
-        else:
-            n17, p = _ruv(b, p)
-        n17 -= 1
-        if n17 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n17 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l18 = []
-            for _ in range(n17):
-                s19 = _new(BrokerFeature)
-                F = 'Features.Name'
-                n20 = b[p]
-                if n20 < 128:
+                n12 = b[p]
+                if n12 < 128:
                     p += 1
                 else:
-                    n20, p = _ruv(b, p)
-                n20 -= 1
-                if n20 < 0:
+                    n12, p = _ruv(b, p)
+                n12 -= 1
+                if n12 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e21 = p + n20
-                    if e21 > L:
-                        raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
-                    s19.name = b[p:e21].decode()
-                    p = e21
-                F = 'Features.MinSupportedVersion'
-                s19.min_supported_version, s19.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u22 = s19.unknown_tagged_fields = {}
-                tn23 = b[p]
-                p += 1
-                if tn23:
-                    if tn23 >= 128:
-                        tn23, p = _ruv(b, p - 1)
-                    if tn23 > L - p:
-                        raise _DecodeError(str(tn23) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn23):
-                        tag24 = b[p]
-                        if tag24 < 128:
+                    e13 = p + n12
+                    if e13 > L:
+                        raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+                    s8.host = b[p:e13].decode()
+                    p = e13
+                s8.port, s8.security_protocol, tn9 = _S0.unpack_from(b, p)
+                p += 5
+                u14 = s8.unknown_tagged_fields = {}
+                if tn9:
+                    if tn9 >= 128:
+                        tn9, p = _ruv(b, p - 1)
+                    if tn9 > L - p:
+                        raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn9):
+                        tag15 = b[p]
+                        if tag15 < 128:
                             p += 1
                         else:
-                            tag24, p = _ruv(b, p)
-                        tz25 = b[p]
-                        if tz25 < 128:
+                            tag15, p = _ruv(b, p)
+                        tz16 = b[p]
+                        if tz16 < 128:
                             p += 1
                         else:
-                            tz25, p = _ruv(b, p)
-                        te26 = p + tz25
-                        if te26 > L:
-                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
-                        u22[tag24] = b[p:te26]
-                        p = te26
-                l18.append(s19)
-            o.features = l18
-        F = 'Rack'
-        n27 = b[p]
-        if n27 < 128:
+                            tz16, p = _ruv(b, p)
+                        te17 = p + tz16
+                        if te17 > L:
+                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                        u14[tag15] = b[p:te17]
+                        p = te17
+                l7.append(s8)
+            o.end_points = l7
+        F = 'Features'
+        n18 = b[p]
+        if n18 < 128:
             p += 1
         else:
-            n27, p = _ruv(b, p)
-        n27 -= 1
-        if n27 < 0:
-            if n27 != -1:
-                raise _DecodeError('negative string length ' + str(n27), offset=p)
+            n18, p = _ruv(b, p)
+        n18 -= 1
+        if n18 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n18 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l19 = []
+            for _ in range(n18):
+                s20 = _new(BrokerFeature)
+                n22 = b[p]
+                if n22 < 128:
+                    p += 1
+                else:
+                    n22, p = _ruv(b, p)
+                n22 -= 1
+                if n22 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e23 = p + n22
+                    if e23 > L:
+                        raise _DecodeError('string' + ' of ' + str(n22) + ' bytes is truncated', offset=p)
+                    s20.name = b[p:e23].decode()
+                    p = e23
+                s20.min_supported_version, s20.max_supported_version, tn21 = _S2.unpack_from(b, p)
+                p += 5
+                u24 = s20.unknown_tagged_fields = {}
+                if tn21:
+                    if tn21 >= 128:
+                        tn21, p = _ruv(b, p - 1)
+                    if tn21 > L - p:
+                        raise _DecodeError(str(tn21) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn21):
+                        tag25 = b[p]
+                        if tag25 < 128:
+                            p += 1
+                        else:
+                            tag25, p = _ruv(b, p)
+                        tz26 = b[p]
+                        if tz26 < 128:
+                            p += 1
+                        else:
+                            tz26, p = _ruv(b, p)
+                        te27 = p + tz26
+                        if te27 > L:
+                            raise _DecodeError('tagged field ' + str(tag25) + ' of ' + str(tz26) + ' bytes is truncated', offset=p)
+                        u24[tag25] = b[p:te27]
+                        p = te27
+                l19.append(s20)
+            o.features = l19
+        F = 'Rack'
+        n28 = b[p]
+        if n28 < 128:
+            p += 1
+        else:
+            n28, p = _ruv(b, p)
+        n28 -= 1
+        if n28 < 0:
+            if n28 != -1:
+                raise _DecodeError('negative string length ' + str(n28), offset=p)
             o.rack = None
         else:
-            e28 = p + n27
-            if e28 > L:
-                raise _DecodeError('string' + ' of ' + str(n27) + ' bytes is truncated', offset=p)
-            o.rack = b[p:e28].decode()
-            p = e28
+            e29 = p + n28
+            if e29 > L:
+                raise _DecodeError('string' + ' of ' + str(n28) + ' bytes is truncated', offset=p)
+            o.rack = b[p:e29].decode()
+            p = e29
         F = 'Fenced'
-        o.fenced, o.in_controlled_shutdown = _S4.unpack_from(b, p)
-        p += 2
+        o.fenced, o.in_controlled_shutdown, tn1 = _S6.unpack_from(b, p)
+        p += 3
         o.log_dirs = []
         F = None
-        u29 = o.unknown_tagged_fields = {}
-        tn30 = b[p]
-        p += 1
-        if tn30:
-            if tn30 >= 128:
-                tn30, p = _ruv(b, p - 1)
-            if tn30 > L - p:
-                raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn30):
+        u30 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag31 = b[p]
                 if tag31 < 128:
                     p += 1
@@ -1244,7 +1192,7 @@ def _d_RegisterBrokerRecord_3(b, p):
                     if p != te33:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u29[tag31] = b[p:te33]
+                    u30[tag31] = b[p:te33]
                 p = te33
         return o, p
     except _DecodeError as x:
@@ -1262,7 +1210,7 @@ def _e_RegisterBrokerRecord_0(o, a):
         raise _Absent('InControlledShutdown')
     if o.log_dirs:
         raise _Absent('LogDirs')
-    a(_S2.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch))
+    a(_S4.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch))
     v1 = o.end_points
     if v1 is None:
         raise _EncodeError('null in non-nullable field EndPoints at version 0')
@@ -1286,12 +1234,12 @@ def _e_RegisterBrokerRecord_0(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S0.pack(s3.port, s3.security_protocol))
             u8 = s3.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s3.port, s3.security_protocol))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.port, s3.security_protocol, 0))
     v9 = o.features
     if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 0')
@@ -1307,12 +1255,12 @@ def _e_RegisterBrokerRecord_0(o, a):
                 n13 = len(v12)
                 a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
                 a(v12)
-            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
             u14 = s11.unknown_tagged_fields
             if u14:
+                a(_S3.pack(s11.min_supported_version, s11.max_supported_version))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s11.min_supported_version, s11.max_supported_version, 0))
     v15 = o.rack
     if v15 is None:
         a(b'\x00')
@@ -1321,12 +1269,12 @@ def _e_RegisterBrokerRecord_0(o, a):
         n16 = len(v15)
         a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
         a(v15)
-    a(_S3.pack(o.fenced))
     u17 = o.unknown_tagged_fields
     if u17:
+        a(_S8.pack(o.fenced))
         _wtags(sorted(u17.items()), a)
     else:
-        a(b'\x00')
+        a(_S5.pack(o.fenced, 0))
 
 
 def _e_RegisterBrokerRecord_1(o, a):
@@ -1334,7 +1282,7 @@ def _e_RegisterBrokerRecord_1(o, a):
         raise _Absent('IsMigratingZkBroker')
     if o.log_dirs:
         raise _Absent('LogDirs')
-    a(_S2.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch))
+    a(_S4.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch))
     v1 = o.end_points
     if v1 is None:
         raise _EncodeError('null in non-nullable field EndPoints at version 1')
@@ -1358,12 +1306,12 @@ def _e_RegisterBrokerRecord_1(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S0.pack(s3.port, s3.security_protocol))
             u8 = s3.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s3.port, s3.security_protocol))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.port, s3.security_protocol, 0))
     v9 = o.features
     if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 1')
@@ -1379,12 +1327,12 @@ def _e_RegisterBrokerRecord_1(o, a):
                 n13 = len(v12)
                 a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
                 a(v12)
-            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
             u14 = s11.unknown_tagged_fields
             if u14:
+                a(_S3.pack(s11.min_supported_version, s11.max_supported_version))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s11.min_supported_version, s11.max_supported_version, 0))
     v15 = o.rack
     if v15 is None:
         a(b'\x00')
@@ -1393,18 +1341,18 @@ def _e_RegisterBrokerRecord_1(o, a):
         n16 = len(v15)
         a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
         a(v15)
-    a(_S4.pack(o.fenced, o.in_controlled_shutdown))
     u17 = o.unknown_tagged_fields
     if u17:
+        a(_S9.pack(o.fenced, o.in_controlled_shutdown))
         _wtags(sorted(u17.items()), a)
     else:
-        a(b'\x00')
+        a(_S6.pack(o.fenced, o.in_controlled_shutdown, 0))
 
 
 def _e_RegisterBrokerRecord_2(o, a):
     if o.log_dirs:
         raise _Absent('LogDirs')
-    a(_S5.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch))
+    a(_S7.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch))
     v1 = o.end_points
     if v1 is None:
         raise _EncodeError('null in non-nullable field EndPoints at version 2')
@@ -1428,12 +1376,12 @@ def _e_RegisterBrokerRecord_2(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S0.pack(s3.port, s3.security_protocol))
             u8 = s3.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s3.port, s3.security_protocol))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.port, s3.security_protocol, 0))
     v9 = o.features
     if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 2')
@@ -1449,12 +1397,12 @@ def _e_RegisterBrokerRecord_2(o, a):
                 n13 = len(v12)
                 a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
                 a(v12)
-            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
             u14 = s11.unknown_tagged_fields
             if u14:
+                a(_S3.pack(s11.min_supported_version, s11.max_supported_version))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s11.min_supported_version, s11.max_supported_version, 0))
     v15 = o.rack
     if v15 is None:
         a(b'\x00')
@@ -1463,16 +1411,16 @@ def _e_RegisterBrokerRecord_2(o, a):
         n16 = len(v15)
         a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
         a(v15)
-    a(_S4.pack(o.fenced, o.in_controlled_shutdown))
     u17 = o.unknown_tagged_fields
     if u17:
+        a(_S9.pack(o.fenced, o.in_controlled_shutdown))
         _wtags(sorted(u17.items()), a)
     else:
-        a(b'\x00')
+        a(_S6.pack(o.fenced, o.in_controlled_shutdown, 0))
 
 
 def _e_RegisterBrokerRecord_3(o, a):
-    a(_S5.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch))
+    a(_S7.pack(o.broker_id, o.is_migrating_zk_broker, o.incarnation_id.bytes, o.broker_epoch))
     v1 = o.end_points
     if v1 is None:
         raise _EncodeError('null in non-nullable field EndPoints at version 3')
@@ -1496,12 +1444,12 @@ def _e_RegisterBrokerRecord_3(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S0.pack(s3.port, s3.security_protocol))
             u8 = s3.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s3.port, s3.security_protocol))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.port, s3.security_protocol, 0))
     v9 = o.features
     if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 3')
@@ -1517,12 +1465,12 @@ def _e_RegisterBrokerRecord_3(o, a):
                 n13 = len(v12)
                 a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
                 a(v12)
-            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
             u14 = s11.unknown_tagged_fields
             if u14:
+                a(_S3.pack(s11.min_supported_version, s11.max_supported_version))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s11.min_supported_version, s11.max_supported_version, 0))
     v15 = o.rack
     if v15 is None:
         a(b'\x00')
@@ -1531,7 +1479,7 @@ def _e_RegisterBrokerRecord_3(o, a):
         n16 = len(v15)
         a(_UV1[n16 + 1] if n16 < 127 else _uvb(n16 + 1))
         a(v15)
-    a(_S4.pack(o.fenced, o.in_controlled_shutdown))
+    a(_S9.pack(o.fenced, o.in_controlled_shutdown))
     T18 = []
     if o.log_dirs:
         w19 = []

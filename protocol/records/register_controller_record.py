@@ -100,9 +100,11 @@ class RegisterControllerRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>Hh')
-_S1 = _St('>hh')
-_S2 = _St('>i16s?')
+_S0 = _St('>HhB')
+_S1 = _St('>Hh')
+_S2 = _St('>hhB')
+_S3 = _St('>hh')
+_S4 = _St('>i16s?')
 
 
 def _d_ControllerEndpoint_0(b, p):
@@ -111,48 +113,46 @@ def _d_ControllerEndpoint_0(b, p):
         L = len(b)
         o = _new(ControllerEndpoint)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Host'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.host = b[p:e4].decode()
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.host = b[p:e5].decode()
+            p = e5
         F = 'Port'
-        o.port, o.security_protocol = _S0.unpack_from(b, p)
-        p += 4
+        o.port, o.security_protocol, tn1 = _S0.unpack_from(b, p)
+        p += 5
         F = None
-        u5 = o.unknown_tagged_fields = {}
-        tn6 = b[p]
-        p += 1
-        if tn6:
-            if tn6 >= 128:
-                tn6, p = _ruv(b, p - 1)
-            if tn6 > L - p:
-                raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn6):
+        u6 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag7 = b[p]
                 if tag7 < 128:
                     p += 1
@@ -166,7 +166,7 @@ def _d_ControllerEndpoint_0(b, p):
                 te9 = p + tz8
                 if te9 > L:
                     raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                u5[tag7] = b[p:te9]
+                u6[tag7] = b[p:te9]
                 p = te9
         return o, p
     except _DecodeError as x:
@@ -194,12 +194,12 @@ def _e_ControllerEndpoint_0(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S0.pack(o.port, o.security_protocol))
     u5 = o.unknown_tagged_fields
     if u5:
+        a(_S1.pack(o.port, o.security_protocol))
         _wtags(sorted(u5.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.port, o.security_protocol, 0))
 
 
 def _d_ControllerFeature_0(b, p):
@@ -208,33 +208,31 @@ def _d_ControllerFeature_0(b, p):
         L = len(b)
         o = _new(ControllerFeature)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'MinSupportedVersion'
-        o.min_supported_version, o.max_supported_version = _S1.unpack_from(b, p)
-        p += 4
+        o.min_supported_version, o.max_supported_version, tn1 = _S2.unpack_from(b, p)
+        p += 5
         F = None
-        u3 = o.unknown_tagged_fields = {}
-        tn4 = b[p]
-        p += 1
-        if tn4:
-            if tn4 >= 128:
-                tn4, p = _ruv(b, p - 1)
-            if tn4 > L - p:
-                raise _DecodeError(str(tn4) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn4):
+        u4 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag5 = b[p]
                 if tag5 < 128:
                     p += 1
@@ -248,7 +246,7 @@ def _d_ControllerFeature_0(b, p):
                 te7 = p + tz6
                 if te7 > L:
                     raise _DecodeError('tagged field ' + str(tag5) + ' of ' + str(tz6) + ' bytes is truncated', offset=p)
-                u3[tag5] = b[p:te7]
+                u4[tag5] = b[p:te7]
                 p = te7
         return o, p
     except _DecodeError as x:
@@ -268,12 +266,12 @@ def _e_ControllerFeature_0(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.min_supported_version, o.max_supported_version))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S3.pack(o.min_supported_version, o.max_supported_version))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
 
 
 def _d_RegisterControllerRecord_0(b, p):
@@ -282,42 +280,26 @@ def _d_RegisterControllerRecord_0(b, p):
         L = len(b)
         o = _new(RegisterControllerRecord)
         F = 'ControllerId'
-        t1, t2, t3, = _S2.unpack_from(b, p)
-        o.controller_id = t1
-        o.incarnation_id = _UC.get(t2) or _uuid(t2)
-        o.zk_migration_ready = t3
+        t2, t3, t4, = _S4.unpack_from(b, p)
+        o.controller_id = t2
+        o.incarnation_id = _UC.get(t3) or _uuid(t3)
+        o.zk_migration_ready = t4
         p += 21
         F = 'EndPoints'
-        n4 = b[p]
-        if n4 < 128:
+        n5 = b[p]
+        if n5 < 128:
             p += 1
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
+            n5, p = _ruv(b, p)
+        n5 -= 1
+        if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n4 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(ControllerEndpoint)
-                F = 'EndPoints.Name'
-                n7 = b[p]
-                if n7 < 128:
-                    p += 1
-                else:
-                    n7, p = _ruv(b, p)
-                n7 -= 1
-                if n7 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e8 = p + n7
-                    if e8 > L:
-                        raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-                    s6.name = b[p:e8].decode()
-                    p = e8
-                F = 'EndPoints.Host'
+            if n5 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l6 = []
+            for _ in range(n5):
+                s7 = _new(ControllerEndpoint)
                 n9 = b[p]
                 if n9 < 128:
                     p += 1
@@ -330,108 +312,113 @@ def _d_RegisterControllerRecord_0(b, p):
                     e10 = p + n9
                     if e10 > L:
                         raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
-                    s6.host = b[p:e10].decode()
+                    s7.name = b[p:e10].decode()
                     p = e10
-                F = 'EndPoints.Port'
-                s6.port, s6.security_protocol = _S0.unpack_from(b, p)
-                p += 4
-                F = 'EndPoints'
-                u11 = s6.unknown_tagged_fields = {}
-                tn12 = b[p]
-                p += 1
-                if tn12:
-                    if tn12 >= 128:
-                        tn12, p = _ruv(b, p - 1)
-                    if tn12 > L - p:
-                        raise _DecodeError(str(tn12) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn12):
-                        tag13 = b[p]
-                        if tag13 < 128:
-                            p += 1
-                        else:
-                            tag13, p = _ruv(b, p)
-                        tz14 = b[p]
-                        if tz14 < 128:
-                            p += 1
-                        else:
-                            tz14, p = _ruv(b, p)
-                        te15 = p + tz14
-                        if te15 > L:
-                            raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                        u11[tag13] = b[p:te15]
-                        p = te15
-                l5.append(s6)
-            o.end_points = l5
-        F = 'Features'
-        n16 = b[p]
-        if n16 < 128:
-            p += 1
-        else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l17 = []
-            for _ in range(n16):
-                s18 = _new(ControllerFeature)
-                F = 'Features.Name'
-                n19 = b[p]
-                if n19 < 128:
+                n11 = b[p]
+                if n11 < 128:
                     p += 1
                 else:
-                    n19, p = _ruv(b, p)
-                n19 -= 1
-                if n19 < 0:
+                    n11, p = _ruv(b, p)
+                n11 -= 1
+                if n11 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
-                    e20 = p + n19
-                    if e20 > L:
-                        raise _DecodeError('string' + ' of ' + str(n19) + ' bytes is truncated', offset=p)
-                    s18.name = b[p:e20].decode()
-                    p = e20
-                F = 'Features.MinSupportedVersion'
-                s18.min_supported_version, s18.max_supported_version = _S1.unpack_from(b, p)
-                p += 4
-                F = 'Features'
-                u21 = s18.unknown_tagged_fields = {}
-                tn22 = b[p]
-                p += 1
-                if tn22:
-                    if tn22 >= 128:
-                        tn22, p = _ruv(b, p - 1)
-                    if tn22 > L - p:
-                        raise _DecodeError(str(tn22) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn22):
-                        tag23 = b[p]
-                        if tag23 < 128:
+                    e12 = p + n11
+                    if e12 > L:
+                        raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+                    s7.host = b[p:e12].decode()
+                    p = e12
+                s7.port, s7.security_protocol, tn8 = _S0.unpack_from(b, p)
+                p += 5
+                u13 = s7.unknown_tagged_fields = {}
+                if tn8:
+                    if tn8 >= 128:
+                        tn8, p = _ruv(b, p - 1)
+                    if tn8 > L - p:
+                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn8):
+                        tag14 = b[p]
+                        if tag14 < 128:
                             p += 1
                         else:
-                            tag23, p = _ruv(b, p)
-                        tz24 = b[p]
-                        if tz24 < 128:
+                            tag14, p = _ruv(b, p)
+                        tz15 = b[p]
+                        if tz15 < 128:
                             p += 1
                         else:
-                            tz24, p = _ruv(b, p)
-                        te25 = p + tz24
-                        if te25 > L:
-                            raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
-                        u21[tag23] = b[p:te25]
-                        p = te25
-                l17.append(s18)
-            o.features = l17
+                            tz15, p = _ruv(b, p)
+                        te16 = p + tz15
+                        if te16 > L:
+                            raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                        u13[tag14] = b[p:te16]
+                        p = te16
+                l6.append(s7)
+            o.end_points = l6
+        F = 'Features'
+        n17 = b[p]
+        if n17 < 128:
+            p += 1
+        else:
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l18 = []
+            for _ in range(n17):
+                s19 = _new(ControllerFeature)
+                n21 = b[p]
+                if n21 < 128:
+                    p += 1
+                else:
+                    n21, p = _ruv(b, p)
+                n21 -= 1
+                if n21 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e22 = p + n21
+                    if e22 > L:
+                        raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                    s19.name = b[p:e22].decode()
+                    p = e22
+                s19.min_supported_version, s19.max_supported_version, tn20 = _S2.unpack_from(b, p)
+                p += 5
+                u23 = s19.unknown_tagged_fields = {}
+                if tn20:
+                    if tn20 >= 128:
+                        tn20, p = _ruv(b, p - 1)
+                    if tn20 > L - p:
+                        raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn20):
+                        tag24 = b[p]
+                        if tag24 < 128:
+                            p += 1
+                        else:
+                            tag24, p = _ruv(b, p)
+                        tz25 = b[p]
+                        if tz25 < 128:
+                            p += 1
+                        else:
+                            tz25, p = _ruv(b, p)
+                        te26 = p + tz25
+                        if te26 > L:
+                            raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                        u23[tag24] = b[p:te26]
+                        p = te26
+                l18.append(s19)
+            o.features = l18
         F = None
-        u26 = o.unknown_tagged_fields = {}
-        tn27 = b[p]
+        u27 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn27:
-            if tn27 >= 128:
-                tn27, p = _ruv(b, p - 1)
-            if tn27 > L - p:
-                raise _DecodeError(str(tn27) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn27):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag28 = b[p]
                 if tag28 < 128:
                     p += 1
@@ -445,7 +432,7 @@ def _d_RegisterControllerRecord_0(b, p):
                 te30 = p + tz29
                 if te30 > L:
                     raise _DecodeError('tagged field ' + str(tag28) + ' of ' + str(tz29) + ' bytes is truncated', offset=p)
-                u26[tag28] = b[p:te30]
+                u27[tag28] = b[p:te30]
                 p = te30
         return o, p
     except _DecodeError as x:
@@ -457,7 +444,7 @@ def _d_RegisterControllerRecord_0(b, p):
 
 
 def _e_RegisterControllerRecord_0(o, a):
-    a(_S2.pack(o.controller_id, o.incarnation_id.bytes, o.zk_migration_ready))
+    a(_S4.pack(o.controller_id, o.incarnation_id.bytes, o.zk_migration_ready))
     v1 = o.end_points
     if v1 is None:
         raise _EncodeError('null in non-nullable field EndPoints at version 0')
@@ -481,12 +468,12 @@ def _e_RegisterControllerRecord_0(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S0.pack(s3.port, s3.security_protocol))
             u8 = s3.unknown_tagged_fields
             if u8:
+                a(_S1.pack(s3.port, s3.security_protocol))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(b'\x00')
+                a(_S0.pack(s3.port, s3.security_protocol, 0))
     v9 = o.features
     if v9 is None:
         raise _EncodeError('null in non-nullable field Features at version 0')
@@ -502,12 +489,12 @@ def _e_RegisterControllerRecord_0(o, a):
                 n13 = len(v12)
                 a(_UV1[n13 + 1] if n13 < 127 else _uvb(n13 + 1))
                 a(v12)
-            a(_S1.pack(s11.min_supported_version, s11.max_supported_version))
             u14 = s11.unknown_tagged_fields
             if u14:
+                a(_S3.pack(s11.min_supported_version, s11.max_supported_version))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(b'\x00')
+                a(_S2.pack(s11.min_supported_version, s11.max_supported_version, 0))
     u15 = o.unknown_tagged_fields
     if u15:
         _wtags(sorted(u15.items()), a)

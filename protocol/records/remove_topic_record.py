@@ -48,7 +48,8 @@ class RemoveTopicRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>16s')
+_S0 = _St('>16sB')
+_S1 = _St('>16s')
 
 
 def _d_RemoveTopicRecord_0(b, p):
@@ -57,19 +58,17 @@ def _d_RemoveTopicRecord_0(b, p):
         L = len(b)
         o = _new(RemoveTopicRecord)
         F = 'TopicId'
-        t1, = _S0.unpack_from(b, p)
-        o.topic_id = _UC.get(t1) or _uuid(t1)
-        p += 16
+        t2, tn1, = _S0.unpack_from(b, p)
+        o.topic_id = _UC.get(t2) or _uuid(t2)
+        p += 17
         F = None
-        u2 = o.unknown_tagged_fields = {}
-        tn3 = b[p]
-        p += 1
-        if tn3:
-            if tn3 >= 128:
-                tn3, p = _ruv(b, p - 1)
-            if tn3 > L - p:
-                raise _DecodeError(str(tn3) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn3):
+        u3 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag4 = b[p]
                 if tag4 < 128:
                     p += 1
@@ -83,7 +82,7 @@ def _d_RemoveTopicRecord_0(b, p):
                 te6 = p + tz5
                 if te6 > L:
                     raise _DecodeError('tagged field ' + str(tag4) + ' of ' + str(tz5) + ' bytes is truncated', offset=p)
-                u2[tag4] = b[p:te6]
+                u3[tag4] = b[p:te6]
                 p = te6
         return o, p
     except _DecodeError as x:
@@ -95,12 +94,12 @@ def _d_RemoveTopicRecord_0(b, p):
 
 
 def _e_RemoveTopicRecord_0(o, a):
-    a(_S0.pack(o.topic_id.bytes))
     u1 = o.unknown_tagged_fields
     if u1:
+        a(_S1.pack(o.topic_id.bytes))
         _wtags(sorted(u1.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.topic_id.bytes, 0))
 
 
 RemoveTopicRecord._DECODERS = {0: _d_RemoveTopicRecord_0}

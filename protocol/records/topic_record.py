@@ -50,7 +50,8 @@ class TopicRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>16s')
+_S0 = _St('>16sB')
+_S1 = _St('>16s')
 
 
 def _d_TopicRecord_0(b, p):
@@ -59,34 +60,32 @@ def _d_TopicRecord_0(b, p):
         L = len(b)
         o = _new(TopicRecord)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'TopicId'
-        t3, = _S0.unpack_from(b, p)
-        o.topic_id = _UC.get(t3) or _uuid(t3)
-        p += 16
+        t4, tn1, = _S0.unpack_from(b, p)
+        o.topic_id = _UC.get(t4) or _uuid(t4)
+        p += 17
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
-        p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        u5 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -100,7 +99,7 @@ def _d_TopicRecord_0(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -120,12 +119,12 @@ def _e_TopicRecord_0(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.topic_id.bytes))
     u3 = o.unknown_tagged_fields
     if u3:
+        a(_S1.pack(o.topic_id.bytes))
         _wtags(sorted(u3.items()), a)
     else:
-        a(b'\x00')
+        a(_S0.pack(o.topic_id.bytes, 0))
 
 
 TopicRecord._DECODERS = {0: _d_TopicRecord_0}

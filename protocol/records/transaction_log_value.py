@@ -89,7 +89,8 @@ _S0 = _St('>h')
 _S1 = _St('>i')
 _S2 = _St('>qhib')
 _S3 = _St('>qq')
-_S4 = _St('>q')
+_S4 = _St('>qqB')
+_S5 = _St('>q')
 
 
 def _d_PartitionsSchema_0(b, p):
@@ -137,47 +138,47 @@ def _d_PartitionsSchema_1(b, p):
         L = len(b)
         o = _new(PartitionsSchema)
         F = 'Topic'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.topic = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.topic = b[p:e3].decode()
+            p = e3
         F = 'PartitionIds'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.partition_ids = list(_ARRAY['i'][n3].unpack_from(b, p))
+            if n4 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n4 < 64:
+                o.partition_ids = list(_ARRAY['i'][n4].unpack_from(b, p))
             else:
-                o.partition_ids = list(_unpack_from('>' + str(n3) + 'i', b, p))
-            p += n3 * 4
+                o.partition_ids = list(_unpack_from('>' + str(n4) + 'i', b, p))
+            p += n4 * 4
         F = None
-        u4 = o.unknown_tagged_fields = {}
-        tn5 = b[p]
+        u5 = o.unknown_tagged_fields = {}
+        tn1 = b[p]
         p += 1
-        if tn5:
-            if tn5 >= 128:
-                tn5, p = _ruv(b, p - 1)
-            if tn5 > L - p:
-                raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn5):
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag6 = b[p]
                 if tag6 < 128:
                     p += 1
@@ -191,7 +192,7 @@ def _d_PartitionsSchema_1(b, p):
                 te8 = p + tz7
                 if te8 > L:
                     raise _DecodeError('tagged field ' + str(tag6) + ' of ' + str(tz7) + ' bytes is truncated', offset=p)
-                u4[tag6] = b[p:te8]
+                u5[tag6] = b[p:te8]
                 p = te8
         return o, p
     except _DecodeError as x:
@@ -269,7 +270,6 @@ def _d_TransactionLogValue_0(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(PartitionsSchema)
-                F = 'TransactionPartitions.Topic'
                 n4 = _S0.unpack_from(b, p)[0]
                 p += 2
                 if n4 < 0:
@@ -280,7 +280,6 @@ def _d_TransactionLogValue_0(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.topic = b[p:e5].decode()
                     p = e5
-                F = 'TransactionPartitions.PartitionIds'
                 n6 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
@@ -318,38 +317,22 @@ def _d_TransactionLogValue_1(b, p):
         o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status = _S2.unpack_from(b, p)
         p += 15
         F = 'TransactionPartitions'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
-            if n1 != -1:
-                raise _DecodeError('negative array length ' + str(n1), offset=p)
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
+            if n2 != -1:
+                raise _DecodeError('negative array length ' + str(n2), offset=p)
             o.transaction_partitions = None
         else:
-            if n1 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(PartitionsSchema)
-                F = 'TransactionPartitions.Topic'
-                n4 = b[p]
-                if n4 < 128:
-                    p += 1
-                else:
-                    n4, p = _ruv(b, p)
-                n4 -= 1
-                if n4 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
-                else:
-                    e5 = p + n4
-                    if e5 > L:
-                        raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-                    s3.topic = b[p:e5].decode()
-                    p = e5
-                F = 'TransactionPartitions.PartitionIds'
+            if n2 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l3 = []
+            for _ in range(n2):
+                s4 = _new(PartitionsSchema)
                 n6 = b[p]
                 if n6 < 128:
                     p += 1
@@ -357,58 +340,69 @@ def _d_TransactionLogValue_1(b, p):
                     n6, p = _ruv(b, p)
                 n6 -= 1
                 if n6 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    s4.topic = b[p:e7].decode()
+                    p = e7
+                n8 = b[p]
+                if n8 < 128:
+                    p += 1
+                else:
+                    n8, p = _ruv(b, p)
+                n8 -= 1
+                if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                 else:
-                    if n6 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n6 < 64:
-                        s3.partition_ids = list(_ARRAY['i'][n6].unpack_from(b, p))
+                    if n8 * 4 > L - p:
+                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    if n8 < 64:
+                        s4.partition_ids = list(_ARRAY['i'][n8].unpack_from(b, p))
                     else:
-                        s3.partition_ids = list(_unpack_from('>' + str(n6) + 'i', b, p))
-                    p += n6 * 4
-                F = 'TransactionPartitions'
-                u7 = s3.unknown_tagged_fields = {}
-                tn8 = b[p]
+                        s4.partition_ids = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                    p += n8 * 4
+                u9 = s4.unknown_tagged_fields = {}
+                tn5 = b[p]
                 p += 1
-                if tn8:
-                    if tn8 >= 128:
-                        tn8, p = _ruv(b, p - 1)
-                    if tn8 > L - p:
-                        raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn8):
-                        tag9 = b[p]
-                        if tag9 < 128:
+                if tn5:
+                    if tn5 >= 128:
+                        tn5, p = _ruv(b, p - 1)
+                    if tn5 > L - p:
+                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    for _ in range(tn5):
+                        tag10 = b[p]
+                        if tag10 < 128:
                             p += 1
                         else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
+                            tag10, p = _ruv(b, p)
+                        tz11 = b[p]
+                        if tz11 < 128:
                             p += 1
                         else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        u7[tag9] = b[p:te11]
-                        p = te11
-                l2.append(s3)
-            o.transaction_partitions = l2
+                            tz11, p = _ruv(b, p)
+                        te12 = p + tz11
+                        if te12 > L:
+                            raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                        u9[tag10] = b[p:te12]
+                        p = te12
+                l3.append(s4)
+            o.transaction_partitions = l3
         F = 'TransactionLastUpdateTimestampMs'
-        o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms = _S3.unpack_from(b, p)
-        p += 16
+        o.transaction_last_update_timestamp_ms, o.transaction_start_timestamp_ms, tn1 = _S4.unpack_from(b, p)
+        p += 17
         o.previous_producer_id = -1
         o.next_producer_id = -1
         o.client_transaction_version = 0
         F = None
-        u12 = o.unknown_tagged_fields = {}
-        tn13 = b[p]
-        p += 1
-        if tn13:
-            if tn13 >= 128:
-                tn13, p = _ruv(b, p - 1)
-            if tn13 > L - p:
-                raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn13):
+        u13 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag14 = b[p]
                 if tag14 < 128:
                     p += 1
@@ -424,13 +418,13 @@ def _d_TransactionLogValue_1(b, p):
                     raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
                 if tag14 == 0:
                     F = 'PreviousProducerId'
-                    o.previous_producer_id = _S4.unpack_from(b, p)[0]
+                    o.previous_producer_id = _S5.unpack_from(b, p)[0]
                     p += 8
                     if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag14 == 1:
                     F = 'NextProducerId'
-                    o.next_producer_id = _S4.unpack_from(b, p)[0]
+                    o.next_producer_id = _S5.unpack_from(b, p)[0]
                     p += 8
                     if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -441,7 +435,7 @@ def _d_TransactionLogValue_1(b, p):
                     if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u12[tag14] = b[p:te16]
+                    u13[tag14] = b[p:te16]
                 p = te16
         return o, p
     except _DecodeError as x:
@@ -522,11 +516,11 @@ def _e_TransactionLogValue_1(o, a):
     T10 = []
     if o.previous_producer_id != -1:
         w11 = []
-        w11.append(_S4.pack(o.previous_producer_id))
+        w11.append(_S5.pack(o.previous_producer_id))
         T10.append((0, b''.join(w11)))
     if o.next_producer_id != -1:
         w12 = []
-        w12.append(_S4.pack(o.next_producer_id))
+        w12.append(_S5.pack(o.next_producer_id))
         T10.append((1, b''.join(w12)))
     if o.client_transaction_version != 0:
         w13 = []

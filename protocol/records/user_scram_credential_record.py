@@ -59,7 +59,8 @@ class UserScramCredentialRecord(Message):
 
 
 _S0 = _St('>b')
-_S1 = _St('>i')
+_S1 = _St('>iB')
+_S2 = _St('>i')
 
 
 def _d_UserScramCredentialRecord_0(b, p):
@@ -68,81 +69,79 @@ def _d_UserScramCredentialRecord_0(b, p):
         L = len(b)
         o = _new(UserScramCredentialRecord)
         F = 'Name'
-        n1 = b[p]
-        if n1 < 128:
+        n2 = b[p]
+        if n2 < 128:
             p += 1
         else:
-            n1, p = _ruv(b, p)
-        n1 -= 1
-        if n1 < 0:
+            n2, p = _ruv(b, p)
+        n2 -= 1
+        if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
-            e2 = p + n1
-            if e2 > L:
-                raise _DecodeError('string' + ' of ' + str(n1) + ' bytes is truncated', offset=p)
-            o.name = b[p:e2].decode()
-            p = e2
+            e3 = p + n2
+            if e3 > L:
+                raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+            o.name = b[p:e3].decode()
+            p = e3
         F = 'Mechanism'
         o.mechanism = _S0.unpack_from(b, p)[0]
         p += 1
         F = 'Salt'
-        n3 = b[p]
-        if n3 < 128:
+        n4 = b[p]
+        if n4 < 128:
             p += 1
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
+            n4, p = _ruv(b, p)
+        n4 -= 1
+        if n4 < 0:
             raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
         else:
-            e4 = p + n3
-            if e4 > L:
-                raise _DecodeError('bytes' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
-            o.salt = b[p:e4]
-            p = e4
+            e5 = p + n4
+            if e5 > L:
+                raise _DecodeError('bytes' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+            o.salt = b[p:e5]
+            p = e5
         F = 'StoredKey'
-        n5 = b[p]
-        if n5 < 128:
+        n6 = b[p]
+        if n6 < 128:
             p += 1
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
+            n6, p = _ruv(b, p)
+        n6 -= 1
+        if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
         else:
-            e6 = p + n5
-            if e6 > L:
-                raise _DecodeError('bytes' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
-            o.stored_key = b[p:e6]
-            p = e6
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('bytes' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.stored_key = b[p:e7]
+            p = e7
         F = 'ServerKey'
-        n7 = b[p]
-        if n7 < 128:
+        n8 = b[p]
+        if n8 < 128:
             p += 1
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
+            n8, p = _ruv(b, p)
+        n8 -= 1
+        if n8 < 0:
             raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
         else:
-            e8 = p + n7
-            if e8 > L:
-                raise _DecodeError('bytes' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
-            o.server_key = b[p:e8]
-            p = e8
+            e9 = p + n8
+            if e9 > L:
+                raise _DecodeError('bytes' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+            o.server_key = b[p:e9]
+            p = e9
         F = 'Iterations'
-        o.iterations = _S1.unpack_from(b, p)[0]
-        p += 4
+        o.iterations, tn1 = _S1.unpack_from(b, p)
+        p += 5
         F = None
-        u9 = o.unknown_tagged_fields = {}
-        tn10 = b[p]
-        p += 1
-        if tn10:
-            if tn10 >= 128:
-                tn10, p = _ruv(b, p - 1)
-            if tn10 > L - p:
-                raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            for _ in range(tn10):
+        u10 = o.unknown_tagged_fields = {}
+        if tn1:
+            if tn1 >= 128:
+                tn1, p = _ruv(b, p - 1)
+            if tn1 > L - p:
+                raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            for _ in range(tn1):
                 tag11 = b[p]
                 if tag11 < 128:
                     p += 1
@@ -156,7 +155,7 @@ def _d_UserScramCredentialRecord_0(b, p):
                 te13 = p + tz12
                 if te13 > L:
                     raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                u9[tag11] = b[p:te13]
+                u10[tag11] = b[p:te13]
                 p = te13
         return o, p
     except _DecodeError as x:
@@ -198,12 +197,12 @@ def _e_UserScramCredentialRecord_0(o, a):
         n8 = len(v7)
         a(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
         a(v7)
-    a(_S1.pack(o.iterations))
     u9 = o.unknown_tagged_fields
     if u9:
+        a(_S2.pack(o.iterations))
         _wtags(sorted(u9.items()), a)
     else:
-        a(b'\x00')
+        a(_S1.pack(o.iterations, 0))
 
 
 UserScramCredentialRecord._DECODERS = {0: _d_UserScramCredentialRecord_0}
