@@ -261,3 +261,21 @@ def test_kafka_snapshot_records_read_back(tmp_path: Path) -> None:
         snap = read_snapshot(path, sid)
         kinds = {type(decode_metadata_record(v)[0]).__name__ for v in snap.values}
         assert "ProducerIdsRecord" in kinds and "RegisterBrokerRecord" in kinds
+
+
+def test_new_epoch_writes_kafkas_quorum_state_and_leader_change(tmp_path: Path) -> None:
+    d = formatted(tmp_path)
+    storage = MetadataStorage.open(d, node_id=1)
+    assert storage.begin_epoch(now_ms=1713532847629) == 1
+    storage.close()
+    mdir = d / "__cluster_metadata-0"
+    real = reference("real-metadata-logs", "flink-on-prem", "data", "__cluster_metadata-0")
+    # Kafka 3.6 wrote exactly this for node 1, epoch 1.
+    assert (mdir / "quorum-state").read_bytes() == (real / "quorum-state").read_bytes()
+    ours = (mdir / "00000000000000000000.log").read_bytes()
+    theirs = (real / "00000000000000000000.log").read_bytes()
+    reader = MetadataStorage.open(d, node_id=1, read_only=True)
+    first_ours = next(iter(reader.metadata.read()))
+    reader.close()
+    assert first_ours.raw() == theirs[: first_ours.size] == ours[: first_ours.size]
+    assert not (mdir / "quorum-state.tmp").exists()
