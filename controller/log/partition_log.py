@@ -29,6 +29,7 @@ from kraftpy.controller.log.segment import Segment, parse_segment_name, scan
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.record_batch import (
     LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
     CorruptBatchError,
     RecordBatch,
     TruncatedBatchError,
@@ -552,21 +553,36 @@ def _epochs_from(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, i
     return out
 
 
-def _valid_batch_after(path: Path, position: int) -> int | None:
-    """The position of a batch after `position` whose CRC checks, if any (damage detector)."""
+def _valid_batch_after(path: Path, position: int, *, chunk: int = 8 * 1024 * 1024) -> int | None:
+    """The position of a batch after `position` whose CRC checks, if any (damage detector).
+
+    Every byte after `position` is tried as a batch start; a candidate needs magic 2 and a
+    plausible length before its bytes are read and its CRC computed.
+    """
+    size = path.stat().st_size
     with open(path, "rb") as f:
-        f.seek(position + 1)
-        data = f.read()
-    base = position + 1
-    i = data.find(b"\x02", 16)
-    while i != -1:
-        start = i - 16
-        try:
-            next(iter_record_batches(data, start=start, position=base + start))
-            return base + start
-        except (DecodeError, StopIteration):
-            pass
-        i = data.find(b"\x02", i + 1)
+        base = position + 1
+        while base + RECORD_BATCH_OVERHEAD <= size:
+            f.seek(base)
+            data = f.read(min(chunk, size - base))
+            i = data.find(b"\x02", 16)
+            while i != -1:
+                start = base + i - 16
+                if i - 16 + LOG_OVERHEAD <= len(data):
+                    length = int.from_bytes(data[i - 8 : i - 4], "big", signed=True)
+                    end = start + LOG_OVERHEAD + length
+                    if length >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD and end <= size:
+                        f.seek(start)
+                        raw = f.read(end - start)
+                        try:
+                            next(iter_record_batches(raw))
+                            return start
+                        except DecodeError:
+                            pass
+                i = data.find(b"\x02", i + 1)
+            if base + len(data) >= size:
+                break
+            base += len(data) - RECORD_BATCH_OVERHEAD  # overlap: a header may straddle chunks
     return None
 
 
