@@ -114,3 +114,25 @@ def test_mutated_metadata_records(seed, ops) -> None:
 def test_random_bytes(data: bytes) -> None:
     for cls, version, _ in SEEDS:
         _bounded(lambda d, cls=cls, version=version: cls.decode(d, version), data)
+
+
+def _log_sample() -> bytes:
+    from kraftpy.protocol.record_batch import build_record_batch
+
+    values = [encode_metadata_record(obj, version) for _, version, obj in SEEDS[-1:]] * 3
+    return build_record_batch(values, base_offset=5, partition_leader_epoch=1, timestamp=1) * 2
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(mutation, min_size=1, max_size=4))
+def test_mutated_record_batches(ops) -> None:
+    from kraftpy.protocol.record_batch import iter_record_batches
+
+    def run(d: bytes, verify: bool) -> None:
+        for batch in iter_record_batches(d, verify_crc=verify):
+            for value in batch.values():
+                decode_metadata_record(value)
+
+    data = _mutate(_log_sample(), ops)
+    _bounded(lambda d: run(d, True), data)
+    _bounded(lambda d: run(d, False), data)  # past the CRC, into records and payloads
