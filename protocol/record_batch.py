@@ -443,57 +443,86 @@ class RecordBatch:
     def records(self) -> list[Record]:
         """Every record with offset, timestamp, key, value and headers."""
         data, pos, end = self._records_region()
+        if type(data) is not bytes:
+            data, pos, end = bytes(data[pos:end]), 0, end - pos
         out: list[Record] = []
-        base_offset = self.base_offset
-        base_ts = self.base_timestamp
-        append_time = self.max_timestamp if self.attributes & ATTR_LOG_APPEND_TIME else None
+        append = out.append
+        h = self.header
+        base_offset = h[0]
+        base_ts = h[7]
+        append_time = h[8] if h[5] & ATTR_LOG_APPEND_TIME else None
+        varint = decode_varint
         try:
-            for _ in range(self.records_count):
-                length, pos = decode_varint(data, pos)
+            for _ in range(h[12]):
+                # Each varint: one byte inline (the common case), longer ones via decode_varint.
+                b = data[pos]
+                if b < 0x80:
+                    length, pos = (b >> 1) ^ -(b & 1), pos + 1
+                else:
+                    length, pos = varint(data, pos)
                 rec_end = pos + length
                 if rec_end > end or length <= 0:
                     raise ValueError("record length outside the batch")
-                pos += 1
-                ts_delta, pos = decode_varint(data, pos)
-                offset_delta, pos = decode_varint(data, pos)
-                n, pos = decode_varint(data, pos)
+                pos += 1  # attributes
+                b = data[pos]
+                if b < 0x80:
+                    ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                else:
+                    ts_delta, pos = varint(data, pos)
+                b = data[pos]
+                if b < 0x80:
+                    offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                else:
+                    offset_delta, pos = varint(data, pos)
+                b = data[pos]
+                if b < 0x80:
+                    n, pos = (b >> 1) ^ -(b & 1), pos + 1
+                else:
+                    n, pos = varint(data, pos)
                 if n >= 0:
-                    key: bytes | None = bytes(data[pos : pos + n])
+                    key: bytes | None = data[pos : pos + n]
                     pos += n
                 elif n == -1:
                     key = None
                 else:
                     raise ValueError(f"key length {n}")
-                n, pos = decode_varint(data, pos)
+                b = data[pos]
+                if b < 0x80:
+                    n, pos = (b >> 1) ^ -(b & 1), pos + 1
+                else:
+                    n, pos = varint(data, pos)
                 if n >= 0:
-                    value: bytes | None = bytes(data[pos : pos + n])
+                    value: bytes | None = data[pos : pos + n]
                     pos += n
                 elif n == -1:
                     value = None
                 else:
                     raise ValueError(f"value length {n}")
-                count, pos = decode_varint(data, pos)
-                if count < 0:
-                    raise ValueError(f"header count {count}")
                 hdrs: list[tuple[str, bytes | None]] = []
-                for _h in range(count):
-                    n, pos = decode_varint(data, pos)
-                    if n < 0 or pos + n > rec_end:
-                        raise ValueError(f"header key length {n}")
-                    hkey = bytes(data[pos : pos + n]).decode("utf-8")
-                    pos += n
-                    n, pos = decode_varint(data, pos)
-                    if n >= 0:
-                        hval: bytes | None = bytes(data[pos : pos + n])
+                if data[pos] == 0:
+                    pos += 1
+                else:
+                    count, pos = varint(data, pos)
+                    if count < 0:
+                        raise ValueError(f"header count {count}")
+                    for _h in range(count):
+                        n, pos = varint(data, pos)
+                        if n < 0 or pos + n > rec_end:
+                            raise ValueError(f"header key length {n}")
+                        hkey = data[pos : pos + n].decode("utf-8")
                         pos += n
-                    elif n == -1:
-                        hval = None
-                    else:
-                        raise ValueError(f"header value length {n}")
-                    hdrs.append((hkey, hval))
+                        n, pos = varint(data, pos)
+                        if n >= 0:
+                            hval: bytes | None = data[pos : pos + n]
+                            pos += n
+                        elif n == -1:
+                            hval = None
+                        else:
+                            raise ValueError(f"header value length {n}")
+                        hdrs.append((hkey, hval))
                 if pos != rec_end:
                     raise ValueError(f"record length {length} but {length + pos - rec_end} read")
-                out.append(
+                append(
                     Record(
                         base_offset + offset_delta,
                         append_time if append_time is not None else base_ts + ts_delta,
@@ -507,7 +536,7 @@ class RecordBatch:
         except (ValueError, UnicodeDecodeError, DecodeError) as exc:
             raise self._error(f"malformed record: {exc}") from None
         if pos != end:
-            raise self._error(f"{end - pos} bytes left after {self.records_count} records")
+            raise self._error(f"{end - pos} bytes left after {h[12]} records")
         return out
 
     def __iter__(self) -> Iterator[Record]:
