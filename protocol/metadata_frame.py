@@ -13,8 +13,9 @@ from kraftpy.protocol.registry import METADATA_RECORDS
 
 FRAME_VERSION = 1
 _PREFIX = UV1[FRAME_VERSION]
-_FAST = {(t, v): fn for t, cls in METADATA_RECORDS.items() for v, fn in cls._DECODERS.items()
-         if t < 0x80 and v < 0x80}
+# frame prefix (version 1, one-byte type, one-byte version) -> (decoder, version)
+_FAST = {bytes((FRAME_VERSION, t, v)): (fn, v) for t, cls in METADATA_RECORDS.items()
+         for v, fn in cls._DECODERS.items() if t < 0x80 and v < 0x80}
 
 
 def encode_metadata_record(record: Message, version: int) -> bytes:
@@ -38,18 +39,17 @@ def decode_metadata_header(value: bytes) -> tuple[int, int, int]:
 
 def decode_metadata_record(value: bytes | bytearray | memoryview) -> tuple[Message, int]:
     """(record, version) of a framed metadata record value; DecodeError for anything wrong."""
-    if value is None:
-        raise DecodeError("a metadata record cannot have a null value", offset=0)
     if type(value) is not bytes:
+        if value is None:
+            raise DecodeError("a metadata record cannot have a null value", offset=0)
         value = bytes(value)
-    if len(value) > 2 and value[0] == FRAME_VERSION and value[1] < 0x80 and value[2] < 0x80:
-        fn = _FAST.get((value[1], value[2]))  # the common case: one-byte type and version
-        if fn is not None:
-            record, end = fn(value, 3)
-            if end != len(value):
-                raise DecodeError(f"{len(value) - end} trailing bytes after {type(record).__name__}",
-                                  offset=end)
-            return record, value[2]
+    entry = _FAST.get(value[:3])  # the common case: one-byte type and version
+    if entry is not None:
+        record, end = entry[0](value, 3)
+        if end != len(value):
+            raise DecodeError(f"{len(value) - end} trailing bytes after {type(record).__name__}",
+                              offset=end)
+        return record, entry[1]
     record_type, version, pos = decode_metadata_header(value)
     cls = METADATA_RECORDS.get(record_type)
     if cls is None:
