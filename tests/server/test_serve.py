@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -93,3 +94,37 @@ def test_bad_configuration_exits_two_naming_the_key(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "node.id" in proc.stderr
     assert not (tmp_path / "kraftpy-data").exists()
+
+
+def test_snapshots_follow_the_policy_and_a_restart_loads_them(tmp_path: Path) -> None:
+    from support.broker_sim import BrokerSim
+
+    srv = KraftpyServer(tmp_path, {"metadata.log.max.record.bytes.between.snapshots": "2000",
+                                   "metadata.log.segment.bytes": "4096"})
+    srv.start()
+    try:
+        broker = BrokerSim((srv.host, srv.controller_port), 3, srv.cluster_id())
+        broker.register()
+        broker.wait_unfenced()
+        blocks = [broker.allocate()[0] for _ in range(150)]
+        time.sleep(0.5)
+        broker.close()
+    finally:
+        assert srv.stop() == 0
+    mdir = srv.data_dir / "__cluster_metadata-0"
+    snapshots = sorted(mdir.glob("*.checkpoint"))
+    assert snapshots, sorted(p.name for p in mdir.iterdir())
+    assert "snapshot" in srv.log_text()
+    srv.start()
+    try:
+        last_start = srv.log_text().rsplit("=== start", 1)[1]
+        loaded = re.search(r"recovered .*?: (\d+) snapshot records \((\S+)\)", last_start)
+        assert loaded and int(loaded[1]) > 0, last_start
+        broker = BrokerSim((srv.host, srv.controller_port), 3, srv.cluster_id(),
+                           incarnation=broker.incarnation)
+        broker.register()
+        broker.wait_unfenced()
+        assert broker.allocate()[0] > max(blocks)
+        assert init_pid(srv).producer_id > max(blocks)
+    finally:
+        assert srv.stop() == 0
