@@ -31,8 +31,8 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     with a deliberate overlap, plus the real Kafka directories when ../shared is there."""
     root = tmp_path_factory.mktemp("logs")
     for name, seed in (("east", 1), ("west", 2)):
-        w = synthetic_cluster(root / f"cluster={name}" / "__cluster_metadata-0", records=6000,
-                              segment_bytes=16 << 10, seed=seed)
+        w = synthetic_cluster(root / f"cluster={name}" / "__cluster_metadata-0", records=4000,
+                              segment_bytes=8 << 10, seed=seed)
         write_snapshot(w.directory, end_offset=w.next_offset, epoch=1,
                        records=[register_broker(1, 0), producer_ids(-1, -1, 10_000_000)])
     part = root / "cluster=lab" / "__cluster_metadata-0"
@@ -51,9 +51,11 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return paths
 
 
-def cli_rows(paths: list[str]) -> list[dict]:
+@pytest.fixture(scope="module")
+def cli(inputs: list[str]) -> list[dict]:
+    """`kraftpy dump-log --json` of the inputs, parsed."""
     out = io.StringIO()
-    dump_log.main(paths, mode="json", out=out, err=io.StringIO(), progress=False)
+    dump_log.main(inputs, mode="json", out=out, err=io.StringIO(), progress=False)
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -62,27 +64,28 @@ def key(row: dict) -> tuple:
             row["error"] or "")
 
 
-def test_records_match_the_cli_row_for_row(spark, inputs: list[str]) -> None:
+def test_records_match_the_cli_row_for_row(spark, inputs: list[str], cli: list[dict]) -> None:
     from kraftpy.tools.spark.jobs import read_records
 
     files = list(expand(inputs))
     assert len(files) > 40  # many files, one input partition each
     df = read_records(spark, inputs)
     assert df.rdd.getNumPartitions() == len(files)
-    ours = sorted(cli_rows(inputs), key=key)
+    ours = sorted(cli, key=key)
     theirs = []
     for r in df.collect():
         row = r.asDict()
         row["payload"] = json.loads(row["payload"]) if row["payload"] is not None else None
         theirs.append(row)
     theirs.sort(key=key)
-    assert len(theirs) == len(ours) > 30_000
+    assert len(theirs) == len(ours) > 20_000
     assert theirs == ours
     assert any(r["error"] and r["error"].startswith("torn-tail") for r in theirs)
     assert {r["cluster"] for r in theirs} >= {"east", "west", "lab"}
 
 
-def test_pipeline_tables_match_pid_audit(spark, inputs: list[str], tmp_path: Path) -> None:
+def test_pipeline_tables_match_pid_audit(spark, inputs: list[str], cli: list[dict],
+                                         tmp_path: Path) -> None:
     from kraftpy.tools.spark import jobs
 
     summary = jobs.run(spark, inputs, str(tmp_path / "tables"))
@@ -93,14 +96,14 @@ def test_pipeline_tables_match_pid_audit(spark, inputs: list[str], tmp_path: Pat
     expected = json.loads(out.getvalue())["blocks"]
     blocks = spark.read.parquet(str(tmp_path / "tables" / "producer_id_blocks"))
     got = [r.asDict() for r in blocks.orderBy("cluster", "offset").collect()]
-    assert len(got) == summary["producer_id_blocks"] == len(expected) > 1000
+    assert len(got) == summary["producer_id_blocks"] == len(expected) > 500
     assert got == sorted(expected, key=lambda b: (b["cluster"], b["offset"]))
     lab = [b for b in got if b["cluster"] == "lab"]
     assert [(b["first_id"], b["finding"]) for b in lab] == [(0, ""), (2000, "gap"), (1500, "overlap")]
 
     records = spark.read.parquet(str(tmp_path / "tables" / "records"))
     assert tuple(records.columns) == ROW_NAMES
-    assert records.count() == summary["records"] == len(cli_rows(inputs))
+    assert records.count() == summary["records"] == len(cli)
 
     rows = [row for f in expand(inputs) for row in file_rows(f)
             if row[9] is not None and row[11] is not None]
