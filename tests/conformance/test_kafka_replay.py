@@ -131,3 +131,29 @@ def test_describe_cluster_answers_kafkas_bytes_with_our_id_and_port(server, list
     want = kafka_answer(e).replace(KAFKA_CLUSTER, server.cluster_id().encode()).replace(
         struct.pack(">i", kafka_port), struct.pack(">i", port))
     assert replay(server, e).hex() == want.hex()
+
+
+@pytest.mark.parametrize("listener", ["client", "controller"])
+def test_describe_quorum_has_kafkas_shape(server, listener: str) -> None:
+    from kraftpy.protocol.framing import decode_response
+
+    e = exchanges()[(listener, "DescribeQuorum v2 __cluster_metadata-0")]
+    _, kafka = decode_response(kafka_answer(e), 55, 2)
+    _, ours = decode_response(replay(server, e), 55, 2)
+
+    def shape(r, port: int) -> dict:
+        (topic,) = r.topics
+        (part,) = topic.partitions
+        return {
+            "error": (r.error_code, r.error_message, part.error_code, part.error_message),
+            "topic": (topic.topic_name, part.partition_index, part.leader_id),
+            "voters": [(v.replica_id, v.replica_directory_id, v.log_end_offset == part.high_watermark,
+                        v.last_fetch_timestamp > 0, v.last_caught_up_timestamp > 0)
+                       for v in part.current_voters],
+            "observers": part.observers,
+            "nodes": [(n.node_id, [(li.name, li.host, li.port == port) for li in n.listeners])
+                      for n in r.nodes],
+        }
+
+    assert shape(ours, server.controller_port) == shape(kafka, 39093)
+    assert ours.topics[0].partitions[0].leader_epoch >= 1
