@@ -170,7 +170,7 @@ def test_flipped_bit_in_the_middle_batch_refuses_and_touches_nothing(tmp_path: P
     whole = log_file.read_bytes()
     folder = log_file.parent
     for byte in range(starts[1], starts[2]):
-        for bit in (0, 5) if byte % 7 else range(8):
+        for bit in range(8):
             bad = bytearray(whole)
             bad[byte] ^= 1 << bit
             log_file.write_bytes(bytes(bad))

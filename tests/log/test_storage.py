@@ -279,3 +279,13 @@ def test_new_epoch_writes_kafkas_quorum_state_and_leader_change(tmp_path: Path) 
     reader.close()
     assert first_ours.raw() == theirs[: first_ours.size] == ours[: first_ours.size]
     assert not (mdir / "quorum-state.tmp").exists()
+
+
+def test_snapshot_policy_has_kafkas_two_triggers() -> None:
+    policy = SnapshotPolicy()  # 20 MiB, 1 h: Kafka's defaults
+    assert (policy.max_record_bytes, policy.interval_ms) == (20 * 1024 * 1024, 3_600_000)
+    assert not policy.due(bytes_since=10**9, ms_since=10**9, new_records=False)
+    assert policy.due(bytes_since=20 * 1024 * 1024, ms_since=0, new_records=True)
+    assert not policy.due(bytes_since=20 * 1024 * 1024 - 1, ms_since=3_599_999, new_records=True)
+    assert policy.due(bytes_since=1, ms_since=3_600_000, new_records=True)
+    assert not SnapshotPolicy(interval_ms=0).due(bytes_since=1, ms_since=10**12, new_records=True)
