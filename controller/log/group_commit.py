@@ -53,6 +53,8 @@ class GroupCommit:
         self._running = True
         try:
             # Let every task that is ready to append do so first: they share this fsync.
+            # Twice, as trio runs each batch of ready tasks in random order.
+            await trio.lowlevel.checkpoint()
             await trio.lowlevel.checkpoint()
             ticket = self.log.begin_flush()
             # Shielded: an fsync, once started, is finished and accounted for.

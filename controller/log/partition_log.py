@@ -386,34 +386,37 @@ class PartitionLog:
             keys=keys,
             control=control,
         )
-        self.append_batch(raw)
+        self._add(raw, base, base + len(values), leader_epoch, timestamp)
         return base
 
     def append_batch(self, raw: bytes) -> int:
         """Add one pre-built batch whose base offset must be the log end offset."""
-        if self.read_only:
-            raise files.LogDirError(f"{self.directory} is open read-only")
         (batch,) = iter_record_batches(raw)
         base = self.log_end_offset
         if batch.base_offset != base:
             raise ValueError(f"batch base offset {batch.base_offset}, log end offset {base}")
+        self._add(raw, base, batch.next_offset, batch.partition_leader_epoch, batch.max_timestamp)
+        return base
+
+    def _add(self, raw: bytes, base: int, next_offset: int, epoch: int, max_timestamp: int) -> None:
+        if self.read_only:
+            raise files.LogDirError(f"{self.directory} is open read-only")
         if len(raw) > MAX_BATCH_BYTES:
             raise ValueError(f"batch of {len(raw)} bytes exceeds {MAX_BATCH_BYTES}")
-        epoch = batch.partition_leader_epoch
-        if self.leader_epochs and epoch < self.leader_epochs[-1][0]:
-            raise ValueError(f"leader epoch {epoch} below {self.leader_epochs[-1][0]}")
+        epochs = self.leader_epochs
+        if epochs and epoch < epochs[-1][0]:
+            raise ValueError(f"leader epoch {epoch} below {epochs[-1][0]}")
         with self._lock:
-            seg = self.active
+            seg = self.segments[-1]
             if seg.size > 0 and seg.size + len(raw) > self.segment_bytes:
                 seg = self._roll()
-            seg.indexes.on_batch(batch.last_offset, seg.size, len(raw), batch.max_timestamp)
+            seg.indexes.on_batch(next_offset - 1, seg.size, len(raw), max_timestamp)
             self._pending += raw
             seg.size += len(raw)
-            seg.next_offset = batch.next_offset
-        if not self.leader_epochs or epoch > self.leader_epochs[-1][0]:
-            self.leader_epochs.append((epoch, base))
-            files.write_leader_epochs(self.directory, self.leader_epochs)
-        return base
+            seg.next_offset = next_offset
+        if not epochs or epoch > epochs[-1][0]:
+            epochs.append((epoch, base))
+            files.write_leader_epochs(self.directory, epochs)
 
     def _roll(self) -> Segment:
         # Called with the lock held: the old segment's pending bytes go out first.
