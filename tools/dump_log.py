@@ -106,6 +106,7 @@ def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, wr
             tally.records += 1
             tally.by_type[name] += 1
             tally.by_epoch[batch.partition_leader_epoch] += 1
+            tally.by_type_epoch[(name, batch.partition_leader_epoch)] += 1
             if not write:
                 continue
             if skip_noop and event.type_name == NO_OP:
@@ -182,6 +183,9 @@ def _summary(tally: Tally, out: IO[str]) -> None:
     lines += [f"  {t:<{width}}  {n}" for t, n in sorted(tally.by_type.items(), key=lambda kv: (-kv[1], kv[0]))]
     lines.append("records by leader epoch:")
     lines += [f"  {e:>6}  {n}" for e, n in sorted(tally.by_epoch.items())]
+    lines.append("records by leader epoch and type:")
+    lines += [f"  {e:>6}  {t:<{width}}  {n}"
+              for (t, e), n in sorted(tally.by_type_epoch.items(), key=lambda kv: (kv[0][1], -kv[1]))]
     out.write("\n".join(lines) + "\n")
 
 
@@ -190,6 +194,8 @@ def summary_dict(tally: Tally) -> dict[str, Any]:
         "files": tally.files, "batches": tally.batches, "records": tally.records,
         "problems": len(tally.problems), "by_type": dict(tally.by_type),
         "by_epoch": {str(k): v for k, v in sorted(tally.by_epoch.items())},
+        "by_epoch_and_type": {str(e): {t: n for (t, e2), n in tally.by_type_epoch.items() if e2 == e}
+                              for e in sorted(tally.by_epoch)},
     }
 
 

@@ -38,6 +38,7 @@ def test_dump_log_modes(tmp_path: Path) -> None:
     assert summary["by_type"] == {"REGISTER_BROKER_RECORD": 1, "PRODUCER_IDS_RECORD": 1,
                                   "NO_OP_RECORD": 2}
     assert summary["by_epoch"] == {"1": 4}
+    assert summary["by_epoch_and_type"]["1"]["NO_OP_RECORD"] == 2
     assert "NO_OP_RECORD" in kraftpy("dump-log", "--summary", str(root)).stdout
 
 
