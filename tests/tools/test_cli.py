@@ -64,3 +64,25 @@ def test_pipeline_arguments_are_checked_before_spark_starts(tmp_path: Path) -> N
     proc = kraftpy("pipeline", "run", "--input", str(tmp_path), "--output", str(tmp_path / "o"),
                    "--tables", "records,nope")
     assert proc.returncode == 2 and "unknown table(s) nope" in proc.stderr
+
+
+def test_progress_bar_only_on_a_terminal(tmp_path: Path) -> None:
+    import io
+
+    from kraftpy.tools.logdecode.paths import expand
+    from kraftpy.tools.logdecode.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    files = list(expand([small_log(tmp_path)]))
+    assert Progress.maybe(files, enabled=None, stream=io.StringIO()) is None
+    assert Progress.maybe(files, enabled=False, stream=Terminal()) is None
+    term = Terminal()
+    bar = Progress.maybe(files, enabled=None, stream=term)
+    assert bar is not None
+    for f in files:
+        bar.advance(f.path)
+    bar.close()
+    assert "decoding" in term.getvalue()
