@@ -42,6 +42,12 @@ class Connection:
         return f"{self.context.client_host}:{self.context.client_port}"
 
 
+@dataclass
+class _Idle:
+    conn: Connection
+    since: float
+
+
 # A hook run on every new connection after the default setup (TLS, SASL): returns the
 # connection to serve, or None to drop it.
 ConnectionHook = Callable[[Connection, Endpoint], Awaitable[Connection | None]]
@@ -59,7 +65,8 @@ class Server:
         self._listen_scope = trio.CancelScope()
         self._connections_scope: trio.CancelScope | None = None
         self._draining = False
-        self._waiting: set[trio.CancelScope] = set()
+        # Connections waiting for their next request: the idle reaper and drain close these.
+        self._idle: dict[trio.SocketStream, _Idle] = {}
         self._open = 0
         self._all_closed = trio.Event()
         self._all_closed.set()
@@ -99,6 +106,7 @@ class Server:
                         log.info("listening on %s (%s)", real,
                                  self.config.security_protocol(ep.name))
                         accepting.start_soon(self._accept, listeners, real, connections)
+                    accepting.start_soon(self._reap_idle)
                     task_status.started(dict(self.bound))
             await self._close_listeners()
 
@@ -144,7 +152,7 @@ class Server:
         try:
             conn = await self.open_connection(stream, ep)
             if conn is not None:
-                await self._serve_connection(conn)
+                await self._serve_connection(conn, stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass
         finally:
@@ -156,10 +164,9 @@ class Server:
             if self._open == 0:
                 self._all_closed.set()
 
-    async def _serve_connection(self, conn: Connection) -> None:
+    async def _serve_connection(self, conn: Connection, raw: trio.SocketStream) -> None:
         reader = FrameReader(self.config.socket_request_max_bytes)
         send_lock = trio.Lock()
-        idle_s = self.config.connections_max_idle_ms / 1000
         # Answers to requests that were already buffered go out in one write (pipelining
         # clients); they are still produced one at a time, in order.
         outgoing: list[bytes] = []
@@ -168,10 +175,18 @@ class Server:
             if outgoing:
                 data = b"".join(outgoing)
                 outgoing.clear()
-                async with send_lock:
+                # The lock keeps frames whole should anything else ever send on this
+                # connection; uncontended, it is taken without a scheduling point.
+                if send_lock.locked():
+                    await send_lock.acquire()
+                else:
+                    send_lock.acquire_nowait()
+                try:
                     # A frame is never cut: cancellation waits for the whole send.
                     with trio.CancelScope(shield=True):
                         await conn.stream.send_all(data)
+                finally:
+                    send_lock.release()
 
         while True:
             try:
@@ -185,18 +200,15 @@ class Server:
                 await flush()
                 if self._draining:
                     return
-                with trio.move_on_after(idle_s) as scope:
-                    self._waiting.add(scope)
-                    try:
-                        data = await conn.stream.receive_some(RECEIVE_SIZE)
-                    finally:
-                        self._waiting.discard(scope)
-                if scope.cancelled_caught:
-                    if not self._draining:
-                        log.info("closing connection from %s on %s: idle for more than "
-                                 "connections.max.idle.ms (%d ms)", conn.peer,
-                                 conn.context.listener, self.config.connections_max_idle_ms)
+                # Waiting costs no cancel scope per request: `_reap_idle` (and `drain`)
+                # close the socket of a connection that waits too long.
+                self._idle[raw] = _Idle(conn, trio.current_time())
+                try:
+                    data = await conn.stream.receive_some(RECEIVE_SIZE)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
                     return
+                finally:
+                    self._idle.pop(raw, None)
                 if not data:
                     return
                 reader.feed(data)
@@ -217,13 +229,26 @@ class Server:
             if len(outgoing) >= MAX_COALESCED:
                 await flush()
 
+    async def _reap_idle(self) -> None:
+        """Close connections idle for connections.max.idle.ms (checked every quarter of it)."""
+        idle_s = self.config.connections_max_idle_ms / 1000
+        while True:
+            await trio.sleep(min(idle_s / 4, 1.0))
+            now = trio.current_time()
+            for raw, idle in list(self._idle.items()):
+                if now - idle.since >= idle_s and self._idle.get(raw) is idle:
+                    log.info("closing connection from %s on %s: idle for more than "
+                             "connections.max.idle.ms (%d ms)", idle.conn.peer,
+                             idle.conn.context.listener, self.config.connections_max_idle_ms)
+                    await trio.aclose_forcefully(raw)
+
     # --- shutdown -------------------------------------------------------------------------------
     async def drain(self, timeout_s: float = 30.0) -> None:
         """Stop accepting, let in-flight requests finish and be answered, close everything."""
         self._draining = True
         self._listen_scope.cancel()
-        for scope in list(self._waiting):
-            scope.cancel()
+        for raw in list(self._idle):
+            await trio.aclose_forcefully(raw)
         with trio.move_on_after(timeout_s) as scope:
             await self._all_closed.wait()
         if scope.cancelled_caught:
