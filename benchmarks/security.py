@@ -232,6 +232,7 @@ def main() -> int:
         proc, ports, ca = start(Path(tmp))
         try:
             grant_everyone(ports["SASL_PLAINTEXT"], ca)
+            trio.run(throughput, "PLAINTEXT", ports["PLAINTEXT"], ca, 8, 1.0)  # warm-up
             print(f"{'listener':<16}{'req/s 1 conn':>14}{'req/s 8 conns':>15}{'conn setups/s':>15}")
             for listener in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
                 port = ports[listener]
