@@ -37,15 +37,23 @@ def dump(srv: SecureServer) -> str:
     return out.stdout
 
 
-def bob_pid(srv: SecureServer, pki: Pki) -> tuple[int, str]:
+def bob_pid(srv: SecureServer, pki: Pki, transactional_id: str | None = None
+            ) -> tuple[int, str]:
     from kafka import KafkaProducer
 
+    kind = {"transactional_id": transactional_id} if transactional_id else {
+        "enable_idempotence": True}
     producer = KafkaProducer(
         bootstrap_servers=srv.sasl_ssl, security_protocol="SASL_SSL",
         sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
         sasl_plain_password=USERS["bob"], ssl_cafile=str(pki.ca_path),
-        enable_idempotence=True, bootstrap_timeout_ms=3000, max_block_ms=3000)
+        bootstrap_timeout_ms=3000, max_block_ms=3000, **kind)
     try:
+        if transactional_id:
+            try:
+                producer.init_transactions()
+            except Exception as exc:
+                return -1, f"{type(exc).__name__}: {exc}"
         tm = producer._transaction_manager
         deadline = time.monotonic() + 6
         while time.monotonic() < deadline:
@@ -101,6 +109,14 @@ def test_acls_gate_brokers_and_clients_and_survive_restart(tmp_path: Path) -> No
         assert acls(srv, admin, "add", "--cluster", "--allow-principal", "User:bob",
                     "--operation", "IdempotentWrite").returncode == 0
         pid, error = bob_pid(srv, pki)
+        assert pid >= 0 and not error
+        # transactional: WRITE on the transactional id (a prefixed ACL here)
+        pid, error = bob_pid(srv, pki, "app-1")
+        assert pid == -1 and "TransactionalIdAuthorization" in error
+        assert acls(srv, admin, "add", "--transactional-id", "app-", "--resource-pattern-type",
+                    "prefixed", "--allow-principal", "User:bob", "--operation", "Write"
+                    ).returncode == 0
+        pid, error = bob_pid(srv, pki, "app-1")
         assert pid >= 0 and not error
         incarnation = broker.incarnation
         broker.close()
