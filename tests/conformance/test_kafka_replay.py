@@ -34,6 +34,14 @@ def exchanges() -> dict[tuple[str, str], dict]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):
     with running_server(tmp_path_factory.mktemp("replay")) as srv:
+        # Kafka's run was recorded once its id block was in place; wait for ours too.
+        from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
+
+        with Connection((srv.host, srv.client_port)) as conn:
+            deadline = time.monotonic() + 10
+            while conn.request(InitProducerIdRequest(transaction_timeout_ms=1000),
+                               4).error_code != 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
         yield srv
 
 
