@@ -101,9 +101,13 @@ def _arrow_schema():
     return pa.schema([(name, getattr(pa, _SPARK_TO_ARROW[kind])()) for name, kind in ROW_FIELDS])
 
 
+# cluster, file and file_kind are the same on every row of a partition (one file).
+_PER_FILE = 3
+
+
 def _to_arrow(pa, schema, rows: list[tuple]):
     columns = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)],
-        schema=schema,
-    )
+    n = len(rows)
+    arrays = [pa.repeat(pa.scalar(rows[0][i], field.type), n) if i < _PER_FILE
+              else pa.array(columns[i], type=field.type) for i, field in enumerate(schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
