@@ -85,8 +85,9 @@ def load(path: str | Path) -> Replayed:
                 try:
                     controller.replay_txn(key, value, rec.offset)
                     result.txn_records += 1
-                except ValueError as e:
-                    result.problems.append(Problem(str(file.path), 0, "replay", str(e), rec.offset))
+                except Exception as e:  # as above
+                    result.problems.append(Problem(str(file.path), 0, "replay",
+                                                   f"{type(e).__name__}: {e}", rec.offset))
                 txn_end = max(txn_end, rec.offset + 1)
     controller.on_committed(log_end, txn_end)
     result.state = controller.describe()
@@ -107,8 +108,8 @@ def _replay(controller: Any, rec: RecordInfo, offset: int, file: LogFile,
         return 0
     try:
         controller.replay(rec.record, rec.version, offset)
-    except ValueError as e:
-        problems.append(Problem(str(file.path), 0, "replay", str(e), offset))
+    except Exception as e:  # damaged input must give a report, not a traceback
+        problems.append(Problem(str(file.path), 0, "replay", f"{type(e).__name__}: {e}", offset))
         return 0
     return 1
 

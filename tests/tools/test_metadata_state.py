@@ -70,3 +70,21 @@ def test_torn_log_still_gives_state_and_a_report(tmp_path: Path, cut: int) -> No
     assert metadata_state.main(str(tmp_path), as_json=True, out=out, err=err) == 1
     assert "torn-tail" in err.getvalue()
     assert json.loads(out.getvalue())["log_end_offset"] >= 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bit_flipped_log_gives_a_report_not_a_crash(tmp_path: Path, seed: int) -> None:
+    import random
+
+    src = reference("real-metadata-logs", "kafka-4.1-generated", "data", "__cluster_metadata-0")
+    part = tmp_path / "__cluster_metadata-0"
+    part.mkdir()
+    data = bytearray((src / "00000000000000000000.log").read_bytes())
+    rng = random.Random(seed)
+    for _ in range(8):
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    (part / "00000000000000000000.log").write_bytes(bytes(data))
+    out, err = io.StringIO(), io.StringIO()
+    assert metadata_state.main(str(tmp_path), as_json=True, out=out, err=err) == 1
+    assert err.getvalue() and "Traceback" not in err.getvalue()
+    json.loads(out.getvalue())
