@@ -141,26 +141,31 @@ def _flush_batch(lines: list[str], pending: list[str], hidden: int) -> None:
 
 def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> None:
     lines: list[str] = []
-    seen_batches: set[int] = set()
+    append = lines.append
+    last_batch = None
     for row in file_rows(file):
-        if row[12] is not None and row[9] is None:
-            tally.problems.append(Problem(row[1], row[3], row[12].split(":", 1)[0],
-                                          row[12].split(": ", 1)[-1], row[5]))
+        error = row[12]
+        if error is None:
+            tally.records += 1
+            if row[3] != last_batch:
+                last_batch = row[3]
+                tally.batches += 1
+            if skip_noop and row[9] == NO_OP:
+                continue
+        elif row[9] is None:  # damage that is not one record's: a report row
+            kind, _, message = error.partition(": ")
+            tally.problems.append(Problem(row[1], row[3], kind, message, row[5]))
         else:
             tally.records += 1
-            if row[3] not in seen_batches:
-                seen_batches.add(row[3])
-                tally.batches += 1
-            if row[12] is not None:
-                tally.problems.append(Problem(row[1], row[3], "undecodable-record", row[12], row[5]))
-        if skip_noop and row[9] == NO_OP:
-            continue
-        lines.append(row_json(row))
-        if len(lines) >= 2000:
-            out.write("\n".join(lines) + "\n")
+            tally.problems.append(Problem(row[1], row[3], "undecodable-record", error, row[5]))
+        append(row_json(row))
+        if len(lines) >= 4096:
+            out.write("\n".join(lines))
+            out.write("\n")
             lines.clear()
     if lines:
-        out.write("\n".join(lines) + "\n")
+        out.write("\n".join(lines))
+        out.write("\n")
 
 
 def _small_file(file: LogFile, out: IO[str], mode: str, tally: Tally) -> None:
