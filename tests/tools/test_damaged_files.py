@@ -149,3 +149,15 @@ def test_any_damage_gives_events_not_exceptions(segment_bytes: bytes, data: st.D
             covered = len(buf)
     assert covered == len(buf)  # every byte is either a batch or reported
     assert sum(1 for _ in file_rows(file, data=bytes(buf))) >= 0
+
+
+def test_null_value_and_unknown_control_type_print_as_kafka_does(tmp_path: Path) -> None:
+    w = MetadataLogWriter(tmp_path / "__cluster_metadata-0")
+    w.append_raw([None])  # type: ignore[list-item]
+    w.append_raw([b"\x00\x00"], keys=[b"\x00\x00\x00\x09"], control=True)
+    w.close()
+    status, out, err = dump(w.segments[0])
+    lines = out.splitlines()
+    assert lines[3].endswith("valueSize: -1 sequence: -1 headerKeys: []")
+    assert lines[5].endswith("headerKeys: [] controlType: UNKNOWN(9)")
+    assert status == 1 and "null value" in err

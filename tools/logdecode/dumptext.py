@@ -66,6 +66,8 @@ def _record_tail(record: RecordInfo) -> str:
         return f" {label} {record.json}"
     if record.kind == "txn":
         return _txn_tail(record)
+    if record.value_size < 0:  # no value: Kafka's decoder prints no payload at all
+        return ""
     if record.error:
         return f" payload: Error at {record.offset}, skipping. {record.error}"
     if record.kind == "metadata":

@@ -105,6 +105,8 @@ def decode_control(rec: RecordInfo, key: bytes | None, value: bytes | None) -> N
         rec.type_name, rec.error = "UNKNOWN", str(e)
         return
     rec.type_name = CONTROL_NAMES.get(rec.type_id, "UNKNOWN")
+    if rec.type_id == -1 and key is not None:  # Kafka prints the id it did not know
+        rec.type_id = int.from_bytes(key[2:4], "big", signed=True)
     try:
         _, message = control_records.decode_control_record(key, value)
     except DecodeError as e:
