@@ -37,6 +37,7 @@ def find_partition(path: Path, prefix: str = "__cluster_metadata-") -> Path | No
     """The partition directory: PATH itself, or the first one of that name under PATH."""
     if path.is_dir() and (path.name.startswith(prefix) or _has_log_files(path)):
         return path
+
     if path.is_dir():
         for found in sorted(path.rglob(prefix + "*")):
             if found.is_dir():
@@ -52,9 +53,12 @@ def load(path: str | Path) -> Replayed:
     if not root.exists():
         raise NoMetadataLog(f"{path}: no such directory")
     partition = find_partition(root)
+    if partition is None and (root / "bootstrap.checkpoint").is_file():
+        partition = root / "__cluster_metadata-0"  # formatted, never started: no log yet
     if partition is None:
         raise NoMetadataLog(f"{path}: no __cluster_metadata-* directory or log segments here")
-    files = [classify(p) for p in sorted(partition.iterdir()) if p.is_file()]
+    files = [classify(p) for p in sorted(partition.iterdir()) if p.is_file()] \
+        if partition.is_dir() else []
     segments = [f for f in files if f.kind is FileKind.SEGMENT]
     snapshots = sorted((f for f in files if f.kind is FileKind.SNAPSHOT), key=lambda f: f.base_offset)
     props = _meta_properties(partition)
@@ -75,6 +79,12 @@ def load(path: str | Path) -> Replayed:
                 continue
             result.records += _replay(controller, rec, rec.offset, segment, result.problems)
             log_end = rec.offset + 1
+    bootstrap = partition.parent / "bootstrap.checkpoint"
+    if snapshot is None and result.records == 0 and bootstrap.is_file():
+        # A formatted directory that never ran: what `kafka-storage format` wrote is the state.
+        result.snapshot = str(bootstrap)
+        for rec in _records(classify(bootstrap), result.problems):
+            result.records += _replay(controller, rec, -1, classify(bootstrap), result.problems)
     txn_end = 0
     for txn_dir in sorted(partition.parent.glob("__transaction_state-*")):
         for file in [classify(p) for p in sorted(txn_dir.glob("*.log"))]:

@@ -88,3 +88,13 @@ def test_bit_flipped_log_gives_a_report_not_a_crash(tmp_path: Path, seed: int) -
     assert metadata_state.main(str(tmp_path), as_json=True, out=out, err=err) == 1
     assert err.getvalue() and "Traceback" not in err.getvalue()
     json.loads(out.getvalue())
+
+
+def test_formatted_directory_that_never_ran(tmp_path: Path) -> None:
+    src = reference("real-metadata-logs", "kafka-4.1-generated", "data")
+    for name in ("bootstrap.checkpoint", "meta.properties"):
+        (tmp_path / name).write_bytes((src / name).read_bytes())
+    status, state = state_of(tmp_path)
+    assert status == 0 and state["metadata_version"] == 27
+    assert state["cluster_id"] == "29aC0gQGTISc_JF9Z66TCA" and state["brokers"] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bootstrap.checkpoint", "meta.properties"]
