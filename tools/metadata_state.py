@@ -34,15 +34,15 @@ class Replayed:
 
 
 def find_partition(path: Path, prefix: str = "__cluster_metadata-") -> Path | None:
-    """The partition directory: PATH itself, or the first one of that name under PATH."""
+    """The partition directory: PATH itself, or the one of that name under PATH."""
     if path.is_dir() and (path.name.startswith(prefix) or _has_log_files(path)):
         return path
 
-    if path.is_dir():
-        for found in sorted(path.rglob(prefix + "*")):
-            if found.is_dir():
-                return found
-    return None
+    found = sorted(p for p in path.rglob(prefix + "*") if p.is_dir()) if path.is_dir() else []
+    if len(found) > 1:
+        raise NoMetadataLog(f"{path}: {len(found)} metadata logs here ({found[0]}, {found[1]}, "
+                            "...); name one")
+    return found[0] if found else None
 
 
 def load(path: str | Path) -> Replayed:

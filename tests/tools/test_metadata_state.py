@@ -98,3 +98,11 @@ def test_formatted_directory_that_never_ran(tmp_path: Path) -> None:
     assert status == 0 and state["metadata_version"] == 27
     assert state["cluster_id"] == "29aC0gQGTISc_JF9Z66TCA" and state["brokers"] == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bootstrap.checkpoint", "meta.properties"]
+
+
+def test_several_logs_under_one_path_is_a_clear_error(tmp_path: Path) -> None:
+    for node in ("a", "b"):
+        (tmp_path / node / "__cluster_metadata-0").mkdir(parents=True)
+    err = io.StringIO()
+    assert metadata_state.main(str(tmp_path), out=io.StringIO(), err=err) == 2
+    assert "2 metadata logs here" in err.getvalue()
