@@ -16,6 +16,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("serve", "kraftpy.tools.cmd_serve"),
     ("conformance", "kraftpy.tools.cmd_conformance"),
     ("acls", "kraftpy.tools.cmd_acls"),
+    ("broker-sim", "kraftpy.tools.cmd_broker_sim"),
     ("storage", "kraftpy.tools.cmd_storage"),
 ]
 

@@ -48,18 +48,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _read_config(path: str | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    from kraftpy.controller.config import parse_properties
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return parse_properties(f.read())
-    except OSError as exc:
-        raise SystemExit(f"kraftpy acls: cannot read {path}: {exc.strerror}") from None
-
-
 def run(args: argparse.Namespace) -> int:
     from kraftpy.controller.security.acl import (
         AclOperation,
@@ -70,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from kraftpy.protocol.messages.create_acls_request import AclCreation
     from kraftpy.tools import acls
-    from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
+    from kraftpy.tools.kafka_connection import ClientError, KafkaConnection, read_settings
 
     try:
         rt, name = acls.resource_of(args.cluster, args.topic, args.group, args.transactional_id)
@@ -80,9 +68,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kraftpy acls: {exc}", file=sys.stderr)
         return 2
-    conf = _read_config(args.command_config)
     try:
-        with KafkaConnection(args.bootstrap_server, conf, args.timeout) as conn:
+        conf = read_settings(args.command_config)
+        with KafkaConnection(args.bootstrap_server, conf, timeout=args.timeout,
+                             client_id="kraftpy-acls") as conn:
             if args.action == "add":
                 if rt == ResourceType.ANY or not ops or not (args.allow_principal
                                                              or args.deny_principal):

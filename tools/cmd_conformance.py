@@ -22,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kraftpy.tools.conformance import Target, run_checks
-    from kraftpy.tools.conformance.wire import parse_address
+    from kraftpy.tools.kafka_connection import ClientError, parse_address
 
     try:
         target = Target(
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
             transaction_max_timeout_ms=args.transaction_max_timeout_ms,
             socket_request_max_bytes=args.socket_request_max_bytes,
         )
-    except ValueError as exc:
+    except ClientError as exc:
         print(f"kraftpy conformance: {exc}", file=sys.stderr)
         return 2
     only = args.only

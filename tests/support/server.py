@@ -27,7 +27,6 @@ import contextlib
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -47,33 +46,18 @@ def free_port(host: str = HOST) -> int:
         return s.getsockname()[1]
 
 
-def _api_versions_v0_probe() -> bytes:
-    # ApiVersions v0, request header v1: key 18, version 0, correlation id 1, client id "probe".
-    body = struct.pack(">hhih", 18, 0, 1, 5) + b"probe"
-    return struct.pack(">i", len(body)) + body
-
-
 def probe(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when something at host:port answers an ApiVersions v0 request with a whole frame."""
+    """True when something at host:port answers an ApiVersions v0 request."""
+    from kraftpy.protocol.errors import DecodeError
+    from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
+    from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
+
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(_api_versions_v0_probe())
-            head = _recv_exact(s, 4)
-            (size,) = struct.unpack(">i", head)
-            body = _recv_exact(s, size)
-            return struct.unpack(">i", body[:4])[0] == 1
-    except OSError:
+        with KafkaConnection((host, port), timeout=timeout, client_id="probe") as conn:
+            conn.request(ApiVersionsRequest(), 0)
+            return True
+    except (ClientError, DecodeError, OSError):
         return False
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 class KraftpyServer:

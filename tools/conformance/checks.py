@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kraftpy.protocol.framing import encode_frame as frame
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -31,7 +32,7 @@ from kraftpy.protocol.messages.describe_quorum_request import (
 from kraftpy.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from kraftpy.protocol.messages.metadata_request import MetadataRequest
-from kraftpy.tools.conformance.wire import Connection
+from kraftpy.tools.kafka_connection import KafkaConnection
 
 NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -65,10 +66,10 @@ class Target:
     incomplete_wait: float = 1.0
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
 
-    def connect(self, listener: str) -> Connection:
+    def connect(self, listener: str) -> KafkaConnection:
         address = self.client if listener == "client" else self.controller
         assert address is not None
-        return Connection(address, self.timeout)
+        return KafkaConnection(address, timeout=self.timeout, client_id="kraftpy-conformance")
 
 
 @dataclass
@@ -112,10 +113,6 @@ def check(name: str, *listeners: str) -> Callable[[Callable[..., None]], Callabl
 
 # --- raw frames ---------------------------------------------------------------------------------
 
-def frame(body: bytes) -> bytes:
-    return struct.pack(">i", len(body)) + body
-
-
 def header_v1(key: int, version: int, correlation: int, client_id: bytes = b"conformance"
               ) -> bytes:
     return struct.pack(">hhih", key, version, correlation, len(client_id)) + client_id
@@ -149,7 +146,7 @@ def decode_api_versions_v0(raw: bytes) -> tuple[int, list[tuple[int, int, int]]]
     return error, keys
 
 
-def still_serving(conn: Connection) -> None:
+def still_serving(conn: KafkaConnection) -> None:
     response = conn.request(ApiVersionsRequest(client_software_name="conformance",
                                                client_software_version="1.0"), 3)
     expect_eq(response.error_code, NONE, "ApiVersions v3 error on the same connection")
@@ -212,7 +209,7 @@ def api_versions_bad_software(t: Target, listener: str) -> None:
 
 # --- Metadata and FindCoordinator ---------------------------------------------------------------
 
-def _metadata(conn: Connection, version: int) -> object:
+def _metadata(conn: KafkaConnection, version: int) -> object:
     response = conn.request(MetadataRequest(topics=[]), version)
     ids = {b.node_id for b in response.brokers}
     expect(bool(ids), f"Metadata v{version} lists no broker")
@@ -267,14 +264,14 @@ def find_coordinator(t: Target, listener: str) -> None:
 
 # --- InitProducerId -----------------------------------------------------------------------------
 
-def init_pid(conn: Connection, version: int, txn: str | None, *, pid: int = -1, epoch: int = -1,
+def init_pid(conn: KafkaConnection, version: int, txn: str | None, *, pid: int = -1, epoch: int = -1,
              timeout_ms: int = 60000) -> object:
     return conn.request(InitProducerIdRequest(
         transactional_id=txn, transaction_timeout_ms=timeout_ms, producer_id=pid,
         producer_epoch=epoch), version)
 
 
-def init_ok(conn: Connection, version: int, txn: str | None, **kw: int) -> tuple[int, int]:
+def init_ok(conn: KafkaConnection, version: int, txn: str | None, **kw: int) -> tuple[int, int]:
     response = _retry(lambda: init_pid(conn, version, txn, **kw),
                       lambda r: r.error_code == COORDINATOR_LOAD_IN_PROGRESS)
     expect_eq(response.error_code, NONE, f"InitProducerId v{version} ({txn}) error code")
