@@ -15,6 +15,7 @@ from kraftpy.codegen.schema import (
     MessageSpec,
     Struct,
     Versions,
+    lower_camel,
 )
 
 _NULL_WIDE = repr(b"\xff\xff\xff\xff")
@@ -106,6 +107,7 @@ class ModuleEmitter:
         self.func_src: list[str] = []
         self.decoders: dict[str, dict[int, str]] = {}
         self.encoders: dict[str, dict[int, str]] = {}
+        self.jsons: dict[str, dict[int, str]] = {}
         self.tmp = 0
 
     # --- helpers ----------------------------------------------------------------------------
@@ -568,6 +570,68 @@ class ModuleEmitter:
         c(ind, "else:")
         c(ind + 1, f"{app}(b'\\x00')")
 
+    # --- JSON -------------------------------------------------------------------------------
+
+    def json_fn(self, struct: Struct, version: int) -> str:
+        """Kafka's JsonConverter layout of one version: a dict built in schema order."""
+        done = self.jsons.setdefault(struct.name, {})
+        if version in done:
+            return done[version]
+        for f in struct.fields:
+            if version in f.versions:
+                t = f.type.elem if f.type.kind == "array" else f.type
+                if t.kind == "struct":
+                    self.json_fn(self.spec.structs[t.struct], version)
+        self.tmp = 0
+        c = _Code()
+        live = self.fields_at(struct, version)
+        lead = []
+        for f in live:
+            if version in f.tagged:
+                break
+            lead.append(f)
+        items = ", ".join(f"{lower_camel(f.name)!r}: {self._json_expr(f.type, f'o.{f.attr}', version)}"
+                          for f in lead)
+        if len(lead) == len(live):
+            c(1, f"return {{{items}}}")
+        else:
+            c(1, f"r = {{{items}}}")
+            for f in live[len(lead):]:
+                expr = self._json_expr(f.type, f"o.{f.attr}", version)
+                key = lower_camel(f.name)
+                if version in f.tagged:
+                    c(1, f"if {_is_default_check(f, 'o.' + f.attr, self.names)}:")
+                    c(2, f"r[{key!r}] = {expr}")
+                else:
+                    c(1, f"r[{key!r}] = {expr}")
+            c(1, "return r")
+        name = self._register("j", struct, version, c.lines, "o")
+        done[version] = name
+        return name
+
+    def _json_expr(self, t: FieldType, expr: str, version: int) -> str:
+        k = t.kind
+        if k == "uuid":
+            return f"_ju({expr})"
+        if k in ("bytes", "records"):
+            return f"_jb({expr})"
+        if k == "struct":
+            fn = self.json_fn(self.spec.structs[t.struct], version)
+            return f"(None if {expr} is None else {fn}({expr}))"
+        if k == "array":
+            el = t.elem
+            if el.kind == "struct":
+                fn = self.json_fn(self.spec.structs[el.struct], version)
+                inner = f"[None if e is None else {fn}(e) for e in {expr}]"
+            elif el.kind == "uuid":
+                inner = f"[_ju(e) for e in {expr}]"
+            elif el.kind in ("bytes", "records"):
+                inner = f"[_jb(e) for e in {expr}]"
+            else:
+                inner = f"list({expr})"
+            return f"(None if {expr} is None else {inner})"
+        return expr
+
     # --- classes ----------------------------------------------------------------------------
 
     def class_source(self, struct: Struct, top: bool) -> str:
@@ -643,6 +707,8 @@ class ModuleEmitter:
             n = self.names[s.name]
             tables.append(f"{n}._DECODERS = {{{', '.join(f'{v}: {fn}' for v, fn in dec.items())}}}")
             tables.append(f"{n}._ENCODERS = {{{', '.join(f'{v}: {fn}' for v, fn in enc.items())}}}")
+            js = {v: self.json_fn(s, v) for v in live}
+            tables.append(f"{n}._JSON = {{{', '.join(f'{v}: {fn}' for v, fn in js.items())}}}")
         out = [HEADER.format(source=spec.source)]
         out.append(f'"""Codecs for {spec.name} (generated from its schema)."""')
         out.append("")
@@ -658,6 +724,8 @@ class ModuleEmitter:
         out.append("from kraftpy.protocol.errors import EncodeError as _EncodeError")
         out.append("from kraftpy.protocol.message import FieldSpec as _F")
         out.append("from kraftpy.protocol.message import Message")
+        out.append("from kraftpy.protocol.message import json_bytes as _jb")
+        out.append("from kraftpy.protocol.message import json_uuid as _ju")
         out.append("from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY")
         out.append("from kraftpy.protocol.primitives import UUID_CACHE as _UC")
         out.append("from kraftpy.protocol.primitives import UV1 as _UV1")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import struct
 import uuid
+from base64 import b64encode
+from binascii import b2a_base64
 from typing import Any, ClassVar
 
 from kraftpy.protocol.errors import DecodeError, EncodeError
@@ -88,6 +90,7 @@ class Message:
     _FIELDS: ClassVar[tuple[FieldSpec, ...]] = ()
     _DECODERS: ClassVar[dict[int, Any]] = {}
     _ENCODERS: ClassVar[dict[int, Any]] = {}
+    _JSON: ClassVar[dict[int, Any]] = {}
     _CONSTRUCTS: ClassVar[dict[int, OffsetConstruct]]
 
     # --- codecs ---------------------------------------------------------------------------
@@ -161,15 +164,10 @@ class Message:
 
     def to_json(self, version: int) -> dict[str, Any]:
         """The layout of Kafka's generated JsonConverter for this version."""
-        out: dict[str, Any] = {}
-        for f in self._FIELDS:
-            if not f.present(version):
-                continue
-            value = getattr(self, f.attr)
-            if f.is_tagged(version) and f.is_default(value):
-                continue
-            out[f.json] = _json_value(f.kind, f.elem, value, version)
-        return out
+        fn = self._JSON.get(version)
+        if fn is not None:
+            return fn(self)
+        return generic_to_json(self, version)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -184,6 +182,36 @@ class Message:
         return f"{type(self).__name__}({inner})"
 
 
+def generic_to_json(obj: Message, version: int) -> dict[str, Any]:
+    """to_json read off the field specs: versions without a generated converter, and tests."""
+    out: dict[str, Any] = {}
+    for f in obj._FIELDS:
+        if not f.present(version):
+            continue
+        value = getattr(obj, f.attr)
+        if f.is_tagged(version) and f.is_default(value):
+            continue
+        out[f.json] = _json_value(f.kind, f.elem, value, version)
+    return out
+
+
+def json_bytes(value: bytes | bytearray | memoryview | None) -> str | None:
+    """Bytes as JsonConverter writes them: standard base64."""
+    if value is None:
+        return None
+    return b64encode(value).decode("ascii")
+
+
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
+
+
+def json_uuid(value: uuid.UUID | None) -> str | None:
+    """A uuid as JsonConverter writes it: Kafka's base64url text, unpadded."""
+    if value is None:
+        return None
+    return b2a_base64(value.bytes, newline=False)[:22].translate(_URLSAFE).decode("ascii")
+
+
 def _json_value(kind: str, elem: str | None, value: Any, version: int) -> Any:
     if value is None:
         return None
@@ -192,7 +220,7 @@ def _json_value(kind: str, elem: str | None, value: Any, version: int) -> Any:
     if kind in ("bytes", "records"):
         return base64.b64encode(bytes(value)).decode("ascii")
     if kind == "struct":
-        return value.to_json(version)
+        return generic_to_json(value, version)
     if kind == "array":
         return [_json_value(elem or "", None, v, version) for v in value]
     return value

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -288,8 +290,13 @@ def _e_AddOffsetsToTxnRequest_4(o, a):
         a(b'\x00')
 
 
+def _j_AddOffsetsToTxnRequest_0(o):
+    return {'transactionalId': o.transactional_id, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'groupId': o.group_id}
+
+
 AddOffsetsToTxnRequest._DECODERS = {0: _d_AddOffsetsToTxnRequest_0, 1: _d_AddOffsetsToTxnRequest_0, 2: _d_AddOffsetsToTxnRequest_0, 3: _d_AddOffsetsToTxnRequest_3, 4: _d_AddOffsetsToTxnRequest_3}
 AddOffsetsToTxnRequest._ENCODERS = {0: _e_AddOffsetsToTxnRequest_0, 1: _e_AddOffsetsToTxnRequest_1, 2: _e_AddOffsetsToTxnRequest_2, 3: _e_AddOffsetsToTxnRequest_3, 4: _e_AddOffsetsToTxnRequest_4}
+AddOffsetsToTxnRequest._JSON = {0: _j_AddOffsetsToTxnRequest_0, 1: _j_AddOffsetsToTxnRequest_0, 2: _j_AddOffsetsToTxnRequest_0, 3: _j_AddOffsetsToTxnRequest_0, 4: _j_AddOffsetsToTxnRequest_0}
 AddOffsetsToTxnRequest._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -127,8 +129,13 @@ def _e_AddOffsetsToTxnResponse_3(o, a):
         a(_S1.pack(o.throttle_time_ms, o.error_code, 0))
 
 
+def _j_AddOffsetsToTxnResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code}
+
+
 AddOffsetsToTxnResponse._DECODERS = {0: _d_AddOffsetsToTxnResponse_0, 1: _d_AddOffsetsToTxnResponse_0, 2: _d_AddOffsetsToTxnResponse_0, 3: _d_AddOffsetsToTxnResponse_3, 4: _d_AddOffsetsToTxnResponse_3}
 AddOffsetsToTxnResponse._ENCODERS = {0: _e_AddOffsetsToTxnResponse_0, 1: _e_AddOffsetsToTxnResponse_0, 2: _e_AddOffsetsToTxnResponse_0, 3: _e_AddOffsetsToTxnResponse_3, 4: _e_AddOffsetsToTxnResponse_3}
+AddOffsetsToTxnResponse._JSON = {0: _j_AddOffsetsToTxnResponse_0, 1: _j_AddOffsetsToTxnResponse_0, 2: _j_AddOffsetsToTxnResponse_0, 3: _j_AddOffsetsToTxnResponse_0, 4: _j_AddOffsetsToTxnResponse_0}
 AddOffsetsToTxnResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

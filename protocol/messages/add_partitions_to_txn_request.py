@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -439,6 +441,14 @@ def _e_AddPartitionsToTxnTransaction_5(o, a):
         _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_AddPartitionsToTxnTopic_4(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else list(o.partitions))}
+
+
+def _j_AddPartitionsToTxnTransaction_4(o):
+    return {'transactionalId': o.transactional_id, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'verifyOnly': o.verify_only, 'topics': (None if o.topics is None else [None if e is None else _j_AddPartitionsToTxnTopic_4(e) for e in o.topics])}
 
 
 def _d_AddPartitionsToTxnTopic_0(b, p):
@@ -1032,12 +1042,23 @@ def _e_AddPartitionsToTxnRequest_5(o, a):
         a(b'\x00')
 
 
+def _j_AddPartitionsToTxnRequest_0(o):
+    return {'v3AndBelowTransactionalId': o.v3_and_below_transactional_id, 'v3AndBelowProducerId': o.v3_and_below_producer_id, 'v3AndBelowProducerEpoch': o.v3_and_below_producer_epoch, 'v3AndBelowTopics': (None if o.v3_and_below_topics is None else [None if e is None else _j_AddPartitionsToTxnTopic_4(e) for e in o.v3_and_below_topics])}
+
+
+def _j_AddPartitionsToTxnRequest_4(o):
+    return {'transactions': (None if o.transactions is None else [None if e is None else _j_AddPartitionsToTxnTransaction_4(e) for e in o.transactions])}
+
+
 AddPartitionsToTxnTransaction._DECODERS = {4: _d_AddPartitionsToTxnTransaction_4, 5: _d_AddPartitionsToTxnTransaction_4}
 AddPartitionsToTxnTransaction._ENCODERS = {4: _e_AddPartitionsToTxnTransaction_4, 5: _e_AddPartitionsToTxnTransaction_5}
+AddPartitionsToTxnTransaction._JSON = {4: _j_AddPartitionsToTxnTransaction_4, 5: _j_AddPartitionsToTxnTransaction_4}
 AddPartitionsToTxnTopic._DECODERS = {0: _d_AddPartitionsToTxnTopic_0, 1: _d_AddPartitionsToTxnTopic_0, 2: _d_AddPartitionsToTxnTopic_0, 3: _d_AddPartitionsToTxnTopic_4, 4: _d_AddPartitionsToTxnTopic_4, 5: _d_AddPartitionsToTxnTopic_4}
 AddPartitionsToTxnTopic._ENCODERS = {0: _e_AddPartitionsToTxnTopic_0, 1: _e_AddPartitionsToTxnTopic_1, 2: _e_AddPartitionsToTxnTopic_2, 3: _e_AddPartitionsToTxnTopic_3, 4: _e_AddPartitionsToTxnTopic_4, 5: _e_AddPartitionsToTxnTopic_5}
+AddPartitionsToTxnTopic._JSON = {0: _j_AddPartitionsToTxnTopic_4, 1: _j_AddPartitionsToTxnTopic_4, 2: _j_AddPartitionsToTxnTopic_4, 3: _j_AddPartitionsToTxnTopic_4, 4: _j_AddPartitionsToTxnTopic_4, 5: _j_AddPartitionsToTxnTopic_4}
 AddPartitionsToTxnRequest._DECODERS = {0: _d_AddPartitionsToTxnRequest_0, 1: _d_AddPartitionsToTxnRequest_0, 2: _d_AddPartitionsToTxnRequest_0, 3: _d_AddPartitionsToTxnRequest_3, 4: _d_AddPartitionsToTxnRequest_4, 5: _d_AddPartitionsToTxnRequest_4}
 AddPartitionsToTxnRequest._ENCODERS = {0: _e_AddPartitionsToTxnRequest_0, 1: _e_AddPartitionsToTxnRequest_1, 2: _e_AddPartitionsToTxnRequest_2, 3: _e_AddPartitionsToTxnRequest_3, 4: _e_AddPartitionsToTxnRequest_4, 5: _e_AddPartitionsToTxnRequest_5}
+AddPartitionsToTxnRequest._JSON = {0: _j_AddPartitionsToTxnRequest_0, 1: _j_AddPartitionsToTxnRequest_0, 2: _j_AddPartitionsToTxnRequest_0, 3: _j_AddPartitionsToTxnRequest_0, 4: _j_AddPartitionsToTxnRequest_4, 5: _j_AddPartitionsToTxnRequest_4}
 AddPartitionsToTxnTransaction._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (4, 32767), None, None, None, '', False),
     _F('ProducerId', 'producer_id', 'int64', None, None, (4, 32767), None, None, None, 0, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -438,6 +440,18 @@ def _e_AddPartitionsToTxnResult_5(o, a):
         a(b'\x00')
 
 
+def _j_AddPartitionsToTxnPartitionResult_4(o):
+    return {'partitionIndex': o.partition_index, 'partitionErrorCode': o.partition_error_code}
+
+
+def _j_AddPartitionsToTxnTopicResult_4(o):
+    return {'name': o.name, 'resultsByPartition': (None if o.results_by_partition is None else [None if e is None else _j_AddPartitionsToTxnPartitionResult_4(e) for e in o.results_by_partition])}
+
+
+def _j_AddPartitionsToTxnResult_4(o):
+    return {'transactionalId': o.transactional_id, 'topicResults': (None if o.topic_results is None else [None if e is None else _j_AddPartitionsToTxnTopicResult_4(e) for e in o.topic_results])}
+
+
 def _d_AddPartitionsToTxnPartitionResult_0(b, p):
     F = None
     try:
@@ -861,14 +875,26 @@ def _e_AddPartitionsToTxnResponse_5(o, a):
         a(b'\x00')
 
 
+def _j_AddPartitionsToTxnResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'resultsByTopicV3AndBelow': (None if o.results_by_topic_v3_and_below is None else [None if e is None else _j_AddPartitionsToTxnTopicResult_4(e) for e in o.results_by_topic_v3_and_below])}
+
+
+def _j_AddPartitionsToTxnResponse_4(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'resultsByTransaction': (None if o.results_by_transaction is None else [None if e is None else _j_AddPartitionsToTxnResult_4(e) for e in o.results_by_transaction])}
+
+
 AddPartitionsToTxnResult._DECODERS = {4: _d_AddPartitionsToTxnResult_4, 5: _d_AddPartitionsToTxnResult_4}
 AddPartitionsToTxnResult._ENCODERS = {4: _e_AddPartitionsToTxnResult_4, 5: _e_AddPartitionsToTxnResult_5}
+AddPartitionsToTxnResult._JSON = {4: _j_AddPartitionsToTxnResult_4, 5: _j_AddPartitionsToTxnResult_4}
 AddPartitionsToTxnTopicResult._DECODERS = {0: _d_AddPartitionsToTxnTopicResult_0, 1: _d_AddPartitionsToTxnTopicResult_0, 2: _d_AddPartitionsToTxnTopicResult_0, 3: _d_AddPartitionsToTxnTopicResult_4, 4: _d_AddPartitionsToTxnTopicResult_4, 5: _d_AddPartitionsToTxnTopicResult_4}
 AddPartitionsToTxnTopicResult._ENCODERS = {0: _e_AddPartitionsToTxnTopicResult_0, 1: _e_AddPartitionsToTxnTopicResult_1, 2: _e_AddPartitionsToTxnTopicResult_2, 3: _e_AddPartitionsToTxnTopicResult_3, 4: _e_AddPartitionsToTxnTopicResult_4, 5: _e_AddPartitionsToTxnTopicResult_5}
+AddPartitionsToTxnTopicResult._JSON = {0: _j_AddPartitionsToTxnTopicResult_4, 1: _j_AddPartitionsToTxnTopicResult_4, 2: _j_AddPartitionsToTxnTopicResult_4, 3: _j_AddPartitionsToTxnTopicResult_4, 4: _j_AddPartitionsToTxnTopicResult_4, 5: _j_AddPartitionsToTxnTopicResult_4}
 AddPartitionsToTxnPartitionResult._DECODERS = {0: _d_AddPartitionsToTxnPartitionResult_0, 1: _d_AddPartitionsToTxnPartitionResult_0, 2: _d_AddPartitionsToTxnPartitionResult_0, 3: _d_AddPartitionsToTxnPartitionResult_4, 4: _d_AddPartitionsToTxnPartitionResult_4, 5: _d_AddPartitionsToTxnPartitionResult_4}
 AddPartitionsToTxnPartitionResult._ENCODERS = {0: _e_AddPartitionsToTxnPartitionResult_0, 1: _e_AddPartitionsToTxnPartitionResult_0, 2: _e_AddPartitionsToTxnPartitionResult_0, 3: _e_AddPartitionsToTxnPartitionResult_4, 4: _e_AddPartitionsToTxnPartitionResult_4, 5: _e_AddPartitionsToTxnPartitionResult_4}
+AddPartitionsToTxnPartitionResult._JSON = {0: _j_AddPartitionsToTxnPartitionResult_4, 1: _j_AddPartitionsToTxnPartitionResult_4, 2: _j_AddPartitionsToTxnPartitionResult_4, 3: _j_AddPartitionsToTxnPartitionResult_4, 4: _j_AddPartitionsToTxnPartitionResult_4, 5: _j_AddPartitionsToTxnPartitionResult_4}
 AddPartitionsToTxnResponse._DECODERS = {0: _d_AddPartitionsToTxnResponse_0, 1: _d_AddPartitionsToTxnResponse_0, 2: _d_AddPartitionsToTxnResponse_0, 3: _d_AddPartitionsToTxnResponse_3, 4: _d_AddPartitionsToTxnResponse_4, 5: _d_AddPartitionsToTxnResponse_4}
 AddPartitionsToTxnResponse._ENCODERS = {0: _e_AddPartitionsToTxnResponse_0, 1: _e_AddPartitionsToTxnResponse_1, 2: _e_AddPartitionsToTxnResponse_2, 3: _e_AddPartitionsToTxnResponse_3, 4: _e_AddPartitionsToTxnResponse_4, 5: _e_AddPartitionsToTxnResponse_5}
+AddPartitionsToTxnResponse._JSON = {0: _j_AddPartitionsToTxnResponse_0, 1: _j_AddPartitionsToTxnResponse_0, 2: _j_AddPartitionsToTxnResponse_0, 3: _j_AddPartitionsToTxnResponse_0, 4: _j_AddPartitionsToTxnResponse_4, 5: _j_AddPartitionsToTxnResponse_4}
 AddPartitionsToTxnResult._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (4, 32767), None, None, None, '', False),
     _F('TopicResults', 'topic_results', 'array', 'struct', AddPartitionsToTxnTopicResult, (4, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -107,8 +109,13 @@ def _e_AllocateProducerIdsResponse_0(o, a):
         a(_S0.pack(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len, 0))
 
 
+def _j_AllocateProducerIdsResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'producerIdStart': o.producer_id_start, 'producerIdLen': o.producer_id_len}
+
+
 AllocateProducerIdsResponse._DECODERS = {0: _d_AllocateProducerIdsResponse_0}
 AllocateProducerIdsResponse._ENCODERS = {0: _e_AllocateProducerIdsResponse_0}
+AllocateProducerIdsResponse._JSON = {0: _j_AllocateProducerIdsResponse_0}
 AllocateProducerIdsResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

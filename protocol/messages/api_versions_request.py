@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -193,8 +195,17 @@ def _e_ApiVersionsRequest_4(o, a):
         a(b'\x00')
 
 
+def _j_ApiVersionsRequest_0(o):
+    return {}
+
+
+def _j_ApiVersionsRequest_3(o):
+    return {'clientSoftwareName': o.client_software_name, 'clientSoftwareVersion': o.client_software_version}
+
+
 ApiVersionsRequest._DECODERS = {0: _d_ApiVersionsRequest_0, 1: _d_ApiVersionsRequest_0, 2: _d_ApiVersionsRequest_0, 3: _d_ApiVersionsRequest_3, 4: _d_ApiVersionsRequest_3}
 ApiVersionsRequest._ENCODERS = {0: _e_ApiVersionsRequest_0, 1: _e_ApiVersionsRequest_0, 2: _e_ApiVersionsRequest_0, 3: _e_ApiVersionsRequest_3, 4: _e_ApiVersionsRequest_4}
+ApiVersionsRequest._JSON = {0: _j_ApiVersionsRequest_0, 1: _j_ApiVersionsRequest_0, 2: _j_ApiVersionsRequest_0, 3: _j_ApiVersionsRequest_3, 4: _j_ApiVersionsRequest_3}
 ApiVersionsRequest._FIELDS = (
     _F('ClientSoftwareName', 'client_software_name', 'string', None, None, (3, 32767), None, None, None, '', True),
     _F('ClientSoftwareVersion', 'client_software_version', 'string', None, None, (3, 32767), None, None, None, '', True),

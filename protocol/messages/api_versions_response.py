@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -207,6 +209,10 @@ def _e_ApiVersion_3(o, a):
         a(_S1.pack(o.api_key, o.min_version, o.max_version, 0))
 
 
+def _j_ApiVersion_0(o):
+    return {'apiKey': o.api_key, 'minVersion': o.min_version, 'maxVersion': o.max_version}
+
+
 def _d_SupportedFeatureKey_3(b, p):
     F = None
     try:
@@ -296,6 +302,10 @@ def _e_SupportedFeatureKey_4(o, a):
         a(_S2.pack(o.min_version, o.max_version, 0))
 
 
+def _j_SupportedFeatureKey_3(o):
+    return {'name': o.name, 'minVersion': o.min_version, 'maxVersion': o.max_version}
+
+
 def _d_FinalizedFeatureKey_3(b, p):
     F = None
     try:
@@ -383,6 +393,10 @@ def _e_FinalizedFeatureKey_4(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(_S2.pack(o.max_version_level, o.min_version_level, 0))
+
+
+def _j_FinalizedFeatureKey_3(o):
+    return {'name': o.name, 'maxVersionLevel': o.max_version_level, 'minVersionLevel': o.min_version_level}
 
 
 def _d_ApiVersionsResponse_0(b, p):
@@ -898,14 +912,39 @@ def _e_ApiVersionsResponse_4(o, a):
         a(b'\x00')
 
 
+def _j_ApiVersionsResponse_0(o):
+    return {'errorCode': o.error_code, 'apiKeys': (None if o.api_keys is None else [None if e is None else _j_ApiVersion_0(e) for e in o.api_keys])}
+
+
+def _j_ApiVersionsResponse_1(o):
+    return {'errorCode': o.error_code, 'apiKeys': (None if o.api_keys is None else [None if e is None else _j_ApiVersion_0(e) for e in o.api_keys]), 'throttleTimeMs': o.throttle_time_ms}
+
+
+def _j_ApiVersionsResponse_3(o):
+    r = {'errorCode': o.error_code, 'apiKeys': (None if o.api_keys is None else [None if e is None else _j_ApiVersion_0(e) for e in o.api_keys]), 'throttleTimeMs': o.throttle_time_ms}
+    if o.supported_features:
+        r['supportedFeatures'] = (None if o.supported_features is None else [None if e is None else _j_SupportedFeatureKey_3(e) for e in o.supported_features])
+    if o.finalized_features_epoch != -1:
+        r['finalizedFeaturesEpoch'] = o.finalized_features_epoch
+    if o.finalized_features:
+        r['finalizedFeatures'] = (None if o.finalized_features is None else [None if e is None else _j_FinalizedFeatureKey_3(e) for e in o.finalized_features])
+    if o.zk_migration_ready is not False and o.zk_migration_ready != False:
+        r['zkMigrationReady'] = o.zk_migration_ready
+    return r
+
+
 ApiVersion._DECODERS = {0: _d_ApiVersion_0, 1: _d_ApiVersion_0, 2: _d_ApiVersion_0, 3: _d_ApiVersion_3, 4: _d_ApiVersion_3}
 ApiVersion._ENCODERS = {0: _e_ApiVersion_0, 1: _e_ApiVersion_0, 2: _e_ApiVersion_0, 3: _e_ApiVersion_3, 4: _e_ApiVersion_3}
+ApiVersion._JSON = {0: _j_ApiVersion_0, 1: _j_ApiVersion_0, 2: _j_ApiVersion_0, 3: _j_ApiVersion_0, 4: _j_ApiVersion_0}
 SupportedFeatureKey._DECODERS = {3: _d_SupportedFeatureKey_3, 4: _d_SupportedFeatureKey_3}
 SupportedFeatureKey._ENCODERS = {3: _e_SupportedFeatureKey_3, 4: _e_SupportedFeatureKey_4}
+SupportedFeatureKey._JSON = {3: _j_SupportedFeatureKey_3, 4: _j_SupportedFeatureKey_3}
 FinalizedFeatureKey._DECODERS = {3: _d_FinalizedFeatureKey_3, 4: _d_FinalizedFeatureKey_3}
 FinalizedFeatureKey._ENCODERS = {3: _e_FinalizedFeatureKey_3, 4: _e_FinalizedFeatureKey_4}
+FinalizedFeatureKey._JSON = {3: _j_FinalizedFeatureKey_3, 4: _j_FinalizedFeatureKey_3}
 ApiVersionsResponse._DECODERS = {0: _d_ApiVersionsResponse_0, 1: _d_ApiVersionsResponse_1, 2: _d_ApiVersionsResponse_1, 3: _d_ApiVersionsResponse_3, 4: _d_ApiVersionsResponse_3}
 ApiVersionsResponse._ENCODERS = {0: _e_ApiVersionsResponse_0, 1: _e_ApiVersionsResponse_1, 2: _e_ApiVersionsResponse_2, 3: _e_ApiVersionsResponse_3, 4: _e_ApiVersionsResponse_4}
+ApiVersionsResponse._JSON = {0: _j_ApiVersionsResponse_0, 1: _j_ApiVersionsResponse_1, 2: _j_ApiVersionsResponse_1, 3: _j_ApiVersionsResponse_3, 4: _j_ApiVersionsResponse_3}
 ApiVersion._FIELDS = (
     _F('ApiKey', 'api_key', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('MinVersion', 'min_version', 'int16', None, None, (0, 32767), None, None, None, 0, False),

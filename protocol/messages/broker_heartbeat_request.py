@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -206,8 +208,20 @@ def _e_BrokerHeartbeatRequest_1(o, a):
         a(b'\x00')
 
 
+def _j_BrokerHeartbeatRequest_0(o):
+    return {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch, 'currentMetadataOffset': o.current_metadata_offset, 'wantFence': o.want_fence, 'wantShutDown': o.want_shut_down}
+
+
+def _j_BrokerHeartbeatRequest_1(o):
+    r = {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch, 'currentMetadataOffset': o.current_metadata_offset, 'wantFence': o.want_fence, 'wantShutDown': o.want_shut_down}
+    if o.offline_log_dirs:
+        r['offlineLogDirs'] = (None if o.offline_log_dirs is None else [_ju(e) for e in o.offline_log_dirs])
+    return r
+
+
 BrokerHeartbeatRequest._DECODERS = {0: _d_BrokerHeartbeatRequest_0, 1: _d_BrokerHeartbeatRequest_1}
 BrokerHeartbeatRequest._ENCODERS = {0: _e_BrokerHeartbeatRequest_0, 1: _e_BrokerHeartbeatRequest_1}
+BrokerHeartbeatRequest._JSON = {0: _j_BrokerHeartbeatRequest_0, 1: _j_BrokerHeartbeatRequest_1}
 BrokerHeartbeatRequest._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('BrokerEpoch', 'broker_epoch', 'int64', None, None, (0, 32767), None, None, None, -1, False),

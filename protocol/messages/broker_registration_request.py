@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -317,6 +319,10 @@ def _e_Listener_4(o, a):
         a(_S0.pack(o.port, o.security_protocol, 0))
 
 
+def _j_Listener_0(o):
+    return {'name': o.name, 'host': o.host, 'port': o.port, 'securityProtocol': o.security_protocol}
+
+
 def _d_Feature_0(b, p):
     F = None
     try:
@@ -455,6 +461,10 @@ def _e_Feature_4(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
+
+
+def _j_Feature_0(o):
+    return {'name': o.name, 'minSupportedVersion': o.min_supported_version, 'maxSupportedVersion': o.max_supported_version}
 
 
 def _d_BrokerRegistrationRequest_0(b, p):
@@ -1727,12 +1737,31 @@ def _e_BrokerRegistrationRequest_4(o, a):
         a(_S8.pack(o.previous_broker_epoch, 0))
 
 
+def _j_BrokerRegistrationRequest_0(o):
+    return {'brokerId': o.broker_id, 'clusterId': o.cluster_id, 'incarnationId': _ju(o.incarnation_id), 'listeners': (None if o.listeners is None else [None if e is None else _j_Listener_0(e) for e in o.listeners]), 'features': (None if o.features is None else [None if e is None else _j_Feature_0(e) for e in o.features]), 'rack': o.rack}
+
+
+def _j_BrokerRegistrationRequest_1(o):
+    return {'brokerId': o.broker_id, 'clusterId': o.cluster_id, 'incarnationId': _ju(o.incarnation_id), 'listeners': (None if o.listeners is None else [None if e is None else _j_Listener_0(e) for e in o.listeners]), 'features': (None if o.features is None else [None if e is None else _j_Feature_0(e) for e in o.features]), 'rack': o.rack, 'isMigratingZkBroker': o.is_migrating_zk_broker}
+
+
+def _j_BrokerRegistrationRequest_2(o):
+    return {'brokerId': o.broker_id, 'clusterId': o.cluster_id, 'incarnationId': _ju(o.incarnation_id), 'listeners': (None if o.listeners is None else [None if e is None else _j_Listener_0(e) for e in o.listeners]), 'features': (None if o.features is None else [None if e is None else _j_Feature_0(e) for e in o.features]), 'rack': o.rack, 'isMigratingZkBroker': o.is_migrating_zk_broker, 'logDirs': (None if o.log_dirs is None else [_ju(e) for e in o.log_dirs])}
+
+
+def _j_BrokerRegistrationRequest_3(o):
+    return {'brokerId': o.broker_id, 'clusterId': o.cluster_id, 'incarnationId': _ju(o.incarnation_id), 'listeners': (None if o.listeners is None else [None if e is None else _j_Listener_0(e) for e in o.listeners]), 'features': (None if o.features is None else [None if e is None else _j_Feature_0(e) for e in o.features]), 'rack': o.rack, 'isMigratingZkBroker': o.is_migrating_zk_broker, 'logDirs': (None if o.log_dirs is None else [_ju(e) for e in o.log_dirs]), 'previousBrokerEpoch': o.previous_broker_epoch}
+
+
 Listener._DECODERS = {0: _d_Listener_0, 1: _d_Listener_0, 2: _d_Listener_0, 3: _d_Listener_0, 4: _d_Listener_0}
 Listener._ENCODERS = {0: _e_Listener_0, 1: _e_Listener_1, 2: _e_Listener_2, 3: _e_Listener_3, 4: _e_Listener_4}
+Listener._JSON = {0: _j_Listener_0, 1: _j_Listener_0, 2: _j_Listener_0, 3: _j_Listener_0, 4: _j_Listener_0}
 Feature._DECODERS = {0: _d_Feature_0, 1: _d_Feature_0, 2: _d_Feature_0, 3: _d_Feature_0, 4: _d_Feature_0}
 Feature._ENCODERS = {0: _e_Feature_0, 1: _e_Feature_1, 2: _e_Feature_2, 3: _e_Feature_3, 4: _e_Feature_4}
+Feature._JSON = {0: _j_Feature_0, 1: _j_Feature_0, 2: _j_Feature_0, 3: _j_Feature_0, 4: _j_Feature_0}
 BrokerRegistrationRequest._DECODERS = {0: _d_BrokerRegistrationRequest_0, 1: _d_BrokerRegistrationRequest_1, 2: _d_BrokerRegistrationRequest_2, 3: _d_BrokerRegistrationRequest_3, 4: _d_BrokerRegistrationRequest_3}
 BrokerRegistrationRequest._ENCODERS = {0: _e_BrokerRegistrationRequest_0, 1: _e_BrokerRegistrationRequest_1, 2: _e_BrokerRegistrationRequest_2, 3: _e_BrokerRegistrationRequest_3, 4: _e_BrokerRegistrationRequest_4}
+BrokerRegistrationRequest._JSON = {0: _j_BrokerRegistrationRequest_0, 1: _j_BrokerRegistrationRequest_1, 2: _j_BrokerRegistrationRequest_2, 3: _j_BrokerRegistrationRequest_3, 4: _j_BrokerRegistrationRequest_3}
 Listener._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

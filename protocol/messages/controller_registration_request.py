@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -204,6 +206,10 @@ def _e_Listener_0(o, a):
         a(_S0.pack(o.port, o.security_protocol, 0))
 
 
+def _j_Listener_0(o):
+    return {'name': o.name, 'host': o.host, 'port': o.port, 'securityProtocol': o.security_protocol}
+
+
 def _d_Feature_0(b, p):
     F = None
     try:
@@ -274,6 +280,10 @@ def _e_Feature_0(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
+
+
+def _j_Feature_0(o):
+    return {'name': o.name, 'minSupportedVersion': o.min_supported_version, 'maxSupportedVersion': o.max_supported_version}
 
 
 def _d_ControllerRegistrationRequest_0(b, p):
@@ -504,12 +514,19 @@ def _e_ControllerRegistrationRequest_0(o, a):
         a(b'\x00')
 
 
+def _j_ControllerRegistrationRequest_0(o):
+    return {'controllerId': o.controller_id, 'incarnationId': _ju(o.incarnation_id), 'zkMigrationReady': o.zk_migration_ready, 'listeners': (None if o.listeners is None else [None if e is None else _j_Listener_0(e) for e in o.listeners]), 'features': (None if o.features is None else [None if e is None else _j_Feature_0(e) for e in o.features])}
+
+
 Listener._DECODERS = {0: _d_Listener_0}
 Listener._ENCODERS = {0: _e_Listener_0}
+Listener._JSON = {0: _j_Listener_0}
 Feature._DECODERS = {0: _d_Feature_0}
 Feature._ENCODERS = {0: _e_Feature_0}
+Feature._JSON = {0: _j_Feature_0}
 ControllerRegistrationRequest._DECODERS = {0: _d_ControllerRegistrationRequest_0}
 ControllerRegistrationRequest._ENCODERS = {0: _e_ControllerRegistrationRequest_0}
+ControllerRegistrationRequest._JSON = {0: _j_ControllerRegistrationRequest_0}
 Listener._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

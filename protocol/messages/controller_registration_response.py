@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -131,8 +133,13 @@ def _e_ControllerRegistrationResponse_0(o, a):
         a(b'\x00')
 
 
+def _j_ControllerRegistrationResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'errorMessage': o.error_message}
+
+
 ControllerRegistrationResponse._DECODERS = {0: _d_ControllerRegistrationResponse_0}
 ControllerRegistrationResponse._ENCODERS = {0: _e_ControllerRegistrationResponse_0}
+ControllerRegistrationResponse._JSON = {0: _j_ControllerRegistrationResponse_0}
 ControllerRegistrationResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -334,6 +336,10 @@ def _e_AclCreation_3(o, a):
         _wtags(sorted(u7.items()), a)
     else:
         a(_S3.pack(o.operation, o.permission_type, 0))
+
+
+def _j_AclCreation_1(o):
+    return {'resourceType': o.resource_type, 'resourceName': o.resource_name, 'resourcePatternType': o.resource_pattern_type, 'principal': o.principal, 'host': o.host, 'operation': o.operation, 'permissionType': o.permission_type}
 
 
 def _d_CreateAclsRequest_1(b, p):
@@ -662,10 +668,16 @@ def _e_CreateAclsRequest_3(o, a):
         a(b'\x00')
 
 
+def _j_CreateAclsRequest_1(o):
+    return {'creations': (None if o.creations is None else [None if e is None else _j_AclCreation_1(e) for e in o.creations])}
+
+
 AclCreation._DECODERS = {1: _d_AclCreation_1, 2: _d_AclCreation_2, 3: _d_AclCreation_2}
 AclCreation._ENCODERS = {1: _e_AclCreation_1, 2: _e_AclCreation_2, 3: _e_AclCreation_3}
+AclCreation._JSON = {1: _j_AclCreation_1, 2: _j_AclCreation_1, 3: _j_AclCreation_1}
 CreateAclsRequest._DECODERS = {1: _d_CreateAclsRequest_1, 2: _d_CreateAclsRequest_2, 3: _d_CreateAclsRequest_2}
 CreateAclsRequest._ENCODERS = {1: _e_CreateAclsRequest_1, 2: _e_CreateAclsRequest_2, 3: _e_CreateAclsRequest_3}
+CreateAclsRequest._JSON = {1: _j_CreateAclsRequest_1, 2: _j_CreateAclsRequest_1, 3: _j_CreateAclsRequest_1}
 AclCreation._FIELDS = (
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceName', 'resource_name', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -192,6 +194,10 @@ def _e_AclCreationResult_2(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_AclCreationResult_1(o):
+    return {'errorCode': o.error_code, 'errorMessage': o.error_message}
 
 
 def _d_CreateAclsResponse_1(b, p):
@@ -425,10 +431,16 @@ def _e_CreateAclsResponse_3(o, a):
         a(b'\x00')
 
 
+def _j_CreateAclsResponse_1(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'results': (None if o.results is None else [None if e is None else _j_AclCreationResult_1(e) for e in o.results])}
+
+
 AclCreationResult._DECODERS = {1: _d_AclCreationResult_1, 2: _d_AclCreationResult_2, 3: _d_AclCreationResult_2}
 AclCreationResult._ENCODERS = {1: _e_AclCreationResult_1, 2: _e_AclCreationResult_2, 3: _e_AclCreationResult_2}
+AclCreationResult._JSON = {1: _j_AclCreationResult_1, 2: _j_AclCreationResult_1, 3: _j_AclCreationResult_1}
 CreateAclsResponse._DECODERS = {1: _d_CreateAclsResponse_1, 2: _d_CreateAclsResponse_2, 3: _d_CreateAclsResponse_2}
 CreateAclsResponse._ENCODERS = {1: _e_CreateAclsResponse_1, 2: _e_CreateAclsResponse_2, 3: _e_CreateAclsResponse_3}
+CreateAclsResponse._JSON = {1: _j_CreateAclsResponse_1, 2: _j_CreateAclsResponse_1, 3: _j_CreateAclsResponse_1}
 AclCreationResult._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorMessage', 'error_message', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

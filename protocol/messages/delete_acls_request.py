@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -311,6 +313,10 @@ def _e_DeleteAclsFilter_2(o, a):
         _wtags(sorted(u7.items()), a)
     else:
         a(_S3.pack(o.operation, o.permission_type, 0))
+
+
+def _j_DeleteAclsFilter_1(o):
+    return {'resourceTypeFilter': o.resource_type_filter, 'resourceNameFilter': o.resource_name_filter, 'patternTypeFilter': o.pattern_type_filter, 'principalFilter': o.principal_filter, 'hostFilter': o.host_filter, 'operation': o.operation, 'permissionType': o.permission_type}
 
 
 def _d_DeleteAclsRequest_1(b, p):
@@ -651,10 +657,16 @@ def _e_DeleteAclsRequest_3(o, a):
         a(b'\x00')
 
 
+def _j_DeleteAclsRequest_1(o):
+    return {'filters': (None if o.filters is None else [None if e is None else _j_DeleteAclsFilter_1(e) for e in o.filters])}
+
+
 DeleteAclsFilter._DECODERS = {1: _d_DeleteAclsFilter_1, 2: _d_DeleteAclsFilter_2, 3: _d_DeleteAclsFilter_2}
 DeleteAclsFilter._ENCODERS = {1: _e_DeleteAclsFilter_1, 2: _e_DeleteAclsFilter_2, 3: _e_DeleteAclsFilter_2}
+DeleteAclsFilter._JSON = {1: _j_DeleteAclsFilter_1, 2: _j_DeleteAclsFilter_1, 3: _j_DeleteAclsFilter_1}
 DeleteAclsRequest._DECODERS = {1: _d_DeleteAclsRequest_1, 2: _d_DeleteAclsRequest_2, 3: _d_DeleteAclsRequest_2}
 DeleteAclsRequest._ENCODERS = {1: _e_DeleteAclsRequest_1, 2: _e_DeleteAclsRequest_2, 3: _e_DeleteAclsRequest_3}
+DeleteAclsRequest._JSON = {1: _j_DeleteAclsRequest_1, 2: _j_DeleteAclsRequest_1, 3: _j_DeleteAclsRequest_1}
 DeleteAclsFilter._FIELDS = (
     _F('ResourceTypeFilter', 'resource_type_filter', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceNameFilter', 'resource_name_filter', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

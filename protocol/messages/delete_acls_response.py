@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -872,6 +874,14 @@ def _e_DeleteAclsFilterResult_3(o, a):
         a(b'\x00')
 
 
+def _j_DeleteAclsMatchingAcl_1(o):
+    return {'errorCode': o.error_code, 'errorMessage': o.error_message, 'resourceType': o.resource_type, 'resourceName': o.resource_name, 'patternType': o.pattern_type, 'principal': o.principal, 'host': o.host, 'operation': o.operation, 'permissionType': o.permission_type}
+
+
+def _j_DeleteAclsFilterResult_1(o):
+    return {'errorCode': o.error_code, 'errorMessage': o.error_message, 'matchingAcls': (None if o.matching_acls is None else [None if e is None else _j_DeleteAclsMatchingAcl_1(e) for e in o.matching_acls])}
+
+
 def _d_DeleteAclsResponse_1(b, p):
     F = None
     try:
@@ -1010,12 +1020,19 @@ def _e_DeleteAclsResponse_3(o, a):
         a(b'\x00')
 
 
+def _j_DeleteAclsResponse_1(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'filterResults': (None if o.filter_results is None else [None if e is None else _j_DeleteAclsFilterResult_1(e) for e in o.filter_results])}
+
+
 DeleteAclsFilterResult._DECODERS = {1: _d_DeleteAclsFilterResult_1, 2: _d_DeleteAclsFilterResult_2, 3: _d_DeleteAclsFilterResult_2}
 DeleteAclsFilterResult._ENCODERS = {1: _e_DeleteAclsFilterResult_1, 2: _e_DeleteAclsFilterResult_2, 3: _e_DeleteAclsFilterResult_3}
+DeleteAclsFilterResult._JSON = {1: _j_DeleteAclsFilterResult_1, 2: _j_DeleteAclsFilterResult_1, 3: _j_DeleteAclsFilterResult_1}
 DeleteAclsMatchingAcl._DECODERS = {1: _d_DeleteAclsMatchingAcl_1, 2: _d_DeleteAclsMatchingAcl_2, 3: _d_DeleteAclsMatchingAcl_2}
 DeleteAclsMatchingAcl._ENCODERS = {1: _e_DeleteAclsMatchingAcl_1, 2: _e_DeleteAclsMatchingAcl_2, 3: _e_DeleteAclsMatchingAcl_3}
+DeleteAclsMatchingAcl._JSON = {1: _j_DeleteAclsMatchingAcl_1, 2: _j_DeleteAclsMatchingAcl_1, 3: _j_DeleteAclsMatchingAcl_1}
 DeleteAclsResponse._DECODERS = {1: _d_DeleteAclsResponse_1, 2: _d_DeleteAclsResponse_2, 3: _d_DeleteAclsResponse_2}
 DeleteAclsResponse._ENCODERS = {1: _e_DeleteAclsResponse_1, 2: _e_DeleteAclsResponse_2, 3: _e_DeleteAclsResponse_3}
+DeleteAclsResponse._JSON = {1: _j_DeleteAclsResponse_1, 2: _j_DeleteAclsResponse_1, 3: _j_DeleteAclsResponse_1}
 DeleteAclsFilterResult._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorMessage', 'error_message', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -295,8 +297,13 @@ def _e_DescribeAclsRequest_2(o, a):
         a(_S3.pack(o.operation, o.permission_type, 0))
 
 
+def _j_DescribeAclsRequest_1(o):
+    return {'resourceTypeFilter': o.resource_type_filter, 'resourceNameFilter': o.resource_name_filter, 'patternTypeFilter': o.pattern_type_filter, 'principalFilter': o.principal_filter, 'hostFilter': o.host_filter, 'operation': o.operation, 'permissionType': o.permission_type}
+
+
 DescribeAclsRequest._DECODERS = {1: _d_DescribeAclsRequest_1, 2: _d_DescribeAclsRequest_2, 3: _d_DescribeAclsRequest_2}
 DescribeAclsRequest._ENCODERS = {1: _e_DescribeAclsRequest_1, 2: _e_DescribeAclsRequest_2, 3: _e_DescribeAclsRequest_2}
+DescribeAclsRequest._JSON = {1: _j_DescribeAclsRequest_1, 2: _j_DescribeAclsRequest_1, 3: _j_DescribeAclsRequest_1}
 DescribeAclsRequest._FIELDS = (
     _F('ResourceTypeFilter', 'resource_type_filter', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceNameFilter', 'resource_name_filter', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -622,6 +624,14 @@ def _e_DescribeAclsResource_3(o, a):
         a(b'\x00')
 
 
+def _j_AclDescription_1(o):
+    return {'principal': o.principal, 'host': o.host, 'operation': o.operation, 'permissionType': o.permission_type}
+
+
+def _j_DescribeAclsResource_1(o):
+    return {'resourceType': o.resource_type, 'resourceName': o.resource_name, 'patternType': o.pattern_type, 'acls': (None if o.acls is None else [None if e is None else _j_AclDescription_1(e) for e in o.acls])}
+
+
 def _d_DescribeAclsResponse_1(b, p):
     F = None
     try:
@@ -814,12 +824,19 @@ def _e_DescribeAclsResponse_3(o, a):
         a(b'\x00')
 
 
+def _j_DescribeAclsResponse_1(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'errorMessage': o.error_message, 'resources': (None if o.resources is None else [None if e is None else _j_DescribeAclsResource_1(e) for e in o.resources])}
+
+
 DescribeAclsResource._DECODERS = {1: _d_DescribeAclsResource_1, 2: _d_DescribeAclsResource_2, 3: _d_DescribeAclsResource_2}
 DescribeAclsResource._ENCODERS = {1: _e_DescribeAclsResource_1, 2: _e_DescribeAclsResource_2, 3: _e_DescribeAclsResource_3}
+DescribeAclsResource._JSON = {1: _j_DescribeAclsResource_1, 2: _j_DescribeAclsResource_1, 3: _j_DescribeAclsResource_1}
 AclDescription._DECODERS = {1: _d_AclDescription_1, 2: _d_AclDescription_2, 3: _d_AclDescription_2}
 AclDescription._ENCODERS = {1: _e_AclDescription_1, 2: _e_AclDescription_2, 3: _e_AclDescription_3}
+AclDescription._JSON = {1: _j_AclDescription_1, 2: _j_AclDescription_1, 3: _j_AclDescription_1}
 DescribeAclsResponse._DECODERS = {1: _d_DescribeAclsResponse_1, 2: _d_DescribeAclsResponse_2, 3: _d_DescribeAclsResponse_2}
 DescribeAclsResponse._ENCODERS = {1: _e_DescribeAclsResponse_1, 2: _e_DescribeAclsResponse_2, 3: _e_DescribeAclsResponse_3}
+DescribeAclsResponse._JSON = {1: _j_DescribeAclsResponse_1, 2: _j_DescribeAclsResponse_1, 3: _j_DescribeAclsResponse_1}
 DescribeAclsResource._FIELDS = (
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceName', 'resource_name', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -218,8 +220,21 @@ def _e_DescribeClusterRequest_2(o, a):
         a(_S2.pack(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers, 0))
 
 
+def _j_DescribeClusterRequest_0(o):
+    return {'includeClusterAuthorizedOperations': o.include_cluster_authorized_operations}
+
+
+def _j_DescribeClusterRequest_1(o):
+    return {'includeClusterAuthorizedOperations': o.include_cluster_authorized_operations, 'endpointType': o.endpoint_type}
+
+
+def _j_DescribeClusterRequest_2(o):
+    return {'includeClusterAuthorizedOperations': o.include_cluster_authorized_operations, 'endpointType': o.endpoint_type, 'includeFencedBrokers': o.include_fenced_brokers}
+
+
 DescribeClusterRequest._DECODERS = {0: _d_DescribeClusterRequest_0, 1: _d_DescribeClusterRequest_1, 2: _d_DescribeClusterRequest_2}
 DescribeClusterRequest._ENCODERS = {0: _e_DescribeClusterRequest_0, 1: _e_DescribeClusterRequest_1, 2: _e_DescribeClusterRequest_2}
+DescribeClusterRequest._JSON = {0: _j_DescribeClusterRequest_0, 1: _j_DescribeClusterRequest_1, 2: _j_DescribeClusterRequest_2}
 DescribeClusterRequest._FIELDS = (
     _F('IncludeClusterAuthorizedOperations', 'include_cluster_authorized_operations', 'bool', None, None, (0, 32767), None, None, None, False, False),
     _F('EndpointType', 'endpoint_type', 'int8', None, None, (1, 32767), None, None, None, 1, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -332,6 +334,14 @@ def _e_DescribeClusterBroker_2(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(_S1.pack(o.is_fenced, 0))
+
+
+def _j_DescribeClusterBroker_0(o):
+    return {'brokerId': o.broker_id, 'host': o.host, 'port': o.port, 'rack': o.rack}
+
+
+def _j_DescribeClusterBroker_2(o):
+    return {'brokerId': o.broker_id, 'host': o.host, 'port': o.port, 'rack': o.rack, 'isFenced': o.is_fenced}
 
 
 def _d_DescribeClusterResponse_0(b, p):
@@ -982,10 +992,24 @@ def _e_DescribeClusterResponse_2(o, a):
         a(_S4.pack(o.cluster_authorized_operations, 0))
 
 
+def _j_DescribeClusterResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'errorMessage': o.error_message, 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'brokers': (None if o.brokers is None else [None if e is None else _j_DescribeClusterBroker_0(e) for e in o.brokers]), 'clusterAuthorizedOperations': o.cluster_authorized_operations}
+
+
+def _j_DescribeClusterResponse_1(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'errorMessage': o.error_message, 'endpointType': o.endpoint_type, 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'brokers': (None if o.brokers is None else [None if e is None else _j_DescribeClusterBroker_0(e) for e in o.brokers]), 'clusterAuthorizedOperations': o.cluster_authorized_operations}
+
+
+def _j_DescribeClusterResponse_2(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'errorMessage': o.error_message, 'endpointType': o.endpoint_type, 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'brokers': (None if o.brokers is None else [None if e is None else _j_DescribeClusterBroker_2(e) for e in o.brokers]), 'clusterAuthorizedOperations': o.cluster_authorized_operations}
+
+
 DescribeClusterBroker._DECODERS = {0: _d_DescribeClusterBroker_0, 1: _d_DescribeClusterBroker_0, 2: _d_DescribeClusterBroker_2}
 DescribeClusterBroker._ENCODERS = {0: _e_DescribeClusterBroker_0, 1: _e_DescribeClusterBroker_1, 2: _e_DescribeClusterBroker_2}
+DescribeClusterBroker._JSON = {0: _j_DescribeClusterBroker_0, 1: _j_DescribeClusterBroker_0, 2: _j_DescribeClusterBroker_2}
 DescribeClusterResponse._DECODERS = {0: _d_DescribeClusterResponse_0, 1: _d_DescribeClusterResponse_1, 2: _d_DescribeClusterResponse_2}
 DescribeClusterResponse._ENCODERS = {0: _e_DescribeClusterResponse_0, 1: _e_DescribeClusterResponse_1, 2: _e_DescribeClusterResponse_2}
+DescribeClusterResponse._JSON = {0: _j_DescribeClusterResponse_0, 1: _j_DescribeClusterResponse_1, 2: _j_DescribeClusterResponse_2}
 DescribeClusterBroker._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

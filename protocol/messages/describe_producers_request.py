@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -165,6 +167,10 @@ def _e_TopicRequest_0(o, a):
         a(b'\x00')
 
 
+def _j_TopicRequest_0(o):
+    return {'name': o.name, 'partitionIndexes': (None if o.partition_indexes is None else list(o.partition_indexes))}
+
+
 def _d_DescribeProducersRequest_0(b, p):
     F = None
     try:
@@ -310,10 +316,16 @@ def _e_DescribeProducersRequest_0(o, a):
         a(b'\x00')
 
 
+def _j_DescribeProducersRequest_0(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_TopicRequest_0(e) for e in o.topics])}
+
+
 TopicRequest._DECODERS = {0: _d_TopicRequest_0}
 TopicRequest._ENCODERS = {0: _e_TopicRequest_0}
+TopicRequest._JSON = {0: _j_TopicRequest_0}
 DescribeProducersRequest._DECODERS = {0: _d_DescribeProducersRequest_0}
 DescribeProducersRequest._ENCODERS = {0: _e_DescribeProducersRequest_0}
+DescribeProducersRequest._JSON = {0: _j_DescribeProducersRequest_0}
 TopicRequest._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('PartitionIndexes', 'partition_indexes', 'array', 'int32', None, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -399,6 +401,18 @@ def _e_TopicResponse_0(o, a):
         a(b'\x00')
 
 
+def _j_ProducerState_0(o):
+    return {'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'lastSequence': o.last_sequence, 'lastTimestamp': o.last_timestamp, 'coordinatorEpoch': o.coordinator_epoch, 'currentTxnStartOffset': o.current_txn_start_offset}
+
+
+def _j_PartitionResponse_0(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'errorMessage': o.error_message, 'activeProducers': (None if o.active_producers is None else [None if e is None else _j_ProducerState_0(e) for e in o.active_producers])}
+
+
+def _j_TopicResponse_0(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionResponse_0(e) for e in o.partitions])}
+
+
 def _d_DescribeProducersResponse_0(b, p):
     F = None
     try:
@@ -475,14 +489,22 @@ def _e_DescribeProducersResponse_0(o, a):
         a(b'\x00')
 
 
+def _j_DescribeProducersResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'topics': (None if o.topics is None else [None if e is None else _j_TopicResponse_0(e) for e in o.topics])}
+
+
 TopicResponse._DECODERS = {0: _d_TopicResponse_0}
 TopicResponse._ENCODERS = {0: _e_TopicResponse_0}
+TopicResponse._JSON = {0: _j_TopicResponse_0}
 PartitionResponse._DECODERS = {0: _d_PartitionResponse_0}
 PartitionResponse._ENCODERS = {0: _e_PartitionResponse_0}
+PartitionResponse._JSON = {0: _j_PartitionResponse_0}
 ProducerState._DECODERS = {0: _d_ProducerState_0}
 ProducerState._ENCODERS = {0: _e_ProducerState_0}
+ProducerState._JSON = {0: _j_ProducerState_0}
 DescribeProducersResponse._DECODERS = {0: _d_DescribeProducersResponse_0}
 DescribeProducersResponse._ENCODERS = {0: _e_DescribeProducersResponse_0}
+DescribeProducersResponse._JSON = {0: _j_DescribeProducersResponse_0}
 TopicResponse._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionResponse, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -321,6 +323,14 @@ def _e_TopicData_2(o, a):
         a(b'\x00')
 
 
+def _j_PartitionData_0(o):
+    return {'partitionIndex': o.partition_index}
+
+
+def _j_TopicData_0(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_0(e) for e in o.partitions])}
+
+
 def _d_DescribeQuorumRequest_0(b, p):
     F = None
     try:
@@ -425,12 +435,19 @@ def _e_DescribeQuorumRequest_2(o, a):
         a(b'\x00')
 
 
+def _j_DescribeQuorumRequest_0(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_TopicData_0(e) for e in o.topics])}
+
+
 TopicData._DECODERS = {0: _d_TopicData_0, 1: _d_TopicData_0, 2: _d_TopicData_0}
 TopicData._ENCODERS = {0: _e_TopicData_0, 1: _e_TopicData_1, 2: _e_TopicData_2}
+TopicData._JSON = {0: _j_TopicData_0, 1: _j_TopicData_0, 2: _j_TopicData_0}
 PartitionData._DECODERS = {0: _d_PartitionData_0, 1: _d_PartitionData_0, 2: _d_PartitionData_0}
 PartitionData._ENCODERS = {0: _e_PartitionData_0, 1: _e_PartitionData_0, 2: _e_PartitionData_0}
+PartitionData._JSON = {0: _j_PartitionData_0, 1: _j_PartitionData_0, 2: _j_PartitionData_0}
 DescribeQuorumRequest._DECODERS = {0: _d_DescribeQuorumRequest_0, 1: _d_DescribeQuorumRequest_0, 2: _d_DescribeQuorumRequest_0}
 DescribeQuorumRequest._ENCODERS = {0: _e_DescribeQuorumRequest_0, 1: _e_DescribeQuorumRequest_1, 2: _e_DescribeQuorumRequest_2}
+DescribeQuorumRequest._JSON = {0: _j_DescribeQuorumRequest_0, 1: _j_DescribeQuorumRequest_0, 2: _j_DescribeQuorumRequest_0}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -1163,6 +1165,42 @@ def _e_TopicData_2(o, a):
         a(b'\x00')
 
 
+def _j_ReplicaState_0(o):
+    return {'replicaId': o.replica_id, 'logEndOffset': o.log_end_offset}
+
+
+def _j_PartitionData_0(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch, 'highWatermark': o.high_watermark, 'currentVoters': (None if o.current_voters is None else [None if e is None else _j_ReplicaState_0(e) for e in o.current_voters]), 'observers': (None if o.observers is None else [None if e is None else _j_ReplicaState_0(e) for e in o.observers])}
+
+
+def _j_TopicData_0(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_0(e) for e in o.partitions])}
+
+
+def _j_ReplicaState_1(o):
+    return {'replicaId': o.replica_id, 'logEndOffset': o.log_end_offset, 'lastFetchTimestamp': o.last_fetch_timestamp, 'lastCaughtUpTimestamp': o.last_caught_up_timestamp}
+
+
+def _j_PartitionData_1(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch, 'highWatermark': o.high_watermark, 'currentVoters': (None if o.current_voters is None else [None if e is None else _j_ReplicaState_1(e) for e in o.current_voters]), 'observers': (None if o.observers is None else [None if e is None else _j_ReplicaState_1(e) for e in o.observers])}
+
+
+def _j_TopicData_1(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_1(e) for e in o.partitions])}
+
+
+def _j_ReplicaState_2(o):
+    return {'replicaId': o.replica_id, 'replicaDirectoryId': _ju(o.replica_directory_id), 'logEndOffset': o.log_end_offset, 'lastFetchTimestamp': o.last_fetch_timestamp, 'lastCaughtUpTimestamp': o.last_caught_up_timestamp}
+
+
+def _j_PartitionData_2(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'errorMessage': o.error_message, 'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch, 'highWatermark': o.high_watermark, 'currentVoters': (None if o.current_voters is None else [None if e is None else _j_ReplicaState_2(e) for e in o.current_voters]), 'observers': (None if o.observers is None else [None if e is None else _j_ReplicaState_2(e) for e in o.observers])}
+
+
+def _j_TopicData_2(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_2(e) for e in o.partitions])}
+
+
 def _d_Listener_2(b, p):
     F = None
     try:
@@ -1405,6 +1443,14 @@ def _e_Node_2(o, a):
         _wtags(sorted(u9.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_Listener_2(o):
+    return {'name': o.name, 'host': o.host, 'port': o.port}
+
+
+def _j_Node_2(o):
+    return {'nodeId': o.node_id, 'listeners': (None if o.listeners is None else [None if e is None else _j_Listener_2(e) for e in o.listeners])}
 
 
 def _d_DescribeQuorumResponse_0(b, p):
@@ -1693,18 +1739,36 @@ def _e_DescribeQuorumResponse_2(o, a):
         a(b'\x00')
 
 
+def _j_DescribeQuorumResponse_0(o):
+    return {'errorCode': o.error_code, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_0(e) for e in o.topics])}
+
+
+def _j_DescribeQuorumResponse_1(o):
+    return {'errorCode': o.error_code, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_1(e) for e in o.topics])}
+
+
+def _j_DescribeQuorumResponse_2(o):
+    return {'errorCode': o.error_code, 'errorMessage': o.error_message, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_2(e) for e in o.topics]), 'nodes': (None if o.nodes is None else [None if e is None else _j_Node_2(e) for e in o.nodes])}
+
+
 TopicData._DECODERS = {0: _d_TopicData_0, 1: _d_TopicData_1, 2: _d_TopicData_2}
 TopicData._ENCODERS = {0: _e_TopicData_0, 1: _e_TopicData_1, 2: _e_TopicData_2}
+TopicData._JSON = {0: _j_TopicData_0, 1: _j_TopicData_1, 2: _j_TopicData_2}
 PartitionData._DECODERS = {0: _d_PartitionData_0, 1: _d_PartitionData_1, 2: _d_PartitionData_2}
 PartitionData._ENCODERS = {0: _e_PartitionData_0, 1: _e_PartitionData_1, 2: _e_PartitionData_2}
+PartitionData._JSON = {0: _j_PartitionData_0, 1: _j_PartitionData_1, 2: _j_PartitionData_2}
 ReplicaState._DECODERS = {0: _d_ReplicaState_0, 1: _d_ReplicaState_1, 2: _d_ReplicaState_2}
 ReplicaState._ENCODERS = {0: _e_ReplicaState_0, 1: _e_ReplicaState_1, 2: _e_ReplicaState_2}
+ReplicaState._JSON = {0: _j_ReplicaState_0, 1: _j_ReplicaState_1, 2: _j_ReplicaState_2}
 Node._DECODERS = {2: _d_Node_2}
 Node._ENCODERS = {2: _e_Node_2}
+Node._JSON = {2: _j_Node_2}
 Listener._DECODERS = {2: _d_Listener_2}
 Listener._ENCODERS = {2: _e_Listener_2}
+Listener._JSON = {2: _j_Listener_2}
 DescribeQuorumResponse._DECODERS = {0: _d_DescribeQuorumResponse_0, 1: _d_DescribeQuorumResponse_1, 2: _d_DescribeQuorumResponse_2}
 DescribeQuorumResponse._ENCODERS = {0: _e_DescribeQuorumResponse_0, 1: _e_DescribeQuorumResponse_1, 2: _e_DescribeQuorumResponse_2}
+DescribeQuorumResponse._JSON = {0: _j_DescribeQuorumResponse_0, 1: _j_DescribeQuorumResponse_1, 2: _j_DescribeQuorumResponse_2}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

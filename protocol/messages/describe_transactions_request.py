@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -144,8 +146,13 @@ def _e_DescribeTransactionsRequest_0(o, a):
         a(b'\x00')
 
 
+def _j_DescribeTransactionsRequest_0(o):
+    return {'transactionalIds': (None if o.transactional_ids is None else list(o.transactional_ids))}
+
+
 DescribeTransactionsRequest._DECODERS = {0: _d_DescribeTransactionsRequest_0}
 DescribeTransactionsRequest._ENCODERS = {0: _e_DescribeTransactionsRequest_0}
+DescribeTransactionsRequest._JSON = {0: _j_DescribeTransactionsRequest_0}
 DescribeTransactionsRequest._FIELDS = (
     _F('TransactionalIds', 'transactional_ids', 'array', 'string', None, (0, 32767), None, None, None, [], False),
 )

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -398,6 +400,14 @@ def _e_TransactionState_0(o, a):
         a(b'\x00')
 
 
+def _j_TopicData_0(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else list(o.partitions))}
+
+
+def _j_TransactionState_0(o):
+    return {'errorCode': o.error_code, 'transactionalId': o.transactional_id, 'transactionState': o.transaction_state, 'transactionTimeoutMs': o.transaction_timeout_ms, 'transactionStartTimeMs': o.transaction_start_time_ms, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_0(e) for e in o.topics])}
+
+
 def _d_DescribeTransactionsResponse_0(b, p):
     F = None
     try:
@@ -474,12 +484,19 @@ def _e_DescribeTransactionsResponse_0(o, a):
         a(b'\x00')
 
 
+def _j_DescribeTransactionsResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'transactionStates': (None if o.transaction_states is None else [None if e is None else _j_TransactionState_0(e) for e in o.transaction_states])}
+
+
 TransactionState._DECODERS = {0: _d_TransactionState_0}
 TransactionState._ENCODERS = {0: _e_TransactionState_0}
+TransactionState._JSON = {0: _j_TransactionState_0}
 TopicData._DECODERS = {0: _d_TopicData_0}
 TopicData._ENCODERS = {0: _e_TopicData_0}
+TopicData._JSON = {0: _j_TopicData_0}
 DescribeTransactionsResponse._DECODERS = {0: _d_DescribeTransactionsResponse_0}
 DescribeTransactionsResponse._ENCODERS = {0: _e_DescribeTransactionsResponse_0}
+DescribeTransactionsResponse._JSON = {0: _j_DescribeTransactionsResponse_0}
 TransactionState._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -531,6 +533,26 @@ def _e_TopicData_1(o, a):
         a(b'\x00')
 
 
+def _j_PartitionData_0(o):
+    return {'partitionIndex': o.partition_index, 'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch, 'preferredSuccessors': (None if o.preferred_successors is None else list(o.preferred_successors))}
+
+
+def _j_TopicData_0(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_0(e) for e in o.partitions])}
+
+
+def _j_ReplicaInfo_1(o):
+    return {'candidateId': o.candidate_id, 'candidateDirectoryId': _ju(o.candidate_directory_id)}
+
+
+def _j_PartitionData_1(o):
+    return {'partitionIndex': o.partition_index, 'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch, 'preferredCandidates': (None if o.preferred_candidates is None else [None if e is None else _j_ReplicaInfo_1(e) for e in o.preferred_candidates])}
+
+
+def _j_TopicData_1(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_1(e) for e in o.partitions])}
+
+
 def _d_LeaderEndpoint_1(b, p):
     F = None
     try:
@@ -624,6 +646,10 @@ def _e_LeaderEndpoint_1(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(_S5.pack(o.port, 0))
+
+
+def _j_LeaderEndpoint_1(o):
+    return {'name': o.name, 'host': o.host, 'port': o.port}
 
 
 def _d_EndQuorumEpochRequest_0(b, p):
@@ -884,16 +910,29 @@ def _e_EndQuorumEpochRequest_1(o, a):
         a(b'\x00')
 
 
+def _j_EndQuorumEpochRequest_0(o):
+    return {'clusterId': o.cluster_id, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_0(e) for e in o.topics])}
+
+
+def _j_EndQuorumEpochRequest_1(o):
+    return {'clusterId': o.cluster_id, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_1(e) for e in o.topics]), 'leaderEndpoints': (None if o.leader_endpoints is None else [None if e is None else _j_LeaderEndpoint_1(e) for e in o.leader_endpoints])}
+
+
 TopicData._DECODERS = {0: _d_TopicData_0, 1: _d_TopicData_1}
 TopicData._ENCODERS = {0: _e_TopicData_0, 1: _e_TopicData_1}
+TopicData._JSON = {0: _j_TopicData_0, 1: _j_TopicData_1}
 PartitionData._DECODERS = {0: _d_PartitionData_0, 1: _d_PartitionData_1}
 PartitionData._ENCODERS = {0: _e_PartitionData_0, 1: _e_PartitionData_1}
+PartitionData._JSON = {0: _j_PartitionData_0, 1: _j_PartitionData_1}
 ReplicaInfo._DECODERS = {1: _d_ReplicaInfo_1}
 ReplicaInfo._ENCODERS = {1: _e_ReplicaInfo_1}
+ReplicaInfo._JSON = {1: _j_ReplicaInfo_1}
 LeaderEndpoint._DECODERS = {1: _d_LeaderEndpoint_1}
 LeaderEndpoint._ENCODERS = {1: _e_LeaderEndpoint_1}
+LeaderEndpoint._JSON = {1: _j_LeaderEndpoint_1}
 EndQuorumEpochRequest._DECODERS = {0: _d_EndQuorumEpochRequest_0, 1: _d_EndQuorumEpochRequest_1}
 EndQuorumEpochRequest._ENCODERS = {0: _e_EndQuorumEpochRequest_0, 1: _e_EndQuorumEpochRequest_1}
+EndQuorumEpochRequest._JSON = {0: _j_EndQuorumEpochRequest_0, 1: _j_EndQuorumEpochRequest_1}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -171,8 +173,13 @@ def _e_EnvelopeRequest_0(o, a):
         a(b'\x00')
 
 
+def _j_EnvelopeRequest_0(o):
+    return {'requestData': _jb(o.request_data), 'requestPrincipal': _jb(o.request_principal), 'clientHostAddress': _jb(o.client_host_address)}
+
+
 EnvelopeRequest._DECODERS = {0: _d_EnvelopeRequest_0}
 EnvelopeRequest._ENCODERS = {0: _e_EnvelopeRequest_0}
+EnvelopeRequest._JSON = {0: _j_EnvelopeRequest_0}
 EnvelopeRequest._FIELDS = (
     _F('RequestData', 'request_data', 'bytes', None, None, (0, 32767), None, None, None, b'', False),
     _F('RequestPrincipal', 'request_principal', 'bytes', None, None, (0, 32767), (0, 32767), None, None, b'', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -127,8 +129,13 @@ def _e_EnvelopeResponse_0(o, a):
         a(_S0.pack(o.error_code, 0))
 
 
+def _j_EnvelopeResponse_0(o):
+    return {'responseData': _jb(o.response_data), 'errorCode': o.error_code}
+
+
 EnvelopeResponse._DECODERS = {0: _d_EnvelopeResponse_0}
 EnvelopeResponse._ENCODERS = {0: _e_EnvelopeResponse_0}
+EnvelopeResponse._JSON = {0: _j_EnvelopeResponse_0}
 EnvelopeResponse._FIELDS = (
     _F('ResponseData', 'response_data', 'bytes', None, None, (0, 32767), (0, 32767), None, None, None, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -228,6 +230,10 @@ def _e_ReplicaState_15(o, a):
         _wtags(sorted(u1.items()), a)
     else:
         a(_S0.pack(o.replica_id, o.replica_epoch, 0))
+
+
+def _j_ReplicaState_15(o):
+    return {'replicaId': o.replica_id, 'replicaEpoch': o.replica_epoch}
 
 
 def _d_FetchPartition_4(b, p):
@@ -1878,6 +1884,66 @@ def _e_FetchTopic_18(o, a):
         a(b'\x00')
 
 
+def _j_FetchPartition_4(o):
+    return {'partition': o.partition, 'fetchOffset': o.fetch_offset, 'partitionMaxBytes': o.partition_max_bytes}
+
+
+def _j_FetchTopic_4(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_FetchPartition_4(e) for e in o.partitions])}
+
+
+def _j_FetchPartition_5(o):
+    return {'partition': o.partition, 'fetchOffset': o.fetch_offset, 'logStartOffset': o.log_start_offset, 'partitionMaxBytes': o.partition_max_bytes}
+
+
+def _j_FetchTopic_5(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_FetchPartition_5(e) for e in o.partitions])}
+
+
+def _j_FetchPartition_9(o):
+    return {'partition': o.partition, 'currentLeaderEpoch': o.current_leader_epoch, 'fetchOffset': o.fetch_offset, 'logStartOffset': o.log_start_offset, 'partitionMaxBytes': o.partition_max_bytes}
+
+
+def _j_FetchTopic_9(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_FetchPartition_9(e) for e in o.partitions])}
+
+
+def _j_FetchPartition_12(o):
+    return {'partition': o.partition, 'currentLeaderEpoch': o.current_leader_epoch, 'fetchOffset': o.fetch_offset, 'lastFetchedEpoch': o.last_fetched_epoch, 'logStartOffset': o.log_start_offset, 'partitionMaxBytes': o.partition_max_bytes}
+
+
+def _j_FetchTopic_12(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_FetchPartition_12(e) for e in o.partitions])}
+
+
+def _j_FetchTopic_13(o):
+    return {'topicId': _ju(o.topic_id), 'partitions': (None if o.partitions is None else [None if e is None else _j_FetchPartition_12(e) for e in o.partitions])}
+
+
+def _j_FetchPartition_17(o):
+    r = {'partition': o.partition, 'currentLeaderEpoch': o.current_leader_epoch, 'fetchOffset': o.fetch_offset, 'lastFetchedEpoch': o.last_fetched_epoch, 'logStartOffset': o.log_start_offset, 'partitionMaxBytes': o.partition_max_bytes}
+    if o.replica_directory_id != ZERO_UUID:
+        r['replicaDirectoryId'] = _ju(o.replica_directory_id)
+    return r
+
+
+def _j_FetchTopic_17(o):
+    return {'topicId': _ju(o.topic_id), 'partitions': (None if o.partitions is None else [None if e is None else _j_FetchPartition_17(e) for e in o.partitions])}
+
+
+def _j_FetchPartition_18(o):
+    r = {'partition': o.partition, 'currentLeaderEpoch': o.current_leader_epoch, 'fetchOffset': o.fetch_offset, 'lastFetchedEpoch': o.last_fetched_epoch, 'logStartOffset': o.log_start_offset, 'partitionMaxBytes': o.partition_max_bytes}
+    if o.replica_directory_id != ZERO_UUID:
+        r['replicaDirectoryId'] = _ju(o.replica_directory_id)
+    if o.high_watermark != 9223372036854775807:
+        r['highWatermark'] = o.high_watermark
+    return r
+
+
+def _j_FetchTopic_18(o):
+    return {'topicId': _ju(o.topic_id), 'partitions': (None if o.partitions is None else [None if e is None else _j_FetchPartition_18(e) for e in o.partitions])}
+
+
 def _d_ForgottenTopic_7(b, p):
     F = None
     try:
@@ -2268,6 +2334,14 @@ def _e_ForgottenTopic_18(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_ForgottenTopic_7(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else list(o.partitions))}
+
+
+def _j_ForgottenTopic_13(o):
+    return {'topicId': _ju(o.topic_id), 'partitions': (None if o.partitions is None else list(o.partitions))}
 
 
 def _d_FetchRequest_4(b, p):
@@ -4437,16 +4511,129 @@ def _e_FetchRequest_18(o, a):
         a(b'\x00')
 
 
+def _j_FetchRequest_4(o):
+    return {'replicaId': o.replica_id, 'maxWaitMs': o.max_wait_ms, 'minBytes': o.min_bytes, 'maxBytes': o.max_bytes, 'isolationLevel': o.isolation_level, 'topics': (None if o.topics is None else [None if e is None else _j_FetchTopic_4(e) for e in o.topics])}
+
+
+def _j_FetchRequest_5(o):
+    return {'replicaId': o.replica_id, 'maxWaitMs': o.max_wait_ms, 'minBytes': o.min_bytes, 'maxBytes': o.max_bytes, 'isolationLevel': o.isolation_level, 'topics': (None if o.topics is None else [None if e is None else _j_FetchTopic_5(e) for e in o.topics])}
+
+
+def _j_FetchRequest_7(o):
+    return {'replicaId': o.replica_id, 'maxWaitMs': o.max_wait_ms, 'minBytes': o.min_bytes, 'maxBytes': o.max_bytes, 'isolationLevel': o.isolation_level, 'sessionId': o.session_id, 'sessionEpoch': o.session_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_FetchTopic_5(e) for e in o.topics]), 'forgottenTopicsData': (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_7(e) for e in o.forgotten_topics_data])}
+
+
+def _j_FetchRequest_9(o):
+    return {'replicaId': o.replica_id, 'maxWaitMs': o.max_wait_ms, 'minBytes': o.min_bytes, 'maxBytes': o.max_bytes, 'isolationLevel': o.isolation_level, 'sessionId': o.session_id, 'sessionEpoch': o.session_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_FetchTopic_9(e) for e in o.topics]), 'forgottenTopicsData': (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_7(e) for e in o.forgotten_topics_data])}
+
+
+def _j_FetchRequest_11(o):
+    return {'replicaId': o.replica_id, 'maxWaitMs': o.max_wait_ms, 'minBytes': o.min_bytes, 'maxBytes': o.max_bytes, 'isolationLevel': o.isolation_level, 'sessionId': o.session_id, 'sessionEpoch': o.session_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_FetchTopic_9(e) for e in o.topics]), 'forgottenTopicsData': (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_7(e) for e in o.forgotten_topics_data]), 'rackId': o.rack_id}
+
+
+def _j_FetchRequest_12(o):
+    r = {}
+    if o.cluster_id is not None:
+        r['clusterId'] = o.cluster_id
+    r['replicaId'] = o.replica_id
+    r['maxWaitMs'] = o.max_wait_ms
+    r['minBytes'] = o.min_bytes
+    r['maxBytes'] = o.max_bytes
+    r['isolationLevel'] = o.isolation_level
+    r['sessionId'] = o.session_id
+    r['sessionEpoch'] = o.session_epoch
+    r['topics'] = (None if o.topics is None else [None if e is None else _j_FetchTopic_12(e) for e in o.topics])
+    r['forgottenTopicsData'] = (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_7(e) for e in o.forgotten_topics_data])
+    r['rackId'] = o.rack_id
+    return r
+
+
+def _j_FetchRequest_13(o):
+    r = {}
+    if o.cluster_id is not None:
+        r['clusterId'] = o.cluster_id
+    r['replicaId'] = o.replica_id
+    r['maxWaitMs'] = o.max_wait_ms
+    r['minBytes'] = o.min_bytes
+    r['maxBytes'] = o.max_bytes
+    r['isolationLevel'] = o.isolation_level
+    r['sessionId'] = o.session_id
+    r['sessionEpoch'] = o.session_epoch
+    r['topics'] = (None if o.topics is None else [None if e is None else _j_FetchTopic_13(e) for e in o.topics])
+    r['forgottenTopicsData'] = (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_13(e) for e in o.forgotten_topics_data])
+    r['rackId'] = o.rack_id
+    return r
+
+
+def _j_FetchRequest_15(o):
+    r = {}
+    if o.cluster_id is not None:
+        r['clusterId'] = o.cluster_id
+    if o.replica_state != _DEF_ReplicaState:
+        r['replicaState'] = (None if o.replica_state is None else _j_ReplicaState_15(o.replica_state))
+    r['maxWaitMs'] = o.max_wait_ms
+    r['minBytes'] = o.min_bytes
+    r['maxBytes'] = o.max_bytes
+    r['isolationLevel'] = o.isolation_level
+    r['sessionId'] = o.session_id
+    r['sessionEpoch'] = o.session_epoch
+    r['topics'] = (None if o.topics is None else [None if e is None else _j_FetchTopic_13(e) for e in o.topics])
+    r['forgottenTopicsData'] = (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_13(e) for e in o.forgotten_topics_data])
+    r['rackId'] = o.rack_id
+    return r
+
+
+def _j_FetchRequest_17(o):
+    r = {}
+    if o.cluster_id is not None:
+        r['clusterId'] = o.cluster_id
+    if o.replica_state != _DEF_ReplicaState:
+        r['replicaState'] = (None if o.replica_state is None else _j_ReplicaState_15(o.replica_state))
+    r['maxWaitMs'] = o.max_wait_ms
+    r['minBytes'] = o.min_bytes
+    r['maxBytes'] = o.max_bytes
+    r['isolationLevel'] = o.isolation_level
+    r['sessionId'] = o.session_id
+    r['sessionEpoch'] = o.session_epoch
+    r['topics'] = (None if o.topics is None else [None if e is None else _j_FetchTopic_17(e) for e in o.topics])
+    r['forgottenTopicsData'] = (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_13(e) for e in o.forgotten_topics_data])
+    r['rackId'] = o.rack_id
+    return r
+
+
+def _j_FetchRequest_18(o):
+    r = {}
+    if o.cluster_id is not None:
+        r['clusterId'] = o.cluster_id
+    if o.replica_state != _DEF_ReplicaState:
+        r['replicaState'] = (None if o.replica_state is None else _j_ReplicaState_15(o.replica_state))
+    r['maxWaitMs'] = o.max_wait_ms
+    r['minBytes'] = o.min_bytes
+    r['maxBytes'] = o.max_bytes
+    r['isolationLevel'] = o.isolation_level
+    r['sessionId'] = o.session_id
+    r['sessionEpoch'] = o.session_epoch
+    r['topics'] = (None if o.topics is None else [None if e is None else _j_FetchTopic_18(e) for e in o.topics])
+    r['forgottenTopicsData'] = (None if o.forgotten_topics_data is None else [None if e is None else _j_ForgottenTopic_13(e) for e in o.forgotten_topics_data])
+    r['rackId'] = o.rack_id
+    return r
+
+
 ReplicaState._DECODERS = {15: _d_ReplicaState_15, 16: _d_ReplicaState_15, 17: _d_ReplicaState_15, 18: _d_ReplicaState_15}
 ReplicaState._ENCODERS = {15: _e_ReplicaState_15, 16: _e_ReplicaState_15, 17: _e_ReplicaState_15, 18: _e_ReplicaState_15}
+ReplicaState._JSON = {15: _j_ReplicaState_15, 16: _j_ReplicaState_15, 17: _j_ReplicaState_15, 18: _j_ReplicaState_15}
 FetchTopic._DECODERS = {4: _d_FetchTopic_4, 5: _d_FetchTopic_5, 6: _d_FetchTopic_5, 7: _d_FetchTopic_5, 8: _d_FetchTopic_5, 9: _d_FetchTopic_9, 10: _d_FetchTopic_9, 11: _d_FetchTopic_9, 12: _d_FetchTopic_12, 13: _d_FetchTopic_13, 14: _d_FetchTopic_14, 15: _d_FetchTopic_15, 16: _d_FetchTopic_16, 17: _d_FetchTopic_17, 18: _d_FetchTopic_18}
 FetchTopic._ENCODERS = {4: _e_FetchTopic_4, 5: _e_FetchTopic_5, 6: _e_FetchTopic_6, 7: _e_FetchTopic_7, 8: _e_FetchTopic_8, 9: _e_FetchTopic_9, 10: _e_FetchTopic_10, 11: _e_FetchTopic_11, 12: _e_FetchTopic_12, 13: _e_FetchTopic_13, 14: _e_FetchTopic_14, 15: _e_FetchTopic_15, 16: _e_FetchTopic_16, 17: _e_FetchTopic_17, 18: _e_FetchTopic_18}
+FetchTopic._JSON = {4: _j_FetchTopic_4, 5: _j_FetchTopic_5, 6: _j_FetchTopic_5, 7: _j_FetchTopic_5, 8: _j_FetchTopic_5, 9: _j_FetchTopic_9, 10: _j_FetchTopic_9, 11: _j_FetchTopic_9, 12: _j_FetchTopic_12, 13: _j_FetchTopic_13, 14: _j_FetchTopic_13, 15: _j_FetchTopic_13, 16: _j_FetchTopic_13, 17: _j_FetchTopic_17, 18: _j_FetchTopic_18}
 FetchPartition._DECODERS = {4: _d_FetchPartition_4, 5: _d_FetchPartition_5, 6: _d_FetchPartition_5, 7: _d_FetchPartition_5, 8: _d_FetchPartition_5, 9: _d_FetchPartition_9, 10: _d_FetchPartition_9, 11: _d_FetchPartition_9, 12: _d_FetchPartition_12, 13: _d_FetchPartition_13, 14: _d_FetchPartition_14, 15: _d_FetchPartition_15, 16: _d_FetchPartition_16, 17: _d_FetchPartition_17, 18: _d_FetchPartition_18}
 FetchPartition._ENCODERS = {4: _e_FetchPartition_4, 5: _e_FetchPartition_5, 6: _e_FetchPartition_5, 7: _e_FetchPartition_5, 8: _e_FetchPartition_5, 9: _e_FetchPartition_9, 10: _e_FetchPartition_9, 11: _e_FetchPartition_9, 12: _e_FetchPartition_12, 13: _e_FetchPartition_12, 14: _e_FetchPartition_12, 15: _e_FetchPartition_12, 16: _e_FetchPartition_12, 17: _e_FetchPartition_17, 18: _e_FetchPartition_18}
+FetchPartition._JSON = {4: _j_FetchPartition_4, 5: _j_FetchPartition_5, 6: _j_FetchPartition_5, 7: _j_FetchPartition_5, 8: _j_FetchPartition_5, 9: _j_FetchPartition_9, 10: _j_FetchPartition_9, 11: _j_FetchPartition_9, 12: _j_FetchPartition_12, 13: _j_FetchPartition_12, 14: _j_FetchPartition_12, 15: _j_FetchPartition_12, 16: _j_FetchPartition_12, 17: _j_FetchPartition_17, 18: _j_FetchPartition_18}
 ForgottenTopic._DECODERS = {7: _d_ForgottenTopic_7, 8: _d_ForgottenTopic_7, 9: _d_ForgottenTopic_7, 10: _d_ForgottenTopic_7, 11: _d_ForgottenTopic_7, 12: _d_ForgottenTopic_12, 13: _d_ForgottenTopic_13, 14: _d_ForgottenTopic_13, 15: _d_ForgottenTopic_13, 16: _d_ForgottenTopic_13, 17: _d_ForgottenTopic_13, 18: _d_ForgottenTopic_13}
 ForgottenTopic._ENCODERS = {7: _e_ForgottenTopic_7, 8: _e_ForgottenTopic_8, 9: _e_ForgottenTopic_9, 10: _e_ForgottenTopic_10, 11: _e_ForgottenTopic_11, 12: _e_ForgottenTopic_12, 13: _e_ForgottenTopic_13, 14: _e_ForgottenTopic_14, 15: _e_ForgottenTopic_15, 16: _e_ForgottenTopic_16, 17: _e_ForgottenTopic_17, 18: _e_ForgottenTopic_18}
+ForgottenTopic._JSON = {7: _j_ForgottenTopic_7, 8: _j_ForgottenTopic_7, 9: _j_ForgottenTopic_7, 10: _j_ForgottenTopic_7, 11: _j_ForgottenTopic_7, 12: _j_ForgottenTopic_7, 13: _j_ForgottenTopic_13, 14: _j_ForgottenTopic_13, 15: _j_ForgottenTopic_13, 16: _j_ForgottenTopic_13, 17: _j_ForgottenTopic_13, 18: _j_ForgottenTopic_13}
 FetchRequest._DECODERS = {4: _d_FetchRequest_4, 5: _d_FetchRequest_5, 6: _d_FetchRequest_5, 7: _d_FetchRequest_7, 8: _d_FetchRequest_7, 9: _d_FetchRequest_9, 10: _d_FetchRequest_9, 11: _d_FetchRequest_11, 12: _d_FetchRequest_12, 13: _d_FetchRequest_13, 14: _d_FetchRequest_14, 15: _d_FetchRequest_15, 16: _d_FetchRequest_16, 17: _d_FetchRequest_17, 18: _d_FetchRequest_18}
 FetchRequest._ENCODERS = {4: _e_FetchRequest_4, 5: _e_FetchRequest_5, 6: _e_FetchRequest_6, 7: _e_FetchRequest_7, 8: _e_FetchRequest_8, 9: _e_FetchRequest_9, 10: _e_FetchRequest_10, 11: _e_FetchRequest_11, 12: _e_FetchRequest_12, 13: _e_FetchRequest_13, 14: _e_FetchRequest_14, 15: _e_FetchRequest_15, 16: _e_FetchRequest_16, 17: _e_FetchRequest_17, 18: _e_FetchRequest_18}
+FetchRequest._JSON = {4: _j_FetchRequest_4, 5: _j_FetchRequest_5, 6: _j_FetchRequest_5, 7: _j_FetchRequest_7, 8: _j_FetchRequest_7, 9: _j_FetchRequest_9, 10: _j_FetchRequest_9, 11: _j_FetchRequest_11, 12: _j_FetchRequest_12, 13: _j_FetchRequest_13, 14: _j_FetchRequest_13, 15: _j_FetchRequest_15, 16: _j_FetchRequest_15, 17: _j_FetchRequest_17, 18: _j_FetchRequest_18}
 ReplicaState._FIELDS = (
     _F('ReplicaId', 'replica_id', 'int32', None, None, (15, 32767), None, None, None, -1, False),
     _F('ReplicaEpoch', 'replica_epoch', 'int64', None, None, (15, 32767), None, None, None, -1, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -1426,6 +1428,68 @@ def _e_FetchableTopicResponse_18(o, a):
         a(b'\x00')
 
 
+def _j_AbortedTransaction_4(o):
+    return {'producerId': o.producer_id, 'firstOffset': o.first_offset}
+
+
+def _j_PartitionData_4(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'highWatermark': o.high_watermark, 'lastStableOffset': o.last_stable_offset, 'abortedTransactions': (None if o.aborted_transactions is None else [None if e is None else _j_AbortedTransaction_4(e) for e in o.aborted_transactions]), 'records': _jb(o.records)}
+
+
+def _j_FetchableTopicResponse_4(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_4(e) for e in o.partitions])}
+
+
+def _j_PartitionData_5(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'highWatermark': o.high_watermark, 'lastStableOffset': o.last_stable_offset, 'logStartOffset': o.log_start_offset, 'abortedTransactions': (None if o.aborted_transactions is None else [None if e is None else _j_AbortedTransaction_4(e) for e in o.aborted_transactions]), 'records': _jb(o.records)}
+
+
+def _j_FetchableTopicResponse_5(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_5(e) for e in o.partitions])}
+
+
+def _j_PartitionData_11(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'highWatermark': o.high_watermark, 'lastStableOffset': o.last_stable_offset, 'logStartOffset': o.log_start_offset, 'abortedTransactions': (None if o.aborted_transactions is None else [None if e is None else _j_AbortedTransaction_4(e) for e in o.aborted_transactions]), 'preferredReadReplica': o.preferred_read_replica, 'records': _jb(o.records)}
+
+
+def _j_FetchableTopicResponse_11(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_11(e) for e in o.partitions])}
+
+
+def _j_EpochEndOffset_12(o):
+    return {'epoch': o.epoch, 'endOffset': o.end_offset}
+
+
+def _j_LeaderIdAndEpoch_12(o):
+    return {'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch}
+
+
+def _j_SnapshotId_12(o):
+    return {'endOffset': o.end_offset, 'epoch': o.epoch}
+
+
+def _j_PartitionData_12(o):
+    r = {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'highWatermark': o.high_watermark, 'lastStableOffset': o.last_stable_offset, 'logStartOffset': o.log_start_offset}
+    if o.diverging_epoch != _DEF_EpochEndOffset:
+        r['divergingEpoch'] = (None if o.diverging_epoch is None else _j_EpochEndOffset_12(o.diverging_epoch))
+    if o.current_leader != _DEF_LeaderIdAndEpoch:
+        r['currentLeader'] = (None if o.current_leader is None else _j_LeaderIdAndEpoch_12(o.current_leader))
+    if o.snapshot_id != _DEF_SnapshotId:
+        r['snapshotId'] = (None if o.snapshot_id is None else _j_SnapshotId_12(o.snapshot_id))
+    r['abortedTransactions'] = (None if o.aborted_transactions is None else [None if e is None else _j_AbortedTransaction_4(e) for e in o.aborted_transactions])
+    r['preferredReadReplica'] = o.preferred_read_replica
+    r['records'] = _jb(o.records)
+    return r
+
+
+def _j_FetchableTopicResponse_12(o):
+    return {'topic': o.topic, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_12(e) for e in o.partitions])}
+
+
+def _j_FetchableTopicResponse_13(o):
+    return {'topicId': _ju(o.topic_id), 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_12(e) for e in o.partitions])}
+
+
 def _d_NodeEndpoint_16(b, p):
     F = None
     try:
@@ -1579,6 +1643,10 @@ def _e_NodeEndpoint_18(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_NodeEndpoint_16(o):
+    return {'nodeId': o.node_id, 'host': o.host, 'port': o.port, 'rack': o.rack}
 
 
 def _d_FetchResponse_4(b, p):
@@ -2476,22 +2544,61 @@ def _e_FetchResponse_18(o, a):
         a(b'\x00')
 
 
+def _j_FetchResponse_4(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'responses': (None if o.responses is None else [None if e is None else _j_FetchableTopicResponse_4(e) for e in o.responses])}
+
+
+def _j_FetchResponse_5(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'responses': (None if o.responses is None else [None if e is None else _j_FetchableTopicResponse_5(e) for e in o.responses])}
+
+
+def _j_FetchResponse_7(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'sessionId': o.session_id, 'responses': (None if o.responses is None else [None if e is None else _j_FetchableTopicResponse_5(e) for e in o.responses])}
+
+
+def _j_FetchResponse_11(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'sessionId': o.session_id, 'responses': (None if o.responses is None else [None if e is None else _j_FetchableTopicResponse_11(e) for e in o.responses])}
+
+
+def _j_FetchResponse_12(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'sessionId': o.session_id, 'responses': (None if o.responses is None else [None if e is None else _j_FetchableTopicResponse_12(e) for e in o.responses])}
+
+
+def _j_FetchResponse_13(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'sessionId': o.session_id, 'responses': (None if o.responses is None else [None if e is None else _j_FetchableTopicResponse_13(e) for e in o.responses])}
+
+
+def _j_FetchResponse_16(o):
+    r = {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'sessionId': o.session_id, 'responses': (None if o.responses is None else [None if e is None else _j_FetchableTopicResponse_13(e) for e in o.responses])}
+    if o.node_endpoints:
+        r['nodeEndpoints'] = (None if o.node_endpoints is None else [None if e is None else _j_NodeEndpoint_16(e) for e in o.node_endpoints])
+    return r
+
+
 FetchableTopicResponse._DECODERS = {4: _d_FetchableTopicResponse_4, 5: _d_FetchableTopicResponse_5, 6: _d_FetchableTopicResponse_5, 7: _d_FetchableTopicResponse_5, 8: _d_FetchableTopicResponse_5, 9: _d_FetchableTopicResponse_5, 10: _d_FetchableTopicResponse_5, 11: _d_FetchableTopicResponse_11, 12: _d_FetchableTopicResponse_12, 13: _d_FetchableTopicResponse_13, 14: _d_FetchableTopicResponse_13, 15: _d_FetchableTopicResponse_13, 16: _d_FetchableTopicResponse_13, 17: _d_FetchableTopicResponse_13, 18: _d_FetchableTopicResponse_13}
 FetchableTopicResponse._ENCODERS = {4: _e_FetchableTopicResponse_4, 5: _e_FetchableTopicResponse_5, 6: _e_FetchableTopicResponse_6, 7: _e_FetchableTopicResponse_7, 8: _e_FetchableTopicResponse_8, 9: _e_FetchableTopicResponse_9, 10: _e_FetchableTopicResponse_10, 11: _e_FetchableTopicResponse_11, 12: _e_FetchableTopicResponse_12, 13: _e_FetchableTopicResponse_13, 14: _e_FetchableTopicResponse_14, 15: _e_FetchableTopicResponse_15, 16: _e_FetchableTopicResponse_16, 17: _e_FetchableTopicResponse_17, 18: _e_FetchableTopicResponse_18}
+FetchableTopicResponse._JSON = {4: _j_FetchableTopicResponse_4, 5: _j_FetchableTopicResponse_5, 6: _j_FetchableTopicResponse_5, 7: _j_FetchableTopicResponse_5, 8: _j_FetchableTopicResponse_5, 9: _j_FetchableTopicResponse_5, 10: _j_FetchableTopicResponse_5, 11: _j_FetchableTopicResponse_11, 12: _j_FetchableTopicResponse_12, 13: _j_FetchableTopicResponse_13, 14: _j_FetchableTopicResponse_13, 15: _j_FetchableTopicResponse_13, 16: _j_FetchableTopicResponse_13, 17: _j_FetchableTopicResponse_13, 18: _j_FetchableTopicResponse_13}
 PartitionData._DECODERS = {4: _d_PartitionData_4, 5: _d_PartitionData_5, 6: _d_PartitionData_5, 7: _d_PartitionData_5, 8: _d_PartitionData_5, 9: _d_PartitionData_5, 10: _d_PartitionData_5, 11: _d_PartitionData_11, 12: _d_PartitionData_12, 13: _d_PartitionData_12, 14: _d_PartitionData_12, 15: _d_PartitionData_12, 16: _d_PartitionData_12, 17: _d_PartitionData_12, 18: _d_PartitionData_12}
 PartitionData._ENCODERS = {4: _e_PartitionData_4, 5: _e_PartitionData_5, 6: _e_PartitionData_5, 7: _e_PartitionData_5, 8: _e_PartitionData_5, 9: _e_PartitionData_5, 10: _e_PartitionData_5, 11: _e_PartitionData_11, 12: _e_PartitionData_12, 13: _e_PartitionData_12, 14: _e_PartitionData_12, 15: _e_PartitionData_12, 16: _e_PartitionData_12, 17: _e_PartitionData_12, 18: _e_PartitionData_12}
+PartitionData._JSON = {4: _j_PartitionData_4, 5: _j_PartitionData_5, 6: _j_PartitionData_5, 7: _j_PartitionData_5, 8: _j_PartitionData_5, 9: _j_PartitionData_5, 10: _j_PartitionData_5, 11: _j_PartitionData_11, 12: _j_PartitionData_12, 13: _j_PartitionData_12, 14: _j_PartitionData_12, 15: _j_PartitionData_12, 16: _j_PartitionData_12, 17: _j_PartitionData_12, 18: _j_PartitionData_12}
 EpochEndOffset._DECODERS = {12: _d_EpochEndOffset_12, 13: _d_EpochEndOffset_12, 14: _d_EpochEndOffset_12, 15: _d_EpochEndOffset_12, 16: _d_EpochEndOffset_12, 17: _d_EpochEndOffset_12, 18: _d_EpochEndOffset_12}
 EpochEndOffset._ENCODERS = {12: _e_EpochEndOffset_12, 13: _e_EpochEndOffset_12, 14: _e_EpochEndOffset_12, 15: _e_EpochEndOffset_12, 16: _e_EpochEndOffset_12, 17: _e_EpochEndOffset_12, 18: _e_EpochEndOffset_12}
+EpochEndOffset._JSON = {12: _j_EpochEndOffset_12, 13: _j_EpochEndOffset_12, 14: _j_EpochEndOffset_12, 15: _j_EpochEndOffset_12, 16: _j_EpochEndOffset_12, 17: _j_EpochEndOffset_12, 18: _j_EpochEndOffset_12}
 LeaderIdAndEpoch._DECODERS = {12: _d_LeaderIdAndEpoch_12, 13: _d_LeaderIdAndEpoch_12, 14: _d_LeaderIdAndEpoch_12, 15: _d_LeaderIdAndEpoch_12, 16: _d_LeaderIdAndEpoch_12, 17: _d_LeaderIdAndEpoch_12, 18: _d_LeaderIdAndEpoch_12}
 LeaderIdAndEpoch._ENCODERS = {12: _e_LeaderIdAndEpoch_12, 13: _e_LeaderIdAndEpoch_12, 14: _e_LeaderIdAndEpoch_12, 15: _e_LeaderIdAndEpoch_12, 16: _e_LeaderIdAndEpoch_12, 17: _e_LeaderIdAndEpoch_12, 18: _e_LeaderIdAndEpoch_12}
+LeaderIdAndEpoch._JSON = {12: _j_LeaderIdAndEpoch_12, 13: _j_LeaderIdAndEpoch_12, 14: _j_LeaderIdAndEpoch_12, 15: _j_LeaderIdAndEpoch_12, 16: _j_LeaderIdAndEpoch_12, 17: _j_LeaderIdAndEpoch_12, 18: _j_LeaderIdAndEpoch_12}
 SnapshotId._DECODERS = {12: _d_SnapshotId_12, 13: _d_SnapshotId_12, 14: _d_SnapshotId_12, 15: _d_SnapshotId_12, 16: _d_SnapshotId_12, 17: _d_SnapshotId_12, 18: _d_SnapshotId_12}
 SnapshotId._ENCODERS = {12: _e_SnapshotId_12, 13: _e_SnapshotId_12, 14: _e_SnapshotId_12, 15: _e_SnapshotId_12, 16: _e_SnapshotId_12, 17: _e_SnapshotId_12, 18: _e_SnapshotId_12}
+SnapshotId._JSON = {12: _j_SnapshotId_12, 13: _j_SnapshotId_12, 14: _j_SnapshotId_12, 15: _j_SnapshotId_12, 16: _j_SnapshotId_12, 17: _j_SnapshotId_12, 18: _j_SnapshotId_12}
 AbortedTransaction._DECODERS = {4: _d_AbortedTransaction_4, 5: _d_AbortedTransaction_4, 6: _d_AbortedTransaction_4, 7: _d_AbortedTransaction_4, 8: _d_AbortedTransaction_4, 9: _d_AbortedTransaction_4, 10: _d_AbortedTransaction_4, 11: _d_AbortedTransaction_4, 12: _d_AbortedTransaction_12, 13: _d_AbortedTransaction_12, 14: _d_AbortedTransaction_12, 15: _d_AbortedTransaction_12, 16: _d_AbortedTransaction_12, 17: _d_AbortedTransaction_12, 18: _d_AbortedTransaction_12}
 AbortedTransaction._ENCODERS = {4: _e_AbortedTransaction_4, 5: _e_AbortedTransaction_4, 6: _e_AbortedTransaction_4, 7: _e_AbortedTransaction_4, 8: _e_AbortedTransaction_4, 9: _e_AbortedTransaction_4, 10: _e_AbortedTransaction_4, 11: _e_AbortedTransaction_4, 12: _e_AbortedTransaction_12, 13: _e_AbortedTransaction_12, 14: _e_AbortedTransaction_12, 15: _e_AbortedTransaction_12, 16: _e_AbortedTransaction_12, 17: _e_AbortedTransaction_12, 18: _e_AbortedTransaction_12}
+AbortedTransaction._JSON = {4: _j_AbortedTransaction_4, 5: _j_AbortedTransaction_4, 6: _j_AbortedTransaction_4, 7: _j_AbortedTransaction_4, 8: _j_AbortedTransaction_4, 9: _j_AbortedTransaction_4, 10: _j_AbortedTransaction_4, 11: _j_AbortedTransaction_4, 12: _j_AbortedTransaction_4, 13: _j_AbortedTransaction_4, 14: _j_AbortedTransaction_4, 15: _j_AbortedTransaction_4, 16: _j_AbortedTransaction_4, 17: _j_AbortedTransaction_4, 18: _j_AbortedTransaction_4}
 NodeEndpoint._DECODERS = {16: _d_NodeEndpoint_16, 17: _d_NodeEndpoint_16, 18: _d_NodeEndpoint_16}
 NodeEndpoint._ENCODERS = {16: _e_NodeEndpoint_16, 17: _e_NodeEndpoint_17, 18: _e_NodeEndpoint_18}
+NodeEndpoint._JSON = {16: _j_NodeEndpoint_16, 17: _j_NodeEndpoint_16, 18: _j_NodeEndpoint_16}
 FetchResponse._DECODERS = {4: _d_FetchResponse_4, 5: _d_FetchResponse_5, 6: _d_FetchResponse_5, 7: _d_FetchResponse_7, 8: _d_FetchResponse_7, 9: _d_FetchResponse_7, 10: _d_FetchResponse_7, 11: _d_FetchResponse_11, 12: _d_FetchResponse_12, 13: _d_FetchResponse_13, 14: _d_FetchResponse_14, 15: _d_FetchResponse_15, 16: _d_FetchResponse_16, 17: _d_FetchResponse_16, 18: _d_FetchResponse_16}
 FetchResponse._ENCODERS = {4: _e_FetchResponse_4, 5: _e_FetchResponse_5, 6: _e_FetchResponse_6, 7: _e_FetchResponse_7, 8: _e_FetchResponse_8, 9: _e_FetchResponse_9, 10: _e_FetchResponse_10, 11: _e_FetchResponse_11, 12: _e_FetchResponse_12, 13: _e_FetchResponse_13, 14: _e_FetchResponse_14, 15: _e_FetchResponse_15, 16: _e_FetchResponse_16, 17: _e_FetchResponse_17, 18: _e_FetchResponse_18}
+FetchResponse._JSON = {4: _j_FetchResponse_4, 5: _j_FetchResponse_5, 6: _j_FetchResponse_5, 7: _j_FetchResponse_7, 8: _j_FetchResponse_7, 9: _j_FetchResponse_7, 10: _j_FetchResponse_7, 11: _j_FetchResponse_11, 12: _j_FetchResponse_12, 13: _j_FetchResponse_13, 14: _j_FetchResponse_13, 15: _j_FetchResponse_13, 16: _j_FetchResponse_16, 17: _j_FetchResponse_16, 18: _j_FetchResponse_16}
 FetchableTopicResponse._FIELDS = (
     _F('Topic', 'topic', 'string', None, None, (0, 12), None, None, None, '', True),
     _F('TopicId', 'topic_id', 'uuid', None, None, (13, 32767), None, None, None, 'uuid0', True),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -502,6 +504,29 @@ def _e_TopicSnapshot_1(o, a):
         a(b'\x00')
 
 
+def _j_SnapshotId_0(o):
+    return {'endOffset': o.end_offset, 'epoch': o.epoch}
+
+
+def _j_PartitionSnapshot_0(o):
+    return {'partition': o.partition, 'currentLeaderEpoch': o.current_leader_epoch, 'snapshotId': (None if o.snapshot_id is None else _j_SnapshotId_0(o.snapshot_id)), 'position': o.position}
+
+
+def _j_TopicSnapshot_0(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionSnapshot_0(e) for e in o.partitions])}
+
+
+def _j_PartitionSnapshot_1(o):
+    r = {'partition': o.partition, 'currentLeaderEpoch': o.current_leader_epoch, 'snapshotId': (None if o.snapshot_id is None else _j_SnapshotId_0(o.snapshot_id)), 'position': o.position}
+    if o.replica_directory_id != ZERO_UUID:
+        r['replicaDirectoryId'] = _ju(o.replica_directory_id)
+    return r
+
+
+def _j_TopicSnapshot_1(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionSnapshot_1(e) for e in o.partitions])}
+
+
 def _d_FetchSnapshotRequest_0(b, p):
     F = None
     try:
@@ -728,14 +753,38 @@ def _e_FetchSnapshotRequest_1(o, a):
         a(b'\x00')
 
 
+def _j_FetchSnapshotRequest_0(o):
+    r = {}
+    if o.cluster_id is not None:
+        r['clusterId'] = o.cluster_id
+    r['replicaId'] = o.replica_id
+    r['maxBytes'] = o.max_bytes
+    r['topics'] = (None if o.topics is None else [None if e is None else _j_TopicSnapshot_0(e) for e in o.topics])
+    return r
+
+
+def _j_FetchSnapshotRequest_1(o):
+    r = {}
+    if o.cluster_id is not None:
+        r['clusterId'] = o.cluster_id
+    r['replicaId'] = o.replica_id
+    r['maxBytes'] = o.max_bytes
+    r['topics'] = (None if o.topics is None else [None if e is None else _j_TopicSnapshot_1(e) for e in o.topics])
+    return r
+
+
 TopicSnapshot._DECODERS = {0: _d_TopicSnapshot_0, 1: _d_TopicSnapshot_1}
 TopicSnapshot._ENCODERS = {0: _e_TopicSnapshot_0, 1: _e_TopicSnapshot_1}
+TopicSnapshot._JSON = {0: _j_TopicSnapshot_0, 1: _j_TopicSnapshot_1}
 PartitionSnapshot._DECODERS = {0: _d_PartitionSnapshot_0, 1: _d_PartitionSnapshot_1}
 PartitionSnapshot._ENCODERS = {0: _e_PartitionSnapshot_0, 1: _e_PartitionSnapshot_1}
+PartitionSnapshot._JSON = {0: _j_PartitionSnapshot_0, 1: _j_PartitionSnapshot_1}
 SnapshotId._DECODERS = {0: _d_SnapshotId_0, 1: _d_SnapshotId_0}
 SnapshotId._ENCODERS = {0: _e_SnapshotId_0, 1: _e_SnapshotId_0}
+SnapshotId._JSON = {0: _j_SnapshotId_0, 1: _j_SnapshotId_0}
 FetchSnapshotRequest._DECODERS = {0: _d_FetchSnapshotRequest_0, 1: _d_FetchSnapshotRequest_1}
 FetchSnapshotRequest._ENCODERS = {0: _e_FetchSnapshotRequest_0, 1: _e_FetchSnapshotRequest_1}
+FetchSnapshotRequest._JSON = {0: _j_FetchSnapshotRequest_0, 1: _j_FetchSnapshotRequest_1}
 TopicSnapshot._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionSnapshot, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -516,6 +518,28 @@ def _e_TopicSnapshot_1(o, a):
         a(b'\x00')
 
 
+def _j_SnapshotId_0(o):
+    return {'endOffset': o.end_offset, 'epoch': o.epoch}
+
+
+def _j_LeaderIdAndEpoch_0(o):
+    return {'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch}
+
+
+def _j_PartitionSnapshot_0(o):
+    r = {'index': o.index, 'errorCode': o.error_code, 'snapshotId': (None if o.snapshot_id is None else _j_SnapshotId_0(o.snapshot_id))}
+    if o.current_leader != _DEF_LeaderIdAndEpoch:
+        r['currentLeader'] = (None if o.current_leader is None else _j_LeaderIdAndEpoch_0(o.current_leader))
+    r['size'] = o.size
+    r['position'] = o.position
+    r['unalignedRecords'] = _jb(o.unaligned_records)
+    return r
+
+
+def _j_TopicSnapshot_0(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionSnapshot_0(e) for e in o.partitions])}
+
+
 def _d_NodeEndpoint_1(b, p):
     F = None
     try:
@@ -590,6 +614,10 @@ def _e_NodeEndpoint_1(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(_S7.pack(o.port, 0))
+
+
+def _j_NodeEndpoint_1(o):
+    return {'nodeId': o.node_id, 'host': o.host, 'port': o.port}
 
 
 def _d_FetchSnapshotResponse_0(b, p):
@@ -841,18 +869,35 @@ def _e_FetchSnapshotResponse_1(o, a):
         a(b'\x00')
 
 
+def _j_FetchSnapshotResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'topics': (None if o.topics is None else [None if e is None else _j_TopicSnapshot_0(e) for e in o.topics])}
+
+
+def _j_FetchSnapshotResponse_1(o):
+    r = {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'topics': (None if o.topics is None else [None if e is None else _j_TopicSnapshot_0(e) for e in o.topics])}
+    if o.node_endpoints:
+        r['nodeEndpoints'] = (None if o.node_endpoints is None else [None if e is None else _j_NodeEndpoint_1(e) for e in o.node_endpoints])
+    return r
+
+
 TopicSnapshot._DECODERS = {0: _d_TopicSnapshot_0, 1: _d_TopicSnapshot_0}
 TopicSnapshot._ENCODERS = {0: _e_TopicSnapshot_0, 1: _e_TopicSnapshot_1}
+TopicSnapshot._JSON = {0: _j_TopicSnapshot_0, 1: _j_TopicSnapshot_0}
 PartitionSnapshot._DECODERS = {0: _d_PartitionSnapshot_0, 1: _d_PartitionSnapshot_0}
 PartitionSnapshot._ENCODERS = {0: _e_PartitionSnapshot_0, 1: _e_PartitionSnapshot_1}
+PartitionSnapshot._JSON = {0: _j_PartitionSnapshot_0, 1: _j_PartitionSnapshot_0}
 SnapshotId._DECODERS = {0: _d_SnapshotId_0, 1: _d_SnapshotId_0}
 SnapshotId._ENCODERS = {0: _e_SnapshotId_0, 1: _e_SnapshotId_0}
+SnapshotId._JSON = {0: _j_SnapshotId_0, 1: _j_SnapshotId_0}
 LeaderIdAndEpoch._DECODERS = {0: _d_LeaderIdAndEpoch_0, 1: _d_LeaderIdAndEpoch_0}
 LeaderIdAndEpoch._ENCODERS = {0: _e_LeaderIdAndEpoch_0, 1: _e_LeaderIdAndEpoch_0}
+LeaderIdAndEpoch._JSON = {0: _j_LeaderIdAndEpoch_0, 1: _j_LeaderIdAndEpoch_0}
 NodeEndpoint._DECODERS = {1: _d_NodeEndpoint_1}
 NodeEndpoint._ENCODERS = {1: _e_NodeEndpoint_1}
+NodeEndpoint._JSON = {1: _j_NodeEndpoint_1}
 FetchSnapshotResponse._DECODERS = {0: _d_FetchSnapshotResponse_0, 1: _d_FetchSnapshotResponse_1}
 FetchSnapshotResponse._ENCODERS = {0: _e_FetchSnapshotResponse_0, 1: _e_FetchSnapshotResponse_1}
+FetchSnapshotResponse._JSON = {0: _j_FetchSnapshotResponse_0, 1: _j_FetchSnapshotResponse_1}
 TopicSnapshot._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionSnapshot, (0, 32767), None, None, None, [], False),

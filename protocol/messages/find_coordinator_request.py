@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -392,8 +394,21 @@ def _e_FindCoordinatorRequest_6(o, a):
         a(b'\x00')
 
 
+def _j_FindCoordinatorRequest_0(o):
+    return {'key': o.key}
+
+
+def _j_FindCoordinatorRequest_1(o):
+    return {'key': o.key, 'keyType': o.key_type}
+
+
+def _j_FindCoordinatorRequest_4(o):
+    return {'keyType': o.key_type, 'coordinatorKeys': (None if o.coordinator_keys is None else list(o.coordinator_keys))}
+
+
 FindCoordinatorRequest._DECODERS = {0: _d_FindCoordinatorRequest_0, 1: _d_FindCoordinatorRequest_1, 2: _d_FindCoordinatorRequest_1, 3: _d_FindCoordinatorRequest_3, 4: _d_FindCoordinatorRequest_4, 5: _d_FindCoordinatorRequest_4, 6: _d_FindCoordinatorRequest_4}
 FindCoordinatorRequest._ENCODERS = {0: _e_FindCoordinatorRequest_0, 1: _e_FindCoordinatorRequest_1, 2: _e_FindCoordinatorRequest_2, 3: _e_FindCoordinatorRequest_3, 4: _e_FindCoordinatorRequest_4, 5: _e_FindCoordinatorRequest_5, 6: _e_FindCoordinatorRequest_6}
+FindCoordinatorRequest._JSON = {0: _j_FindCoordinatorRequest_0, 1: _j_FindCoordinatorRequest_1, 2: _j_FindCoordinatorRequest_1, 3: _j_FindCoordinatorRequest_1, 4: _j_FindCoordinatorRequest_4, 5: _j_FindCoordinatorRequest_4, 6: _j_FindCoordinatorRequest_4}
 FindCoordinatorRequest._FIELDS = (
     _F('Key', 'key', 'string', None, None, (0, 3), None, None, None, '', False),
     _F('KeyType', 'key_type', 'int8', None, None, (1, 32767), None, None, None, 0, False),

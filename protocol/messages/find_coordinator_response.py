@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -286,6 +288,10 @@ def _e_Coordinator_6(o, a):
         _wtags(sorted(u7.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_Coordinator_4(o):
+    return {'key': o.key, 'nodeId': o.node_id, 'host': o.host, 'port': o.port, 'errorCode': o.error_code, 'errorMessage': o.error_message}
 
 
 def _d_FindCoordinatorResponse_0(b, p):
@@ -850,10 +856,24 @@ def _e_FindCoordinatorResponse_6(o, a):
         a(b'\x00')
 
 
+def _j_FindCoordinatorResponse_0(o):
+    return {'errorCode': o.error_code, 'nodeId': o.node_id, 'host': o.host, 'port': o.port}
+
+
+def _j_FindCoordinatorResponse_1(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'errorMessage': o.error_message, 'nodeId': o.node_id, 'host': o.host, 'port': o.port}
+
+
+def _j_FindCoordinatorResponse_4(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'coordinators': (None if o.coordinators is None else [None if e is None else _j_Coordinator_4(e) for e in o.coordinators])}
+
+
 Coordinator._DECODERS = {4: _d_Coordinator_4, 5: _d_Coordinator_4, 6: _d_Coordinator_4}
 Coordinator._ENCODERS = {4: _e_Coordinator_4, 5: _e_Coordinator_5, 6: _e_Coordinator_6}
+Coordinator._JSON = {4: _j_Coordinator_4, 5: _j_Coordinator_4, 6: _j_Coordinator_4}
 FindCoordinatorResponse._DECODERS = {0: _d_FindCoordinatorResponse_0, 1: _d_FindCoordinatorResponse_1, 2: _d_FindCoordinatorResponse_1, 3: _d_FindCoordinatorResponse_3, 4: _d_FindCoordinatorResponse_4, 5: _d_FindCoordinatorResponse_4, 6: _d_FindCoordinatorResponse_4}
 FindCoordinatorResponse._ENCODERS = {0: _e_FindCoordinatorResponse_0, 1: _e_FindCoordinatorResponse_1, 2: _e_FindCoordinatorResponse_2, 3: _e_FindCoordinatorResponse_3, 4: _e_FindCoordinatorResponse_4, 5: _e_FindCoordinatorResponse_5, 6: _e_FindCoordinatorResponse_6}
+FindCoordinatorResponse._JSON = {0: _j_FindCoordinatorResponse_0, 1: _j_FindCoordinatorResponse_1, 2: _j_FindCoordinatorResponse_1, 3: _j_FindCoordinatorResponse_1, 4: _j_FindCoordinatorResponse_4, 5: _j_FindCoordinatorResponse_4, 6: _j_FindCoordinatorResponse_4}
 Coordinator._FIELDS = (
     _F('Key', 'key', 'string', None, None, (4, 32767), None, None, None, '', False),
     _F('NodeId', 'node_id', 'int32', None, None, (4, 32767), None, None, None, 0, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -366,8 +368,21 @@ def _e_InitProducerIdRequest_6(o, a):
         a(_S4.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, o.enable2_pc, o.keep_prepared_txn, 0))
 
 
+def _j_InitProducerIdRequest_0(o):
+    return {'transactionalId': o.transactional_id, 'transactionTimeoutMs': o.transaction_timeout_ms}
+
+
+def _j_InitProducerIdRequest_3(o):
+    return {'transactionalId': o.transactional_id, 'transactionTimeoutMs': o.transaction_timeout_ms, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch}
+
+
+def _j_InitProducerIdRequest_6(o):
+    return {'transactionalId': o.transactional_id, 'transactionTimeoutMs': o.transaction_timeout_ms, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'enable2Pc': o.enable2_pc, 'keepPreparedTxn': o.keep_prepared_txn}
+
+
 InitProducerIdRequest._DECODERS = {0: _d_InitProducerIdRequest_0, 1: _d_InitProducerIdRequest_0, 2: _d_InitProducerIdRequest_2, 3: _d_InitProducerIdRequest_3, 4: _d_InitProducerIdRequest_3, 5: _d_InitProducerIdRequest_3, 6: _d_InitProducerIdRequest_6}
 InitProducerIdRequest._ENCODERS = {0: _e_InitProducerIdRequest_0, 1: _e_InitProducerIdRequest_0, 2: _e_InitProducerIdRequest_2, 3: _e_InitProducerIdRequest_3, 4: _e_InitProducerIdRequest_3, 5: _e_InitProducerIdRequest_3, 6: _e_InitProducerIdRequest_6}
+InitProducerIdRequest._JSON = {0: _j_InitProducerIdRequest_0, 1: _j_InitProducerIdRequest_0, 2: _j_InitProducerIdRequest_0, 3: _j_InitProducerIdRequest_3, 4: _j_InitProducerIdRequest_3, 5: _j_InitProducerIdRequest_3, 6: _j_InitProducerIdRequest_6}
 InitProducerIdRequest._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),
     _F('TransactionTimeoutMs', 'transaction_timeout_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -181,6 +183,14 @@ def _e_Voter_1(o, a):
         _wtags(sorted(u1.items()), a)
     else:
         a(_S1.pack(o.voter_id, o.voter_directory_id.bytes, 0))
+
+
+def _j_Voter_0(o):
+    return {'voterId': o.voter_id}
+
+
+def _j_Voter_1(o):
+    return {'voterId': o.voter_id, 'voterDirectoryId': _ju(o.voter_directory_id)}
 
 
 def _d_LeaderChangeMessage_0(b, p):
@@ -511,10 +521,20 @@ def _e_LeaderChangeMessage_1(o, a):
         a(b'\x00')
 
 
+def _j_LeaderChangeMessage_0(o):
+    return {'version': o.version, 'leaderId': o.leader_id, 'voters': (None if o.voters is None else [None if e is None else _j_Voter_0(e) for e in o.voters]), 'grantingVoters': (None if o.granting_voters is None else [None if e is None else _j_Voter_0(e) for e in o.granting_voters])}
+
+
+def _j_LeaderChangeMessage_1(o):
+    return {'version': o.version, 'leaderId': o.leader_id, 'voters': (None if o.voters is None else [None if e is None else _j_Voter_1(e) for e in o.voters]), 'grantingVoters': (None if o.granting_voters is None else [None if e is None else _j_Voter_1(e) for e in o.granting_voters])}
+
+
 Voter._DECODERS = {0: _d_Voter_0, 1: _d_Voter_1}
 Voter._ENCODERS = {0: _e_Voter_0, 1: _e_Voter_1}
+Voter._JSON = {0: _j_Voter_0, 1: _j_Voter_1}
 LeaderChangeMessage._DECODERS = {0: _d_LeaderChangeMessage_0, 1: _d_LeaderChangeMessage_1}
 LeaderChangeMessage._ENCODERS = {0: _e_LeaderChangeMessage_0, 1: _e_LeaderChangeMessage_1}
+LeaderChangeMessage._JSON = {0: _j_LeaderChangeMessage_0, 1: _j_LeaderChangeMessage_1}
 Voter._FIELDS = (
     _F('VoterId', 'voter_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('VoterDirectoryId', 'voter_directory_id', 'uuid', None, None, (1, 32767), None, None, None, 'uuid0', False),

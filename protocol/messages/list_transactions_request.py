@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -448,8 +450,21 @@ def _e_ListTransactionsRequest_2(o, a):
         a(b'\x00')
 
 
+def _j_ListTransactionsRequest_0(o):
+    return {'stateFilters': (None if o.state_filters is None else list(o.state_filters)), 'producerIdFilters': (None if o.producer_id_filters is None else list(o.producer_id_filters))}
+
+
+def _j_ListTransactionsRequest_1(o):
+    return {'stateFilters': (None if o.state_filters is None else list(o.state_filters)), 'producerIdFilters': (None if o.producer_id_filters is None else list(o.producer_id_filters)), 'durationFilter': o.duration_filter}
+
+
+def _j_ListTransactionsRequest_2(o):
+    return {'stateFilters': (None if o.state_filters is None else list(o.state_filters)), 'producerIdFilters': (None if o.producer_id_filters is None else list(o.producer_id_filters)), 'durationFilter': o.duration_filter, 'transactionalIdPattern': o.transactional_id_pattern}
+
+
 ListTransactionsRequest._DECODERS = {0: _d_ListTransactionsRequest_0, 1: _d_ListTransactionsRequest_1, 2: _d_ListTransactionsRequest_2}
 ListTransactionsRequest._ENCODERS = {0: _e_ListTransactionsRequest_0, 1: _e_ListTransactionsRequest_1, 2: _e_ListTransactionsRequest_2}
+ListTransactionsRequest._JSON = {0: _j_ListTransactionsRequest_0, 1: _j_ListTransactionsRequest_1, 2: _j_ListTransactionsRequest_2}
 ListTransactionsRequest._FIELDS = (
     _F('StateFilters', 'state_filters', 'array', 'string', None, (0, 32767), None, None, None, [], False),
     _F('ProducerIdFilters', 'producer_id_filters', 'array', 'int64', None, (0, 32767), None, None, None, [], False),

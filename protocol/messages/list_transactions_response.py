@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -224,6 +226,10 @@ def _e_TransactionState_2(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_TransactionState_0(o):
+    return {'transactionalId': o.transactional_id, 'producerId': o.producer_id, 'transactionState': o.transaction_state}
 
 
 def _d_ListTransactionsResponse_0(b, p):
@@ -528,10 +534,16 @@ def _e_ListTransactionsResponse_2(o, a):
         a(b'\x00')
 
 
+def _j_ListTransactionsResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'unknownStateFilters': (None if o.unknown_state_filters is None else list(o.unknown_state_filters)), 'transactionStates': (None if o.transaction_states is None else [None if e is None else _j_TransactionState_0(e) for e in o.transaction_states])}
+
+
 TransactionState._DECODERS = {0: _d_TransactionState_0, 1: _d_TransactionState_0, 2: _d_TransactionState_0}
 TransactionState._ENCODERS = {0: _e_TransactionState_0, 1: _e_TransactionState_1, 2: _e_TransactionState_2}
+TransactionState._JSON = {0: _j_TransactionState_0, 1: _j_TransactionState_0, 2: _j_TransactionState_0}
 ListTransactionsResponse._DECODERS = {0: _d_ListTransactionsResponse_0, 1: _d_ListTransactionsResponse_0, 2: _d_ListTransactionsResponse_0}
 ListTransactionsResponse._ENCODERS = {0: _e_ListTransactionsResponse_0, 1: _e_ListTransactionsResponse_1, 2: _e_ListTransactionsResponse_2}
+ListTransactionsResponse._JSON = {0: _j_ListTransactionsResponse_0, 1: _j_ListTransactionsResponse_0, 2: _j_ListTransactionsResponse_0}
 TransactionState._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),

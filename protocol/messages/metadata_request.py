@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -375,6 +377,14 @@ def _e_MetadataRequestTopic_10(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_MetadataRequestTopic_0(o):
+    return {'name': o.name}
+
+
+def _j_MetadataRequestTopic_10(o):
+    return {'topicId': _ju(o.topic_id), 'name': o.name}
 
 
 def _d_MetadataRequest_0(b, p):
@@ -1194,10 +1204,32 @@ def _e_MetadataRequest_11(o, a):
         a(_S6.pack(o.allow_auto_topic_creation, o.include_topic_authorized_operations, 0))
 
 
+def _j_MetadataRequest_0(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_MetadataRequestTopic_0(e) for e in o.topics])}
+
+
+def _j_MetadataRequest_4(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_MetadataRequestTopic_0(e) for e in o.topics]), 'allowAutoTopicCreation': o.allow_auto_topic_creation}
+
+
+def _j_MetadataRequest_8(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_MetadataRequestTopic_0(e) for e in o.topics]), 'allowAutoTopicCreation': o.allow_auto_topic_creation, 'includeClusterAuthorizedOperations': o.include_cluster_authorized_operations, 'includeTopicAuthorizedOperations': o.include_topic_authorized_operations}
+
+
+def _j_MetadataRequest_10(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_MetadataRequestTopic_10(e) for e in o.topics]), 'allowAutoTopicCreation': o.allow_auto_topic_creation, 'includeClusterAuthorizedOperations': o.include_cluster_authorized_operations, 'includeTopicAuthorizedOperations': o.include_topic_authorized_operations}
+
+
+def _j_MetadataRequest_11(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_MetadataRequestTopic_10(e) for e in o.topics]), 'allowAutoTopicCreation': o.allow_auto_topic_creation, 'includeTopicAuthorizedOperations': o.include_topic_authorized_operations}
+
+
 MetadataRequestTopic._DECODERS = {0: _d_MetadataRequestTopic_0, 1: _d_MetadataRequestTopic_0, 2: _d_MetadataRequestTopic_0, 3: _d_MetadataRequestTopic_0, 4: _d_MetadataRequestTopic_0, 5: _d_MetadataRequestTopic_0, 6: _d_MetadataRequestTopic_0, 7: _d_MetadataRequestTopic_0, 8: _d_MetadataRequestTopic_0, 9: _d_MetadataRequestTopic_9, 10: _d_MetadataRequestTopic_10, 11: _d_MetadataRequestTopic_10, 12: _d_MetadataRequestTopic_10, 13: _d_MetadataRequestTopic_10}
 MetadataRequestTopic._ENCODERS = {0: _e_MetadataRequestTopic_0, 1: _e_MetadataRequestTopic_1, 2: _e_MetadataRequestTopic_2, 3: _e_MetadataRequestTopic_3, 4: _e_MetadataRequestTopic_4, 5: _e_MetadataRequestTopic_5, 6: _e_MetadataRequestTopic_6, 7: _e_MetadataRequestTopic_7, 8: _e_MetadataRequestTopic_8, 9: _e_MetadataRequestTopic_9, 10: _e_MetadataRequestTopic_10, 11: _e_MetadataRequestTopic_10, 12: _e_MetadataRequestTopic_10, 13: _e_MetadataRequestTopic_10}
+MetadataRequestTopic._JSON = {0: _j_MetadataRequestTopic_0, 1: _j_MetadataRequestTopic_0, 2: _j_MetadataRequestTopic_0, 3: _j_MetadataRequestTopic_0, 4: _j_MetadataRequestTopic_0, 5: _j_MetadataRequestTopic_0, 6: _j_MetadataRequestTopic_0, 7: _j_MetadataRequestTopic_0, 8: _j_MetadataRequestTopic_0, 9: _j_MetadataRequestTopic_0, 10: _j_MetadataRequestTopic_10, 11: _j_MetadataRequestTopic_10, 12: _j_MetadataRequestTopic_10, 13: _j_MetadataRequestTopic_10}
 MetadataRequest._DECODERS = {0: _d_MetadataRequest_0, 1: _d_MetadataRequest_1, 2: _d_MetadataRequest_1, 3: _d_MetadataRequest_1, 4: _d_MetadataRequest_4, 5: _d_MetadataRequest_4, 6: _d_MetadataRequest_4, 7: _d_MetadataRequest_4, 8: _d_MetadataRequest_8, 9: _d_MetadataRequest_9, 10: _d_MetadataRequest_10, 11: _d_MetadataRequest_11, 12: _d_MetadataRequest_11, 13: _d_MetadataRequest_11}
 MetadataRequest._ENCODERS = {0: _e_MetadataRequest_0, 1: _e_MetadataRequest_1, 2: _e_MetadataRequest_2, 3: _e_MetadataRequest_3, 4: _e_MetadataRequest_4, 5: _e_MetadataRequest_5, 6: _e_MetadataRequest_6, 7: _e_MetadataRequest_7, 8: _e_MetadataRequest_8, 9: _e_MetadataRequest_9, 10: _e_MetadataRequest_10, 11: _e_MetadataRequest_11, 12: _e_MetadataRequest_11, 13: _e_MetadataRequest_11}
+MetadataRequest._JSON = {0: _j_MetadataRequest_0, 1: _j_MetadataRequest_0, 2: _j_MetadataRequest_0, 3: _j_MetadataRequest_0, 4: _j_MetadataRequest_4, 5: _j_MetadataRequest_4, 6: _j_MetadataRequest_4, 7: _j_MetadataRequest_4, 8: _j_MetadataRequest_8, 9: _j_MetadataRequest_8, 10: _j_MetadataRequest_10, 11: _j_MetadataRequest_11, 12: _j_MetadataRequest_11, 13: _j_MetadataRequest_11}
 MetadataRequestTopic._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', None, None, (10, 32767), None, None, None, 'uuid0', True),
     _F('Name', 'name', 'string', None, None, (0, 32767), (10, 32767), None, None, '', False),

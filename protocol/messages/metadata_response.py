@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -631,6 +633,14 @@ def _e_MetadataResponseBroker_13(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_MetadataResponseBroker_0(o):
+    return {'nodeId': o.node_id, 'host': o.host, 'port': o.port}
+
+
+def _j_MetadataResponseBroker_1(o):
+    return {'nodeId': o.node_id, 'host': o.host, 'port': o.port, 'rack': o.rack}
 
 
 def _d_MetadataResponsePartition_0(b, p):
@@ -2779,6 +2789,42 @@ def _e_MetadataResponseTopic_13(o, a):
         a(_S5.pack(o.topic_authorized_operations, 0))
 
 
+def _j_MetadataResponsePartition_0(o):
+    return {'errorCode': o.error_code, 'partitionIndex': o.partition_index, 'leaderId': o.leader_id, 'replicaNodes': (None if o.replica_nodes is None else list(o.replica_nodes)), 'isrNodes': (None if o.isr_nodes is None else list(o.isr_nodes))}
+
+
+def _j_MetadataResponseTopic_0(o):
+    return {'errorCode': o.error_code, 'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_MetadataResponsePartition_0(e) for e in o.partitions])}
+
+
+def _j_MetadataResponseTopic_1(o):
+    return {'errorCode': o.error_code, 'name': o.name, 'isInternal': o.is_internal, 'partitions': (None if o.partitions is None else [None if e is None else _j_MetadataResponsePartition_0(e) for e in o.partitions])}
+
+
+def _j_MetadataResponsePartition_5(o):
+    return {'errorCode': o.error_code, 'partitionIndex': o.partition_index, 'leaderId': o.leader_id, 'replicaNodes': (None if o.replica_nodes is None else list(o.replica_nodes)), 'isrNodes': (None if o.isr_nodes is None else list(o.isr_nodes)), 'offlineReplicas': (None if o.offline_replicas is None else list(o.offline_replicas))}
+
+
+def _j_MetadataResponseTopic_5(o):
+    return {'errorCode': o.error_code, 'name': o.name, 'isInternal': o.is_internal, 'partitions': (None if o.partitions is None else [None if e is None else _j_MetadataResponsePartition_5(e) for e in o.partitions])}
+
+
+def _j_MetadataResponsePartition_7(o):
+    return {'errorCode': o.error_code, 'partitionIndex': o.partition_index, 'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch, 'replicaNodes': (None if o.replica_nodes is None else list(o.replica_nodes)), 'isrNodes': (None if o.isr_nodes is None else list(o.isr_nodes)), 'offlineReplicas': (None if o.offline_replicas is None else list(o.offline_replicas))}
+
+
+def _j_MetadataResponseTopic_7(o):
+    return {'errorCode': o.error_code, 'name': o.name, 'isInternal': o.is_internal, 'partitions': (None if o.partitions is None else [None if e is None else _j_MetadataResponsePartition_7(e) for e in o.partitions])}
+
+
+def _j_MetadataResponseTopic_8(o):
+    return {'errorCode': o.error_code, 'name': o.name, 'isInternal': o.is_internal, 'partitions': (None if o.partitions is None else [None if e is None else _j_MetadataResponsePartition_7(e) for e in o.partitions]), 'topicAuthorizedOperations': o.topic_authorized_operations}
+
+
+def _j_MetadataResponseTopic_10(o):
+    return {'errorCode': o.error_code, 'name': o.name, 'topicId': _ju(o.topic_id), 'isInternal': o.is_internal, 'partitions': (None if o.partitions is None else [None if e is None else _j_MetadataResponsePartition_7(e) for e in o.partitions]), 'topicAuthorizedOperations': o.topic_authorized_operations}
+
+
 def _d_MetadataResponse_0(b, p):
     F = None
     try:
@@ -4869,14 +4915,58 @@ def _e_MetadataResponse_13(o, a):
         a(_S7.pack(o.error_code, 0))
 
 
+def _j_MetadataResponse_0(o):
+    return {'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_0(e) for e in o.brokers]), 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_0(e) for e in o.topics])}
+
+
+def _j_MetadataResponse_1(o):
+    return {'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_1(e) for e in o.topics])}
+
+
+def _j_MetadataResponse_2(o):
+    return {'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_1(e) for e in o.topics])}
+
+
+def _j_MetadataResponse_3(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_1(e) for e in o.topics])}
+
+
+def _j_MetadataResponse_5(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_5(e) for e in o.topics])}
+
+
+def _j_MetadataResponse_7(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_7(e) for e in o.topics])}
+
+
+def _j_MetadataResponse_8(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_8(e) for e in o.topics]), 'clusterAuthorizedOperations': o.cluster_authorized_operations}
+
+
+def _j_MetadataResponse_10(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_10(e) for e in o.topics]), 'clusterAuthorizedOperations': o.cluster_authorized_operations}
+
+
+def _j_MetadataResponse_11(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_10(e) for e in o.topics])}
+
+
+def _j_MetadataResponse_13(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'brokers': (None if o.brokers is None else [None if e is None else _j_MetadataResponseBroker_1(e) for e in o.brokers]), 'clusterId': o.cluster_id, 'controllerId': o.controller_id, 'topics': (None if o.topics is None else [None if e is None else _j_MetadataResponseTopic_10(e) for e in o.topics]), 'errorCode': o.error_code}
+
+
 MetadataResponseBroker._DECODERS = {0: _d_MetadataResponseBroker_0, 1: _d_MetadataResponseBroker_1, 2: _d_MetadataResponseBroker_1, 3: _d_MetadataResponseBroker_1, 4: _d_MetadataResponseBroker_1, 5: _d_MetadataResponseBroker_1, 6: _d_MetadataResponseBroker_1, 7: _d_MetadataResponseBroker_1, 8: _d_MetadataResponseBroker_1, 9: _d_MetadataResponseBroker_9, 10: _d_MetadataResponseBroker_9, 11: _d_MetadataResponseBroker_9, 12: _d_MetadataResponseBroker_9, 13: _d_MetadataResponseBroker_9}
 MetadataResponseBroker._ENCODERS = {0: _e_MetadataResponseBroker_0, 1: _e_MetadataResponseBroker_1, 2: _e_MetadataResponseBroker_2, 3: _e_MetadataResponseBroker_3, 4: _e_MetadataResponseBroker_4, 5: _e_MetadataResponseBroker_5, 6: _e_MetadataResponseBroker_6, 7: _e_MetadataResponseBroker_7, 8: _e_MetadataResponseBroker_8, 9: _e_MetadataResponseBroker_9, 10: _e_MetadataResponseBroker_10, 11: _e_MetadataResponseBroker_11, 12: _e_MetadataResponseBroker_12, 13: _e_MetadataResponseBroker_13}
+MetadataResponseBroker._JSON = {0: _j_MetadataResponseBroker_0, 1: _j_MetadataResponseBroker_1, 2: _j_MetadataResponseBroker_1, 3: _j_MetadataResponseBroker_1, 4: _j_MetadataResponseBroker_1, 5: _j_MetadataResponseBroker_1, 6: _j_MetadataResponseBroker_1, 7: _j_MetadataResponseBroker_1, 8: _j_MetadataResponseBroker_1, 9: _j_MetadataResponseBroker_1, 10: _j_MetadataResponseBroker_1, 11: _j_MetadataResponseBroker_1, 12: _j_MetadataResponseBroker_1, 13: _j_MetadataResponseBroker_1}
 MetadataResponseTopic._DECODERS = {0: _d_MetadataResponseTopic_0, 1: _d_MetadataResponseTopic_1, 2: _d_MetadataResponseTopic_1, 3: _d_MetadataResponseTopic_1, 4: _d_MetadataResponseTopic_1, 5: _d_MetadataResponseTopic_5, 6: _d_MetadataResponseTopic_5, 7: _d_MetadataResponseTopic_7, 8: _d_MetadataResponseTopic_8, 9: _d_MetadataResponseTopic_9, 10: _d_MetadataResponseTopic_10, 11: _d_MetadataResponseTopic_10, 12: _d_MetadataResponseTopic_12, 13: _d_MetadataResponseTopic_12}
 MetadataResponseTopic._ENCODERS = {0: _e_MetadataResponseTopic_0, 1: _e_MetadataResponseTopic_1, 2: _e_MetadataResponseTopic_2, 3: _e_MetadataResponseTopic_3, 4: _e_MetadataResponseTopic_4, 5: _e_MetadataResponseTopic_5, 6: _e_MetadataResponseTopic_6, 7: _e_MetadataResponseTopic_7, 8: _e_MetadataResponseTopic_8, 9: _e_MetadataResponseTopic_9, 10: _e_MetadataResponseTopic_10, 11: _e_MetadataResponseTopic_11, 12: _e_MetadataResponseTopic_12, 13: _e_MetadataResponseTopic_13}
+MetadataResponseTopic._JSON = {0: _j_MetadataResponseTopic_0, 1: _j_MetadataResponseTopic_1, 2: _j_MetadataResponseTopic_1, 3: _j_MetadataResponseTopic_1, 4: _j_MetadataResponseTopic_1, 5: _j_MetadataResponseTopic_5, 6: _j_MetadataResponseTopic_5, 7: _j_MetadataResponseTopic_7, 8: _j_MetadataResponseTopic_8, 9: _j_MetadataResponseTopic_8, 10: _j_MetadataResponseTopic_10, 11: _j_MetadataResponseTopic_10, 12: _j_MetadataResponseTopic_10, 13: _j_MetadataResponseTopic_10}
 MetadataResponsePartition._DECODERS = {0: _d_MetadataResponsePartition_0, 1: _d_MetadataResponsePartition_0, 2: _d_MetadataResponsePartition_0, 3: _d_MetadataResponsePartition_0, 4: _d_MetadataResponsePartition_0, 5: _d_MetadataResponsePartition_5, 6: _d_MetadataResponsePartition_5, 7: _d_MetadataResponsePartition_7, 8: _d_MetadataResponsePartition_7, 9: _d_MetadataResponsePartition_9, 10: _d_MetadataResponsePartition_9, 11: _d_MetadataResponsePartition_9, 12: _d_MetadataResponsePartition_9, 13: _d_MetadataResponsePartition_9}
 MetadataResponsePartition._ENCODERS = {0: _e_MetadataResponsePartition_0, 1: _e_MetadataResponsePartition_1, 2: _e_MetadataResponsePartition_2, 3: _e_MetadataResponsePartition_3, 4: _e_MetadataResponsePartition_4, 5: _e_MetadataResponsePartition_5, 6: _e_MetadataResponsePartition_6, 7: _e_MetadataResponsePartition_7, 8: _e_MetadataResponsePartition_8, 9: _e_MetadataResponsePartition_9, 10: _e_MetadataResponsePartition_10, 11: _e_MetadataResponsePartition_11, 12: _e_MetadataResponsePartition_12, 13: _e_MetadataResponsePartition_13}
+MetadataResponsePartition._JSON = {0: _j_MetadataResponsePartition_0, 1: _j_MetadataResponsePartition_0, 2: _j_MetadataResponsePartition_0, 3: _j_MetadataResponsePartition_0, 4: _j_MetadataResponsePartition_0, 5: _j_MetadataResponsePartition_5, 6: _j_MetadataResponsePartition_5, 7: _j_MetadataResponsePartition_7, 8: _j_MetadataResponsePartition_7, 9: _j_MetadataResponsePartition_7, 10: _j_MetadataResponsePartition_7, 11: _j_MetadataResponsePartition_7, 12: _j_MetadataResponsePartition_7, 13: _j_MetadataResponsePartition_7}
 MetadataResponse._DECODERS = {0: _d_MetadataResponse_0, 1: _d_MetadataResponse_1, 2: _d_MetadataResponse_2, 3: _d_MetadataResponse_3, 4: _d_MetadataResponse_3, 5: _d_MetadataResponse_5, 6: _d_MetadataResponse_5, 7: _d_MetadataResponse_7, 8: _d_MetadataResponse_8, 9: _d_MetadataResponse_9, 10: _d_MetadataResponse_10, 11: _d_MetadataResponse_11, 12: _d_MetadataResponse_12, 13: _d_MetadataResponse_13}
 MetadataResponse._ENCODERS = {0: _e_MetadataResponse_0, 1: _e_MetadataResponse_1, 2: _e_MetadataResponse_2, 3: _e_MetadataResponse_3, 4: _e_MetadataResponse_4, 5: _e_MetadataResponse_5, 6: _e_MetadataResponse_6, 7: _e_MetadataResponse_7, 8: _e_MetadataResponse_8, 9: _e_MetadataResponse_9, 10: _e_MetadataResponse_10, 11: _e_MetadataResponse_11, 12: _e_MetadataResponse_12, 13: _e_MetadataResponse_13}
+MetadataResponse._JSON = {0: _j_MetadataResponse_0, 1: _j_MetadataResponse_1, 2: _j_MetadataResponse_2, 3: _j_MetadataResponse_3, 4: _j_MetadataResponse_3, 5: _j_MetadataResponse_5, 6: _j_MetadataResponse_5, 7: _j_MetadataResponse_7, 8: _j_MetadataResponse_8, 9: _j_MetadataResponse_8, 10: _j_MetadataResponse_10, 11: _j_MetadataResponse_11, 12: _j_MetadataResponse_11, 13: _j_MetadataResponse_13}
 MetadataResponseBroker._FIELDS = (
     _F('NodeId', 'node_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

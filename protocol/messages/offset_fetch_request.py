@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -380,6 +382,10 @@ def _e_OffsetFetchRequestTopic_7(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_OffsetFetchRequestTopic_1(o):
+    return {'name': o.name, 'partitionIndexes': (None if o.partition_indexes is None else list(o.partition_indexes))}
 
 
 def _d_OffsetFetchRequestTopics_8(b, p):
@@ -1130,6 +1136,26 @@ def _e_OffsetFetchRequestGroup_10(o, a):
         _wtags(sorted(u11.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_OffsetFetchRequestTopics_8(o):
+    return {'name': o.name, 'partitionIndexes': (None if o.partition_indexes is None else list(o.partition_indexes))}
+
+
+def _j_OffsetFetchRequestGroup_8(o):
+    return {'groupId': o.group_id, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchRequestTopics_8(e) for e in o.topics])}
+
+
+def _j_OffsetFetchRequestGroup_9(o):
+    return {'groupId': o.group_id, 'memberId': o.member_id, 'memberEpoch': o.member_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchRequestTopics_8(e) for e in o.topics])}
+
+
+def _j_OffsetFetchRequestTopics_10(o):
+    return {'topicId': _ju(o.topic_id), 'partitionIndexes': (None if o.partition_indexes is None else list(o.partition_indexes))}
+
+
+def _j_OffsetFetchRequestGroup_10(o):
+    return {'groupId': o.group_id, 'memberId': o.member_id, 'memberEpoch': o.member_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchRequestTopics_10(e) for e in o.topics])}
 
 
 def _d_OffsetFetchRequest_1(b, p):
@@ -2058,14 +2084,38 @@ def _e_OffsetFetchRequest_10(o, a):
         a(_S3.pack(o.require_stable, 0))
 
 
+def _j_OffsetFetchRequest_1(o):
+    return {'groupId': o.group_id, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchRequestTopic_1(e) for e in o.topics])}
+
+
+def _j_OffsetFetchRequest_7(o):
+    return {'groupId': o.group_id, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchRequestTopic_1(e) for e in o.topics]), 'requireStable': o.require_stable}
+
+
+def _j_OffsetFetchRequest_8(o):
+    return {'groups': (None if o.groups is None else [None if e is None else _j_OffsetFetchRequestGroup_8(e) for e in o.groups]), 'requireStable': o.require_stable}
+
+
+def _j_OffsetFetchRequest_9(o):
+    return {'groups': (None if o.groups is None else [None if e is None else _j_OffsetFetchRequestGroup_9(e) for e in o.groups]), 'requireStable': o.require_stable}
+
+
+def _j_OffsetFetchRequest_10(o):
+    return {'groups': (None if o.groups is None else [None if e is None else _j_OffsetFetchRequestGroup_10(e) for e in o.groups]), 'requireStable': o.require_stable}
+
+
 OffsetFetchRequestTopic._DECODERS = {1: _d_OffsetFetchRequestTopic_1, 2: _d_OffsetFetchRequestTopic_1, 3: _d_OffsetFetchRequestTopic_1, 4: _d_OffsetFetchRequestTopic_1, 5: _d_OffsetFetchRequestTopic_1, 6: _d_OffsetFetchRequestTopic_6, 7: _d_OffsetFetchRequestTopic_6}
 OffsetFetchRequestTopic._ENCODERS = {1: _e_OffsetFetchRequestTopic_1, 2: _e_OffsetFetchRequestTopic_2, 3: _e_OffsetFetchRequestTopic_3, 4: _e_OffsetFetchRequestTopic_4, 5: _e_OffsetFetchRequestTopic_5, 6: _e_OffsetFetchRequestTopic_6, 7: _e_OffsetFetchRequestTopic_7}
+OffsetFetchRequestTopic._JSON = {1: _j_OffsetFetchRequestTopic_1, 2: _j_OffsetFetchRequestTopic_1, 3: _j_OffsetFetchRequestTopic_1, 4: _j_OffsetFetchRequestTopic_1, 5: _j_OffsetFetchRequestTopic_1, 6: _j_OffsetFetchRequestTopic_1, 7: _j_OffsetFetchRequestTopic_1}
 OffsetFetchRequestGroup._DECODERS = {8: _d_OffsetFetchRequestGroup_8, 9: _d_OffsetFetchRequestGroup_9, 10: _d_OffsetFetchRequestGroup_10}
 OffsetFetchRequestGroup._ENCODERS = {8: _e_OffsetFetchRequestGroup_8, 9: _e_OffsetFetchRequestGroup_9, 10: _e_OffsetFetchRequestGroup_10}
+OffsetFetchRequestGroup._JSON = {8: _j_OffsetFetchRequestGroup_8, 9: _j_OffsetFetchRequestGroup_9, 10: _j_OffsetFetchRequestGroup_10}
 OffsetFetchRequestTopics._DECODERS = {8: _d_OffsetFetchRequestTopics_8, 9: _d_OffsetFetchRequestTopics_8, 10: _d_OffsetFetchRequestTopics_10}
 OffsetFetchRequestTopics._ENCODERS = {8: _e_OffsetFetchRequestTopics_8, 9: _e_OffsetFetchRequestTopics_9, 10: _e_OffsetFetchRequestTopics_10}
+OffsetFetchRequestTopics._JSON = {8: _j_OffsetFetchRequestTopics_8, 9: _j_OffsetFetchRequestTopics_8, 10: _j_OffsetFetchRequestTopics_10}
 OffsetFetchRequest._DECODERS = {1: _d_OffsetFetchRequest_1, 2: _d_OffsetFetchRequest_2, 3: _d_OffsetFetchRequest_2, 4: _d_OffsetFetchRequest_2, 5: _d_OffsetFetchRequest_2, 6: _d_OffsetFetchRequest_6, 7: _d_OffsetFetchRequest_7, 8: _d_OffsetFetchRequest_8, 9: _d_OffsetFetchRequest_9, 10: _d_OffsetFetchRequest_10}
 OffsetFetchRequest._ENCODERS = {1: _e_OffsetFetchRequest_1, 2: _e_OffsetFetchRequest_2, 3: _e_OffsetFetchRequest_3, 4: _e_OffsetFetchRequest_4, 5: _e_OffsetFetchRequest_5, 6: _e_OffsetFetchRequest_6, 7: _e_OffsetFetchRequest_7, 8: _e_OffsetFetchRequest_8, 9: _e_OffsetFetchRequest_9, 10: _e_OffsetFetchRequest_10}
+OffsetFetchRequest._JSON = {1: _j_OffsetFetchRequest_1, 2: _j_OffsetFetchRequest_1, 3: _j_OffsetFetchRequest_1, 4: _j_OffsetFetchRequest_1, 5: _j_OffsetFetchRequest_1, 6: _j_OffsetFetchRequest_1, 7: _j_OffsetFetchRequest_7, 8: _j_OffsetFetchRequest_8, 9: _j_OffsetFetchRequest_9, 10: _j_OffsetFetchRequest_10}
 OffsetFetchRequestTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 7), None, None, None, '', False),
     _F('PartitionIndexes', 'partition_indexes', 'array', 'int32', None, (0, 7), None, None, None, [], False),

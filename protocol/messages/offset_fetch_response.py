@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -812,6 +814,22 @@ def _e_OffsetFetchResponseTopic_7(o, a):
         a(b'\x00')
 
 
+def _j_OffsetFetchResponsePartition_1(o):
+    return {'partitionIndex': o.partition_index, 'committedOffset': o.committed_offset, 'metadata': o.metadata, 'errorCode': o.error_code}
+
+
+def _j_OffsetFetchResponseTopic_1(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_OffsetFetchResponsePartition_1(e) for e in o.partitions])}
+
+
+def _j_OffsetFetchResponsePartition_5(o):
+    return {'partitionIndex': o.partition_index, 'committedOffset': o.committed_offset, 'committedLeaderEpoch': o.committed_leader_epoch, 'metadata': o.metadata, 'errorCode': o.error_code}
+
+
+def _j_OffsetFetchResponseTopic_5(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_OffsetFetchResponsePartition_5(e) for e in o.partitions])}
+
+
 def _d_OffsetFetchResponsePartitions_8(b, p):
     F = None
     try:
@@ -1433,6 +1451,26 @@ def _e_OffsetFetchResponseGroup_10(o, a):
         a(_S4.pack(o.error_code, 0))
 
 
+def _j_OffsetFetchResponsePartitions_8(o):
+    return {'partitionIndex': o.partition_index, 'committedOffset': o.committed_offset, 'committedLeaderEpoch': o.committed_leader_epoch, 'metadata': o.metadata, 'errorCode': o.error_code}
+
+
+def _j_OffsetFetchResponseTopics_8(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_OffsetFetchResponsePartitions_8(e) for e in o.partitions])}
+
+
+def _j_OffsetFetchResponseGroup_8(o):
+    return {'groupId': o.group_id, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchResponseTopics_8(e) for e in o.topics]), 'errorCode': o.error_code}
+
+
+def _j_OffsetFetchResponseTopics_10(o):
+    return {'topicId': _ju(o.topic_id), 'partitions': (None if o.partitions is None else [None if e is None else _j_OffsetFetchResponsePartitions_8(e) for e in o.partitions])}
+
+
+def _j_OffsetFetchResponseGroup_10(o):
+    return {'groupId': o.group_id, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchResponseTopics_10(e) for e in o.topics]), 'errorCode': o.error_code}
+
+
 def _d_OffsetFetchResponse_1(b, p):
     F = None
     try:
@@ -1929,18 +1967,48 @@ def _e_OffsetFetchResponse_10(o, a):
         a(b'\x00')
 
 
+def _j_OffsetFetchResponse_1(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchResponseTopic_1(e) for e in o.topics])}
+
+
+def _j_OffsetFetchResponse_2(o):
+    return {'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchResponseTopic_1(e) for e in o.topics]), 'errorCode': o.error_code}
+
+
+def _j_OffsetFetchResponse_3(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchResponseTopic_1(e) for e in o.topics]), 'errorCode': o.error_code}
+
+
+def _j_OffsetFetchResponse_5(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'topics': (None if o.topics is None else [None if e is None else _j_OffsetFetchResponseTopic_5(e) for e in o.topics]), 'errorCode': o.error_code}
+
+
+def _j_OffsetFetchResponse_8(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'groups': (None if o.groups is None else [None if e is None else _j_OffsetFetchResponseGroup_8(e) for e in o.groups])}
+
+
+def _j_OffsetFetchResponse_10(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'groups': (None if o.groups is None else [None if e is None else _j_OffsetFetchResponseGroup_10(e) for e in o.groups])}
+
+
 OffsetFetchResponseTopic._DECODERS = {1: _d_OffsetFetchResponseTopic_1, 2: _d_OffsetFetchResponseTopic_1, 3: _d_OffsetFetchResponseTopic_1, 4: _d_OffsetFetchResponseTopic_1, 5: _d_OffsetFetchResponseTopic_5, 6: _d_OffsetFetchResponseTopic_6, 7: _d_OffsetFetchResponseTopic_6}
 OffsetFetchResponseTopic._ENCODERS = {1: _e_OffsetFetchResponseTopic_1, 2: _e_OffsetFetchResponseTopic_2, 3: _e_OffsetFetchResponseTopic_3, 4: _e_OffsetFetchResponseTopic_4, 5: _e_OffsetFetchResponseTopic_5, 6: _e_OffsetFetchResponseTopic_6, 7: _e_OffsetFetchResponseTopic_7}
+OffsetFetchResponseTopic._JSON = {1: _j_OffsetFetchResponseTopic_1, 2: _j_OffsetFetchResponseTopic_1, 3: _j_OffsetFetchResponseTopic_1, 4: _j_OffsetFetchResponseTopic_1, 5: _j_OffsetFetchResponseTopic_5, 6: _j_OffsetFetchResponseTopic_5, 7: _j_OffsetFetchResponseTopic_5}
 OffsetFetchResponsePartition._DECODERS = {1: _d_OffsetFetchResponsePartition_1, 2: _d_OffsetFetchResponsePartition_1, 3: _d_OffsetFetchResponsePartition_1, 4: _d_OffsetFetchResponsePartition_1, 5: _d_OffsetFetchResponsePartition_5, 6: _d_OffsetFetchResponsePartition_6, 7: _d_OffsetFetchResponsePartition_6}
 OffsetFetchResponsePartition._ENCODERS = {1: _e_OffsetFetchResponsePartition_1, 2: _e_OffsetFetchResponsePartition_1, 3: _e_OffsetFetchResponsePartition_1, 4: _e_OffsetFetchResponsePartition_1, 5: _e_OffsetFetchResponsePartition_5, 6: _e_OffsetFetchResponsePartition_6, 7: _e_OffsetFetchResponsePartition_6}
+OffsetFetchResponsePartition._JSON = {1: _j_OffsetFetchResponsePartition_1, 2: _j_OffsetFetchResponsePartition_1, 3: _j_OffsetFetchResponsePartition_1, 4: _j_OffsetFetchResponsePartition_1, 5: _j_OffsetFetchResponsePartition_5, 6: _j_OffsetFetchResponsePartition_5, 7: _j_OffsetFetchResponsePartition_5}
 OffsetFetchResponseGroup._DECODERS = {8: _d_OffsetFetchResponseGroup_8, 9: _d_OffsetFetchResponseGroup_8, 10: _d_OffsetFetchResponseGroup_10}
 OffsetFetchResponseGroup._ENCODERS = {8: _e_OffsetFetchResponseGroup_8, 9: _e_OffsetFetchResponseGroup_9, 10: _e_OffsetFetchResponseGroup_10}
+OffsetFetchResponseGroup._JSON = {8: _j_OffsetFetchResponseGroup_8, 9: _j_OffsetFetchResponseGroup_8, 10: _j_OffsetFetchResponseGroup_10}
 OffsetFetchResponseTopics._DECODERS = {8: _d_OffsetFetchResponseTopics_8, 9: _d_OffsetFetchResponseTopics_8, 10: _d_OffsetFetchResponseTopics_10}
 OffsetFetchResponseTopics._ENCODERS = {8: _e_OffsetFetchResponseTopics_8, 9: _e_OffsetFetchResponseTopics_9, 10: _e_OffsetFetchResponseTopics_10}
+OffsetFetchResponseTopics._JSON = {8: _j_OffsetFetchResponseTopics_8, 9: _j_OffsetFetchResponseTopics_8, 10: _j_OffsetFetchResponseTopics_10}
 OffsetFetchResponsePartitions._DECODERS = {8: _d_OffsetFetchResponsePartitions_8, 9: _d_OffsetFetchResponsePartitions_8, 10: _d_OffsetFetchResponsePartitions_8}
 OffsetFetchResponsePartitions._ENCODERS = {8: _e_OffsetFetchResponsePartitions_8, 9: _e_OffsetFetchResponsePartitions_8, 10: _e_OffsetFetchResponsePartitions_8}
+OffsetFetchResponsePartitions._JSON = {8: _j_OffsetFetchResponsePartitions_8, 9: _j_OffsetFetchResponsePartitions_8, 10: _j_OffsetFetchResponsePartitions_8}
 OffsetFetchResponse._DECODERS = {1: _d_OffsetFetchResponse_1, 2: _d_OffsetFetchResponse_2, 3: _d_OffsetFetchResponse_3, 4: _d_OffsetFetchResponse_3, 5: _d_OffsetFetchResponse_5, 6: _d_OffsetFetchResponse_6, 7: _d_OffsetFetchResponse_6, 8: _d_OffsetFetchResponse_8, 9: _d_OffsetFetchResponse_8, 10: _d_OffsetFetchResponse_10}
 OffsetFetchResponse._ENCODERS = {1: _e_OffsetFetchResponse_1, 2: _e_OffsetFetchResponse_2, 3: _e_OffsetFetchResponse_3, 4: _e_OffsetFetchResponse_4, 5: _e_OffsetFetchResponse_5, 6: _e_OffsetFetchResponse_6, 7: _e_OffsetFetchResponse_7, 8: _e_OffsetFetchResponse_8, 9: _e_OffsetFetchResponse_9, 10: _e_OffsetFetchResponse_10}
+OffsetFetchResponse._JSON = {1: _j_OffsetFetchResponse_1, 2: _j_OffsetFetchResponse_2, 3: _j_OffsetFetchResponse_3, 4: _j_OffsetFetchResponse_3, 5: _j_OffsetFetchResponse_5, 6: _j_OffsetFetchResponse_5, 7: _j_OffsetFetchResponse_5, 8: _j_OffsetFetchResponse_8, 9: _j_OffsetFetchResponse_8, 10: _j_OffsetFetchResponse_10}
 OffsetFetchResponseTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 7), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', OffsetFetchResponsePartition, (0, 7), None, None, None, [], False),

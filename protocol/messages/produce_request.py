@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -846,6 +848,18 @@ def _e_TopicProduceData_13(o, a):
         a(b'\x00')
 
 
+def _j_PartitionProduceData_3(o):
+    return {'index': o.index, 'records': _jb(o.records)}
+
+
+def _j_TopicProduceData_3(o):
+    return {'name': o.name, 'partitionData': (None if o.partition_data is None else [None if e is None else _j_PartitionProduceData_3(e) for e in o.partition_data])}
+
+
+def _j_TopicProduceData_13(o):
+    return {'topicId': _ju(o.topic_id), 'partitionData': (None if o.partition_data is None else [None if e is None else _j_PartitionProduceData_3(e) for e in o.partition_data])}
+
+
 def _d_ProduceRequest_3(b, p):
     F = None
     try:
@@ -1299,12 +1313,23 @@ def _e_ProduceRequest_13(o, a):
         a(b'\x00')
 
 
+def _j_ProduceRequest_3(o):
+    return {'transactionalId': o.transactional_id, 'acks': o.acks, 'timeoutMs': o.timeout_ms, 'topicData': (None if o.topic_data is None else [None if e is None else _j_TopicProduceData_3(e) for e in o.topic_data])}
+
+
+def _j_ProduceRequest_13(o):
+    return {'transactionalId': o.transactional_id, 'acks': o.acks, 'timeoutMs': o.timeout_ms, 'topicData': (None if o.topic_data is None else [None if e is None else _j_TopicProduceData_13(e) for e in o.topic_data])}
+
+
 TopicProduceData._DECODERS = {3: _d_TopicProduceData_3, 4: _d_TopicProduceData_3, 5: _d_TopicProduceData_3, 6: _d_TopicProduceData_3, 7: _d_TopicProduceData_3, 8: _d_TopicProduceData_3, 9: _d_TopicProduceData_9, 10: _d_TopicProduceData_9, 11: _d_TopicProduceData_9, 12: _d_TopicProduceData_9, 13: _d_TopicProduceData_13}
 TopicProduceData._ENCODERS = {3: _e_TopicProduceData_3, 4: _e_TopicProduceData_4, 5: _e_TopicProduceData_5, 6: _e_TopicProduceData_6, 7: _e_TopicProduceData_7, 8: _e_TopicProduceData_8, 9: _e_TopicProduceData_9, 10: _e_TopicProduceData_10, 11: _e_TopicProduceData_11, 12: _e_TopicProduceData_12, 13: _e_TopicProduceData_13}
+TopicProduceData._JSON = {3: _j_TopicProduceData_3, 4: _j_TopicProduceData_3, 5: _j_TopicProduceData_3, 6: _j_TopicProduceData_3, 7: _j_TopicProduceData_3, 8: _j_TopicProduceData_3, 9: _j_TopicProduceData_3, 10: _j_TopicProduceData_3, 11: _j_TopicProduceData_3, 12: _j_TopicProduceData_3, 13: _j_TopicProduceData_13}
 PartitionProduceData._DECODERS = {3: _d_PartitionProduceData_3, 4: _d_PartitionProduceData_3, 5: _d_PartitionProduceData_3, 6: _d_PartitionProduceData_3, 7: _d_PartitionProduceData_3, 8: _d_PartitionProduceData_3, 9: _d_PartitionProduceData_9, 10: _d_PartitionProduceData_9, 11: _d_PartitionProduceData_9, 12: _d_PartitionProduceData_9, 13: _d_PartitionProduceData_9}
 PartitionProduceData._ENCODERS = {3: _e_PartitionProduceData_3, 4: _e_PartitionProduceData_3, 5: _e_PartitionProduceData_3, 6: _e_PartitionProduceData_3, 7: _e_PartitionProduceData_3, 8: _e_PartitionProduceData_3, 9: _e_PartitionProduceData_9, 10: _e_PartitionProduceData_9, 11: _e_PartitionProduceData_9, 12: _e_PartitionProduceData_9, 13: _e_PartitionProduceData_9}
+PartitionProduceData._JSON = {3: _j_PartitionProduceData_3, 4: _j_PartitionProduceData_3, 5: _j_PartitionProduceData_3, 6: _j_PartitionProduceData_3, 7: _j_PartitionProduceData_3, 8: _j_PartitionProduceData_3, 9: _j_PartitionProduceData_3, 10: _j_PartitionProduceData_3, 11: _j_PartitionProduceData_3, 12: _j_PartitionProduceData_3, 13: _j_PartitionProduceData_3}
 ProduceRequest._DECODERS = {3: _d_ProduceRequest_3, 4: _d_ProduceRequest_3, 5: _d_ProduceRequest_3, 6: _d_ProduceRequest_3, 7: _d_ProduceRequest_3, 8: _d_ProduceRequest_3, 9: _d_ProduceRequest_9, 10: _d_ProduceRequest_9, 11: _d_ProduceRequest_9, 12: _d_ProduceRequest_9, 13: _d_ProduceRequest_13}
 ProduceRequest._ENCODERS = {3: _e_ProduceRequest_3, 4: _e_ProduceRequest_4, 5: _e_ProduceRequest_5, 6: _e_ProduceRequest_6, 7: _e_ProduceRequest_7, 8: _e_ProduceRequest_8, 9: _e_ProduceRequest_9, 10: _e_ProduceRequest_10, 11: _e_ProduceRequest_11, 12: _e_ProduceRequest_12, 13: _e_ProduceRequest_13}
+ProduceRequest._JSON = {3: _j_ProduceRequest_3, 4: _j_ProduceRequest_3, 5: _j_ProduceRequest_3, 6: _j_ProduceRequest_3, 7: _j_ProduceRequest_3, 8: _j_ProduceRequest_3, 9: _j_ProduceRequest_3, 10: _j_ProduceRequest_3, 11: _j_ProduceRequest_3, 12: _j_ProduceRequest_3, 13: _j_ProduceRequest_13}
 TopicProduceData._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 12), None, None, None, '', True),
     _F('TopicId', 'topic_id', 'uuid', None, None, (13, 32767), None, None, None, 'uuid0', True),

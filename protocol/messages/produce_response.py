@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -1571,6 +1573,53 @@ def _e_TopicProduceResponse_13(o, a):
         a(b'\x00')
 
 
+def _j_PartitionProduceResponse_3(o):
+    return {'index': o.index, 'errorCode': o.error_code, 'baseOffset': o.base_offset, 'logAppendTimeMs': o.log_append_time_ms}
+
+
+def _j_TopicProduceResponse_3(o):
+    return {'name': o.name, 'partitionResponses': (None if o.partition_responses is None else [None if e is None else _j_PartitionProduceResponse_3(e) for e in o.partition_responses])}
+
+
+def _j_PartitionProduceResponse_5(o):
+    return {'index': o.index, 'errorCode': o.error_code, 'baseOffset': o.base_offset, 'logAppendTimeMs': o.log_append_time_ms, 'logStartOffset': o.log_start_offset}
+
+
+def _j_TopicProduceResponse_5(o):
+    return {'name': o.name, 'partitionResponses': (None if o.partition_responses is None else [None if e is None else _j_PartitionProduceResponse_5(e) for e in o.partition_responses])}
+
+
+def _j_BatchIndexAndErrorMessage_8(o):
+    return {'batchIndex': o.batch_index, 'batchIndexErrorMessage': o.batch_index_error_message}
+
+
+def _j_PartitionProduceResponse_8(o):
+    return {'index': o.index, 'errorCode': o.error_code, 'baseOffset': o.base_offset, 'logAppendTimeMs': o.log_append_time_ms, 'logStartOffset': o.log_start_offset, 'recordErrors': (None if o.record_errors is None else [None if e is None else _j_BatchIndexAndErrorMessage_8(e) for e in o.record_errors]), 'errorMessage': o.error_message}
+
+
+def _j_TopicProduceResponse_8(o):
+    return {'name': o.name, 'partitionResponses': (None if o.partition_responses is None else [None if e is None else _j_PartitionProduceResponse_8(e) for e in o.partition_responses])}
+
+
+def _j_LeaderIdAndEpoch_10(o):
+    return {'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch}
+
+
+def _j_PartitionProduceResponse_10(o):
+    r = {'index': o.index, 'errorCode': o.error_code, 'baseOffset': o.base_offset, 'logAppendTimeMs': o.log_append_time_ms, 'logStartOffset': o.log_start_offset, 'recordErrors': (None if o.record_errors is None else [None if e is None else _j_BatchIndexAndErrorMessage_8(e) for e in o.record_errors]), 'errorMessage': o.error_message}
+    if o.current_leader != _DEF_LeaderIdAndEpoch:
+        r['currentLeader'] = (None if o.current_leader is None else _j_LeaderIdAndEpoch_10(o.current_leader))
+    return r
+
+
+def _j_TopicProduceResponse_10(o):
+    return {'name': o.name, 'partitionResponses': (None if o.partition_responses is None else [None if e is None else _j_PartitionProduceResponse_10(e) for e in o.partition_responses])}
+
+
+def _j_TopicProduceResponse_13(o):
+    return {'topicId': _ju(o.topic_id), 'partitionResponses': (None if o.partition_responses is None else [None if e is None else _j_PartitionProduceResponse_10(e) for e in o.partition_responses])}
+
+
 def _d_NodeEndpoint_10(b, p):
     F = None
     try:
@@ -1750,6 +1799,10 @@ def _e_NodeEndpoint_13(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_NodeEndpoint_10(o):
+    return {'nodeId': o.node_id, 'host': o.host, 'port': o.port, 'rack': o.rack}
 
 
 def _d_ProduceResponse_3(b, p):
@@ -2514,18 +2567,50 @@ def _e_ProduceResponse_13(o, a):
         a(b'\x00')
 
 
+def _j_ProduceResponse_3(o):
+    return {'responses': (None if o.responses is None else [None if e is None else _j_TopicProduceResponse_3(e) for e in o.responses]), 'throttleTimeMs': o.throttle_time_ms}
+
+
+def _j_ProduceResponse_5(o):
+    return {'responses': (None if o.responses is None else [None if e is None else _j_TopicProduceResponse_5(e) for e in o.responses]), 'throttleTimeMs': o.throttle_time_ms}
+
+
+def _j_ProduceResponse_8(o):
+    return {'responses': (None if o.responses is None else [None if e is None else _j_TopicProduceResponse_8(e) for e in o.responses]), 'throttleTimeMs': o.throttle_time_ms}
+
+
+def _j_ProduceResponse_10(o):
+    r = {'responses': (None if o.responses is None else [None if e is None else _j_TopicProduceResponse_10(e) for e in o.responses]), 'throttleTimeMs': o.throttle_time_ms}
+    if o.node_endpoints:
+        r['nodeEndpoints'] = (None if o.node_endpoints is None else [None if e is None else _j_NodeEndpoint_10(e) for e in o.node_endpoints])
+    return r
+
+
+def _j_ProduceResponse_13(o):
+    r = {'responses': (None if o.responses is None else [None if e is None else _j_TopicProduceResponse_13(e) for e in o.responses]), 'throttleTimeMs': o.throttle_time_ms}
+    if o.node_endpoints:
+        r['nodeEndpoints'] = (None if o.node_endpoints is None else [None if e is None else _j_NodeEndpoint_10(e) for e in o.node_endpoints])
+    return r
+
+
 TopicProduceResponse._DECODERS = {3: _d_TopicProduceResponse_3, 4: _d_TopicProduceResponse_3, 5: _d_TopicProduceResponse_5, 6: _d_TopicProduceResponse_5, 7: _d_TopicProduceResponse_5, 8: _d_TopicProduceResponse_8, 9: _d_TopicProduceResponse_9, 10: _d_TopicProduceResponse_10, 11: _d_TopicProduceResponse_10, 12: _d_TopicProduceResponse_10, 13: _d_TopicProduceResponse_13}
 TopicProduceResponse._ENCODERS = {3: _e_TopicProduceResponse_3, 4: _e_TopicProduceResponse_4, 5: _e_TopicProduceResponse_5, 6: _e_TopicProduceResponse_6, 7: _e_TopicProduceResponse_7, 8: _e_TopicProduceResponse_8, 9: _e_TopicProduceResponse_9, 10: _e_TopicProduceResponse_10, 11: _e_TopicProduceResponse_11, 12: _e_TopicProduceResponse_12, 13: _e_TopicProduceResponse_13}
+TopicProduceResponse._JSON = {3: _j_TopicProduceResponse_3, 4: _j_TopicProduceResponse_3, 5: _j_TopicProduceResponse_5, 6: _j_TopicProduceResponse_5, 7: _j_TopicProduceResponse_5, 8: _j_TopicProduceResponse_8, 9: _j_TopicProduceResponse_8, 10: _j_TopicProduceResponse_10, 11: _j_TopicProduceResponse_10, 12: _j_TopicProduceResponse_10, 13: _j_TopicProduceResponse_13}
 PartitionProduceResponse._DECODERS = {3: _d_PartitionProduceResponse_3, 4: _d_PartitionProduceResponse_3, 5: _d_PartitionProduceResponse_5, 6: _d_PartitionProduceResponse_5, 7: _d_PartitionProduceResponse_5, 8: _d_PartitionProduceResponse_8, 9: _d_PartitionProduceResponse_9, 10: _d_PartitionProduceResponse_10, 11: _d_PartitionProduceResponse_10, 12: _d_PartitionProduceResponse_10, 13: _d_PartitionProduceResponse_10}
 PartitionProduceResponse._ENCODERS = {3: _e_PartitionProduceResponse_3, 4: _e_PartitionProduceResponse_3, 5: _e_PartitionProduceResponse_5, 6: _e_PartitionProduceResponse_5, 7: _e_PartitionProduceResponse_5, 8: _e_PartitionProduceResponse_8, 9: _e_PartitionProduceResponse_9, 10: _e_PartitionProduceResponse_10, 11: _e_PartitionProduceResponse_11, 12: _e_PartitionProduceResponse_12, 13: _e_PartitionProduceResponse_13}
+PartitionProduceResponse._JSON = {3: _j_PartitionProduceResponse_3, 4: _j_PartitionProduceResponse_3, 5: _j_PartitionProduceResponse_5, 6: _j_PartitionProduceResponse_5, 7: _j_PartitionProduceResponse_5, 8: _j_PartitionProduceResponse_8, 9: _j_PartitionProduceResponse_8, 10: _j_PartitionProduceResponse_10, 11: _j_PartitionProduceResponse_10, 12: _j_PartitionProduceResponse_10, 13: _j_PartitionProduceResponse_10}
 BatchIndexAndErrorMessage._DECODERS = {8: _d_BatchIndexAndErrorMessage_8, 9: _d_BatchIndexAndErrorMessage_9, 10: _d_BatchIndexAndErrorMessage_9, 11: _d_BatchIndexAndErrorMessage_9, 12: _d_BatchIndexAndErrorMessage_9, 13: _d_BatchIndexAndErrorMessage_9}
 BatchIndexAndErrorMessage._ENCODERS = {8: _e_BatchIndexAndErrorMessage_8, 9: _e_BatchIndexAndErrorMessage_9, 10: _e_BatchIndexAndErrorMessage_9, 11: _e_BatchIndexAndErrorMessage_9, 12: _e_BatchIndexAndErrorMessage_9, 13: _e_BatchIndexAndErrorMessage_9}
+BatchIndexAndErrorMessage._JSON = {8: _j_BatchIndexAndErrorMessage_8, 9: _j_BatchIndexAndErrorMessage_8, 10: _j_BatchIndexAndErrorMessage_8, 11: _j_BatchIndexAndErrorMessage_8, 12: _j_BatchIndexAndErrorMessage_8, 13: _j_BatchIndexAndErrorMessage_8}
 LeaderIdAndEpoch._DECODERS = {10: _d_LeaderIdAndEpoch_10, 11: _d_LeaderIdAndEpoch_10, 12: _d_LeaderIdAndEpoch_10, 13: _d_LeaderIdAndEpoch_10}
 LeaderIdAndEpoch._ENCODERS = {10: _e_LeaderIdAndEpoch_10, 11: _e_LeaderIdAndEpoch_10, 12: _e_LeaderIdAndEpoch_10, 13: _e_LeaderIdAndEpoch_10}
+LeaderIdAndEpoch._JSON = {10: _j_LeaderIdAndEpoch_10, 11: _j_LeaderIdAndEpoch_10, 12: _j_LeaderIdAndEpoch_10, 13: _j_LeaderIdAndEpoch_10}
 NodeEndpoint._DECODERS = {10: _d_NodeEndpoint_10, 11: _d_NodeEndpoint_10, 12: _d_NodeEndpoint_10, 13: _d_NodeEndpoint_10}
 NodeEndpoint._ENCODERS = {10: _e_NodeEndpoint_10, 11: _e_NodeEndpoint_11, 12: _e_NodeEndpoint_12, 13: _e_NodeEndpoint_13}
+NodeEndpoint._JSON = {10: _j_NodeEndpoint_10, 11: _j_NodeEndpoint_10, 12: _j_NodeEndpoint_10, 13: _j_NodeEndpoint_10}
 ProduceResponse._DECODERS = {3: _d_ProduceResponse_3, 4: _d_ProduceResponse_3, 5: _d_ProduceResponse_5, 6: _d_ProduceResponse_5, 7: _d_ProduceResponse_5, 8: _d_ProduceResponse_8, 9: _d_ProduceResponse_9, 10: _d_ProduceResponse_10, 11: _d_ProduceResponse_10, 12: _d_ProduceResponse_10, 13: _d_ProduceResponse_13}
 ProduceResponse._ENCODERS = {3: _e_ProduceResponse_3, 4: _e_ProduceResponse_4, 5: _e_ProduceResponse_5, 6: _e_ProduceResponse_6, 7: _e_ProduceResponse_7, 8: _e_ProduceResponse_8, 9: _e_ProduceResponse_9, 10: _e_ProduceResponse_10, 11: _e_ProduceResponse_11, 12: _e_ProduceResponse_12, 13: _e_ProduceResponse_13}
+ProduceResponse._JSON = {3: _j_ProduceResponse_3, 4: _j_ProduceResponse_3, 5: _j_ProduceResponse_5, 6: _j_ProduceResponse_5, 7: _j_ProduceResponse_5, 8: _j_ProduceResponse_8, 9: _j_ProduceResponse_8, 10: _j_ProduceResponse_10, 11: _j_ProduceResponse_10, 12: _j_ProduceResponse_10, 13: _j_ProduceResponse_13}
 TopicProduceResponse._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 12), None, None, None, '', True),
     _F('TopicId', 'topic_id', 'uuid', None, None, (13, 32767), None, None, None, 'uuid0', True),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -200,8 +202,17 @@ def _e_RequestHeader_2(o, a):
         a(b'\x00')
 
 
+def _j_RequestHeader_0(o):
+    return {'requestApiKey': o.request_api_key, 'requestApiVersion': o.request_api_version, 'correlationId': o.correlation_id}
+
+
+def _j_RequestHeader_1(o):
+    return {'requestApiKey': o.request_api_key, 'requestApiVersion': o.request_api_version, 'correlationId': o.correlation_id, 'clientId': o.client_id}
+
+
 RequestHeader._DECODERS = {0: _d_RequestHeader_0, 1: _d_RequestHeader_1, 2: _d_RequestHeader_2}
 RequestHeader._ENCODERS = {0: _e_RequestHeader_0, 1: _e_RequestHeader_1, 2: _e_RequestHeader_2}
+RequestHeader._JSON = {0: _j_RequestHeader_0, 1: _j_RequestHeader_1, 2: _j_RequestHeader_1}
 RequestHeader._FIELDS = (
     _F('RequestApiKey', 'request_api_key', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('RequestApiVersion', 'request_api_version', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -125,8 +127,13 @@ def _e_ResponseHeader_1(o, a):
         a(_S1.pack(o.correlation_id, 0))
 
 
+def _j_ResponseHeader_0(o):
+    return {'correlationId': o.correlation_id}
+
+
 ResponseHeader._DECODERS = {0: _d_ResponseHeader_0, 1: _d_ResponseHeader_1}
 ResponseHeader._ENCODERS = {0: _e_ResponseHeader_0, 1: _e_ResponseHeader_1}
+ResponseHeader._JSON = {0: _j_ResponseHeader_0, 1: _j_ResponseHeader_0}
 ResponseHeader._FIELDS = (
     _F('CorrelationId', 'correlation_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
 )

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -172,8 +174,13 @@ def _e_SaslAuthenticateRequest_2(o, a):
         a(b'\x00')
 
 
+def _j_SaslAuthenticateRequest_0(o):
+    return {'authBytes': _jb(o.auth_bytes)}
+
+
 SaslAuthenticateRequest._DECODERS = {0: _d_SaslAuthenticateRequest_0, 1: _d_SaslAuthenticateRequest_0, 2: _d_SaslAuthenticateRequest_2}
 SaslAuthenticateRequest._ENCODERS = {0: _e_SaslAuthenticateRequest_0, 1: _e_SaslAuthenticateRequest_1, 2: _e_SaslAuthenticateRequest_2}
+SaslAuthenticateRequest._JSON = {0: _j_SaslAuthenticateRequest_0, 1: _j_SaslAuthenticateRequest_0, 2: _j_SaslAuthenticateRequest_0}
 SaslAuthenticateRequest._FIELDS = (
     _F('AuthBytes', 'auth_bytes', 'bytes', None, None, (0, 32767), None, None, None, b'', False),
 )

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -291,8 +293,17 @@ def _e_SaslAuthenticateResponse_2(o, a):
         a(_S3.pack(o.session_lifetime_ms, 0))
 
 
+def _j_SaslAuthenticateResponse_0(o):
+    return {'errorCode': o.error_code, 'errorMessage': o.error_message, 'authBytes': _jb(o.auth_bytes)}
+
+
+def _j_SaslAuthenticateResponse_1(o):
+    return {'errorCode': o.error_code, 'errorMessage': o.error_message, 'authBytes': _jb(o.auth_bytes), 'sessionLifetimeMs': o.session_lifetime_ms}
+
+
 SaslAuthenticateResponse._DECODERS = {0: _d_SaslAuthenticateResponse_0, 1: _d_SaslAuthenticateResponse_1, 2: _d_SaslAuthenticateResponse_2}
 SaslAuthenticateResponse._ENCODERS = {0: _e_SaslAuthenticateResponse_0, 1: _e_SaslAuthenticateResponse_1, 2: _e_SaslAuthenticateResponse_2}
+SaslAuthenticateResponse._JSON = {0: _j_SaslAuthenticateResponse_0, 1: _j_SaslAuthenticateResponse_1, 2: _j_SaslAuthenticateResponse_1}
 SaslAuthenticateResponse._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorMessage', 'error_message', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -105,8 +107,13 @@ def _e_SaslHandshakeRequest_1(o, a):
         raise _EncodeError('tagged fields need a flexible version')
 
 
+def _j_SaslHandshakeRequest_0(o):
+    return {'mechanism': o.mechanism}
+
+
 SaslHandshakeRequest._DECODERS = {0: _d_SaslHandshakeRequest_0, 1: _d_SaslHandshakeRequest_0}
 SaslHandshakeRequest._ENCODERS = {0: _e_SaslHandshakeRequest_0, 1: _e_SaslHandshakeRequest_1}
+SaslHandshakeRequest._JSON = {0: _j_SaslHandshakeRequest_0, 1: _j_SaslHandshakeRequest_0}
 SaslHandshakeRequest._FIELDS = (
     _F('Mechanism', 'mechanism', 'string', None, None, (0, 32767), None, None, None, '', False),
 )

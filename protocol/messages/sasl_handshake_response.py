@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -136,8 +138,13 @@ def _e_SaslHandshakeResponse_1(o, a):
         raise _EncodeError('tagged fields need a flexible version')
 
 
+def _j_SaslHandshakeResponse_0(o):
+    return {'errorCode': o.error_code, 'mechanisms': (None if o.mechanisms is None else list(o.mechanisms))}
+
+
 SaslHandshakeResponse._DECODERS = {0: _d_SaslHandshakeResponse_0, 1: _d_SaslHandshakeResponse_0}
 SaslHandshakeResponse._ENCODERS = {0: _e_SaslHandshakeResponse_0, 1: _e_SaslHandshakeResponse_1}
+SaslHandshakeResponse._JSON = {0: _j_SaslHandshakeResponse_0, 1: _j_SaslHandshakeResponse_0}
 SaslHandshakeResponse._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('Mechanisms', 'mechanisms', 'array', 'string', None, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -103,8 +105,13 @@ def _e_SnapshotHeaderRecord_0(o, a):
         a(_S0.pack(o.version, o.last_contained_log_timestamp, 0))
 
 
+def _j_SnapshotHeaderRecord_0(o):
+    return {'version': o.version, 'lastContainedLogTimestamp': o.last_contained_log_timestamp}
+
+
 SnapshotHeaderRecord._DECODERS = {0: _d_SnapshotHeaderRecord_0}
 SnapshotHeaderRecord._ENCODERS = {0: _e_SnapshotHeaderRecord_0}
+SnapshotHeaderRecord._JSON = {0: _j_SnapshotHeaderRecord_0}
 SnapshotHeaderRecord._FIELDS = (
     _F('Version', 'version', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('LastContainedLogTimestamp', 'last_contained_log_timestamp', 'int64', None, None, (0, 32767), None, None, None, 0, False),

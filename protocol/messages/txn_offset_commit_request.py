@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -707,6 +709,22 @@ def _e_TxnOffsetCommitRequestTopic_5(o, a):
         a(b'\x00')
 
 
+def _j_TxnOffsetCommitRequestPartition_0(o):
+    return {'partitionIndex': o.partition_index, 'committedOffset': o.committed_offset, 'committedMetadata': o.committed_metadata}
+
+
+def _j_TxnOffsetCommitRequestTopic_0(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_TxnOffsetCommitRequestPartition_0(e) for e in o.partitions])}
+
+
+def _j_TxnOffsetCommitRequestPartition_2(o):
+    return {'partitionIndex': o.partition_index, 'committedOffset': o.committed_offset, 'committedLeaderEpoch': o.committed_leader_epoch, 'committedMetadata': o.committed_metadata}
+
+
+def _j_TxnOffsetCommitRequestTopic_2(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_TxnOffsetCommitRequestPartition_2(e) for e in o.partitions])}
+
+
 def _d_TxnOffsetCommitRequest_0(b, p):
     F = None
     try:
@@ -1195,12 +1213,27 @@ def _e_TxnOffsetCommitRequest_5(o, a):
         a(b'\x00')
 
 
+def _j_TxnOffsetCommitRequest_0(o):
+    return {'transactionalId': o.transactional_id, 'groupId': o.group_id, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_TxnOffsetCommitRequestTopic_0(e) for e in o.topics])}
+
+
+def _j_TxnOffsetCommitRequest_2(o):
+    return {'transactionalId': o.transactional_id, 'groupId': o.group_id, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'topics': (None if o.topics is None else [None if e is None else _j_TxnOffsetCommitRequestTopic_2(e) for e in o.topics])}
+
+
+def _j_TxnOffsetCommitRequest_3(o):
+    return {'transactionalId': o.transactional_id, 'groupId': o.group_id, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'generationId': o.generation_id, 'memberId': o.member_id, 'groupInstanceId': o.group_instance_id, 'topics': (None if o.topics is None else [None if e is None else _j_TxnOffsetCommitRequestTopic_2(e) for e in o.topics])}
+
+
 TxnOffsetCommitRequestTopic._DECODERS = {0: _d_TxnOffsetCommitRequestTopic_0, 1: _d_TxnOffsetCommitRequestTopic_0, 2: _d_TxnOffsetCommitRequestTopic_2, 3: _d_TxnOffsetCommitRequestTopic_3, 4: _d_TxnOffsetCommitRequestTopic_3, 5: _d_TxnOffsetCommitRequestTopic_3}
 TxnOffsetCommitRequestTopic._ENCODERS = {0: _e_TxnOffsetCommitRequestTopic_0, 1: _e_TxnOffsetCommitRequestTopic_1, 2: _e_TxnOffsetCommitRequestTopic_2, 3: _e_TxnOffsetCommitRequestTopic_3, 4: _e_TxnOffsetCommitRequestTopic_4, 5: _e_TxnOffsetCommitRequestTopic_5}
+TxnOffsetCommitRequestTopic._JSON = {0: _j_TxnOffsetCommitRequestTopic_0, 1: _j_TxnOffsetCommitRequestTopic_0, 2: _j_TxnOffsetCommitRequestTopic_2, 3: _j_TxnOffsetCommitRequestTopic_2, 4: _j_TxnOffsetCommitRequestTopic_2, 5: _j_TxnOffsetCommitRequestTopic_2}
 TxnOffsetCommitRequestPartition._DECODERS = {0: _d_TxnOffsetCommitRequestPartition_0, 1: _d_TxnOffsetCommitRequestPartition_0, 2: _d_TxnOffsetCommitRequestPartition_2, 3: _d_TxnOffsetCommitRequestPartition_3, 4: _d_TxnOffsetCommitRequestPartition_3, 5: _d_TxnOffsetCommitRequestPartition_3}
 TxnOffsetCommitRequestPartition._ENCODERS = {0: _e_TxnOffsetCommitRequestPartition_0, 1: _e_TxnOffsetCommitRequestPartition_0, 2: _e_TxnOffsetCommitRequestPartition_2, 3: _e_TxnOffsetCommitRequestPartition_3, 4: _e_TxnOffsetCommitRequestPartition_3, 5: _e_TxnOffsetCommitRequestPartition_3}
+TxnOffsetCommitRequestPartition._JSON = {0: _j_TxnOffsetCommitRequestPartition_0, 1: _j_TxnOffsetCommitRequestPartition_0, 2: _j_TxnOffsetCommitRequestPartition_2, 3: _j_TxnOffsetCommitRequestPartition_2, 4: _j_TxnOffsetCommitRequestPartition_2, 5: _j_TxnOffsetCommitRequestPartition_2}
 TxnOffsetCommitRequest._DECODERS = {0: _d_TxnOffsetCommitRequest_0, 1: _d_TxnOffsetCommitRequest_0, 2: _d_TxnOffsetCommitRequest_2, 3: _d_TxnOffsetCommitRequest_3, 4: _d_TxnOffsetCommitRequest_3, 5: _d_TxnOffsetCommitRequest_3}
 TxnOffsetCommitRequest._ENCODERS = {0: _e_TxnOffsetCommitRequest_0, 1: _e_TxnOffsetCommitRequest_1, 2: _e_TxnOffsetCommitRequest_2, 3: _e_TxnOffsetCommitRequest_3, 4: _e_TxnOffsetCommitRequest_4, 5: _e_TxnOffsetCommitRequest_5}
+TxnOffsetCommitRequest._JSON = {0: _j_TxnOffsetCommitRequest_0, 1: _j_TxnOffsetCommitRequest_0, 2: _j_TxnOffsetCommitRequest_2, 3: _j_TxnOffsetCommitRequest_3, 4: _j_TxnOffsetCommitRequest_3, 5: _j_TxnOffsetCommitRequest_3}
 TxnOffsetCommitRequestTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', TxnOffsetCommitRequestPartition, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -460,6 +462,14 @@ def _e_TxnOffsetCommitResponseTopic_5(o, a):
         a(b'\x00')
 
 
+def _j_TxnOffsetCommitResponsePartition_0(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code}
+
+
+def _j_TxnOffsetCommitResponseTopic_0(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_TxnOffsetCommitResponsePartition_0(e) for e in o.partitions])}
+
+
 def _d_TxnOffsetCommitResponse_0(b, p):
     F = None
     try:
@@ -643,12 +653,19 @@ def _e_TxnOffsetCommitResponse_5(o, a):
         a(b'\x00')
 
 
+def _j_TxnOffsetCommitResponse_0(o):
+    return {'throttleTimeMs': o.throttle_time_ms, 'topics': (None if o.topics is None else [None if e is None else _j_TxnOffsetCommitResponseTopic_0(e) for e in o.topics])}
+
+
 TxnOffsetCommitResponseTopic._DECODERS = {0: _d_TxnOffsetCommitResponseTopic_0, 1: _d_TxnOffsetCommitResponseTopic_0, 2: _d_TxnOffsetCommitResponseTopic_0, 3: _d_TxnOffsetCommitResponseTopic_3, 4: _d_TxnOffsetCommitResponseTopic_3, 5: _d_TxnOffsetCommitResponseTopic_3}
 TxnOffsetCommitResponseTopic._ENCODERS = {0: _e_TxnOffsetCommitResponseTopic_0, 1: _e_TxnOffsetCommitResponseTopic_1, 2: _e_TxnOffsetCommitResponseTopic_2, 3: _e_TxnOffsetCommitResponseTopic_3, 4: _e_TxnOffsetCommitResponseTopic_4, 5: _e_TxnOffsetCommitResponseTopic_5}
+TxnOffsetCommitResponseTopic._JSON = {0: _j_TxnOffsetCommitResponseTopic_0, 1: _j_TxnOffsetCommitResponseTopic_0, 2: _j_TxnOffsetCommitResponseTopic_0, 3: _j_TxnOffsetCommitResponseTopic_0, 4: _j_TxnOffsetCommitResponseTopic_0, 5: _j_TxnOffsetCommitResponseTopic_0}
 TxnOffsetCommitResponsePartition._DECODERS = {0: _d_TxnOffsetCommitResponsePartition_0, 1: _d_TxnOffsetCommitResponsePartition_0, 2: _d_TxnOffsetCommitResponsePartition_0, 3: _d_TxnOffsetCommitResponsePartition_3, 4: _d_TxnOffsetCommitResponsePartition_3, 5: _d_TxnOffsetCommitResponsePartition_3}
 TxnOffsetCommitResponsePartition._ENCODERS = {0: _e_TxnOffsetCommitResponsePartition_0, 1: _e_TxnOffsetCommitResponsePartition_0, 2: _e_TxnOffsetCommitResponsePartition_0, 3: _e_TxnOffsetCommitResponsePartition_3, 4: _e_TxnOffsetCommitResponsePartition_3, 5: _e_TxnOffsetCommitResponsePartition_3}
+TxnOffsetCommitResponsePartition._JSON = {0: _j_TxnOffsetCommitResponsePartition_0, 1: _j_TxnOffsetCommitResponsePartition_0, 2: _j_TxnOffsetCommitResponsePartition_0, 3: _j_TxnOffsetCommitResponsePartition_0, 4: _j_TxnOffsetCommitResponsePartition_0, 5: _j_TxnOffsetCommitResponsePartition_0}
 TxnOffsetCommitResponse._DECODERS = {0: _d_TxnOffsetCommitResponse_0, 1: _d_TxnOffsetCommitResponse_0, 2: _d_TxnOffsetCommitResponse_0, 3: _d_TxnOffsetCommitResponse_3, 4: _d_TxnOffsetCommitResponse_3, 5: _d_TxnOffsetCommitResponse_3}
 TxnOffsetCommitResponse._ENCODERS = {0: _e_TxnOffsetCommitResponse_0, 1: _e_TxnOffsetCommitResponse_1, 2: _e_TxnOffsetCommitResponse_2, 3: _e_TxnOffsetCommitResponse_3, 4: _e_TxnOffsetCommitResponse_4, 5: _e_TxnOffsetCommitResponse_5}
+TxnOffsetCommitResponse._JSON = {0: _j_TxnOffsetCommitResponse_0, 1: _j_TxnOffsetCommitResponse_0, 2: _j_TxnOffsetCommitResponse_0, 3: _j_TxnOffsetCommitResponse_0, 4: _j_TxnOffsetCommitResponse_0, 5: _j_TxnOffsetCommitResponse_0}
 TxnOffsetCommitResponseTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', TxnOffsetCommitResponsePartition, (0, 32767), None, None, None, [], False),

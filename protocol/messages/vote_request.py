@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -678,6 +680,30 @@ def _e_TopicData_2(o, a):
         a(b'\x00')
 
 
+def _j_PartitionData_0(o):
+    return {'partitionIndex': o.partition_index, 'replicaEpoch': o.replica_epoch, 'replicaId': o.replica_id, 'lastOffsetEpoch': o.last_offset_epoch, 'lastOffset': o.last_offset}
+
+
+def _j_TopicData_0(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_0(e) for e in o.partitions])}
+
+
+def _j_PartitionData_1(o):
+    return {'partitionIndex': o.partition_index, 'replicaEpoch': o.replica_epoch, 'replicaId': o.replica_id, 'replicaDirectoryId': _ju(o.replica_directory_id), 'voterDirectoryId': _ju(o.voter_directory_id), 'lastOffsetEpoch': o.last_offset_epoch, 'lastOffset': o.last_offset}
+
+
+def _j_TopicData_1(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_1(e) for e in o.partitions])}
+
+
+def _j_PartitionData_2(o):
+    return {'partitionIndex': o.partition_index, 'replicaEpoch': o.replica_epoch, 'replicaId': o.replica_id, 'replicaDirectoryId': _ju(o.replica_directory_id), 'voterDirectoryId': _ju(o.voter_directory_id), 'lastOffsetEpoch': o.last_offset_epoch, 'lastOffset': o.last_offset, 'preVote': o.pre_vote}
+
+
+def _j_TopicData_2(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_2(e) for e in o.partitions])}
+
+
 def _d_VoteRequest_0(b, p):
     F = None
     try:
@@ -978,12 +1004,27 @@ def _e_VoteRequest_2(o, a):
         a(b'\x00')
 
 
+def _j_VoteRequest_0(o):
+    return {'clusterId': o.cluster_id, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_0(e) for e in o.topics])}
+
+
+def _j_VoteRequest_1(o):
+    return {'clusterId': o.cluster_id, 'voterId': o.voter_id, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_1(e) for e in o.topics])}
+
+
+def _j_VoteRequest_2(o):
+    return {'clusterId': o.cluster_id, 'voterId': o.voter_id, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_2(e) for e in o.topics])}
+
+
 TopicData._DECODERS = {0: _d_TopicData_0, 1: _d_TopicData_1, 2: _d_TopicData_2}
 TopicData._ENCODERS = {0: _e_TopicData_0, 1: _e_TopicData_1, 2: _e_TopicData_2}
+TopicData._JSON = {0: _j_TopicData_0, 1: _j_TopicData_1, 2: _j_TopicData_2}
 PartitionData._DECODERS = {0: _d_PartitionData_0, 1: _d_PartitionData_1, 2: _d_PartitionData_2}
 PartitionData._ENCODERS = {0: _e_PartitionData_0, 1: _e_PartitionData_1, 2: _e_PartitionData_2}
+PartitionData._JSON = {0: _j_PartitionData_0, 1: _j_PartitionData_1, 2: _j_PartitionData_2}
 VoteRequest._DECODERS = {0: _d_VoteRequest_0, 1: _d_VoteRequest_1, 2: _d_VoteRequest_2}
 VoteRequest._ENCODERS = {0: _e_VoteRequest_0, 1: _e_VoteRequest_1, 2: _e_VoteRequest_2}
+VoteRequest._JSON = {0: _j_VoteRequest_0, 1: _j_VoteRequest_1, 2: _j_VoteRequest_2}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -356,6 +358,14 @@ def _e_TopicData_2(o, a):
         a(b'\x00')
 
 
+def _j_PartitionData_0(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code, 'leaderId': o.leader_id, 'leaderEpoch': o.leader_epoch, 'voteGranted': o.vote_granted}
+
+
+def _j_TopicData_0(o):
+    return {'topicName': o.topic_name, 'partitions': (None if o.partitions is None else [None if e is None else _j_PartitionData_0(e) for e in o.partitions])}
+
+
 def _d_NodeEndpoint_1(b, p):
     F = None
     try:
@@ -448,6 +458,10 @@ def _e_NodeEndpoint_2(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(_S3.pack(o.port, 0))
+
+
+def _j_NodeEndpoint_1(o):
+    return {'nodeId': o.node_id, 'host': o.host, 'port': o.port}
 
 
 def _d_VoteResponse_0(b, p):
@@ -745,14 +759,29 @@ def _e_VoteResponse_2(o, a):
         a(b'\x00')
 
 
+def _j_VoteResponse_0(o):
+    return {'errorCode': o.error_code, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_0(e) for e in o.topics])}
+
+
+def _j_VoteResponse_1(o):
+    r = {'errorCode': o.error_code, 'topics': (None if o.topics is None else [None if e is None else _j_TopicData_0(e) for e in o.topics])}
+    if o.node_endpoints:
+        r['nodeEndpoints'] = (None if o.node_endpoints is None else [None if e is None else _j_NodeEndpoint_1(e) for e in o.node_endpoints])
+    return r
+
+
 TopicData._DECODERS = {0: _d_TopicData_0, 1: _d_TopicData_0, 2: _d_TopicData_0}
 TopicData._ENCODERS = {0: _e_TopicData_0, 1: _e_TopicData_1, 2: _e_TopicData_2}
+TopicData._JSON = {0: _j_TopicData_0, 1: _j_TopicData_0, 2: _j_TopicData_0}
 PartitionData._DECODERS = {0: _d_PartitionData_0, 1: _d_PartitionData_0, 2: _d_PartitionData_0}
 PartitionData._ENCODERS = {0: _e_PartitionData_0, 1: _e_PartitionData_0, 2: _e_PartitionData_0}
+PartitionData._JSON = {0: _j_PartitionData_0, 1: _j_PartitionData_0, 2: _j_PartitionData_0}
 NodeEndpoint._DECODERS = {1: _d_NodeEndpoint_1, 2: _d_NodeEndpoint_1}
 NodeEndpoint._ENCODERS = {1: _e_NodeEndpoint_1, 2: _e_NodeEndpoint_2}
+NodeEndpoint._JSON = {1: _j_NodeEndpoint_1, 2: _j_NodeEndpoint_1}
 VoteResponse._DECODERS = {0: _d_VoteResponse_0, 1: _d_VoteResponse_1, 2: _d_VoteResponse_1}
 VoteResponse._ENCODERS = {0: _e_VoteResponse_0, 1: _e_VoteResponse_1, 2: _e_VoteResponse_2}
+VoteResponse._JSON = {0: _j_VoteResponse_0, 1: _j_VoteResponse_1, 2: _j_VoteResponse_1}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

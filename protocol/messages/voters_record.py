@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -421,6 +423,18 @@ def _e_Voter_0(o, a):
         a(b'\x00')
 
 
+def _j_Endpoint_0(o):
+    return {'name': o.name, 'host': o.host, 'port': o.port}
+
+
+def _j_KRaftVersionFeature_0(o):
+    return {'minSupportedVersion': o.min_supported_version, 'maxSupportedVersion': o.max_supported_version}
+
+
+def _j_Voter_0(o):
+    return {'voterId': o.voter_id, 'voterDirectoryId': _ju(o.voter_directory_id), 'endpoints': (None if o.endpoints is None else [None if e is None else _j_Endpoint_0(e) for e in o.endpoints]), 'kRaftVersionFeature': (None if o.k_raft_version_feature is None else _j_KRaftVersionFeature_0(o.k_raft_version_feature))}
+
+
 def _d_VotersRecord_0(b, p):
     F = None
     try:
@@ -497,14 +511,22 @@ def _e_VotersRecord_0(o, a):
         a(b'\x00')
 
 
+def _j_VotersRecord_0(o):
+    return {'version': o.version, 'voters': (None if o.voters is None else [None if e is None else _j_Voter_0(e) for e in o.voters])}
+
+
 Voter._DECODERS = {0: _d_Voter_0}
 Voter._ENCODERS = {0: _e_Voter_0}
+Voter._JSON = {0: _j_Voter_0}
 Endpoint._DECODERS = {0: _d_Endpoint_0}
 Endpoint._ENCODERS = {0: _e_Endpoint_0}
+Endpoint._JSON = {0: _j_Endpoint_0}
 KRaftVersionFeature._DECODERS = {0: _d_KRaftVersionFeature_0}
 KRaftVersionFeature._ENCODERS = {0: _e_KRaftVersionFeature_0}
+KRaftVersionFeature._JSON = {0: _j_KRaftVersionFeature_0}
 VotersRecord._DECODERS = {0: _d_VotersRecord_0}
 VotersRecord._ENCODERS = {0: _e_VotersRecord_0}
+VotersRecord._JSON = {0: _j_VotersRecord_0}
 Voter._FIELDS = (
     _F('VoterId', 'voter_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('VoterDirectoryId', 'voter_directory_id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -523,6 +525,18 @@ def _e_WritableTxnMarker_2(o, a):
         a(_S2.pack(o.coordinator_epoch, o.transaction_version, 0))
 
 
+def _j_WritableTxnMarkerTopic_1(o):
+    return {'name': o.name, 'partitionIndexes': (None if o.partition_indexes is None else list(o.partition_indexes))}
+
+
+def _j_WritableTxnMarker_1(o):
+    return {'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'transactionResult': o.transaction_result, 'topics': (None if o.topics is None else [None if e is None else _j_WritableTxnMarkerTopic_1(e) for e in o.topics]), 'coordinatorEpoch': o.coordinator_epoch}
+
+
+def _j_WritableTxnMarker_2(o):
+    return {'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'transactionResult': o.transaction_result, 'topics': (None if o.topics is None else [None if e is None else _j_WritableTxnMarkerTopic_1(e) for e in o.topics]), 'coordinatorEpoch': o.coordinator_epoch, 'transactionVersion': o.transaction_version}
+
+
 def _d_WriteTxnMarkersRequest_1(b, p):
     F = None
     try:
@@ -667,12 +681,23 @@ def _e_WriteTxnMarkersRequest_2(o, a):
         a(b'\x00')
 
 
+def _j_WriteTxnMarkersRequest_1(o):
+    return {'markers': (None if o.markers is None else [None if e is None else _j_WritableTxnMarker_1(e) for e in o.markers])}
+
+
+def _j_WriteTxnMarkersRequest_2(o):
+    return {'markers': (None if o.markers is None else [None if e is None else _j_WritableTxnMarker_2(e) for e in o.markers])}
+
+
 WritableTxnMarker._DECODERS = {1: _d_WritableTxnMarker_1, 2: _d_WritableTxnMarker_2}
 WritableTxnMarker._ENCODERS = {1: _e_WritableTxnMarker_1, 2: _e_WritableTxnMarker_2}
+WritableTxnMarker._JSON = {1: _j_WritableTxnMarker_1, 2: _j_WritableTxnMarker_2}
 WritableTxnMarkerTopic._DECODERS = {1: _d_WritableTxnMarkerTopic_1, 2: _d_WritableTxnMarkerTopic_1}
 WritableTxnMarkerTopic._ENCODERS = {1: _e_WritableTxnMarkerTopic_1, 2: _e_WritableTxnMarkerTopic_2}
+WritableTxnMarkerTopic._JSON = {1: _j_WritableTxnMarkerTopic_1, 2: _j_WritableTxnMarkerTopic_1}
 WriteTxnMarkersRequest._DECODERS = {1: _d_WriteTxnMarkersRequest_1, 2: _d_WriteTxnMarkersRequest_2}
 WriteTxnMarkersRequest._ENCODERS = {1: _e_WriteTxnMarkersRequest_1, 2: _e_WriteTxnMarkersRequest_2}
+WriteTxnMarkersRequest._JSON = {1: _j_WriteTxnMarkersRequest_1, 2: _j_WriteTxnMarkersRequest_2}
 WritableTxnMarker._FIELDS = (
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),
     _F('ProducerEpoch', 'producer_epoch', 'int16', None, None, (0, 32767), None, None, None, 0, False),

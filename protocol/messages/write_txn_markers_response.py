@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -405,6 +407,18 @@ def _e_WritableTxnMarkerResult_2(o, a):
         a(b'\x00')
 
 
+def _j_WritableTxnMarkerPartitionResult_1(o):
+    return {'partitionIndex': o.partition_index, 'errorCode': o.error_code}
+
+
+def _j_WritableTxnMarkerTopicResult_1(o):
+    return {'name': o.name, 'partitions': (None if o.partitions is None else [None if e is None else _j_WritableTxnMarkerPartitionResult_1(e) for e in o.partitions])}
+
+
+def _j_WritableTxnMarkerResult_1(o):
+    return {'producerId': o.producer_id, 'topics': (None if o.topics is None else [None if e is None else _j_WritableTxnMarkerTopicResult_1(e) for e in o.topics])}
+
+
 def _d_WriteTxnMarkersResponse_1(b, p):
     F = None
     try:
@@ -493,14 +507,22 @@ def _e_WriteTxnMarkersResponse_2(o, a):
         a(b'\x00')
 
 
+def _j_WriteTxnMarkersResponse_1(o):
+    return {'markers': (None if o.markers is None else [None if e is None else _j_WritableTxnMarkerResult_1(e) for e in o.markers])}
+
+
 WritableTxnMarkerResult._DECODERS = {1: _d_WritableTxnMarkerResult_1, 2: _d_WritableTxnMarkerResult_1}
 WritableTxnMarkerResult._ENCODERS = {1: _e_WritableTxnMarkerResult_1, 2: _e_WritableTxnMarkerResult_2}
+WritableTxnMarkerResult._JSON = {1: _j_WritableTxnMarkerResult_1, 2: _j_WritableTxnMarkerResult_1}
 WritableTxnMarkerTopicResult._DECODERS = {1: _d_WritableTxnMarkerTopicResult_1, 2: _d_WritableTxnMarkerTopicResult_1}
 WritableTxnMarkerTopicResult._ENCODERS = {1: _e_WritableTxnMarkerTopicResult_1, 2: _e_WritableTxnMarkerTopicResult_2}
+WritableTxnMarkerTopicResult._JSON = {1: _j_WritableTxnMarkerTopicResult_1, 2: _j_WritableTxnMarkerTopicResult_1}
 WritableTxnMarkerPartitionResult._DECODERS = {1: _d_WritableTxnMarkerPartitionResult_1, 2: _d_WritableTxnMarkerPartitionResult_1}
 WritableTxnMarkerPartitionResult._ENCODERS = {1: _e_WritableTxnMarkerPartitionResult_1, 2: _e_WritableTxnMarkerPartitionResult_1}
+WritableTxnMarkerPartitionResult._JSON = {1: _j_WritableTxnMarkerPartitionResult_1, 2: _j_WritableTxnMarkerPartitionResult_1}
 WriteTxnMarkersResponse._DECODERS = {1: _d_WriteTxnMarkersResponse_1, 2: _d_WriteTxnMarkersResponse_1}
 WriteTxnMarkersResponse._ENCODERS = {1: _e_WriteTxnMarkersResponse_1, 2: _e_WriteTxnMarkersResponse_2}
+WriteTxnMarkersResponse._JSON = {1: _j_WriteTxnMarkersResponse_1, 2: _j_WriteTxnMarkersResponse_1}
 WritableTxnMarkerResult._FIELDS = (
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),
     _F('Topics', 'topics', 'array', 'struct', WritableTxnMarkerTopicResult, (0, 32767), None, None, None, [], False),

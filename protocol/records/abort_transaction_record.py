@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -134,8 +136,16 @@ def _e_AbortTransactionRecord_0(o, a):
         a(b'\x00')
 
 
+def _j_AbortTransactionRecord_0(o):
+    r = {}
+    if o.reason is not None:
+        r['reason'] = o.reason
+    return r
+
+
 AbortTransactionRecord._DECODERS = {0: _d_AbortTransactionRecord_0}
 AbortTransactionRecord._ENCODERS = {0: _e_AbortTransactionRecord_0}
+AbortTransactionRecord._JSON = {0: _j_AbortTransactionRecord_0}
 AbortTransactionRecord._FIELDS = (
     _F('Reason', 'reason', 'string', None, None, (0, 32767), (0, 32767), (0, 32767), 0, None, False),
 )

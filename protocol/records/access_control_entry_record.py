@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -196,8 +198,13 @@ def _e_AccessControlEntryRecord_0(o, a):
         a(_S2.pack(o.operation, o.permission_type, 0))
 
 
+def _j_AccessControlEntryRecord_0(o):
+    return {'id': _ju(o.id), 'resourceType': o.resource_type, 'resourceName': o.resource_name, 'patternType': o.pattern_type, 'principal': o.principal, 'host': o.host, 'operation': o.operation, 'permissionType': o.permission_type}
+
+
 AccessControlEntryRecord._DECODERS = {0: _d_AccessControlEntryRecord_0}
 AccessControlEntryRecord._ENCODERS = {0: _e_AccessControlEntryRecord_0}
+AccessControlEntryRecord._JSON = {0: _j_AccessControlEntryRecord_0}
 AccessControlEntryRecord._FIELDS = (
     _F('Id', 'id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),

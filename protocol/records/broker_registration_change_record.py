@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -324,8 +326,36 @@ def _e_BrokerRegistrationChangeRecord_2(o, a):
         a(b'\x00')
 
 
+def _j_BrokerRegistrationChangeRecord_0(o):
+    r = {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch}
+    if o.fenced != 0:
+        r['fenced'] = o.fenced
+    return r
+
+
+def _j_BrokerRegistrationChangeRecord_1(o):
+    r = {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch}
+    if o.fenced != 0:
+        r['fenced'] = o.fenced
+    if o.in_controlled_shutdown != 0:
+        r['inControlledShutdown'] = o.in_controlled_shutdown
+    return r
+
+
+def _j_BrokerRegistrationChangeRecord_2(o):
+    r = {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch}
+    if o.fenced != 0:
+        r['fenced'] = o.fenced
+    if o.in_controlled_shutdown != 0:
+        r['inControlledShutdown'] = o.in_controlled_shutdown
+    if o.log_dirs:
+        r['logDirs'] = (None if o.log_dirs is None else [_ju(e) for e in o.log_dirs])
+    return r
+
+
 BrokerRegistrationChangeRecord._DECODERS = {0: _d_BrokerRegistrationChangeRecord_0, 1: _d_BrokerRegistrationChangeRecord_1, 2: _d_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._ENCODERS = {0: _e_BrokerRegistrationChangeRecord_0, 1: _e_BrokerRegistrationChangeRecord_1, 2: _e_BrokerRegistrationChangeRecord_2}
+BrokerRegistrationChangeRecord._JSON = {0: _j_BrokerRegistrationChangeRecord_0, 1: _j_BrokerRegistrationChangeRecord_1, 2: _j_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('BrokerEpoch', 'broker_epoch', 'int64', None, None, (0, 32767), None, None, None, 0, False),

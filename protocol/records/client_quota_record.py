@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -170,6 +172,10 @@ def _e_EntityData_0(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_EntityData_0(o):
+    return {'entityType': o.entity_type, 'entityName': o.entity_name}
 
 
 def _d_ClientQuotaRecord_0(b, p):
@@ -343,10 +349,16 @@ def _e_ClientQuotaRecord_0(o, a):
         a(_S0.pack(o.value, o.remove, 0))
 
 
+def _j_ClientQuotaRecord_0(o):
+    return {'entity': (None if o.entity is None else [None if e is None else _j_EntityData_0(e) for e in o.entity]), 'key': o.key, 'value': o.value, 'remove': o.remove}
+
+
 EntityData._DECODERS = {0: _d_EntityData_0}
 EntityData._ENCODERS = {0: _e_EntityData_0}
+EntityData._JSON = {0: _j_EntityData_0}
 ClientQuotaRecord._DECODERS = {0: _d_ClientQuotaRecord_0}
 ClientQuotaRecord._ENCODERS = {0: _e_ClientQuotaRecord_0}
+ClientQuotaRecord._JSON = {0: _j_ClientQuotaRecord_0}
 EntityData._FIELDS = (
     _F('EntityType', 'entity_type', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('EntityName', 'entity_name', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -179,8 +181,13 @@ def _e_ConfigRecord_0(o, a):
         a(b'\x00')
 
 
+def _j_ConfigRecord_0(o):
+    return {'resourceType': o.resource_type, 'resourceName': o.resource_name, 'name': o.name, 'value': o.value}
+
+
 ConfigRecord._DECODERS = {0: _d_ConfigRecord_0}
 ConfigRecord._ENCODERS = {0: _e_ConfigRecord_0}
+ConfigRecord._JSON = {0: _j_ConfigRecord_0}
 ConfigRecord._FIELDS = (
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceName', 'resource_name', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -228,8 +230,13 @@ def _e_DelegationTokenRecord_0(o, a):
         a(b'\x00')
 
 
+def _j_DelegationTokenRecord_0(o):
+    return {'owner': o.owner, 'requester': o.requester, 'renewers': (None if o.renewers is None else list(o.renewers)), 'issueTimestamp': o.issue_timestamp, 'maxTimestamp': o.max_timestamp, 'expirationTimestamp': o.expiration_timestamp, 'tokenId': o.token_id}
+
+
 DelegationTokenRecord._DECODERS = {0: _d_DelegationTokenRecord_0}
 DelegationTokenRecord._ENCODERS = {0: _e_DelegationTokenRecord_0}
+DelegationTokenRecord._JSON = {0: _j_DelegationTokenRecord_0}
 DelegationTokenRecord._FIELDS = (
     _F('Owner', 'owner', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Requester', 'requester', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -95,7 +97,12 @@ def _e_EndTransactionRecord_0(o, a):
         a(b'\x00')
 
 
+def _j_EndTransactionRecord_0(o):
+    return {}
+
+
 EndTransactionRecord._DECODERS = {0: _d_EndTransactionRecord_0}
 EndTransactionRecord._ENCODERS = {0: _e_EndTransactionRecord_0}
+EndTransactionRecord._JSON = {0: _j_EndTransactionRecord_0}
 EndTransactionRecord._FIELDS = (
 )

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -126,8 +128,13 @@ def _e_FeatureLevelRecord_0(o, a):
         a(_S0.pack(o.feature_level, 0))
 
 
+def _j_FeatureLevelRecord_0(o):
+    return {'name': o.name, 'featureLevel': o.feature_level}
+
+
 FeatureLevelRecord._DECODERS = {0: _d_FeatureLevelRecord_0}
 FeatureLevelRecord._ENCODERS = {0: _e_FeatureLevelRecord_0}
+FeatureLevelRecord._JSON = {0: _j_FeatureLevelRecord_0}
 FeatureLevelRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('FeatureLevel', 'feature_level', 'int16', None, None, (0, 32767), None, None, None, 0, False),

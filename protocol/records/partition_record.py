@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -720,8 +722,42 @@ def _e_PartitionRecord_2(o, a):
         a(b'\x00')
 
 
+def _j_PartitionRecord_0(o):
+    r = {'partitionId': o.partition_id, 'topicId': _ju(o.topic_id), 'replicas': (None if o.replicas is None else list(o.replicas)), 'isr': (None if o.isr is None else list(o.isr)), 'removingReplicas': (None if o.removing_replicas is None else list(o.removing_replicas)), 'addingReplicas': (None if o.adding_replicas is None else list(o.adding_replicas)), 'leader': o.leader}
+    if o.leader_recovery_state != 0:
+        r['leaderRecoveryState'] = o.leader_recovery_state
+    r['leaderEpoch'] = o.leader_epoch
+    r['partitionEpoch'] = o.partition_epoch
+    return r
+
+
+def _j_PartitionRecord_1(o):
+    r = {'partitionId': o.partition_id, 'topicId': _ju(o.topic_id), 'replicas': (None if o.replicas is None else list(o.replicas)), 'isr': (None if o.isr is None else list(o.isr)), 'removingReplicas': (None if o.removing_replicas is None else list(o.removing_replicas)), 'addingReplicas': (None if o.adding_replicas is None else list(o.adding_replicas)), 'leader': o.leader}
+    if o.leader_recovery_state != 0:
+        r['leaderRecoveryState'] = o.leader_recovery_state
+    r['leaderEpoch'] = o.leader_epoch
+    r['partitionEpoch'] = o.partition_epoch
+    r['directories'] = (None if o.directories is None else [_ju(e) for e in o.directories])
+    return r
+
+
+def _j_PartitionRecord_2(o):
+    r = {'partitionId': o.partition_id, 'topicId': _ju(o.topic_id), 'replicas': (None if o.replicas is None else list(o.replicas)), 'isr': (None if o.isr is None else list(o.isr)), 'removingReplicas': (None if o.removing_replicas is None else list(o.removing_replicas)), 'addingReplicas': (None if o.adding_replicas is None else list(o.adding_replicas)), 'leader': o.leader}
+    if o.leader_recovery_state != 0:
+        r['leaderRecoveryState'] = o.leader_recovery_state
+    r['leaderEpoch'] = o.leader_epoch
+    r['partitionEpoch'] = o.partition_epoch
+    r['directories'] = (None if o.directories is None else [_ju(e) for e in o.directories])
+    if o.eligible_leader_replicas is not None:
+        r['eligibleLeaderReplicas'] = (None if o.eligible_leader_replicas is None else list(o.eligible_leader_replicas))
+    if o.last_known_elr is not None:
+        r['lastKnownElr'] = (None if o.last_known_elr is None else list(o.last_known_elr))
+    return r
+
+
 PartitionRecord._DECODERS = {0: _d_PartitionRecord_0, 1: _d_PartitionRecord_1, 2: _d_PartitionRecord_2}
 PartitionRecord._ENCODERS = {0: _e_PartitionRecord_0, 1: _e_PartitionRecord_1, 2: _e_PartitionRecord_2}
+PartitionRecord._JSON = {0: _j_PartitionRecord_0, 1: _j_PartitionRecord_1, 2: _j_PartitionRecord_2}
 PartitionRecord._FIELDS = (
     _F('PartitionId', 'partition_id', 'int32', None, None, (0, 32767), None, None, None, -1, False),
     _F('TopicId', 'topic_id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -292,6 +294,10 @@ def _e_BrokerEndpoint_3(o, a):
         a(_S0.pack(o.port, o.security_protocol, 0))
 
 
+def _j_BrokerEndpoint_0(o):
+    return {'name': o.name, 'host': o.host, 'port': o.port, 'securityProtocol': o.security_protocol}
+
+
 def _d_BrokerFeature_0(b, p):
     F = None
     try:
@@ -413,6 +419,10 @@ def _e_BrokerFeature_3(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
+
+
+def _j_BrokerFeature_0(o):
+    return {'name': o.name, 'minSupportedVersion': o.min_supported_version, 'maxSupportedVersion': o.max_supported_version}
 
 
 def _d_RegisterBrokerRecord_0(b, p):
@@ -1502,12 +1512,34 @@ def _e_RegisterBrokerRecord_3(o, a):
         a(b'\x00')
 
 
+def _j_RegisterBrokerRecord_0(o):
+    return {'brokerId': o.broker_id, 'incarnationId': _ju(o.incarnation_id), 'brokerEpoch': o.broker_epoch, 'endPoints': (None if o.end_points is None else [None if e is None else _j_BrokerEndpoint_0(e) for e in o.end_points]), 'features': (None if o.features is None else [None if e is None else _j_BrokerFeature_0(e) for e in o.features]), 'rack': o.rack, 'fenced': o.fenced}
+
+
+def _j_RegisterBrokerRecord_1(o):
+    return {'brokerId': o.broker_id, 'incarnationId': _ju(o.incarnation_id), 'brokerEpoch': o.broker_epoch, 'endPoints': (None if o.end_points is None else [None if e is None else _j_BrokerEndpoint_0(e) for e in o.end_points]), 'features': (None if o.features is None else [None if e is None else _j_BrokerFeature_0(e) for e in o.features]), 'rack': o.rack, 'fenced': o.fenced, 'inControlledShutdown': o.in_controlled_shutdown}
+
+
+def _j_RegisterBrokerRecord_2(o):
+    return {'brokerId': o.broker_id, 'isMigratingZkBroker': o.is_migrating_zk_broker, 'incarnationId': _ju(o.incarnation_id), 'brokerEpoch': o.broker_epoch, 'endPoints': (None if o.end_points is None else [None if e is None else _j_BrokerEndpoint_0(e) for e in o.end_points]), 'features': (None if o.features is None else [None if e is None else _j_BrokerFeature_0(e) for e in o.features]), 'rack': o.rack, 'fenced': o.fenced, 'inControlledShutdown': o.in_controlled_shutdown}
+
+
+def _j_RegisterBrokerRecord_3(o):
+    r = {'brokerId': o.broker_id, 'isMigratingZkBroker': o.is_migrating_zk_broker, 'incarnationId': _ju(o.incarnation_id), 'brokerEpoch': o.broker_epoch, 'endPoints': (None if o.end_points is None else [None if e is None else _j_BrokerEndpoint_0(e) for e in o.end_points]), 'features': (None if o.features is None else [None if e is None else _j_BrokerFeature_0(e) for e in o.features]), 'rack': o.rack, 'fenced': o.fenced, 'inControlledShutdown': o.in_controlled_shutdown}
+    if o.log_dirs:
+        r['logDirs'] = (None if o.log_dirs is None else [_ju(e) for e in o.log_dirs])
+    return r
+
+
 BrokerEndpoint._DECODERS = {0: _d_BrokerEndpoint_0, 1: _d_BrokerEndpoint_0, 2: _d_BrokerEndpoint_0, 3: _d_BrokerEndpoint_0}
 BrokerEndpoint._ENCODERS = {0: _e_BrokerEndpoint_0, 1: _e_BrokerEndpoint_1, 2: _e_BrokerEndpoint_2, 3: _e_BrokerEndpoint_3}
+BrokerEndpoint._JSON = {0: _j_BrokerEndpoint_0, 1: _j_BrokerEndpoint_0, 2: _j_BrokerEndpoint_0, 3: _j_BrokerEndpoint_0}
 BrokerFeature._DECODERS = {0: _d_BrokerFeature_0, 1: _d_BrokerFeature_0, 2: _d_BrokerFeature_0, 3: _d_BrokerFeature_0}
 BrokerFeature._ENCODERS = {0: _e_BrokerFeature_0, 1: _e_BrokerFeature_1, 2: _e_BrokerFeature_2, 3: _e_BrokerFeature_3}
+BrokerFeature._JSON = {0: _j_BrokerFeature_0, 1: _j_BrokerFeature_0, 2: _j_BrokerFeature_0, 3: _j_BrokerFeature_0}
 RegisterBrokerRecord._DECODERS = {0: _d_RegisterBrokerRecord_0, 1: _d_RegisterBrokerRecord_1, 2: _d_RegisterBrokerRecord_2, 3: _d_RegisterBrokerRecord_3}
 RegisterBrokerRecord._ENCODERS = {0: _e_RegisterBrokerRecord_0, 1: _e_RegisterBrokerRecord_1, 2: _e_RegisterBrokerRecord_2, 3: _e_RegisterBrokerRecord_3}
+RegisterBrokerRecord._JSON = {0: _j_RegisterBrokerRecord_0, 1: _j_RegisterBrokerRecord_1, 2: _j_RegisterBrokerRecord_2, 3: _j_RegisterBrokerRecord_3}
 BrokerEndpoint._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -202,6 +204,10 @@ def _e_ControllerEndpoint_0(o, a):
         a(_S0.pack(o.port, o.security_protocol, 0))
 
 
+def _j_ControllerEndpoint_0(o):
+    return {'name': o.name, 'host': o.host, 'port': o.port, 'securityProtocol': o.security_protocol}
+
+
 def _d_ControllerFeature_0(b, p):
     F = None
     try:
@@ -272,6 +278,10 @@ def _e_ControllerFeature_0(o, a):
         _wtags(sorted(u3.items()), a)
     else:
         a(_S2.pack(o.min_supported_version, o.max_supported_version, 0))
+
+
+def _j_ControllerFeature_0(o):
+    return {'name': o.name, 'minSupportedVersion': o.min_supported_version, 'maxSupportedVersion': o.max_supported_version}
 
 
 def _d_RegisterControllerRecord_0(b, p):
@@ -502,12 +512,19 @@ def _e_RegisterControllerRecord_0(o, a):
         a(b'\x00')
 
 
+def _j_RegisterControllerRecord_0(o):
+    return {'controllerId': o.controller_id, 'incarnationId': _ju(o.incarnation_id), 'zkMigrationReady': o.zk_migration_ready, 'endPoints': (None if o.end_points is None else [None if e is None else _j_ControllerEndpoint_0(e) for e in o.end_points]), 'features': (None if o.features is None else [None if e is None else _j_ControllerFeature_0(e) for e in o.features])}
+
+
 ControllerEndpoint._DECODERS = {0: _d_ControllerEndpoint_0}
 ControllerEndpoint._ENCODERS = {0: _e_ControllerEndpoint_0}
+ControllerEndpoint._JSON = {0: _j_ControllerEndpoint_0}
 ControllerFeature._DECODERS = {0: _d_ControllerFeature_0}
 ControllerFeature._ENCODERS = {0: _e_ControllerFeature_0}
+ControllerFeature._JSON = {0: _j_ControllerFeature_0}
 RegisterControllerRecord._DECODERS = {0: _d_RegisterControllerRecord_0}
 RegisterControllerRecord._ENCODERS = {0: _e_RegisterControllerRecord_0}
+RegisterControllerRecord._JSON = {0: _j_RegisterControllerRecord_0}
 ControllerEndpoint._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

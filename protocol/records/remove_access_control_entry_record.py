@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -102,8 +104,13 @@ def _e_RemoveAccessControlEntryRecord_0(o, a):
         a(_S0.pack(o.id.bytes, 0))
 
 
+def _j_RemoveAccessControlEntryRecord_0(o):
+    return {'id': _ju(o.id)}
+
+
 RemoveAccessControlEntryRecord._DECODERS = {0: _d_RemoveAccessControlEntryRecord_0}
 RemoveAccessControlEntryRecord._ENCODERS = {0: _e_RemoveAccessControlEntryRecord_0}
+RemoveAccessControlEntryRecord._JSON = {0: _j_RemoveAccessControlEntryRecord_0}
 RemoveAccessControlEntryRecord._FIELDS = (
     _F('Id', 'id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),
 )

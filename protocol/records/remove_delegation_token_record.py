@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -120,8 +122,13 @@ def _e_RemoveDelegationTokenRecord_0(o, a):
         a(b'\x00')
 
 
+def _j_RemoveDelegationTokenRecord_0(o):
+    return {'tokenId': o.token_id}
+
+
 RemoveDelegationTokenRecord._DECODERS = {0: _d_RemoveDelegationTokenRecord_0}
 RemoveDelegationTokenRecord._ENCODERS = {0: _e_RemoveDelegationTokenRecord_0}
+RemoveDelegationTokenRecord._JSON = {0: _j_RemoveDelegationTokenRecord_0}
 RemoveDelegationTokenRecord._FIELDS = (
     _F('TokenId', 'token_id', 'string', None, None, (0, 32767), None, None, None, '', False),
 )

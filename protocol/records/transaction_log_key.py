@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -90,8 +92,13 @@ def _e_TransactionLogKey_0(o, a):
         raise _EncodeError('tagged fields need a flexible version')
 
 
+def _j_TransactionLogKey_0(o):
+    return {'transactionalId': o.transactional_id}
+
+
 TransactionLogKey._DECODERS = {0: _d_TransactionLogKey_0}
 TransactionLogKey._ENCODERS = {0: _e_TransactionLogKey_0}
+TransactionLogKey._JSON = {0: _j_TransactionLogKey_0}
 TransactionLogKey._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 0), None, None, None, '', False),
 )

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -244,6 +246,10 @@ def _e_PartitionsSchema_1(o, a):
         _wtags(sorted(u5.items()), a)
     else:
         a(b'\x00')
+
+
+def _j_PartitionsSchema_0(o):
+    return {'topic': o.topic, 'partitionIds': (None if o.partition_ids is None else list(o.partition_ids))}
 
 
 def _d_TransactionLogValue_0(b, p):
@@ -536,10 +542,33 @@ def _e_TransactionLogValue_1(o, a):
         a(b'\x00')
 
 
+def _j_TransactionLogValue_0(o):
+    return {'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'transactionTimeoutMs': o.transaction_timeout_ms, 'transactionStatus': o.transaction_status, 'transactionPartitions': (None if o.transaction_partitions is None else [None if e is None else _j_PartitionsSchema_0(e) for e in o.transaction_partitions]), 'transactionLastUpdateTimestampMs': o.transaction_last_update_timestamp_ms, 'transactionStartTimestampMs': o.transaction_start_timestamp_ms}
+
+
+def _j_TransactionLogValue_1(o):
+    r = {'producerId': o.producer_id}
+    if o.previous_producer_id != -1:
+        r['previousProducerId'] = o.previous_producer_id
+    if o.next_producer_id != -1:
+        r['nextProducerId'] = o.next_producer_id
+    r['producerEpoch'] = o.producer_epoch
+    r['transactionTimeoutMs'] = o.transaction_timeout_ms
+    r['transactionStatus'] = o.transaction_status
+    r['transactionPartitions'] = (None if o.transaction_partitions is None else [None if e is None else _j_PartitionsSchema_0(e) for e in o.transaction_partitions])
+    r['transactionLastUpdateTimestampMs'] = o.transaction_last_update_timestamp_ms
+    r['transactionStartTimestampMs'] = o.transaction_start_timestamp_ms
+    if o.client_transaction_version != 0:
+        r['clientTransactionVersion'] = o.client_transaction_version
+    return r
+
+
 PartitionsSchema._DECODERS = {0: _d_PartitionsSchema_0, 1: _d_PartitionsSchema_1}
 PartitionsSchema._ENCODERS = {0: _e_PartitionsSchema_0, 1: _e_PartitionsSchema_1}
+PartitionsSchema._JSON = {0: _j_PartitionsSchema_0, 1: _j_PartitionsSchema_0}
 TransactionLogValue._DECODERS = {0: _d_TransactionLogValue_0, 1: _d_TransactionLogValue_1}
 TransactionLogValue._ENCODERS = {0: _e_TransactionLogValue_0, 1: _e_TransactionLogValue_1}
+TransactionLogValue._JSON = {0: _j_TransactionLogValue_0, 1: _j_TransactionLogValue_1}
 PartitionsSchema._FIELDS = (
     _F('Topic', 'topic', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('PartitionIds', 'partition_ids', 'array', 'int32', None, (0, 32767), None, None, None, [], False),

@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -103,8 +105,13 @@ def _e_UnregisterBrokerRecord_0(o, a):
         a(_S0.pack(o.broker_id, o.broker_epoch, 0))
 
 
+def _j_UnregisterBrokerRecord_0(o):
+    return {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch}
+
+
 UnregisterBrokerRecord._DECODERS = {0: _d_UnregisterBrokerRecord_0}
 UnregisterBrokerRecord._ENCODERS = {0: _e_UnregisterBrokerRecord_0}
+UnregisterBrokerRecord._JSON = {0: _j_UnregisterBrokerRecord_0}
 UnregisterBrokerRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('BrokerEpoch', 'broker_epoch', 'int64', None, None, (0, 32767), None, None, None, 0, False),

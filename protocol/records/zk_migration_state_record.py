@@ -13,6 +13,8 @@ from kraftpy.protocol.errors import DecodeError as _DecodeError
 from kraftpy.protocol.errors import EncodeError as _EncodeError
 from kraftpy.protocol.message import FieldSpec as _F
 from kraftpy.protocol.message import Message
+from kraftpy.protocol.message import json_bytes as _jb
+from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
@@ -101,8 +103,13 @@ def _e_ZkMigrationStateRecord_0(o, a):
         a(_S0.pack(o.zk_migration_state, 0))
 
 
+def _j_ZkMigrationStateRecord_0(o):
+    return {'zkMigrationState': o.zk_migration_state}
+
+
 ZkMigrationStateRecord._DECODERS = {0: _d_ZkMigrationStateRecord_0}
 ZkMigrationStateRecord._ENCODERS = {0: _e_ZkMigrationStateRecord_0}
+ZkMigrationStateRecord._JSON = {0: _j_ZkMigrationStateRecord_0}
 ZkMigrationStateRecord._FIELDS = (
     _F('ZkMigrationState', 'zk_migration_state', 'int8', None, None, (0, 32767), None, None, None, 0, False),
 )
