@@ -24,10 +24,11 @@ from kraftpy.tools.logdecode.dumptext import (
     trailing_bytes_line,
 )
 from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
-from kraftpy.tools.logdecode.paths import FileKind, LogFile, expand
+from kraftpy.tools.logdecode.paths import FileKind, LogFile, cluster_of, expand
 from kraftpy.tools.logdecode.progress import Progress
 from kraftpy.tools.logdecode.reader import read_log_file
-from kraftpy.tools.logdecode.rows import file_rows, row_json
+from kraftpy.tools.logdecode.rows import json_head, row_json
+from kraftpy.tools.logdecode.scan import scan
 from kraftpy.tools.logdecode.small_files import SmallFileError, read_small_file, render_small_file
 
 NO_OP = "NO_OP_RECORD"
@@ -140,25 +141,35 @@ def _flush_batch(lines: list[str], pending: list[str], hidden: int) -> None:
 
 
 def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> None:
+    # The hot loop of --json: a line is this file's head, five numbers and the record's
+    # shared tail (see logdecode.scan); only report rows go through row_json.
+    path = str(file.path)
+    cluster, kind = cluster_of(path, ""), file.kind.value
+    head = json_head(cluster, path, kind)
     lines: list[str] = []
     append = lines.append
     last_batch = None
-    for row in file_rows(file):
-        error = row[12]
+    records = batches = 0
+    for position, base, offset, epoch, timestamp, cols, tail in scan(file):
+        error = cols[4]
         if error is None:
-            tally.records += 1
-            if row[3] != last_batch:
-                last_batch = row[3]
-                tally.batches += 1
-            if skip_noop and row[9] == NO_OP:
+            records += 1
+            if position != last_batch:
+                last_batch = position
+                batches += 1
+            if skip_noop and cols[1] == NO_OP:
                 continue
-        elif row[9] is None:  # damage that is not one record's: a report row
-            kind, _, message = error.partition(": ")
-            tally.problems.append(Problem(row[1], row[3], kind, message, row[5]))
+        elif cols[1] is None:  # damage that is not one record's: a report row
+            problem_kind, _, message = error.partition(": ")
+            tally.problems.append(Problem(path, position, problem_kind, message, offset))
         else:
-            tally.records += 1
-            tally.problems.append(Problem(row[1], row[3], "undecodable-record", error, row[5]))
-        append(row_json(row))
+            records += 1
+            tally.problems.append(Problem(path, position, "undecodable-record", error, offset))
+        if tail is None:
+            append(row_json((cluster, path, kind, position, base, offset, epoch, timestamp, *cols)))
+        else:
+            append(f'{head}{position},"batch_base_offset":{base},"offset":{offset},'
+                   f'"leader_epoch":{epoch},"timestamp_ms":{timestamp},{tail}')
         if len(lines) >= 4096:
             out.write("\n".join(lines))
             out.write("\n")
@@ -166,6 +177,8 @@ def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> No
     if lines:
         out.write("\n".join(lines))
         out.write("\n")
+    tally.records += records
+    tally.batches += batches
 
 
 def _small_file(file: LogFile, out: IO[str], mode: str, tally: Tally) -> None:

@@ -178,3 +178,66 @@ def synthetic_cluster(directory: Path, *, records: int, segment_bytes: int = 1 <
         w.append(batch)
     w.close()
     return w
+
+
+def realistic_cluster(directory: Path, *, records: int, segment_bytes: int = 1 << 20,
+                      brokers: int = 3, seed: int = 7) -> MetadataLogWriter:
+    """A log shaped like a real cluster's: one NoOpRecord batch every 500 ms
+    (`metadata.max.idle.interval.ms`), so >95% of records are NoOps in one-record batches,
+    with the occasional topic creation (topic, partitions and configs in one batch), leader
+    move, producer-id block, fence/unfence or broker restart in between."""
+    from kraftpy.protocol.records.config_record import ConfigRecord
+    from kraftpy.protocol.records.partition_change_record import PartitionChangeRecord
+    from kraftpy.protocol.records.partition_record import PartitionRecord
+    from kraftpy.protocol.records.topic_record import TopicRecord
+
+    rng = random.Random(seed)
+    w = MetadataLogWriter(directory, segment_bytes=segment_bytes)
+    epochs = {}
+    for b in range(1, brokers + 1):
+        epochs[b] = w.next_offset
+        w.append([register_broker(b, w.next_offset)])
+    noop = [encode_metadata_record(*no_op())]
+    next_id = 0
+    topics: list[tuple[uuid.UUID, int]] = []
+    tick = w.now_ms
+    while w.records_written < records:
+        tick += 500
+        w.now_ms = tick
+        w.append_raw(noop)
+        roll = rng.random()
+        b = rng.randint(1, brokers)
+        event: list[tuple[Any, int]] = []
+        if roll < 0.003:
+            topic = uuid.UUID(int=rng.getrandbits(128))
+            parts = rng.choice((1, 3, 6, 12))
+            topics.append((topic, parts))
+            event.append((TopicRecord(name=f"topic-{len(topics)}", topic_id=topic), 0))
+            for p in range(parts):
+                replicas = [(b + i) % brokers + 1 for i in range(min(3, brokers))]
+                event.append((PartitionRecord(partition_id=p, topic_id=topic, replicas=replicas,
+                                              isr=replicas, leader=replicas[0]), 0))
+            for key in rng.sample(("retention.ms", "cleanup.policy", "min.insync.replicas"),
+                                  rng.randint(0, 3)):
+                event.append((ConfigRecord(resource_type=2, resource_name=f"topic-{len(topics)}",
+                                           name=key, value=str(rng.randint(1, 10**8))), 0))
+        elif roll < 0.011 and topics:
+            topic, parts = rng.choice(topics)
+            event.append((PartitionChangeRecord(partition_id=rng.randrange(parts), topic_id=topic,
+                                                leader=b, isr=[b]), 0))
+        elif roll < 0.015:
+            next_id += 1000
+            event.append(producer_ids(b, epochs[b], next_id))
+        elif roll < 0.019:
+            event.append(registration_change(b, epochs[b], fenced=rng.choice((1, -1))))
+        elif roll < 0.020:
+            epochs[b] = w.next_offset
+            event.append(register_broker(b, w.next_offset))
+        elif roll < 0.022:
+            event.append((ConfigRecord(resource_type=4, resource_name=str(b),
+                                       name="log.cleaner.threads", value=str(rng.randint(1, 8))), 0))
+        if event:
+            w.now_ms = tick + rng.randint(1, 400)
+            w.append(event)
+    w.close()
+    return w

@@ -27,20 +27,21 @@ from .payload import decode_control, decode_metadata, decode_txn
 Event = BatchInfo | RecordInfo | Problem
 
 
-def walk_batches(file: LogFile, data: bytes | None = None) -> Iterator[RecordBatch | Problem]:
-    """Each batch view (CRC not checked: callers report a mismatch and go on), then a Problem
-    for an unreadable file or a tail that is not batches."""
+def walk_batches(file: LogFile, data: bytes | None = None, *,
+                 start: int = 0) -> Iterator[RecordBatch | Problem]:
+    """Each batch view from `start` on (CRC not checked: callers report a mismatch and go on),
+    then a Problem for an unreadable file or a tail that is not batches."""
     path = str(file.path)
     if data is None:
         try:
-            data = _read(Path(path))
+            data = read_file(Path(path))
         except OSError as e:
             yield Problem(path, 0, "io", f"cannot read: {e.strerror or e}")
             return
-    pos = 0
+    pos = start
     end = len(data)
     try:
-        for batch in iter_record_batches(data, verify_crc=False):
+        for batch in iter_record_batches(data, start=start, verify_crc=False):
             pos = batch.end
             yield batch
     except TruncatedBatchError as e:
@@ -110,7 +111,7 @@ def _at(error: DecodeError, default: int) -> int:
     return error.offset if error.offset is not None else default
 
 
-def _read(path: Path) -> bytes:
+def read_file(path: Path) -> bytes:
     """The whole file; large files are mapped rather than copied."""
     with path.open("rb") as f:
         size = path.stat().st_size

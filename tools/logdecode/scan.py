@@ -1,0 +1,196 @@
+"""The hot loop of `dump-log --json` and the Spark source: a log file's records as their
+place and time plus a shared, cached tail.
+
+Metadata logs repeat themselves: more than 95% of a real one is a NoOpRecord alone in its
+batch every 500 ms, and much of the rest recurs (the same brokers fenced and unfenced). So what
+a row says beyond place and time (control flag, type, version, payload, error, and those as the
+end of a JSON line) is computed once per distinct value and shared by every record carrying
+it. A batch of one record is looked up by its record bytes, which are the same in every NoOp
+batch, so those records are not parsed again either. Anything else (a header that does not
+frame, a CRC mismatch, control and transaction-log batches, several records) takes the general
+way through `RecordBatch.records()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import crc32c
+from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.record_batch import (
+    BATCH_HEADER,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+)
+
+from .model import Problem, RecordInfo
+from .paths import LogFile
+from .payload import decode_control, decode_txn, metadata_value
+from .reader import crc_problem, read_file, walk_batches
+
+# control flag, record type, version, payload (JSON text), error: the last five row columns.
+Cols = tuple[bool, "str | None", "int | None", "str | None", "str | None"]
+# batch position, batch base offset, offset, leader epoch, timestamp, the columns, and the JSON
+# text those columns end a line with (None for a report row: its offset may be null).
+Item = tuple[int, int, "int | None", int, int, Cols, "str | None"]
+
+_CRC_START = 21
+_MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+_PLAIN_DATA = 0x2F  # compression, LogAppendTime, control: any of these leaves the fast path
+_CACHE_LIMIT = 50_000
+
+
+def json_tail(cols: Cols) -> str:
+    """The end of a JSON line from `is_control` on, as `rows.row_json` writes it."""
+    control, rtype, version, payload, error = cols
+    return (f'"is_control":{"true" if control else "false"},'
+            f'"record_type":{"null" if rtype is None else json_text(rtype)},'
+            f'"version":{"null" if version is None else version},'
+            f'"payload":{"null" if payload is None else payload},'
+            f'"error":{"null" if error is None else json_text(error)}}}')
+
+
+@functools.lru_cache(maxsize=4096)
+def json_text(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _Caches:
+    """Per `types` filter: tails by value bytes, and (offset delta, timestamp delta, tail) by
+    the record bytes of one-record batches. Bounded: emptied when full."""
+
+    def __init__(self) -> None:
+        self.values: dict[bytes, tuple[Cols, str] | None] = {}
+        self.singles: dict[bytes, tuple[int, int, Cols | None, str | None]] = {}
+
+
+_CACHES: dict[frozenset[str] | None, _Caches] = {}
+
+
+def _value_tail(value: bytes | None, types: frozenset[str] | None,
+                cache: dict[bytes, tuple[Cols, str] | None]) -> tuple[Cols, str] | None:
+    """The tail of a metadata record's value; None when `types` leaves it out."""
+    if value is not None:
+        hit = cache.get(value, False)
+        if hit is not False:
+            return hit  # type: ignore[return-value]
+    _, name, version, _, text, error = metadata_value(value, types)
+    tail: tuple[Cols, str] | None = None
+    if types is None or name in types:
+        cols: Cols = (False, name or None, version if version >= 0 else None, text, error or None)
+        tail = (cols, json_tail(cols))
+    if value is not None:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[bytes(value)] = tail
+    return tail
+
+
+def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None) -> Iterator[Item]:
+    """Every record of one file and every problem in it, in file order."""
+    path = str(file.path)
+    if data is None:
+        try:
+            data = read_file(Path(path))
+        except OSError as e:
+            yield _problem(Problem(path, 0, "io", f"cannot read: {e.strerror or e}"), None)
+            return
+    caches = _CACHES.get(types)
+    if caches is None:
+        caches = _CACHES[types] = _Caches()
+    values, singles = caches.values, caches.singles
+    txn = file.is_transaction_log
+    unpack = BATCH_HEADER.unpack_from
+    view = memoryview(data)
+    crc_of = crc32c.crc32c
+    pos, end = 0, len(data)
+    while pos < end:
+        if end - pos < RECORD_BATCH_OVERHEAD:
+            break
+        base, length, epoch, magic, crc, attrs, delta, base_ts, _, _, _, _, count = unpack(data, pos)
+        stop = pos + LOG_OVERHEAD + length
+        if length < _MIN_LENGTH or magic != 2 or stop > end or count < 0 or delta < 0:
+            break
+        if count == 1 and not attrs & _PLAIN_DATA and not txn \
+                and crc_of(view[pos + _CRC_START:stop]) == crc:
+            key = data[pos + RECORD_BATCH_OVERHEAD:stop]
+            hit = singles.get(key)
+            if hit is None:
+                hit = _learn_single(RecordBatch(data, pos), key, types, values, singles)
+            if hit is not None:
+                if hit[2] is not None:
+                    yield pos, base, base + hit[0], epoch, base_ts + hit[1], hit[2], hit[3]
+                pos = stop
+                continue
+        yield from _batch(path, RecordBatch(data, pos), types, values, txn)
+        pos = stop
+    if pos < end:  # a header that does not frame: the general walk reports it
+        for batch in walk_batches(file, data, start=pos):
+            if type(batch) is Problem:
+                yield _problem(batch, None)
+            else:
+                yield from _batch(path, batch, types, values, txn)
+    view.release()
+
+
+def _learn_single(batch: RecordBatch, key: bytes, types: frozenset[str] | None,
+                  values: dict[bytes, tuple[Cols, str] | None],
+                  singles: dict[bytes, tuple[int, int, Cols | None, str | None]],
+                  ) -> tuple[int, int, Cols | None, str | None] | None:
+    try:
+        records = batch.records()
+    except DecodeError:
+        return None  # the general way reports it
+    if len(records) != 1:
+        return None
+    offset, timestamp, _, value, _ = records[0]
+    tail = _value_tail(value, types, values)
+    hit = (offset - batch.base_offset, timestamp - batch.base_timestamp,
+           None if tail is None else tail[0], None if tail is None else tail[1])
+    if len(singles) >= _CACHE_LIMIT:
+        singles.clear()
+    singles[bytes(key)] = hit
+    return hit
+
+
+def _batch(path: str, batch: RecordBatch, types: frozenset[str] | None,
+           values: dict[bytes, tuple[Cols, str] | None], txn: bool) -> Iterator[Item]:
+    position, base, epoch = batch.position, batch.base_offset, batch.partition_leader_epoch
+    if not batch.crc_valid():
+        yield _problem(crc_problem(path, batch), batch)
+    try:
+        records = batch.records()
+    except DecodeError as e:
+        yield _problem(Problem(path, position, "bad-batch", e.reason, base), batch)
+        return
+    control = batch.is_control
+    if control or txn:
+        for offset, timestamp, key, value, _headers in records:
+            rec = RecordInfo(offset, timestamp, 0, 0, -1, [], "raw")
+            if control:
+                decode_control(rec, key, value)
+            else:
+                decode_txn(rec, key, value, True, None)
+            if types is not None and rec.type_name not in types:
+                continue
+            cols: Cols = (control, rec.type_name or None, rec.version if rec.version >= 0 else None,
+                          None if rec.error else rec.json, rec.error or None)
+            yield position, base, offset, epoch, timestamp, cols, json_tail(cols)
+        return
+    for offset, timestamp, _key, value, _headers in records:
+        tail = _value_tail(value, types, values)
+        if tail is not None:
+            yield position, base, offset, epoch, timestamp, tail[0], tail[1]
+
+
+def _problem(problem: Problem, batch: RecordBatch | None) -> Item:
+    cols: Cols = (False, None, None, None, f"{problem.kind}: {problem.message}")
+    if batch is None:
+        return problem.position, -1, problem.offset, -1, -1, cols, None
+    return (problem.position, batch.base_offset, problem.offset, batch.partition_leader_epoch, -1,
+            cols, None)
