@@ -19,13 +19,12 @@ file (the buffer position plus the caller's `position`), so a log can name file 
 
 from __future__ import annotations
 
-import gzip
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c
+from kraftpy.protocol.compression import CODEC_NAMES, DecompressError, decompress
 from kraftpy.protocol.errors import DecodeError, EncodeError
 
 __all__ = [
@@ -54,7 +53,7 @@ ATTR_LOG_APPEND_TIME = 0x08
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_DELETE_HORIZON = 0x40
-COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+COMPRESSION_NAMES = CODEC_NAMES
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")  # BaseOffset, Length
@@ -69,6 +68,9 @@ class TruncatedBatchError(DecodeError):
 
 class CorruptBatchError(DecodeError):
     """A batch whose bytes are all there but wrong: bad length, magic, CRC or record layout."""
+
+
+_tuple_new = tuple.__new__
 
 
 class Record(NamedTuple):
@@ -349,16 +351,10 @@ class RecordBatch:
         codec = self.attributes & COMPRESSION_MASK
         if codec == 0:
             return self.buffer, begin, end
-        data = bytes(self.buffer[begin:end])
         try:
-            if codec == 1:
-                plain = gzip.decompress(data)
-            else:
-                raise self._error(
-                    f"compression {COMPRESSION_NAMES.get(codec, codec)} not supported"
-                )
-        except (OSError, EOFError, zlib.error) as exc:
-            raise self._error(f"records do not decompress ({exc})") from None
+            plain = decompress(codec, bytes(self.buffer[begin:end]))
+        except DecompressError as exc:
+            raise self._error(str(exc)) from None
         return plain, 0, len(plain)
 
     def _error(self, message: str) -> CorruptBatchError:
@@ -447,48 +443,60 @@ class RecordBatch:
             data, pos, end = bytes(data[pos:end]), 0, end - pos
         out: list[Record] = []
         append = out.append
+        new = _tuple_new
         h = self.header
         base_offset = h[0]
-        base_ts = h[7]
-        append_time = h[8] if h[5] & ATTR_LOG_APPEND_TIME else None
+        # LogAppendTime: every record has the batch's max timestamp (deltas are ignored)
+        if h[5] & ATTR_LOG_APPEND_TIME:
+            base_ts, ts_scale = h[8], 0
+        else:
+            base_ts, ts_scale = h[7], 1
         varint = decode_varint
         try:
             for _ in range(h[12]):
                 # Each varint: one byte inline (the common case), longer ones via decode_varint.
                 b = data[pos]
                 if b < 0x80:
-                    length, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    length = (b >> 1) ^ -(b & 1)
+                    pos += 1
                 else:
                     length, pos = varint(data, pos)
                 rec_end = pos + length
                 if rec_end > end or length <= 0:
                     raise ValueError("record length outside the batch")
-                pos += 1  # attributes
-                b = data[pos]
+                b = data[pos + 1]  # past the attributes
                 if b < 0x80:
-                    ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    ts_delta = (b >> 1) ^ -(b & 1)
+                    pos += 2
                 else:
-                    ts_delta, pos = varint(data, pos)
+                    ts_delta, pos = varint(data, pos + 1)
                 b = data[pos]
                 if b < 0x80:
-                    offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    offset_delta = (b >> 1) ^ -(b & 1)
+                    pos += 1
                 else:
                     offset_delta, pos = varint(data, pos)
                 b = data[pos]
-                if b < 0x80:
-                    n, pos = (b >> 1) ^ -(b & 1), pos + 1
+                if b == 1:
+                    key: bytes | None = None
+                    pos += 1
                 else:
-                    n, pos = varint(data, pos)
-                if n >= 0:
-                    key: bytes | None = data[pos : pos + n]
-                    pos += n
-                elif n == -1:
-                    key = None
-                else:
-                    raise ValueError(f"key length {n}")
+                    if b < 0x80:
+                        n = (b >> 1) ^ -(b & 1)
+                        pos += 1
+                    else:
+                        n, pos = varint(data, pos)
+                    if n >= 0:
+                        key = data[pos : pos + n]
+                        pos += n
+                    elif n == -1:
+                        key = None
+                    else:
+                        raise ValueError(f"key length {n}")
                 b = data[pos]
                 if b < 0x80:
-                    n, pos = (b >> 1) ^ -(b & 1), pos + 1
+                    n = (b >> 1) ^ -(b & 1)
+                    pos += 1
                 else:
                     n, pos = varint(data, pos)
                 if n >= 0:
@@ -498,39 +506,15 @@ class RecordBatch:
                     value = None
                 else:
                     raise ValueError(f"value length {n}")
-                hdrs: list[tuple[str, bytes | None]] = []
-                if data[pos] == 0:
-                    pos += 1
+                if pos + 1 == rec_end and data[pos] == 0:
+                    hdrs: list[tuple[str, bytes | None]] = []
+                    pos = rec_end
                 else:
-                    count, pos = varint(data, pos)
-                    if count < 0:
-                        raise ValueError(f"header count {count}")
-                    for _h in range(count):
-                        n, pos = varint(data, pos)
-                        if n < 0 or pos + n > rec_end:
-                            raise ValueError(f"header key length {n}")
-                        hkey = data[pos : pos + n].decode("utf-8")
-                        pos += n
-                        n, pos = varint(data, pos)
-                        if n >= 0:
-                            hval: bytes | None = data[pos : pos + n]
-                            pos += n
-                        elif n == -1:
-                            hval = None
-                        else:
-                            raise ValueError(f"header value length {n}")
-                        hdrs.append((hkey, hval))
-                if pos != rec_end:
-                    raise ValueError(f"record length {length} but {length + pos - rec_end} read")
-                append(
-                    Record(
-                        base_offset + offset_delta,
-                        append_time if append_time is not None else base_ts + ts_delta,
-                        key,
-                        value,
-                        hdrs,
-                    )
-                )
+                    hdrs, pos = _read_headers(data, pos, rec_end)
+                    if pos != rec_end:
+                        raise ValueError(f"record length {length} but {length + pos - rec_end} read")
+                append(new(Record, (base_offset + offset_delta, base_ts + ts_delta * ts_scale,
+                                    key, value, hdrs)))
         except IndexError:
             raise self._error("records run past the end of the batch") from None
         except (ValueError, UnicodeDecodeError, DecodeError) as exc:
@@ -541,6 +525,29 @@ class RecordBatch:
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
+
+
+def _read_headers(data: bytes, pos: int, rec_end: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    count, pos = decode_varint(data, pos)
+    if count < 0:
+        raise ValueError(f"header count {count}")
+    hdrs: list[tuple[str, bytes | None]] = []
+    for _ in range(count):
+        n, pos = decode_varint(data, pos)
+        if n < 0 or pos + n > rec_end:
+            raise ValueError(f"header key length {n}")
+        hkey = data[pos : pos + n].decode("utf-8")
+        pos += n
+        n, pos = decode_varint(data, pos)
+        if n >= 0:
+            hval: bytes | None = data[pos : pos + n]
+            pos += n
+        elif n == -1:
+            hval = None
+        else:
+            raise ValueError(f"header value length {n}")
+        hdrs.append((hkey, hval))
+    return hdrs, pos
 
 
 def _skip_headers(data: bytes, pos: int, rec_end: int) -> int:

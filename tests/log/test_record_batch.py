@@ -117,7 +117,7 @@ def test_headers_keys_and_timestamps_agree_with_kafka_python(data) -> None:
     assert ours.max_timestamp == max(stamps)
 
 
-@pytest.mark.parametrize("compression", [0, 1])
+@pytest.mark.parametrize("compression", [0, 1, 2, 3, 4], ids=["none", "gzip", "snappy", "lz4", "zstd"])
 def test_we_read_kafka_python_builder_batches(compression: int) -> None:
     builder = DefaultRecordBatchBuilder(
         magic=2,
@@ -141,6 +141,27 @@ def test_we_read_kafka_python_builder_batches(compression: int) -> None:
     assert [r.timestamp for r in records] == [1000 + i for i in range(25)]
     assert [r.headers for r in records] == [[("h", b"%d" % i)] for i in range(25)]
     assert batch.values() == [b"v" * i for i in range(25)]
+
+
+def test_log_append_time_and_long_varints_agree_with_kafka_python() -> None:
+    # multi-byte varints everywhere: 200 records, 300-byte keys and values, big timestamp deltas
+    n = 200
+    values = [b"v" * (i + 100) for i in range(n)]
+    keys = [None if i % 3 else b"k" * 300 for i in range(n)]
+    headers = [[("h" * 70, b"x" * 80), ("n", None)] if i % 2 else [] for i in range(n)]
+    stamps = [1_700_000_000_000 + i * 1_000_003 for i in range(n)]
+    raw = bytearray(build_record_batch(values, keys=keys, headers=headers, timestamps=stamps,
+                                       base_offset=1 << 40))
+    raw[22] |= 0x08  # LogAppendTime: every record takes the batch's max timestamp
+    raw[35:43] = struct.pack(">q", 1_800_000_000_000)
+    raw[17:21] = struct.pack(">I", crc32c.crc32c(bytes(raw[21:])))
+    raw = bytes(raw)
+    (theirs,) = kafka_python_batches(raw)
+    expected = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in theirs]
+    assert {t for _, t, *_ in expected} == {1_800_000_000_000}
+    (ours,) = iter_record_batches(raw)
+    assert [tuple(r) for r in ours.records()] == expected
+    assert ours.values() == values
 
 
 def test_we_read_kio_writer_batches() -> None:
