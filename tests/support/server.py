@@ -47,16 +47,16 @@ def free_port(host: str = HOST) -> int:
 
 
 def probe(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when something at host:port answers an ApiVersions v0 request."""
-    from kraftpy.protocol.errors import DecodeError
+    """True when something at host:port answers an ApiVersions v0 request with a whole frame."""
+    from kraftpy.protocol.framing import encode_request
     from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
     from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
 
     try:
-        with KafkaConnection((host, port), timeout=timeout, client_id="probe") as conn:
-            conn.request(ApiVersionsRequest(), 0)
-            return True
-    except (ClientError, DecodeError, OSError):
+        with KafkaConnection((host, port), timeout=timeout) as conn:
+            conn.send_raw(encode_request(ApiVersionsRequest(), 0, 1, "probe"))
+            return conn.recv_frame()[:4] == b"\0\0\0\1"  # correlation id 1
+    except (ClientError, OSError):
         return False
 
 
