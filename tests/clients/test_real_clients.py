@@ -9,13 +9,13 @@ client falls inside a block given to a broker.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
 import uuid
 
 import pytest
-from support.broker_sim import BrokerSim
+from kraftpy.tools.broker_sim import BrokerSim
+from support.producers import confluent_producer_id, kafka_python_producer_id
 from support.server import KraftpyServer, running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -35,22 +35,9 @@ def txn_id(name: str) -> str:
 # --- kafka-python -----------------------------------------------------------------------------
 
 def kafka_python_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tuple[int, int]:
-    from kafka import KafkaProducer
-
-    kwargs = {"transactional_id": transactional_id} if transactional_id else {
-        "enable_idempotence": True}
-    producer = KafkaProducer(bootstrap_servers=srv.bootstrap, **kwargs)
-    try:
-        if transactional_id:
-            producer.init_transactions()
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            pe = producer._transaction_manager.producer_id_and_epoch
-            if pe.producer_id >= 0 or time.monotonic() > deadline:
-                return pe.producer_id, pe.epoch
-            time.sleep(0.02)
-    finally:
-        producer.close(timeout=5)
+    pid, epoch, _ = kafka_python_producer_id(srv.bootstrap, transactional_id=transactional_id,
+                                             wait_s=WAIT_S)
+    return pid, epoch
 
 
 def test_kafka_python_idempotent(server) -> None:
@@ -101,27 +88,9 @@ def test_aiokafka_transactional(server) -> None:
 # --- confluent-kafka (librdkafka) -------------------------------------------------------------
 
 def confluent_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tuple[int, int]:
-    from confluent_kafka import Producer
-
-    got: dict = {}
-
-    def stats(text: str) -> None:
-        eos = json.loads(text).get("eos", {})
-        if eos.get("producer_id", -1) >= 0:
-            got.update(eos)
-
-    conf = {"bootstrap.servers": srv.bootstrap, "statistics.interval.ms": 50,
-            "stats_cb": stats}
-    conf.update({"transactional.id": transactional_id} if transactional_id else {
-        "enable.idempotence": True})
-    producer = Producer(conf)
-    if transactional_id:
-        producer.init_transactions(WAIT_S)
-    deadline = time.monotonic() + WAIT_S
-    while not got and time.monotonic() < deadline:
-        producer.poll(0.02)
-    producer.flush(1)
-    return got.get("producer_id", -1), got.get("producer_epoch", -1)
+    pid, epoch, _ = confluent_producer_id({"bootstrap.servers": srv.bootstrap},
+                                          transactional_id=transactional_id, wait_s=WAIT_S)
+    return pid, epoch
 
 
 def test_confluent_kafka_idempotent(server) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from support.broker_sim import BrokerError, BrokerSim
+from kraftpy.tools.broker_sim import BrokerError, BrokerSim
+from support.producers import kafka_python_producer_id
 from support.security import Pki, SecureServer, secure_server, write_jaas
 from support.server import HOST
 
@@ -39,30 +39,12 @@ def dump(srv: SecureServer) -> str:
 
 def bob_pid(srv: SecureServer, pki: Pki, transactional_id: str | None = None
             ) -> tuple[int, str]:
-    from kafka import KafkaProducer
-
-    kind = {"transactional_id": transactional_id} if transactional_id else {
-        "enable_idempotence": True}
-    producer = KafkaProducer(
-        bootstrap_servers=srv.sasl_ssl, security_protocol="SASL_SSL",
+    pid, _, error = kafka_python_producer_id(
+        srv.sasl_ssl, transactional_id=transactional_id, security_protocol="SASL_SSL",
         sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="bob",
         sasl_plain_password=USERS["bob"], ssl_cafile=str(pki.ca_path),
-        bootstrap_timeout_ms=3000, max_block_ms=3000, **kind)
-    try:
-        if transactional_id:
-            try:
-                producer.init_transactions()
-            except Exception as exc:
-                return -1, f"{type(exc).__name__}: {exc}"
-        tm = producer._transaction_manager
-        deadline = time.monotonic() + 6
-        while time.monotonic() < deadline:
-            if tm.producer_id_and_epoch.producer_id >= 0 or tm.has_fatal_error():
-                break
-            time.sleep(0.02)
-        return tm.producer_id_and_epoch.producer_id, str(tm._last_error or "")
-    finally:
-        producer.close(timeout=3)
+        bootstrap_timeout_ms=3000, max_block_ms=3000)
+    return pid, error
 
 
 def test_acls_gate_brokers_and_clients_and_survive_restart(tmp_path: Path) -> None:

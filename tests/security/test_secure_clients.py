@@ -7,12 +7,11 @@ principal the authorizer does not know get the documented errors and no producer
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.producers import confluent_producer_id, kafka_python_producer_id
 from support.security import Pki, SecureServer, secure_server, write_jaas
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
@@ -49,8 +48,6 @@ def sasl(user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> dict[str
 def kafka_python(bootstrap: str, pki: Pki, *, sasl_auth: dict[str, str] | None = None,
                  cert: str | None = None, protocol: str = "SASL_SSL") -> tuple[int, str]:
     """(producer id or -1, the error the client reports or '')."""
-    from kafka import KafkaProducer
-
     kw: dict = {"security_protocol": protocol, "ssl_cafile": str(pki.ca_path)}
     if sasl_auth:
         kw.update(sasl_mechanism=sasl_auth["mechanism"], sasl_plain_username=sasl_auth["user"],
@@ -58,21 +55,9 @@ def kafka_python(bootstrap: str, pki: Pki, *, sasl_auth: dict[str, str] | None =
     if cert:
         certfile, keyfile = pki.client(cert)
         kw.update(ssl_certfile=str(certfile), ssl_keyfile=str(keyfile))
-    try:
-        producer = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True,
-                                 bootstrap_timeout_ms=3000, max_block_ms=3000, **kw)
-    except Exception as exc:  # the client cannot bootstrap at all
-        return -1, f"{type(exc).__name__}: {exc}"
-    try:
-        tm = producer._transaction_manager
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline:
-            if tm.producer_id_and_epoch.producer_id >= 0 or tm.has_fatal_error():
-                break
-            time.sleep(0.02)
-        return tm.producer_id_and_epoch.producer_id, str(tm._last_error or "")
-    finally:
-        producer.close(timeout=3)
+    pid, _, error = kafka_python_producer_id(bootstrap, wait_s=WAIT_S, bootstrap_timeout_ms=3000,
+                                             max_block_ms=3000, **kw)
+    return pid, error
 
 
 def test_kafka_python_scram_sha_256(server: SecureServer, pki: Pki) -> None:
@@ -125,31 +110,10 @@ def test_kafka_python_unauthorised_principal(server: SecureServer, pki: Pki, who
 
 def confluent(bootstrap: str, pki: Pki, **conf: str) -> tuple[int, list[tuple[str, bool, str]]]:
     """(producer id or -1, [(error name, fatal, text)] the client reported)."""
-    from confluent_kafka import KafkaError, KafkaException, Producer
-
-    got: dict = {}
-    errors: list[tuple[str, bool, str]] = []
-
-    def stats(text: str) -> None:
-        eos = json.loads(text).get("eos", {})
-        if eos.get("producer_id", -1) >= 0:
-            got.update(eos)
-
-    def on_error(err: KafkaError) -> None:
-        errors.append((err.name(), err.fatal(), err.str()))
-
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "statistics.interval.ms": 50, "stats_cb": stats, "error_cb": on_error,
-                         "ssl.ca.location": str(pki.ca_path), "log_level": 0, **conf})
-    deadline = time.monotonic() + WAIT_S
-    try:
-        while time.monotonic() < deadline and not got and not any(
-                fatal or name == "_AUTHENTICATION" for name, fatal, _ in errors):
-            producer.poll(0.05)
-        producer.flush(1)
-    except KafkaException as exc:  # a fatal error is raised from poll() or flush()
-        errors.append((exc.args[0].name(), True, exc.args[0].str()))
-    return got.get("producer_id", -1), errors
+    pid, _, errors = confluent_producer_id(
+        {"bootstrap.servers": bootstrap, "ssl.ca.location": str(pki.ca_path), **conf},
+        wait_s=WAIT_S)
+    return pid, errors
 
 
 def scram_conf(user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
