@@ -51,6 +51,19 @@ class BrokerError(RuntimeError):
         self.code = code
 
 
+def registration_request(broker_id: int, cluster_id: str, incarnation: uuid.UUID,
+                         log_dir: uuid.UUID, *, previous_broker_epoch: int = -1
+                         ) -> BrokerRegistrationRequest:
+    """A broker with one PLAINTEXT listener that supports metadata.version 7-27 (3.7 to 4.1)."""
+    return BrokerRegistrationRequest(
+        broker_id=broker_id, cluster_id=cluster_id, incarnation_id=incarnation,
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id % 10000,
+                            security_protocol=0)],
+        features=[Feature(name="metadata.version", min_supported_version=7,
+                          max_supported_version=27)],
+        rack=None, log_dirs=[log_dir], previous_broker_epoch=previous_broker_epoch)
+
+
 class BrokerSim:
     def __init__(self, controller: tuple[str, int] | str, broker_id: int,
                  cluster_id: str | None = None, *, incarnation: uuid.UUID | None = None,
@@ -89,14 +102,8 @@ class BrokerSim:
 
     # --- KIP-631 ---------------------------------------------------------------------------
     def registration(self) -> BrokerRegistrationRequest:
-        return BrokerRegistrationRequest(
-            broker_id=self.broker_id, cluster_id=self.cluster_id,
-            incarnation_id=self.incarnation,
-            listeners=[Listener(name="PLAINTEXT", host="127.0.0.1",
-                                port=20000 + self.broker_id % 10000, security_protocol=0)],
-            features=[Feature(name="metadata.version", min_supported_version=7,
-                              max_supported_version=27)],
-            rack=None, log_dirs=[self.log_dir], previous_broker_epoch=self.epoch)
+        return registration_request(self.broker_id, self.cluster_id, self.incarnation,
+                                    self.log_dir, previous_broker_epoch=self.epoch)
 
     def register(self, *, retry_for: float = 10.0) -> int:
         """Register (retrying NOT_CONTROLLER while the controller bootstraps); the epoch."""

@@ -40,19 +40,6 @@ def kafka_python_pid(srv: KraftpyServer, transactional_id: str | None = None) ->
     return pid, epoch
 
 
-def test_kafka_python_idempotent(server) -> None:
-    a, b = kafka_python_pid(server), kafka_python_pid(server)
-    assert a[0] >= 0 and b[0] >= 0 and a[0] != b[0]
-    assert a[1] == b[1] == 0
-
-
-def test_kafka_python_transactional(server) -> None:
-    tid = txn_id("kafka-python")
-    pid, epoch = kafka_python_pid(server, tid)
-    assert pid >= 0 and epoch == 0
-    assert kafka_python_pid(server, tid) == (pid, 1)
-
-
 # --- aiokafka ---------------------------------------------------------------------------------
 
 async def _aiokafka_pid(srv: KraftpyServer, transactional_id: str | None) -> tuple[int, int]:
@@ -72,19 +59,6 @@ def aiokafka_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tup
     return asyncio.run(_aiokafka_pid(srv, transactional_id))
 
 
-def test_aiokafka_idempotent(server) -> None:
-    a, b = aiokafka_pid(server), aiokafka_pid(server)
-    assert a[0] >= 0 and b[0] >= 0 and a[0] != b[0]
-    assert a[1] == b[1] == 0
-
-
-def test_aiokafka_transactional(server) -> None:
-    tid = txn_id("aiokafka")
-    pid, epoch = aiokafka_pid(server, tid)
-    assert pid >= 0 and epoch == 0
-    assert aiokafka_pid(server, tid) == (pid, 1)
-
-
 # --- confluent-kafka (librdkafka) -------------------------------------------------------------
 
 def confluent_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tuple[int, int]:
@@ -93,17 +67,24 @@ def confluent_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tu
     return pid, epoch
 
 
-def test_confluent_kafka_idempotent(server) -> None:
-    a, b = confluent_pid(server), confluent_pid(server)
+CLIENTS = {"kafka-python": kafka_python_pid, "aiokafka": aiokafka_pid,
+           "librdkafka": confluent_pid}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_idempotent(server, client: str) -> None:
+    pid_of = CLIENTS[client]
+    a, b = pid_of(server), pid_of(server)
     assert a[0] >= 0 and b[0] >= 0 and a[0] != b[0]
     assert a[1] == b[1] == 0
 
 
-def test_confluent_kafka_transactional(server) -> None:
-    tid = txn_id("librdkafka")
-    pid, epoch = confluent_pid(server, tid)
+@pytest.mark.parametrize("client", CLIENTS)
+def test_transactional(server, client: str) -> None:
+    pid_of, tid = CLIENTS[client], txn_id(client)
+    pid, epoch = pid_of(server, tid)
     assert pid >= 0 and epoch == 0
-    assert confluent_pid(server, tid) == (pid, 1)
+    assert pid_of(server, tid) == (pid, 1)
 
 
 def test_one_transactional_id_across_all_three_clients(server) -> None:

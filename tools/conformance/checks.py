@@ -18,11 +18,6 @@ from kraftpy.protocol.framing import encode_frame as frame
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraftpy.protocol.messages.broker_registration_request import (
-    BrokerRegistrationRequest,
-    Feature,
-    Listener,
-)
 from kraftpy.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kraftpy.protocol.messages.describe_quorum_request import (
     DescribeQuorumRequest,
@@ -32,6 +27,7 @@ from kraftpy.protocol.messages.describe_quorum_request import (
 from kraftpy.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from kraftpy.protocol.messages.metadata_request import MetadataRequest
+from kraftpy.tools.broker_sim import registration_request
 from kraftpy.tools.kafka_connection import KafkaConnection
 
 NONE = 0
@@ -345,14 +341,8 @@ def _unregistered_broker(t: Target) -> int:
 @check("BrokerRegistration with a wrong cluster id: INCONSISTENT_CLUSTER_ID", "controller")
 def registration_wrong_cluster(t: Target, listener: str) -> None:
     with t.connect(listener) as conn:
-        response = conn.request(BrokerRegistrationRequest(
-            broker_id=_unregistered_broker(t), cluster_id="AAAAAAAAAAAAAAAAAAAAAA",
-            incarnation_id=uuid.uuid4(),
-            listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=29092,
-                                security_protocol=0)],
-            features=[Feature(name="metadata.version", min_supported_version=7,
-                              max_supported_version=27)],
-            rack=None, log_dirs=[uuid.uuid4()]), 3)
+        response = conn.request(registration_request(
+            _unregistered_broker(t), "AAAAAAAAAAAAAAAAAAAAAA", uuid.uuid4(), uuid.uuid4()), 3)
         expect_eq(response.error_code, INCONSISTENT_CLUSTER_ID, "error code")
         expect_eq(response.broker_epoch, -1, "broker epoch")
 
