@@ -154,5 +154,5 @@ def describe(qc: QuorumController) -> dict[str, Any]:
         "topics": qc.replication.describe(),
         "producer_ids": producer_ids,
         "transactions": qc.transactions.describe(),
-        "acls": len(qc.acls.acls()) if qc.acls is not None else 0,
+        "acls": len(qc.acls.acls()),
     }

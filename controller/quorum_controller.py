@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from kraftpy.controller import image
+from kraftpy.controller.acl_control import AclControlManager
 from kraftpy.controller.cluster_control import ClusterControlManager, ReplayError
 from kraftpy.controller.feature_control import (
     FeatureControlManager,
@@ -38,11 +39,6 @@ from kraftpy.controller.transaction_control import TransactionControlManager
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.broker_registration_response import BrokerRegistrationResponse
 from kraftpy.protocol.messages.init_producer_id_response import InitProducerIdResponse
-
-try:
-    from kraftpy.controller.acl_control import AclControlManager
-except ImportError:  # pragma: no cover - the ACL module ships with the controller
-    AclControlManager = None  # type: ignore[assignment,misc]
 
 __all__ = ["QuorumController", "ReplayError", "UnsupportedRequest"]
 
@@ -85,8 +81,8 @@ class QuorumController:
     SERVED_API_KEYS = frozenset({
         INIT_PRODUCER_ID, DESCRIBE_QUORUM, DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS,
         BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER_API, DESCRIBE_TRANSACTIONS,
-        LIST_TRANSACTIONS, ALLOCATE_PRODUCER_IDS,
-    } | ({CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS} if AclControlManager else set()))
+        LIST_TRANSACTIONS, ALLOCATE_PRODUCER_IDS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS,
+    })
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
@@ -97,7 +93,7 @@ class QuorumController:
         self.own_ids = ProducerIdManager(settings.node_id, settings.producer_id_block_size,
                                          settings.producer_id_prefetch_ratio)
         self.transactions = TransactionControlManager(settings.transaction_max_timeout_ms)
-        self.acls = AclControlManager() if AclControlManager else None
+        self.acls = AclControlManager()
         self.configs: dict[tuple[int, str, str], Any] = {}  # ConfigRecords, for snapshots
         self.leader_epoch = 0
         self.active = False
@@ -155,7 +151,6 @@ class QuorumController:
             return self.transactions.describe_transactions(request)
         if key == LIST_TRANSACTIONS:
             return self.transactions.list_transactions(request, api_version, now_ms)
-        assert self.acls is not None
         if key == CREATE_ACLS:
             return self.acls.create_acls(request, api_version)
         if key == DELETE_ACLS:
@@ -245,7 +240,7 @@ class QuorumController:
             self._replay_config(record)
         elif kind == REGISTER_CONTROLLER:
             self.cluster.controllers[record.controller_id] = record
-        elif kind in (ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY) and self.acls:
+        elif kind in (ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY):
             self.acls.replay(record, version, offset)
         self.log_end_offset = max(self.log_end_offset, offset + 1)
 
@@ -286,8 +281,7 @@ class QuorumController:
         out += self.replication.snapshot_records(self.features.partition_record_version())
         out += [(r, 0) for r in self.configs.values()]
         out += self.producer_ids.snapshot_records()
-        if self.acls is not None:
-            out += self.acls.snapshot_records()
+        out += self.acls.snapshot_records()
         return out
 
     def txn_snapshot_records(self) -> list[tuple[Any, Any]]:
