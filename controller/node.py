@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Awaitable
 from typing import Any
 
 import trio
@@ -35,8 +36,9 @@ class RunningNode:
         self.quorum = quorum
         self.supported_features = supported_features
 
-    async def submit(self, request: Any, api_version: int, ctx: api.RequestContext) -> Any:
-        return await self.quorum.submit(request, api_version, ctx.listener)
+    def submit(self, request: Any, api_version: int, ctx: api.RequestContext) -> Awaitable[Any]:
+        # Hands back the quorum's own awaitable: one coroutine less per request.
+        return self.quorum.submit(request, api_version, ctx.listener)
 
     def describe(self) -> dict[str, Any]:
         return self.quorum.controller.describe()

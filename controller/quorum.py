@@ -74,13 +74,15 @@ class Quorum:
     # --- callers -------------------------------------------------------------------------------
     async def submit(self, request: Any, api_version: int, listener: str | None = None) -> Any:
         """The response to `request`, once the rule for releasing it allows."""
-        self._check_running()
+        if self._failed is not None or self._stopping:
+            self._check_running()
         now = self.clock_ms()
         result = self.controller.handle(
             request, api_version, now_ms=now,
             next_offset=self.storage.metadata_end_offset(), listener=listener,
         )
-        self._write(result, now)
+        if result.records or result.txn_records or result.events:  # most answers write nothing
+            self._write(result, now)
         if not result.respond_before_commit:
             await self._wait_durable(
                 (self.storage.metadata_end_offset(), self.storage.txn_end_offset()))

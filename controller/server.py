@@ -14,6 +14,7 @@ gate belong.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -42,10 +43,72 @@ class Connection:
         return f"{self.context.client_host}:{self.context.client_port}"
 
 
-@dataclass
-class _Idle:
-    conn: Connection
-    since: float
+class _StreamIO:
+    """Receives and sends on any trio stream (TLS, the SASL exchange's prefixed stream)."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+
+    async def receive(self) -> bytes:
+        return await self.stream.receive_some(RECEIVE_SIZE)
+
+    async def send(self, outgoing: list[bytes]) -> None:
+        """Send and clear the pending answers."""
+        if outgoing:
+            data = b"".join(outgoing)
+            outgoing.clear()
+            await self.stream.send_all(data)
+
+
+class _SocketIO(_StreamIO):
+    """A plain TCP connection, one scheduling point per receive and none per send.
+
+    trio's stream calls checkpoint on both sides of every call (a failed non-blocking
+    attempt, then a wait, then a shielded checkpoint after a send that went through at
+    once). Here the task waits for readability and then reads (every receive is still a
+    scheduling point, so a busy connection cannot starve the others), and a send is one
+    non-blocking write; only a send the socket buffer cannot take waits for writability.
+    The descriptor stays owned by the trio socket (closing it wakes the wait with
+    ClosedResourceError).
+    """
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        super().__init__(stream)
+        self.fd = stream.socket.fileno()
+
+    async def receive(self) -> bytes:
+        while True:
+            await trio.lowlevel.wait_readable(self.fd)
+            try:
+                return os.read(self.fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+
+    async def send(self, outgoing: list[bytes]) -> None:
+        if not outgoing:
+            return
+        data = outgoing[0] if len(outgoing) == 1 else b"".join(outgoing)
+        outgoing.clear()
+        try:
+            sent = os.write(self.fd, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+        if sent < len(data):
+            await self._send_rest(memoryview(data)[sent:])
+
+    async def _send_rest(self, rest: memoryview) -> None:
+        while rest:
+            await trio.lowlevel.wait_writable(self.fd)
+            try:
+                rest = rest[os.write(self.fd, rest):]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
 
 
 # A hook run on every new connection after the default setup (TLS, SASL): returns the
@@ -66,7 +129,7 @@ class Server:
         self._connections_scope: trio.CancelScope | None = None
         self._draining = False
         # Connections waiting for their next request: the idle reaper and drain close these.
-        self._idle: dict[trio.SocketStream, _Idle] = {}
+        self._idle: dict[trio.SocketStream, tuple[Connection, float]] = {}
         self._open = 0
         self._all_closed = trio.Event()
         self._all_closed.set()
@@ -166,68 +229,58 @@ class Server:
 
     async def _serve_connection(self, conn: Connection, raw: trio.SocketStream) -> None:
         reader = FrameReader(self.config.socket_request_max_bytes)
-        send_lock = trio.Lock()
+        if conn.stream is raw and type(raw) is trio.SocketStream:
+            io: _StreamIO = _SocketIO(raw)
+        else:
+            io = _StreamIO(conn.stream)  # TLS, or bytes the SASL exchange read ahead
+        node = self.node
+        assert node is not None
+        context = conn.context
         # Answers to requests that were already buffered go out in one write (pipelining
-        # clients); they are still produced one at a time, in order.
+        # clients); they are still produced one at a time, in order. Only this task sends
+        # on the connection, so frames are never interleaved and no lock is needed.
         outgoing: list[bytes] = []
-
-        async def flush() -> None:
-            if outgoing:
-                data = b"".join(outgoing)
-                outgoing.clear()
-                # The lock keeps frames whole should anything else ever send on this
-                # connection; uncontended, it is taken without a scheduling point.
-                if send_lock.locked():
-                    await send_lock.acquire()
-                else:
-                    send_lock.acquire_nowait()
-                try:
-                    # A frame is never cut: cancellation waits for the whole send.
-                    with trio.CancelScope(shield=True):
-                        await conn.stream.send_all(data)
-                finally:
-                    send_lock.release()
-
+        idle = self._idle
         while True:
             try:
                 frame = reader.next_frame()
             except DecodeError as exc:
-                await flush()
+                await io.send(outgoing)
                 log.warning("closing connection from %s on %s: %s",
-                            conn.peer, conn.context.listener, exc)
+                            conn.peer, context.listener, exc)
                 return
             if frame is None:
-                await flush()
+                if outgoing:
+                    await io.send(outgoing)
                 if self._draining:
                     return
                 # Waiting costs no cancel scope per request: `_reap_idle` (and `drain`)
                 # close the socket of a connection that waits too long.
-                self._idle[raw] = _Idle(conn, trio.current_time())
+                idle[raw] = (conn, trio.current_time())
                 try:
-                    data = await conn.stream.receive_some(RECEIVE_SIZE)
+                    data = await io.receive()
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
                     return
                 finally:
-                    self._idle.pop(raw, None)
+                    del idle[raw]
                 if not data:
                     return
                 reader.feed(data)
                 continue
             try:
-                assert self.node is not None
-                outgoing.append(await dispatch(self.node, frame, conn.context))
+                outgoing.append(await dispatch(node, frame, context))
             except CloseConnection as exc:
-                await flush()
+                await io.send(outgoing)
                 log.warning("closing connection from %s on %s: %s",
-                            conn.peer, conn.context.listener, exc)
+                            conn.peer, context.listener, exc)
                 return
             except Exception:
-                await flush()
+                await io.send(outgoing)
                 log.exception("closing connection from %s on %s: request failed",
-                              conn.peer, conn.context.listener)
+                              conn.peer, context.listener)
                 return
             if len(outgoing) >= MAX_COALESCED:
-                await flush()
+                await io.send(outgoing)
 
     async def _reap_idle(self) -> None:
         """Close connections idle for connections.max.idle.ms (checked every quarter of it)."""
@@ -236,10 +289,11 @@ class Server:
             await trio.sleep(min(idle_s / 4, 1.0))
             now = trio.current_time()
             for raw, idle in list(self._idle.items()):
-                if now - idle.since >= idle_s and self._idle.get(raw) is idle:
+                conn, since = idle
+                if now - since >= idle_s and self._idle.get(raw) is idle:
                     log.info("closing connection from %s on %s: idle for more than "
-                             "connections.max.idle.ms (%d ms)", idle.conn.peer,
-                             idle.conn.context.listener, self.config.connections_max_idle_ms)
+                             "connections.max.idle.ms (%d ms)", conn.peer,
+                             conn.context.listener, self.config.connections_max_idle_ms)
                     await trio.aclose_forcefully(raw)
 
     # --- shutdown -------------------------------------------------------------------------------

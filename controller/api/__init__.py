@@ -133,6 +133,11 @@ async def through_controller(
     try:
         return await node.submit(request, ctx.api_version, ctx)
     except Exception:
-        _log.exception("%s v%d from %s failed in the controller",
-                       type(request).__name__, ctx.api_version, ctx.client_host)
+        controller_failed(request, ctx)
         return on_error(-1)
+
+
+def controller_failed(request: Any, ctx: RequestContext) -> None:
+    """Log the exception being handled: the controller failed on this request."""
+    _log.exception("%s v%d from %s failed in the controller",
+                   type(request).__name__, ctx.api_version, ctx.client_host)

@@ -3,23 +3,41 @@
 The only place that routes by API key: header, listener check, the KIP-511 rule, body decode,
 handler, encode. What cannot be answered (an unknown key, an API or version this listener does
 not serve, a malformed header or body) raises `CloseConnection`, as Kafka closes the socket.
+
+Routing costs one dict lookup: per listener type, a table built once maps the frame's first
+four bytes (api key, api version) to everything the request needs (handler, header version,
+codec, response header). Frames not in the table take the checked path, which says why.
 """
 
 from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
 
 from kraftpy.controller import api
 from kraftpy.controller.api import api_versions
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import encode_response, read_request_header
+from kraftpy.protocol.messages.request_header import RequestHeader
+from kraftpy.protocol.registry import request_header_version, response_header_version
+
+_KEY_VERSION = struct.Struct(">hh")
+_SIZE_CORRELATION = struct.Struct(">ii")
+_HEADER_V1_TAGS = b"\x00"  # response header v1: correlation id + an empty tag section
+_new = object.__new__
+_RequestContext = api.RequestContext
 
 
 def _for_request(conn: api.RequestContext, client_id: str, correlation_id: int, api_key: int,
                  api_version: int) -> api.RequestContext:
     """The connection's context for one request: a copy, far cheaper than replace()."""
-    ctx = object.__new__(api.RequestContext)
-    ctx.__dict__.update(conn.__dict__)
-    ctx.__dict__.update(client_id=client_id, correlation_id=correlation_id, api_key=api_key,
-                        api_version=api_version)
+    ctx = _new(_RequestContext)
+    fields = ctx.__dict__
+    fields.update(conn.__dict__)
+    fields["client_id"] = client_id
+    fields["correlation_id"] = correlation_id
+    fields["api_key"] = api_key
+    fields["api_version"] = api_version
     return ctx
 
 
@@ -27,10 +45,72 @@ class CloseConnection(Exception):
     """The request cannot be answered; the message says why (it goes to the server log)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Everything one (api key, version) on one listener type needs, resolved once."""
+
+    handler: api.ApiHandler
+    api_key: int
+    api_version: int
+    header_version: int
+    flexible_response: bool  # response header v1 (a tag section after the correlation id)
+
+
+_ROUTES: dict[str, dict[bytes, Route]] = {}
+
+
+def routes(listener_type: str) -> dict[bytes, Route]:
+    """The routing table of a listener type, keyed by a frame's first four bytes."""
+    table = _ROUTES.get(listener_type)
+    if table is None:
+        table = {}
+        for h in api.handlers().values():
+            if listener_type not in h.listeners:
+                continue
+            for version in range(h.versions[0], h.versions[1] + 1):
+                table[_KEY_VERSION.pack(h.api_key, version)] = Route(
+                    h, h.api_key, version, request_header_version(h.api_key, version),
+                    response_header_version(h.api_key, version) == 1)
+        _ROUTES[listener_type] = table
+    return table
+
+
 async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> bytes:
     """Answer one request frame (without its size prefix) with a framed response."""
+    if type(frame) is not bytes:
+        frame = bytes(frame)
+    table = _ROUTES.get(conn.listener_type) or routes(conn.listener_type)
+    route = table.get(frame[:4])
+    if route is None:
+        return await _unrouted(node, frame, conn)
+    handler, api_key, api_version = route.handler, route.api_key, route.api_version
     try:
-        header, api_key, api_version, body_offset = read_request_header(frame)
+        header, body_offset = RequestHeader.decode_from(frame, 0, route.header_version)
+    except DecodeError as exc:
+        raise CloseConnection(f"error parsing request header: {exc}") from None
+    try:
+        request = handler.request_class.decode(frame[body_offset:], api_version)
+    except DecodeError as exc:
+        raise CloseConnection(f"error reading {handler.name} v{api_version} body: {exc}") from None
+    ctx = _for_request(conn, header.client_id or "", header.correlation_id, api_key, api_version)
+    security = getattr(node, "security", None)  # controller/security/layer.py
+    if security is None or not security.checks_requests:
+        response = await handler.handle(node, request, ctx)
+    else:
+        denied = await security.before(ctx, api_key, request)
+        response = denied if denied is not None else await handler.handle(node, request, ctx)
+        response = security.after(ctx, api_key, request, response)
+    # Size prefix, response header and body pieces joined in one go.
+    parts = [b"", _HEADER_V1_TAGS] if route.flexible_response else [b""]
+    response.encode_into(parts.append, api_version)
+    parts[0] = _SIZE_CORRELATION.pack(sum(map(len, parts)) + 4, header.correlation_id)
+    return b"".join(parts)
+
+
+async def _unrouted(node: api.Node, frame: bytes, conn: api.RequestContext) -> bytes:
+    """A frame outside the table: the KIP-511 answer, or why it cannot be answered."""
+    try:
+        header, api_key, api_version, _ = read_request_header(frame)
     except DecodeError as exc:
         raise CloseConnection(f"error parsing request header: {exc}") from None
     handler = api.lookup(api_key, conn.listener_type)
@@ -39,25 +119,11 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
             f"received request api key {api_key} with version {api_version} which is not "
             f"enabled on listener {conn.listener}"
         )
-    ctx = _for_request(conn, header.client_id or "", header.correlation_id, api_key, api_version)
-    if not handler.serves(api_version):
-        if api_key == api_versions.API_KEY:
-            return encode_response(
-                header.correlation_id, api_key, 0, api_versions.unsupported_version_response()
-            )
-        raise CloseConnection(
-            f"received request api key {api_key} ({handler.name}) with version {api_version} "
-            f"which is not enabled (served: {handler.versions[0]}-{handler.versions[1]})"
+    if api_key == api_versions.API_KEY:
+        return encode_response(
+            header.correlation_id, api_key, 0, api_versions.unsupported_version_response()
         )
-    try:
-        request = handler.request_class.decode(frame[body_offset:], api_version)
-    except DecodeError as exc:
-        raise CloseConnection(f"error reading {handler.name} v{api_version} body: {exc}") from None
-    security = getattr(node, "security", None)  # controller/security/layer.py
-    if security is None:
-        response = await handler.handle(node, request, ctx)
-    else:
-        denied = await security.before(ctx, api_key, request)
-        response = denied if denied is not None else await handler.handle(node, request, ctx)
-        response = security.after(ctx, api_key, request, response)
-    return encode_response(header.correlation_id, api_key, api_version, response)
+    raise CloseConnection(
+        f"received request api key {api_key} ({handler.name}) with version {api_version} "
+        f"which is not enabled (served: {handler.versions[0]}-{handler.versions[1]})"
+    )

@@ -121,6 +121,14 @@ class SecurityLayer:
         self._muted_until: dict[tuple[str, str, int], float] = {}
         self.dispatch: Callable[..., Any] | None = None  # set by the server: ApiVersions in SASL
         self.node: Any = None
+        self.checks_requests = self._checks_requests()
+
+    def _checks_requests(self) -> bool:
+        """Whether `before`/`after` can change anything: without ACLs and request quotas
+        they cannot, and dispatch skips them (security off costs nothing per request)."""
+        limits = self.quotas.settings
+        return (self.authorizer.enabled or limits.request_rate is not None
+                or bool(limits.request_rate_overrides))
 
     @classmethod
     def from_config(cls, config: Any) -> SecurityLayer:
@@ -156,6 +164,7 @@ class SecurityLayer:
             return
         self.authorizer = Authorizer(self.authorizer.settings, manager.acls,
                                      lambda: manager.generation)
+        self.checks_requests = self._checks_requests()
 
     # --- connections ----------------------------------------------------------------------
 
