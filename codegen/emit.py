@@ -175,6 +175,41 @@ class ModuleEmitter:
             f.type.kind != "struct" and (f.type.kind != "array" or f.type.elem.kind != "struct")
             for f in live)
 
+    def fixed_layout(self, struct: Struct, version: int) -> bool:
+        """Elements of the same few fixed-size fields and no tags: decoded a whole array at once."""
+        live = self.fields_at(struct, version)
+        return bool(live) and len(live) <= 12 and all(
+            f.type.fixed and f.type.kind != "uuid" and version not in f.nullable
+            and version not in f.tagged for f in live)
+
+    def _read_fixed_elements(self, c: _Code, ind: int, struct: Struct, version: int, n: str,
+                             lst: str) -> None:
+        """One iter_unpack over the array, objects made by map; `lst` stays None when an
+        element carries tagged fields (the per-element loop after it then reads them) or the
+        buffer is short (the loop then names the error)."""
+        flexible = version in self.spec.flexible
+        live = self.fields_at(struct, version)
+        codes = "".join(STRUCT_CODES[f.type.kind] for f in live) + ("B" if flexible else "")
+        size = sum(FIXED_SIZES[f.type.kind] for f in live) + (1 if flexible else 0)
+        s, e = self.var("s"), self.var("e")
+        tn = self.var("tn") if flexible else None
+        targets = ", ".join([f"{s}.{f.attr}" for f in live] + ([tn] if tn else [])) + ("," if len(live) == 1 and not tn else "")
+        c(ind, f"{lst} = None")
+        c(ind, f"{e} = p + {size} * {n}")
+        c(ind, f"if {e} <= L:")
+        c(ind + 1, f"{lst} = list(map(_new, _repeat({self.names[struct.name]}, {n})))")
+        c(ind + 1, f"for {s}, ({targets}) in zip({lst}, {self.fmt(codes)}.iter_unpack(b[p:{e}])):")
+        if tn:
+            c(ind + 2, f"if {tn}:")
+            c(ind + 3, f"{lst} = None")
+            c(ind + 3, "break")
+        for f in struct.fields:
+            if version not in f.versions:
+                c(ind + 2, f"{s}.{f.attr} = {_default_expr(f, self.names)}")
+        c(ind + 2, f"{s}.unknown_tagged_fields = {{}}")
+        c(ind + 1, "else:")
+        c(ind + 2, f"p = {e}")
+
     def _decode_body(self, c: _Code, struct: Struct, version: int, ind: int, obj: str,
                      prefix: str, track: bool = True) -> None:
         """Decode one struct into `obj`. Inlined bodies (track=False) leave F, the field named
@@ -308,6 +343,10 @@ class ModuleEmitter:
                 sub = self.spec.structs[el.struct]
                 fn = self.decoder(sub, version)
                 lst = self.var("l")
+                if self.fixed_layout(sub, version):
+                    self._read_fixed_elements(c, ind + 1, sub, version, n, lst)
+                    c(ind + 1, f"if {lst} is None:")
+                    ind += 1
                 c(ind + 1, f"{lst} = []")
                 c(ind + 1, f"for _ in range({n}):")
                 if self.inlinable(sub, version):
@@ -317,6 +356,8 @@ class ModuleEmitter:
                 else:
                     c(ind + 2, f"it, p = {fn}(b, p)")
                     c(ind + 2, f"{lst}.append(it)")
+                if self.fixed_layout(sub, version):
+                    ind -= 1
                 c(ind + 1, f"{target} = {lst}")
             else:
                 lst = self.var("l")
@@ -715,6 +756,7 @@ class ModuleEmitter:
         out.append("from __future__ import annotations")
         out.append("")
         out.append("import uuid")
+        out.append("from itertools import repeat as _repeat")
         out.append("from struct import Struct as _St")
         out.append("from struct import error as _StructError")
         out.append("from struct import pack as _pack")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import repeat as _repeat
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -420,13 +421,22 @@ def _d_ApiVersionsResponse_0(b, p):
         else:
             if n1 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(ApiVersion)
-                s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
-                p += 6
-                s3.unknown_tagged_fields = {}
-                l2.append(s3)
+            l2 = None
+            e4 = p + 6 * n1
+            if e4 <= L:
+                l2 = list(map(_new, _repeat(ApiVersion, n1)))
+                for s3, (s3.api_key, s3.min_version, s3.max_version) in zip(l2, _S0.iter_unpack(b[p:e4])):
+                    s3.unknown_tagged_fields = {}
+                else:
+                    p = e4
+            if l2 is None:
+                l2 = []
+                for _ in range(n1):
+                    s5 = _new(ApiVersion)
+                    s5.api_key, s5.min_version, s5.max_version = _S0.unpack_from(b, p)
+                    p += 6
+                    s5.unknown_tagged_fields = {}
+                    l2.append(s5)
             o.api_keys = l2
         o.unknown_tagged_fields = {}
         return o, p
@@ -458,13 +468,22 @@ def _d_ApiVersionsResponse_1(b, p):
         else:
             if n1 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(ApiVersion)
-                s3.api_key, s3.min_version, s3.max_version = _S0.unpack_from(b, p)
-                p += 6
-                s3.unknown_tagged_fields = {}
-                l2.append(s3)
+            l2 = None
+            e4 = p + 6 * n1
+            if e4 <= L:
+                l2 = list(map(_new, _repeat(ApiVersion, n1)))
+                for s3, (s3.api_key, s3.min_version, s3.max_version) in zip(l2, _S0.iter_unpack(b[p:e4])):
+                    s3.unknown_tagged_fields = {}
+                else:
+                    p = e4
+            if l2 is None:
+                l2 = []
+                for _ in range(n1):
+                    s5 = _new(ApiVersion)
+                    s5.api_key, s5.min_version, s5.max_version = _S0.unpack_from(b, p)
+                    p += 6
+                    s5.unknown_tagged_fields = {}
+                    l2.append(s5)
             o.api_keys = l2
         F = 'ThrottleTimeMs'
         o.throttle_time_ms = _S5.unpack_from(b, p)[0]
@@ -499,34 +518,46 @@ def _d_ApiVersionsResponse_3(b, p):
         else:
             if n2 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(ApiVersion)
-                s4.api_key, s4.min_version, s4.max_version, tn5 = _S1.unpack_from(b, p)
-                p += 7
-                u6 = s4.unknown_tagged_fields = {}
-                if tn5:
-                    if tn5 >= 128:
-                        tn5, p = _ruv(b, p - 1)
-                    if tn5 > L - p:
-                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn5):
-                        tag7 = b[p]
-                        if tag7 < 128:
-                            p += 1
-                        else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
-                            p += 1
-                        else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        u6[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
+            l3 = None
+            e5 = p + 7 * n2
+            if e5 <= L:
+                l3 = list(map(_new, _repeat(ApiVersion, n2)))
+                for s4, (s4.api_key, s4.min_version, s4.max_version, tn6) in zip(l3, _S1.iter_unpack(b[p:e5])):
+                    if tn6:
+                        l3 = None
+                        break
+                    s4.unknown_tagged_fields = {}
+                else:
+                    p = e5
+            if l3 is None:
+                l3 = []
+                for _ in range(n2):
+                    s7 = _new(ApiVersion)
+                    s7.api_key, s7.min_version, s7.max_version, tn8 = _S1.unpack_from(b, p)
+                    p += 7
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
+                                p += 1
+                            else:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
+                                p += 1
+                            else:
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            u9[tag10] = b[p:te12]
+                            p = te12
+                    l3.append(s7)
             o.api_keys = l3
         F = 'ThrottleTimeMs'
         o.throttle_time_ms, tn1 = _S6.unpack_from(b, p)
@@ -536,157 +567,157 @@ def _d_ApiVersionsResponse_3(b, p):
         o.finalized_features = []
         o.zk_migration_ready = False
         F = None
-        u10 = o.unknown_tagged_fields = {}
+        u13 = o.unknown_tagged_fields = {}
         if tn1:
             if tn1 >= 128:
                 tn1, p = _ruv(b, p - 1)
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag11 = b[p]
-                if tag11 < 128:
+                tag14 = b[p]
+                if tag14 < 128:
                     p += 1
                 else:
-                    tag11, p = _ruv(b, p)
-                tz12 = b[p]
-                if tz12 < 128:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
                     p += 1
                 else:
-                    tz12, p = _ruv(b, p)
-                te13 = p + tz12
-                if te13 > L:
-                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                if tag11 == 0:
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                if tag14 == 0:
                     F = 'SupportedFeatures'
-                    n14 = b[p]
-                    if n14 < 128:
+                    n17 = b[p]
+                    if n17 < 128:
                         p += 1
                     else:
-                        n14, p = _ruv(b, p)
-                    n14 -= 1
-                    if n14 < 0:
+                        n17, p = _ruv(b, p)
+                    n17 -= 1
+                    if n17 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n14 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l15 = []
-                        for _ in range(n14):
-                            s16 = _new(SupportedFeatureKey)
-                            n18 = b[p]
-                            if n18 < 128:
+                        if n17 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l18 = []
+                        for _ in range(n17):
+                            s19 = _new(SupportedFeatureKey)
+                            n21 = b[p]
+                            if n21 < 128:
                                 p += 1
                             else:
-                                n18, p = _ruv(b, p)
-                            n18 -= 1
-                            if n18 < 0:
+                                n21, p = _ruv(b, p)
+                            n21 -= 1
+                            if n21 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e19 = p + n18
-                                if e19 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n18) + ' bytes is truncated', offset=p)
-                                s16.name = b[p:e19].decode()
-                                p = e19
-                            s16.min_version, s16.max_version, tn17 = _S2.unpack_from(b, p)
+                                e22 = p + n21
+                                if e22 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
+                                s19.name = b[p:e22].decode()
+                                p = e22
+                            s19.min_version, s19.max_version, tn20 = _S2.unpack_from(b, p)
                             p += 5
-                            u20 = s16.unknown_tagged_fields = {}
-                            if tn17:
-                                if tn17 >= 128:
-                                    tn17, p = _ruv(b, p - 1)
-                                if tn17 > L - p:
-                                    raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn17):
-                                    tag21 = b[p]
-                                    if tag21 < 128:
+                            u23 = s19.unknown_tagged_fields = {}
+                            if tn20:
+                                if tn20 >= 128:
+                                    tn20, p = _ruv(b, p - 1)
+                                if tn20 > L - p:
+                                    raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn20):
+                                    tag24 = b[p]
+                                    if tag24 < 128:
                                         p += 1
                                     else:
-                                        tag21, p = _ruv(b, p)
-                                    tz22 = b[p]
-                                    if tz22 < 128:
+                                        tag24, p = _ruv(b, p)
+                                    tz25 = b[p]
+                                    if tz25 < 128:
                                         p += 1
                                     else:
-                                        tz22, p = _ruv(b, p)
-                                    te23 = p + tz22
-                                    if te23 > L:
-                                        raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
-                                    u20[tag21] = b[p:te23]
-                                    p = te23
-                            l15.append(s16)
-                        o.supported_features = l15
-                    if p != te13:
+                                        tz25, p = _ruv(b, p)
+                                    te26 = p + tz25
+                                    if te26 > L:
+                                        raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
+                                    u23[tag24] = b[p:te26]
+                                    p = te26
+                            l18.append(s19)
+                        o.supported_features = l18
+                    if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag11 == 1:
+                elif tag14 == 1:
                     F = 'FinalizedFeaturesEpoch'
                     o.finalized_features_epoch = _S7.unpack_from(b, p)[0]
                     p += 8
-                    if p != te13:
+                    if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag11 == 2:
+                elif tag14 == 2:
                     F = 'FinalizedFeatures'
-                    n24 = b[p]
-                    if n24 < 128:
+                    n27 = b[p]
+                    if n27 < 128:
                         p += 1
                     else:
-                        n24, p = _ruv(b, p)
-                    n24 -= 1
-                    if n24 < 0:
+                        n27, p = _ruv(b, p)
+                    n27 -= 1
+                    if n27 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n24 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n24) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l25 = []
-                        for _ in range(n24):
-                            s26 = _new(FinalizedFeatureKey)
-                            n28 = b[p]
-                            if n28 < 128:
+                        if n27 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n27) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l28 = []
+                        for _ in range(n27):
+                            s29 = _new(FinalizedFeatureKey)
+                            n31 = b[p]
+                            if n31 < 128:
                                 p += 1
                             else:
-                                n28, p = _ruv(b, p)
-                            n28 -= 1
-                            if n28 < 0:
+                                n31, p = _ruv(b, p)
+                            n31 -= 1
+                            if n31 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e29 = p + n28
-                                if e29 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n28) + ' bytes is truncated', offset=p)
-                                s26.name = b[p:e29].decode()
-                                p = e29
-                            s26.max_version_level, s26.min_version_level, tn27 = _S2.unpack_from(b, p)
+                                e32 = p + n31
+                                if e32 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n31) + ' bytes is truncated', offset=p)
+                                s29.name = b[p:e32].decode()
+                                p = e32
+                            s29.max_version_level, s29.min_version_level, tn30 = _S2.unpack_from(b, p)
                             p += 5
-                            u30 = s26.unknown_tagged_fields = {}
-                            if tn27:
-                                if tn27 >= 128:
-                                    tn27, p = _ruv(b, p - 1)
-                                if tn27 > L - p:
-                                    raise _DecodeError(str(tn27) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn27):
-                                    tag31 = b[p]
-                                    if tag31 < 128:
+                            u33 = s29.unknown_tagged_fields = {}
+                            if tn30:
+                                if tn30 >= 128:
+                                    tn30, p = _ruv(b, p - 1)
+                                if tn30 > L - p:
+                                    raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn30):
+                                    tag34 = b[p]
+                                    if tag34 < 128:
                                         p += 1
                                     else:
-                                        tag31, p = _ruv(b, p)
-                                    tz32 = b[p]
-                                    if tz32 < 128:
+                                        tag34, p = _ruv(b, p)
+                                    tz35 = b[p]
+                                    if tz35 < 128:
                                         p += 1
                                     else:
-                                        tz32, p = _ruv(b, p)
-                                    te33 = p + tz32
-                                    if te33 > L:
-                                        raise _DecodeError('tagged field ' + str(tag31) + ' of ' + str(tz32) + ' bytes is truncated', offset=p)
-                                    u30[tag31] = b[p:te33]
-                                    p = te33
-                            l25.append(s26)
-                        o.finalized_features = l25
-                    if p != te13:
+                                        tz35, p = _ruv(b, p)
+                                    te36 = p + tz35
+                                    if te36 > L:
+                                        raise _DecodeError('tagged field ' + str(tag34) + ' of ' + str(tz35) + ' bytes is truncated', offset=p)
+                                    u33[tag34] = b[p:te36]
+                                    p = te36
+                            l28.append(s29)
+                        o.finalized_features = l28
+                    if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag11 == 3:
+                elif tag14 == 3:
                     F = 'ZkMigrationReady'
                     o.zk_migration_ready = _S8.unpack_from(b, p)[0]
                     p += 1
-                    if p != te13:
+                    if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u10[tag11] = b[p:te13]
-                p = te13
+                    u13[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

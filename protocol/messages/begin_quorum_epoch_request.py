@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import repeat as _repeat
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -173,14 +174,24 @@ def _d_TopicData_0(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionData)
-                s5.voter_directory_id = ZERO_UUID
-                s5.partition_index, s5.leader_id, s5.leader_epoch = _S0.unpack_from(b, p)
-                p += 12
-                s5.unknown_tagged_fields = {}
-                l4.append(s5)
+            l4 = None
+            e6 = p + 12 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(PartitionData, n3)))
+                for s5, (s5.partition_index, s5.leader_id, s5.leader_epoch) in zip(l4, _S0.iter_unpack(b[p:e6])):
+                    s5.voter_directory_id = ZERO_UUID
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s7 = _new(PartitionData)
+                    s7.voter_directory_id = ZERO_UUID
+                    s7.partition_index, s7.leader_id, s7.leader_epoch = _S0.unpack_from(b, p)
+                    p += 12
+                    s7.unknown_tagged_fields = {}
+                    l4.append(s7)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import repeat as _repeat
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -250,84 +251,114 @@ def _d_PartitionData_0(b, p):
         else:
             if n2 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(ReplicaState)
-                s4.replica_directory_id = ZERO_UUID
-                s4.last_fetch_timestamp = -1
-                s4.last_caught_up_timestamp = -1
-                s4.replica_id, s4.log_end_offset, tn5 = _S0.unpack_from(b, p)
-                p += 13
-                u6 = s4.unknown_tagged_fields = {}
-                if tn5:
-                    if tn5 >= 128:
-                        tn5, p = _ruv(b, p - 1)
-                    if tn5 > L - p:
-                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn5):
-                        tag7 = b[p]
-                        if tag7 < 128:
-                            p += 1
-                        else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
-                            p += 1
-                        else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        u6[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
+            l3 = None
+            e5 = p + 13 * n2
+            if e5 <= L:
+                l3 = list(map(_new, _repeat(ReplicaState, n2)))
+                for s4, (s4.replica_id, s4.log_end_offset, tn6) in zip(l3, _S0.iter_unpack(b[p:e5])):
+                    if tn6:
+                        l3 = None
+                        break
+                    s4.replica_directory_id = ZERO_UUID
+                    s4.last_fetch_timestamp = -1
+                    s4.last_caught_up_timestamp = -1
+                    s4.unknown_tagged_fields = {}
+                else:
+                    p = e5
+            if l3 is None:
+                l3 = []
+                for _ in range(n2):
+                    s7 = _new(ReplicaState)
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.last_fetch_timestamp = -1
+                    s7.last_caught_up_timestamp = -1
+                    s7.replica_id, s7.log_end_offset, tn8 = _S0.unpack_from(b, p)
+                    p += 13
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
+                                p += 1
+                            else:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
+                                p += 1
+                            else:
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            u9[tag10] = b[p:te12]
+                            p = te12
+                    l3.append(s7)
             o.current_voters = l3
         F = 'Observers'
-        n10 = b[p]
-        if n10 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n10, p = _ruv(b, p)
-        n10 -= 1
-        if n10 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n10 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l11 = []
-            for _ in range(n10):
-                s12 = _new(ReplicaState)
-                s12.replica_directory_id = ZERO_UUID
-                s12.last_fetch_timestamp = -1
-                s12.last_caught_up_timestamp = -1
-                s12.replica_id, s12.log_end_offset, tn13 = _S0.unpack_from(b, p)
-                p += 13
-                u14 = s12.unknown_tagged_fields = {}
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag15 = b[p]
-                        if tag15 < 128:
-                            p += 1
-                        else:
-                            tag15, p = _ruv(b, p)
-                        tz16 = b[p]
-                        if tz16 < 128:
-                            p += 1
-                        else:
-                            tz16, p = _ruv(b, p)
-                        te17 = p + tz16
-                        if te17 > L:
-                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                        u14[tag15] = b[p:te17]
-                        p = te17
-                l11.append(s12)
-            o.observers = l11
+            if n13 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l14 = None
+            e16 = p + 13 * n13
+            if e16 <= L:
+                l14 = list(map(_new, _repeat(ReplicaState, n13)))
+                for s15, (s15.replica_id, s15.log_end_offset, tn17) in zip(l14, _S0.iter_unpack(b[p:e16])):
+                    if tn17:
+                        l14 = None
+                        break
+                    s15.replica_directory_id = ZERO_UUID
+                    s15.last_fetch_timestamp = -1
+                    s15.last_caught_up_timestamp = -1
+                    s15.unknown_tagged_fields = {}
+                else:
+                    p = e16
+            if l14 is None:
+                l14 = []
+                for _ in range(n13):
+                    s18 = _new(ReplicaState)
+                    s18.replica_directory_id = ZERO_UUID
+                    s18.last_fetch_timestamp = -1
+                    s18.last_caught_up_timestamp = -1
+                    s18.replica_id, s18.log_end_offset, tn19 = _S0.unpack_from(b, p)
+                    p += 13
+                    u20 = s18.unknown_tagged_fields = {}
+                    if tn19:
+                        if tn19 >= 128:
+                            tn19, p = _ruv(b, p - 1)
+                        if tn19 > L - p:
+                            raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn19):
+                            tag21 = b[p]
+                            if tag21 < 128:
+                                p += 1
+                            else:
+                                tag21, p = _ruv(b, p)
+                            tz22 = b[p]
+                            if tz22 < 128:
+                                p += 1
+                            else:
+                                tz22, p = _ruv(b, p)
+                            te23 = p + tz22
+                            if te23 > L:
+                                raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
+                            u20[tag21] = b[p:te23]
+                            p = te23
+                    l14.append(s18)
+            o.observers = l14
         F = None
-        u18 = o.unknown_tagged_fields = {}
+        u24 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -336,21 +367,21 @@ def _d_PartitionData_0(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag19 = b[p]
-                if tag19 < 128:
+                tag25 = b[p]
+                if tag25 < 128:
                     p += 1
                 else:
-                    tag19, p = _ruv(b, p)
-                tz20 = b[p]
-                if tz20 < 128:
+                    tag25, p = _ruv(b, p)
+                tz26 = b[p]
+                if tz26 < 128:
                     p += 1
                 else:
-                    tz20, p = _ruv(b, p)
-                te21 = p + tz20
-                if te21 > L:
-                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u18[tag19] = b[p:te21]
-                p = te21
+                    tz26, p = _ruv(b, p)
+                te27 = p + tz26
+                if te27 > L:
+                    raise _DecodeError('tagged field ' + str(tag25) + ' of ' + str(tz26) + ' bytes is truncated', offset=p)
+                u24[tag25] = b[p:te27]
+                p = te27
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -493,80 +524,106 @@ def _d_PartitionData_1(b, p):
         else:
             if n2 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(ReplicaState)
-                s4.replica_directory_id = ZERO_UUID
-                s4.replica_id, s4.log_end_offset, s4.last_fetch_timestamp, s4.last_caught_up_timestamp, tn5 = _S2.unpack_from(b, p)
-                p += 29
-                u6 = s4.unknown_tagged_fields = {}
-                if tn5:
-                    if tn5 >= 128:
-                        tn5, p = _ruv(b, p - 1)
-                    if tn5 > L - p:
-                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn5):
-                        tag7 = b[p]
-                        if tag7 < 128:
-                            p += 1
-                        else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
-                            p += 1
-                        else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        u6[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
+            l3 = None
+            e5 = p + 29 * n2
+            if e5 <= L:
+                l3 = list(map(_new, _repeat(ReplicaState, n2)))
+                for s4, (s4.replica_id, s4.log_end_offset, s4.last_fetch_timestamp, s4.last_caught_up_timestamp, tn6) in zip(l3, _S2.iter_unpack(b[p:e5])):
+                    if tn6:
+                        l3 = None
+                        break
+                    s4.replica_directory_id = ZERO_UUID
+                    s4.unknown_tagged_fields = {}
+                else:
+                    p = e5
+            if l3 is None:
+                l3 = []
+                for _ in range(n2):
+                    s7 = _new(ReplicaState)
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp, tn8 = _S2.unpack_from(b, p)
+                    p += 29
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
+                                p += 1
+                            else:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
+                                p += 1
+                            else:
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            u9[tag10] = b[p:te12]
+                            p = te12
+                    l3.append(s7)
             o.current_voters = l3
         F = 'Observers'
-        n10 = b[p]
-        if n10 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n10, p = _ruv(b, p)
-        n10 -= 1
-        if n10 < 0:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n10 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l11 = []
-            for _ in range(n10):
-                s12 = _new(ReplicaState)
-                s12.replica_directory_id = ZERO_UUID
-                s12.replica_id, s12.log_end_offset, s12.last_fetch_timestamp, s12.last_caught_up_timestamp, tn13 = _S2.unpack_from(b, p)
-                p += 29
-                u14 = s12.unknown_tagged_fields = {}
-                if tn13:
-                    if tn13 >= 128:
-                        tn13, p = _ruv(b, p - 1)
-                    if tn13 > L - p:
-                        raise _DecodeError(str(tn13) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn13):
-                        tag15 = b[p]
-                        if tag15 < 128:
-                            p += 1
-                        else:
-                            tag15, p = _ruv(b, p)
-                        tz16 = b[p]
-                        if tz16 < 128:
-                            p += 1
-                        else:
-                            tz16, p = _ruv(b, p)
-                        te17 = p + tz16
-                        if te17 > L:
-                            raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                        u14[tag15] = b[p:te17]
-                        p = te17
-                l11.append(s12)
-            o.observers = l11
+            if n13 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l14 = None
+            e16 = p + 29 * n13
+            if e16 <= L:
+                l14 = list(map(_new, _repeat(ReplicaState, n13)))
+                for s15, (s15.replica_id, s15.log_end_offset, s15.last_fetch_timestamp, s15.last_caught_up_timestamp, tn17) in zip(l14, _S2.iter_unpack(b[p:e16])):
+                    if tn17:
+                        l14 = None
+                        break
+                    s15.replica_directory_id = ZERO_UUID
+                    s15.unknown_tagged_fields = {}
+                else:
+                    p = e16
+            if l14 is None:
+                l14 = []
+                for _ in range(n13):
+                    s18 = _new(ReplicaState)
+                    s18.replica_directory_id = ZERO_UUID
+                    s18.replica_id, s18.log_end_offset, s18.last_fetch_timestamp, s18.last_caught_up_timestamp, tn19 = _S2.unpack_from(b, p)
+                    p += 29
+                    u20 = s18.unknown_tagged_fields = {}
+                    if tn19:
+                        if tn19 >= 128:
+                            tn19, p = _ruv(b, p - 1)
+                        if tn19 > L - p:
+                            raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn19):
+                            tag21 = b[p]
+                            if tag21 < 128:
+                                p += 1
+                            else:
+                                tag21, p = _ruv(b, p)
+                            tz22 = b[p]
+                            if tz22 < 128:
+                                p += 1
+                            else:
+                                tz22, p = _ruv(b, p)
+                            te23 = p + tz22
+                            if te23 > L:
+                                raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
+                            u20[tag21] = b[p:te23]
+                            p = te23
+                    l14.append(s18)
+            o.observers = l14
         F = None
-        u18 = o.unknown_tagged_fields = {}
+        u24 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -575,21 +632,21 @@ def _d_PartitionData_1(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag19 = b[p]
-                if tag19 < 128:
+                tag25 = b[p]
+                if tag25 < 128:
                     p += 1
                 else:
-                    tag19, p = _ruv(b, p)
-                tz20 = b[p]
-                if tz20 < 128:
+                    tag25, p = _ruv(b, p)
+                tz26 = b[p]
+                if tz26 < 128:
                     p += 1
                 else:
-                    tz20, p = _ruv(b, p)
-                te21 = p + tz20
-                if te21 > L:
-                    raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
-                u18[tag19] = b[p:te21]
-                p = te21
+                    tz26, p = _ruv(b, p)
+                te27 = p + tz26
+                if te27 > L:
+                    raise _DecodeError('tagged field ' + str(tag25) + ' of ' + str(tz26) + ' bytes is truncated', offset=p)
+                u24[tag25] = b[p:te27]
+                p = te27
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

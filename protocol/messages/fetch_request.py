@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import repeat as _repeat
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -284,18 +285,32 @@ def _d_FetchTopic_4(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.current_leader_epoch = -1
-                s5.last_fetched_epoch = -1
-                s5.log_start_offset = -1
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                s5.partition, s5.fetch_offset, s5.partition_max_bytes = _S2.unpack_from(b, p)
-                p += 16
-                s5.unknown_tagged_fields = {}
-                l4.append(s5)
+            l4 = None
+            e6 = p + 16 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                for s5, (s5.partition, s5.fetch_offset, s5.partition_max_bytes) in zip(l4, _S2.iter_unpack(b[p:e6])):
+                    s5.current_leader_epoch = -1
+                    s5.last_fetched_epoch = -1
+                    s5.log_start_offset = -1
+                    s5.replica_directory_id = ZERO_UUID
+                    s5.high_watermark = 9223372036854775807
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s7 = _new(FetchPartition)
+                    s7.current_leader_epoch = -1
+                    s7.last_fetched_epoch = -1
+                    s7.log_start_offset = -1
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.high_watermark = 9223372036854775807
+                    s7.partition, s7.fetch_offset, s7.partition_max_bytes = _S2.unpack_from(b, p)
+                    p += 16
+                    s7.unknown_tagged_fields = {}
+                    l4.append(s7)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -354,17 +369,30 @@ def _d_FetchTopic_5(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.current_leader_epoch = -1
-                s5.last_fetched_epoch = -1
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S5.unpack_from(b, p)
-                p += 24
-                s5.unknown_tagged_fields = {}
-                l4.append(s5)
+            l4 = None
+            e6 = p + 24 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                for s5, (s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S5.iter_unpack(b[p:e6])):
+                    s5.current_leader_epoch = -1
+                    s5.last_fetched_epoch = -1
+                    s5.replica_directory_id = ZERO_UUID
+                    s5.high_watermark = 9223372036854775807
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s7 = _new(FetchPartition)
+                    s7.current_leader_epoch = -1
+                    s7.last_fetched_epoch = -1
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.high_watermark = 9223372036854775807
+                    s7.partition, s7.fetch_offset, s7.log_start_offset, s7.partition_max_bytes = _S5.unpack_from(b, p)
+                    p += 24
+                    s7.unknown_tagged_fields = {}
+                    l4.append(s7)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -422,16 +450,28 @@ def _d_FetchTopic_9(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.last_fetched_epoch = -1
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes = _S6.unpack_from(b, p)
-                p += 28
-                s5.unknown_tagged_fields = {}
-                l4.append(s5)
+            l4 = None
+            e6 = p + 28 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S6.iter_unpack(b[p:e6])):
+                    s5.last_fetched_epoch = -1
+                    s5.replica_directory_id = ZERO_UUID
+                    s5.high_watermark = 9223372036854775807
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s7 = _new(FetchPartition)
+                    s7.last_fetched_epoch = -1
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.high_watermark = 9223372036854775807
+                    s7.partition, s7.current_leader_epoch, s7.fetch_offset, s7.log_start_offset, s7.partition_max_bytes = _S6.unpack_from(b, p)
+                    p += 28
+                    s7.unknown_tagged_fields = {}
+                    l4.append(s7)
             o.partitions = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -521,42 +561,56 @@ def _d_FetchTopic_12(b, p):
         else:
             if n4 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(FetchPartition)
-                s6.replica_directory_id = ZERO_UUID
-                s6.high_watermark = 9223372036854775807
-                s6.partition, s6.current_leader_epoch, s6.fetch_offset, s6.last_fetched_epoch, s6.log_start_offset, s6.partition_max_bytes, tn7 = _S7.unpack_from(b, p)
-                p += 33
-                u8 = s6.unknown_tagged_fields = {}
-                if tn7:
-                    if tn7 >= 128:
-                        tn7, p = _ruv(b, p - 1)
-                    if tn7 > L - p:
-                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn7):
-                        tag9 = b[p]
-                        if tag9 < 128:
-                            p += 1
-                        else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
-                            p += 1
-                        else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        if tag9 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag9) + ' is not valid for version 12', offset=p)
-                        else:
-                            u8[tag9] = b[p:te11]
-                        p = te11
-                l5.append(s6)
+            l5 = None
+            e7 = p + 33 * n4
+            if e7 <= L:
+                l5 = list(map(_new, _repeat(FetchPartition, n4)))
+                for s6, (s6.partition, s6.current_leader_epoch, s6.fetch_offset, s6.last_fetched_epoch, s6.log_start_offset, s6.partition_max_bytes, tn8) in zip(l5, _S7.iter_unpack(b[p:e7])):
+                    if tn8:
+                        l5 = None
+                        break
+                    s6.replica_directory_id = ZERO_UUID
+                    s6.high_watermark = 9223372036854775807
+                    s6.unknown_tagged_fields = {}
+                else:
+                    p = e7
+            if l5 is None:
+                l5 = []
+                for _ in range(n4):
+                    s9 = _new(FetchPartition)
+                    s9.replica_directory_id = ZERO_UUID
+                    s9.high_watermark = 9223372036854775807
+                    s9.partition, s9.current_leader_epoch, s9.fetch_offset, s9.last_fetched_epoch, s9.log_start_offset, s9.partition_max_bytes, tn10 = _S7.unpack_from(b, p)
+                    p += 33
+                    u11 = s9.unknown_tagged_fields = {}
+                    if tn10:
+                        if tn10 >= 128:
+                            tn10, p = _ruv(b, p - 1)
+                        if tn10 > L - p:
+                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn10):
+                            tag12 = b[p]
+                            if tag12 < 128:
+                                p += 1
+                            else:
+                                tag12, p = _ruv(b, p)
+                            tz13 = b[p]
+                            if tz13 < 128:
+                                p += 1
+                            else:
+                                tz13, p = _ruv(b, p)
+                            te14 = p + tz13
+                            if te14 > L:
+                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                            if tag12 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag12) + ' is not valid for version 12', offset=p)
+                            else:
+                                u11[tag12] = b[p:te14]
+                            p = te14
+                    l5.append(s9)
             o.partitions = l5
         F = None
-        u12 = o.unknown_tagged_fields = {}
+        u15 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -565,21 +619,21 @@ def _d_FetchTopic_12(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag13 = b[p]
-                if tag13 < 128:
+                tag16 = b[p]
+                if tag16 < 128:
                     p += 1
                 else:
-                    tag13, p = _ruv(b, p)
-                tz14 = b[p]
-                if tz14 < 128:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
                     p += 1
                 else:
-                    tz14, p = _ruv(b, p)
-                te15 = p + tz14
-                if te15 > L:
-                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u12[tag13] = b[p:te15]
-                p = te15
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u15[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -656,42 +710,56 @@ def _d_FetchTopic_13(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
-                p += 33
-                u7 = s5.unknown_tagged_fields = {}
-                if tn6:
-                    if tn6 >= 128:
-                        tn6, p = _ruv(b, p - 1)
-                    if tn6 > L - p:
-                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn6):
-                        tag8 = b[p]
-                        if tag8 < 128:
-                            p += 1
-                        else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
-                            p += 1
-                        else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        if tag8 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 13', offset=p)
-                        else:
-                            u7[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
+            l4 = None
+            e6 = p + 33 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
+                    if tn7:
+                        l4 = None
+                        break
+                    s5.replica_directory_id = ZERO_UUID
+                    s5.high_watermark = 9223372036854775807
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s8 = _new(FetchPartition)
+                    s8.replica_directory_id = ZERO_UUID
+                    s8.high_watermark = 9223372036854775807
+                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    p += 33
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
+                                p += 1
+                            else:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
+                                p += 1
+                            else:
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            if tag11 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 13', offset=p)
+                            else:
+                                u10[tag11] = b[p:te13]
+                            p = te13
+                    l4.append(s8)
             o.partitions = l4
         F = None
-        u11 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -700,21 +768,21 @@ def _d_FetchTopic_13(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag12 = b[p]
-                if tag12 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag12, p = _ruv(b, p)
-                tz13 = b[p]
-                if tz13 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz13, p = _ruv(b, p)
-                te14 = p + tz13
-                if te14 > L:
-                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u11[tag12] = b[p:te14]
-                p = te14
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -791,42 +859,56 @@ def _d_FetchTopic_14(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
-                p += 33
-                u7 = s5.unknown_tagged_fields = {}
-                if tn6:
-                    if tn6 >= 128:
-                        tn6, p = _ruv(b, p - 1)
-                    if tn6 > L - p:
-                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn6):
-                        tag8 = b[p]
-                        if tag8 < 128:
-                            p += 1
-                        else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
-                            p += 1
-                        else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        if tag8 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 14', offset=p)
-                        else:
-                            u7[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
+            l4 = None
+            e6 = p + 33 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
+                    if tn7:
+                        l4 = None
+                        break
+                    s5.replica_directory_id = ZERO_UUID
+                    s5.high_watermark = 9223372036854775807
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s8 = _new(FetchPartition)
+                    s8.replica_directory_id = ZERO_UUID
+                    s8.high_watermark = 9223372036854775807
+                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    p += 33
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
+                                p += 1
+                            else:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
+                                p += 1
+                            else:
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            if tag11 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 14', offset=p)
+                            else:
+                                u10[tag11] = b[p:te13]
+                            p = te13
+                    l4.append(s8)
             o.partitions = l4
         F = None
-        u11 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -835,21 +917,21 @@ def _d_FetchTopic_14(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag12 = b[p]
-                if tag12 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag12, p = _ruv(b, p)
-                tz13 = b[p]
-                if tz13 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz13, p = _ruv(b, p)
-                te14 = p + tz13
-                if te14 > L:
-                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u11[tag12] = b[p:te14]
-                p = te14
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -926,42 +1008,56 @@ def _d_FetchTopic_15(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
-                p += 33
-                u7 = s5.unknown_tagged_fields = {}
-                if tn6:
-                    if tn6 >= 128:
-                        tn6, p = _ruv(b, p - 1)
-                    if tn6 > L - p:
-                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn6):
-                        tag8 = b[p]
-                        if tag8 < 128:
-                            p += 1
-                        else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
-                            p += 1
-                        else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        if tag8 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 15', offset=p)
-                        else:
-                            u7[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
+            l4 = None
+            e6 = p + 33 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
+                    if tn7:
+                        l4 = None
+                        break
+                    s5.replica_directory_id = ZERO_UUID
+                    s5.high_watermark = 9223372036854775807
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s8 = _new(FetchPartition)
+                    s8.replica_directory_id = ZERO_UUID
+                    s8.high_watermark = 9223372036854775807
+                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    p += 33
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
+                                p += 1
+                            else:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
+                                p += 1
+                            else:
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            if tag11 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 15', offset=p)
+                            else:
+                                u10[tag11] = b[p:te13]
+                            p = te13
+                    l4.append(s8)
             o.partitions = l4
         F = None
-        u11 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -970,21 +1066,21 @@ def _d_FetchTopic_15(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag12 = b[p]
-                if tag12 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag12, p = _ruv(b, p)
-                tz13 = b[p]
-                if tz13 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz13, p = _ruv(b, p)
-                te14 = p + tz13
-                if te14 > L:
-                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u11[tag12] = b[p:te14]
-                p = te14
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1061,42 +1157,56 @@ def _d_FetchTopic_16(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(FetchPartition)
-                s5.replica_directory_id = ZERO_UUID
-                s5.high_watermark = 9223372036854775807
-                s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn6 = _S7.unpack_from(b, p)
-                p += 33
-                u7 = s5.unknown_tagged_fields = {}
-                if tn6:
-                    if tn6 >= 128:
-                        tn6, p = _ruv(b, p - 1)
-                    if tn6 > L - p:
-                        raise _DecodeError(str(tn6) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn6):
-                        tag8 = b[p]
-                        if tag8 < 128:
-                            p += 1
-                        else:
-                            tag8, p = _ruv(b, p)
-                        tz9 = b[p]
-                        if tz9 < 128:
-                            p += 1
-                        else:
-                            tz9, p = _ruv(b, p)
-                        te10 = p + tz9
-                        if te10 > L:
-                            raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
-                        if tag8 in (0, 1):
-                            raise _DecodeError('tag ' + str(tag8) + ' is not valid for version 16', offset=p)
-                        else:
-                            u7[tag8] = b[p:te10]
-                        p = te10
-                l4.append(s5)
+            l4 = None
+            e6 = p + 33 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
+                    if tn7:
+                        l4 = None
+                        break
+                    s5.replica_directory_id = ZERO_UUID
+                    s5.high_watermark = 9223372036854775807
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s8 = _new(FetchPartition)
+                    s8.replica_directory_id = ZERO_UUID
+                    s8.high_watermark = 9223372036854775807
+                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    p += 33
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
+                                p += 1
+                            else:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
+                                p += 1
+                            else:
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            if tag11 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 16', offset=p)
+                            else:
+                                u10[tag11] = b[p:te13]
+                            p = te13
+                    l4.append(s8)
             o.partitions = l4
         F = None
-        u11 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -1105,21 +1215,21 @@ def _d_FetchTopic_16(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag12 = b[p]
-                if tag12 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag12, p = _ruv(b, p)
-                tz13 = b[p]
-                if tz13 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz13, p = _ruv(b, p)
-                te14 = p + tz13
-                if te14 > L:
-                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                u11[tag12] = b[p:te14]
-                p = te14
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

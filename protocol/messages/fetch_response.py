@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import repeat as _repeat
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -275,27 +276,36 @@ def _d_PartitionData_4(b, p):
         else:
             if n1 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(AbortedTransaction)
-                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
-                p += 16
-                s3.unknown_tagged_fields = {}
-                l2.append(s3)
+            l2 = None
+            e4 = p + 16 * n1
+            if e4 <= L:
+                l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
+                for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
+                    s3.unknown_tagged_fields = {}
+                else:
+                    p = e4
+            if l2 is None:
+                l2 = []
+                for _ in range(n1):
+                    s5 = _new(AbortedTransaction)
+                    s5.producer_id, s5.first_offset = _S0.unpack_from(b, p)
+                    p += 16
+                    s5.unknown_tagged_fields = {}
+                    l2.append(s5)
             o.aborted_transactions = l2
         F = 'Records'
-        n4 = _S2.unpack_from(b, p)[0]
+        n6 = _S2.unpack_from(b, p)[0]
         p += 4
-        if n4 < 0:
-            if n4 != -1:
-                raise _DecodeError('negative records length ' + str(n4), offset=p)
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative records length ' + str(n6), offset=p)
             o.records = None
         else:
-            e5 = p + n4
-            if e5 > L:
-                raise _DecodeError('records' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-            o.records = b[p:e5]
-            p = e5
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('records' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.records = b[p:e7]
+            p = e7
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -368,27 +378,36 @@ def _d_PartitionData_5(b, p):
         else:
             if n1 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(AbortedTransaction)
-                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
-                p += 16
-                s3.unknown_tagged_fields = {}
-                l2.append(s3)
+            l2 = None
+            e4 = p + 16 * n1
+            if e4 <= L:
+                l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
+                for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
+                    s3.unknown_tagged_fields = {}
+                else:
+                    p = e4
+            if l2 is None:
+                l2 = []
+                for _ in range(n1):
+                    s5 = _new(AbortedTransaction)
+                    s5.producer_id, s5.first_offset = _S0.unpack_from(b, p)
+                    p += 16
+                    s5.unknown_tagged_fields = {}
+                    l2.append(s5)
             o.aborted_transactions = l2
         F = 'Records'
-        n4 = _S2.unpack_from(b, p)[0]
+        n6 = _S2.unpack_from(b, p)[0]
         p += 4
-        if n4 < 0:
-            if n4 != -1:
-                raise _DecodeError('negative records length ' + str(n4), offset=p)
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative records length ' + str(n6), offset=p)
             o.records = None
         else:
-            e5 = p + n4
-            if e5 > L:
-                raise _DecodeError('records' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-            o.records = b[p:e5]
-            p = e5
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('records' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.records = b[p:e7]
+            p = e7
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -460,30 +479,39 @@ def _d_PartitionData_11(b, p):
         else:
             if n1 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l2 = []
-            for _ in range(n1):
-                s3 = _new(AbortedTransaction)
-                s3.producer_id, s3.first_offset = _S0.unpack_from(b, p)
-                p += 16
-                s3.unknown_tagged_fields = {}
-                l2.append(s3)
+            l2 = None
+            e4 = p + 16 * n1
+            if e4 <= L:
+                l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
+                for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
+                    s3.unknown_tagged_fields = {}
+                else:
+                    p = e4
+            if l2 is None:
+                l2 = []
+                for _ in range(n1):
+                    s5 = _new(AbortedTransaction)
+                    s5.producer_id, s5.first_offset = _S0.unpack_from(b, p)
+                    p += 16
+                    s5.unknown_tagged_fields = {}
+                    l2.append(s5)
             o.aborted_transactions = l2
         F = 'PreferredReadReplica'
         o.preferred_read_replica = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
-        n4 = _S2.unpack_from(b, p)[0]
+        n6 = _S2.unpack_from(b, p)[0]
         p += 4
-        if n4 < 0:
-            if n4 != -1:
-                raise _DecodeError('negative records length ' + str(n4), offset=p)
+        if n6 < 0:
+            if n6 != -1:
+                raise _DecodeError('negative records length ' + str(n6), offset=p)
             o.records = None
         else:
-            e5 = p + n4
-            if e5 > L:
-                raise _DecodeError('records' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
-            o.records = b[p:e5]
-            p = e5
+            e7 = p + n6
+            if e7 > L:
+                raise _DecodeError('records' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+            o.records = b[p:e7]
+            p = e7
         o.unknown_tagged_fields = {}
         return o, p
     except _DecodeError as x:
@@ -716,60 +744,72 @@ def _d_PartitionData_12(b, p):
         else:
             if n2 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l3 = []
-            for _ in range(n2):
-                s4 = _new(AbortedTransaction)
-                s4.producer_id, s4.first_offset, tn5 = _S8.unpack_from(b, p)
-                p += 17
-                u6 = s4.unknown_tagged_fields = {}
-                if tn5:
-                    if tn5 >= 128:
-                        tn5, p = _ruv(b, p - 1)
-                    if tn5 > L - p:
-                        raise _DecodeError(str(tn5) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn5):
-                        tag7 = b[p]
-                        if tag7 < 128:
-                            p += 1
-                        else:
-                            tag7, p = _ruv(b, p)
-                        tz8 = b[p]
-                        if tz8 < 128:
-                            p += 1
-                        else:
-                            tz8, p = _ruv(b, p)
-                        te9 = p + tz8
-                        if te9 > L:
-                            raise _DecodeError('tagged field ' + str(tag7) + ' of ' + str(tz8) + ' bytes is truncated', offset=p)
-                        u6[tag7] = b[p:te9]
-                        p = te9
-                l3.append(s4)
+            l3 = None
+            e5 = p + 17 * n2
+            if e5 <= L:
+                l3 = list(map(_new, _repeat(AbortedTransaction, n2)))
+                for s4, (s4.producer_id, s4.first_offset, tn6) in zip(l3, _S8.iter_unpack(b[p:e5])):
+                    if tn6:
+                        l3 = None
+                        break
+                    s4.unknown_tagged_fields = {}
+                else:
+                    p = e5
+            if l3 is None:
+                l3 = []
+                for _ in range(n2):
+                    s7 = _new(AbortedTransaction)
+                    s7.producer_id, s7.first_offset, tn8 = _S8.unpack_from(b, p)
+                    p += 17
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
+                                p += 1
+                            else:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
+                                p += 1
+                            else:
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            u9[tag10] = b[p:te12]
+                            p = te12
+                    l3.append(s7)
             o.aborted_transactions = l3
         F = 'PreferredReadReplica'
         o.preferred_read_replica = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
-        n10 = b[p]
-        if n10 < 128:
+        n13 = b[p]
+        if n13 < 128:
             p += 1
         else:
-            n10, p = _ruv(b, p)
-        n10 -= 1
-        if n10 < 0:
-            if n10 != -1:
-                raise _DecodeError('negative records length ' + str(n10), offset=p)
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            if n13 != -1:
+                raise _DecodeError('negative records length ' + str(n13), offset=p)
             o.records = None
         else:
-            e11 = p + n10
-            if e11 > L:
-                raise _DecodeError('records' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
-            o.records = b[p:e11]
-            p = e11
+            e14 = p + n13
+            if e14 > L:
+                raise _DecodeError('records' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+            o.records = b[p:e14]
+            p = e14
         o.diverging_epoch = EpochEndOffset()
         o.current_leader = LeaderIdAndEpoch()
         o.snapshot_id = SnapshotId()
         F = None
-        u12 = o.unknown_tagged_fields = {}
+        u15 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -778,37 +818,37 @@ def _d_PartitionData_12(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag13 = b[p]
-                if tag13 < 128:
+                tag16 = b[p]
+                if tag16 < 128:
                     p += 1
                 else:
-                    tag13, p = _ruv(b, p)
-                tz14 = b[p]
-                if tz14 < 128:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
                     p += 1
                 else:
-                    tz14, p = _ruv(b, p)
-                te15 = p + tz14
-                if te15 > L:
-                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                if tag13 == 0:
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                if tag16 == 0:
                     F = 'DivergingEpoch'
                     o.diverging_epoch, p = _d_EpochEndOffset_12(b, p)
-                    if p != te15:
+                    if p != te18:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag13 == 1:
+                elif tag16 == 1:
                     F = 'CurrentLeader'
                     o.current_leader, p = _d_LeaderIdAndEpoch_12(b, p)
-                    if p != te15:
+                    if p != te18:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag13 == 2:
+                elif tag16 == 2:
                     F = 'SnapshotId'
                     o.snapshot_id, p = _d_SnapshotId_12(b, p)
-                    if p != te15:
+                    if p != te18:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u12[tag13] = b[p:te15]
-                p = te15
+                    u15[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

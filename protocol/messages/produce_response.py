@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import repeat as _repeat
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -225,17 +226,30 @@ def _d_TopicProduceResponse_3(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionProduceResponse)
-                s5.log_start_offset = -1
-                s5.record_errors = []
-                s5.error_message = None
-                s5.current_leader = LeaderIdAndEpoch()
-                s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms = _S0.unpack_from(b, p)
-                p += 22
-                s5.unknown_tagged_fields = {}
-                l4.append(s5)
+            l4 = None
+            e6 = p + 22 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(PartitionProduceResponse, n3)))
+                for s5, (s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms) in zip(l4, _S0.iter_unpack(b[p:e6])):
+                    s5.log_start_offset = -1
+                    s5.record_errors = []
+                    s5.error_message = None
+                    s5.current_leader = LeaderIdAndEpoch()
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s7 = _new(PartitionProduceResponse)
+                    s7.log_start_offset = -1
+                    s7.record_errors = []
+                    s7.error_message = None
+                    s7.current_leader = LeaderIdAndEpoch()
+                    s7.index, s7.error_code, s7.base_offset, s7.log_append_time_ms = _S0.unpack_from(b, p)
+                    p += 22
+                    s7.unknown_tagged_fields = {}
+                    l4.append(s7)
             o.partition_responses = l4
         o.unknown_tagged_fields = {}
         return o, p
@@ -293,16 +307,28 @@ def _d_TopicProduceResponse_5(b, p):
         else:
             if n3 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l4 = []
-            for _ in range(n3):
-                s5 = _new(PartitionProduceResponse)
-                s5.record_errors = []
-                s5.error_message = None
-                s5.current_leader = LeaderIdAndEpoch()
-                s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset = _S3.unpack_from(b, p)
-                p += 30
-                s5.unknown_tagged_fields = {}
-                l4.append(s5)
+            l4 = None
+            e6 = p + 30 * n3
+            if e6 <= L:
+                l4 = list(map(_new, _repeat(PartitionProduceResponse, n3)))
+                for s5, (s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset) in zip(l4, _S3.iter_unpack(b[p:e6])):
+                    s5.record_errors = []
+                    s5.error_message = None
+                    s5.current_leader = LeaderIdAndEpoch()
+                    s5.unknown_tagged_fields = {}
+                else:
+                    p = e6
+            if l4 is None:
+                l4 = []
+                for _ in range(n3):
+                    s7 = _new(PartitionProduceResponse)
+                    s7.record_errors = []
+                    s7.error_message = None
+                    s7.current_leader = LeaderIdAndEpoch()
+                    s7.index, s7.error_code, s7.base_offset, s7.log_append_time_ms, s7.log_start_offset = _S3.unpack_from(b, p)
+                    p += 30
+                    s7.unknown_tagged_fields = {}
+                    l4.append(s7)
             o.partition_responses = l4
         o.unknown_tagged_fields = {}
         return o, p

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import uuid
+from itertools import repeat as _repeat
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -184,37 +185,49 @@ def _d_WritableTxnMarkerTopicResult_1(b, p):
         else:
             if n4 * 1 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l5 = []
-            for _ in range(n4):
-                s6 = _new(WritableTxnMarkerPartitionResult)
-                s6.partition_index, s6.error_code, tn7 = _S0.unpack_from(b, p)
-                p += 7
-                u8 = s6.unknown_tagged_fields = {}
-                if tn7:
-                    if tn7 >= 128:
-                        tn7, p = _ruv(b, p - 1)
-                    if tn7 > L - p:
-                        raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    for _ in range(tn7):
-                        tag9 = b[p]
-                        if tag9 < 128:
-                            p += 1
-                        else:
-                            tag9, p = _ruv(b, p)
-                        tz10 = b[p]
-                        if tz10 < 128:
-                            p += 1
-                        else:
-                            tz10, p = _ruv(b, p)
-                        te11 = p + tz10
-                        if te11 > L:
-                            raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
-                        u8[tag9] = b[p:te11]
-                        p = te11
-                l5.append(s6)
+            l5 = None
+            e7 = p + 7 * n4
+            if e7 <= L:
+                l5 = list(map(_new, _repeat(WritableTxnMarkerPartitionResult, n4)))
+                for s6, (s6.partition_index, s6.error_code, tn8) in zip(l5, _S0.iter_unpack(b[p:e7])):
+                    if tn8:
+                        l5 = None
+                        break
+                    s6.unknown_tagged_fields = {}
+                else:
+                    p = e7
+            if l5 is None:
+                l5 = []
+                for _ in range(n4):
+                    s9 = _new(WritableTxnMarkerPartitionResult)
+                    s9.partition_index, s9.error_code, tn10 = _S0.unpack_from(b, p)
+                    p += 7
+                    u11 = s9.unknown_tagged_fields = {}
+                    if tn10:
+                        if tn10 >= 128:
+                            tn10, p = _ruv(b, p - 1)
+                        if tn10 > L - p:
+                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn10):
+                            tag12 = b[p]
+                            if tag12 < 128:
+                                p += 1
+                            else:
+                                tag12, p = _ruv(b, p)
+                            tz13 = b[p]
+                            if tz13 < 128:
+                                p += 1
+                            else:
+                                tz13, p = _ruv(b, p)
+                            te14 = p + tz13
+                            if te14 > L:
+                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                            u11[tag12] = b[p:te14]
+                            p = te14
+                    l5.append(s9)
             o.partitions = l5
         F = None
-        u12 = o.unknown_tagged_fields = {}
+        u15 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -223,21 +236,21 @@ def _d_WritableTxnMarkerTopicResult_1(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag13 = b[p]
-                if tag13 < 128:
+                tag16 = b[p]
+                if tag16 < 128:
                     p += 1
                 else:
-                    tag13, p = _ruv(b, p)
-                tz14 = b[p]
-                if tz14 < 128:
+                    tag16, p = _ruv(b, p)
+                tz17 = b[p]
+                if tz17 < 128:
                     p += 1
                 else:
-                    tz14, p = _ruv(b, p)
-                te15 = p + tz14
-                if te15 > L:
-                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
-                u12[tag13] = b[p:te15]
-                p = te15
+                    tz17, p = _ruv(b, p)
+                te18 = p + tz17
+                if te18 > L:
+                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
+                u15[tag16] = b[p:te18]
+                p = te18
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

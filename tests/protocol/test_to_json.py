@@ -3,30 +3,18 @@ every class and version, with every field set and with every field at its defaul
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import uuid
 from typing import Any
 
 import pytest
-from kraftpy.protocol import messages, records
 from kraftpy.protocol.message import FieldSpec, Message, generic_to_json
+from support.generated import generated_classes, versions
 
 _SCALARS: dict[str, Any] = {
     "bool": True, "int8": -7, "int16": 300, "uint16": 65000, "int32": -70000, "uint32": 4_000_000_000,
     "int64": 1 << 40, "float64": 2.5, "string": "héllo", "bytes": b"\x00\xfb\xff+/",
     "records": b"\x01\x02\x03", "uuid": uuid.UUID(int=0xFBFF << 100 | 77),
 }
-
-
-def _classes() -> list[type[Message]]:
-    out = []
-    for package in (messages, records):
-        for info in pkgutil.iter_modules(package.__path__):
-            module = importlib.import_module(f"{package.__name__}.{info.name}")
-            for name in module.__all__:
-                out.append(getattr(module, name))
-    return out
 
 
 def _value(f: FieldSpec, depth: int) -> Any:
@@ -51,7 +39,7 @@ def _nulled(cls: type[Message]) -> Message:
     return obj
 
 
-CASES = [(cls, v) for cls in _classes() for v in range(cls.VALID_VERSIONS[0], cls.VALID_VERSIONS[1] + 1)]
+CASES = [(cls, v) for cls in generated_classes() for v in versions(cls)]
 
 
 def test_every_class_has_a_converter_per_version() -> None:
