@@ -13,7 +13,7 @@ import time
 
 import pytest
 from kraftpy.protocol.framing import decode_request, encode_request
-from kraftpy.tools.conformance.wire import Connection
+from kraftpy.tools.kafka_connection import KafkaConnection
 from support.paths import reference
 from support.server import KraftpyServer, running_server
 
@@ -37,7 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
         # Kafka's run was recorded once its id block was in place; wait for ours too.
         from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
 
-        with Connection((srv.host, srv.client_port)) as conn:
+        with KafkaConnection((srv.host, srv.client_port)) as conn:
             deadline = time.monotonic() + 10
             while conn.request(InitProducerIdRequest(transaction_timeout_ms=1000),
                                4).error_code != 0 and time.monotonic() < deadline:
@@ -54,7 +54,7 @@ def replay(srv: KraftpyServer, ex: dict, *, pid: int | None = None) -> bytes:
         raw = encode_request(request, header.request_api_version, header.correlation_id,
                              header.client_id)
     port = srv.client_port if ex["listener"] == "client" else srv.controller_port
-    with Connection((srv.host, port)) as conn:
+    with KafkaConnection((srv.host, port)) as conn:
         conn.send_raw(raw)
         return conn.recv_frame()
 
