@@ -34,6 +34,8 @@ from kraftpy.controller.producer_id_control import (
 from kraftpy.controller.producer_id_manager import ProducerIdManager
 from kraftpy.controller.replication_control import ReplicationControlManager
 from kraftpy.controller.result import ControllerResult
+from kraftpy.controller.retained_records import RECORD_TYPES as RETAINED_RECORD_TYPES
+from kraftpy.controller.retained_records import RetainedRecords
 from kraftpy.controller.settings import ControllerSettings
 from kraftpy.controller.transaction_control import TransactionControlManager
 from kraftpy.protocol.error_codes import ErrorCode
@@ -95,6 +97,7 @@ class QuorumController:
         self.transactions = TransactionControlManager(settings.transaction_max_timeout_ms)
         self.acls = AclControlManager()
         self.configs: dict[tuple[int, str, str], Any] = {}  # ConfigRecords, for snapshots
+        self.retained = RetainedRecords()  # quotas, SCRAM, tokens: kept, not acted on
         self.leader_epoch = 0
         self.active = False
         self.high_watermark = 0
@@ -242,6 +245,8 @@ class QuorumController:
             self.cluster.controllers[record.controller_id] = record
         elif kind in (ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY):
             self.acls.replay(record, version, offset)
+        elif kind in RETAINED_RECORD_TYPES:
+            self.retained.replay(record)
         self.log_end_offset = max(self.log_end_offset, offset + 1)
 
     def _replay_config(self, record: Any) -> None:
@@ -277,11 +282,14 @@ class QuorumController:
     def snapshot_records(self) -> list[tuple[Any, int]]:
         """Records that rebuild the metadata state, in Kafka's image order."""
         out = self.features.snapshot_records()
+        out += self.retained.feature_records()
         out += self.cluster.snapshot_records()
         out += self.replication.snapshot_records(self.features.partition_record_version())
         out += [(r, 0) for r in self.configs.values()]
+        out += self.retained.quota_records()
         out += self.producer_ids.snapshot_records()
         out += self.acls.snapshot_records()
+        out += self.retained.credential_records()
         return out
 
     def txn_snapshot_records(self) -> list[tuple[Any, Any]]:
