@@ -6,8 +6,10 @@ import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from support.security import Pki, secure_server, write_jaas
 from support.server import KraftpyServer, running_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -53,3 +55,32 @@ def test_errors_are_reported_with_the_error_name(server: KraftpyServer) -> None:
     assert run.returncode == 1 and f"cannot connect to 127.0.0.1:{port}" in run.stderr
     run = broker_sim("--controller", server.controller, "--broker-id", "9", "--blocks", "-1")
     assert run.returncode == 2 and "--blocks" in run.stderr
+
+
+def test_a_sasl_ssl_controller_listener_with_command_config(tmp_path: Path) -> None:
+    pki = Pki.create(tmp_path / "pki")
+    srv = secure_server(tmp_path / "srv", pki, write_jaas(tmp_path, {"admin": "admin-Secret-3"}), {
+        "listener.security.protocol.map":
+            "CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL",
+        "sasl.mechanism.controller.protocol": "SCRAM-SHA-256", "super.users": "User:admin"})
+    good = tmp_path / "admin.properties"
+    good.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+                    f"sasl.username=admin\nsasl.password=admin-Secret-3\n"
+                    f"ssl.ca.location={pki.ca_path}\n")
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(good.read_text().replace("admin-Secret-3", "nope-nope"))
+    srv.start()
+    try:
+        run = broker_sim("--controller", srv.controller, "--broker-id", "12",
+                         "--command-config", str(good))
+        assert run.returncode == 0, run.stderr
+        assert re.search(r"^block \d+-\d+ \(1000 ids\)$", run.stdout, re.M)
+        assert "authenticated User:admin" in srv.log_text()
+        run = broker_sim("--controller", srv.controller, "--broker-id", "13",
+                         "--command-config", str(wrong))
+        assert run.returncode == 1 and "SASL authentication failed" in run.stderr
+        assert "nope-nope" not in run.stderr
+        run = broker_sim("--controller", srv.controller, "--broker-id", "13")  # no TLS at all
+        assert run.returncode == 1 and run.stderr.startswith("kraftpy broker-sim: ")
+    finally:
+        assert srv.stop() == 0, srv.log_tail()

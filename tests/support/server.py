@@ -120,9 +120,27 @@ class KraftpyServer:
             *self.extra_args,
         ]
 
+    def plaintext_ports(self) -> list[int]:
+        """The client and CONTROLLER ports a plain ApiVersions probe can reach (not TLS/SASL)."""
+        protocols = dict(item.split(":", 1) for item in
+                         self.properties["listener.security.protocol.map"].split(","))
+        return [port for name, port in ((CLIENT_LISTENER, self.client_port),
+                                        (CONTROLLER_LISTENER, self.controller_port))
+                if protocols.get(name, name) == "PLAINTEXT"]
+
+    def _answering(self) -> bool:
+        ports = self.plaintext_ports()
+        if ports:
+            return all(probe(self.host, port) for port in ports)
+        try:  # TLS or SASL everywhere: a listener that accepts is as far as a probe can see
+            socket.create_connection((self.host, self.client_port), timeout=1.0).close()
+            return True
+        except OSError:
+            return False
+
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
-        """Start the process and wait until both listeners answer ApiVersions."""
+        """Start the process and wait until its plaintext listeners answer ApiVersions."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.starts += 1
         with self.log_path.open("ab") as log:
@@ -138,7 +156,7 @@ class KraftpyServer:
                 pytest.fail(
                     f"kraftpy serve exited with {self.proc.returncode}:\n{self.log_tail()}"
                 )
-            if probe(self.host, self.client_port) and probe(self.host, self.controller_port):
+            if self._answering():
                 return
             time.sleep(0.05)
         self.kill()
