@@ -9,6 +9,10 @@ the request it is processing, then closes them.
 
 Connection setup is one function, `open_connection`, the place where TLS wrapping and a SASL
 gate belong.
+
+Only the connection's own task sends on it, so answers need no lock, and sends are not
+shielded: the one cancellation is drain's timeout, which closes the connection anyway (a
+client then sees the connection drop, never a cut frame followed by more bytes).
 """
 
 from __future__ import annotations
