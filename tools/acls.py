@@ -17,18 +17,14 @@ from kraftpy.controller.security.acl import (
     PatternType,
     ResourceType,
 )
-from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.create_acls_request import AclCreation, CreateAclsRequest
 from kraftpy.protocol.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from kraftpy.protocol.messages.describe_acls_request import DescribeAclsRequest
-from kraftpy.tools.kafka_connection import KafkaConnection
+from kraftpy.tools.kafka_connection import KafkaConnection, error_name
 
 
 def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
+    return error_name(code) or f"error {code}"
 
 
 def _pattern(rt: int, name: str, pt: int) -> str:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import FrameReader, decode_response, encode_request
 from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
@@ -45,6 +46,14 @@ class Closed(ClientError):
 
 class NoAnswer(ClientError):
     """Nothing arrived within the wait, and the connection is still open."""
+
+
+def error_name(code: int) -> str | None:
+    """Kafka's name for an error code (`CLUSTER_AUTHORIZATION_FAILED`), None if unknown."""
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return None
 
 
 def parse_address(text: str) -> tuple[str, int]:
