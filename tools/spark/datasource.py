@@ -15,9 +15,11 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from operator import itemgetter
 
-from kraftpy.tools.logdecode.paths import classify, expand
-from kraftpy.tools.logdecode.rows import ROW_DDL, ROW_FIELDS, file_rows
+from kraftpy.tools.logdecode.paths import classify, cluster_of, expand
+from kraftpy.tools.logdecode.rows import ROW_DDL, ROW_FIELDS
+from kraftpy.tools.logdecode.scan import Item, scan
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -56,18 +58,24 @@ class KraftMetadataReader(DataSourceReader):
         return [FilePartition(str(f.path)) for f in expand(self.paths)]
 
     def read(self, partition: FilePartition) -> Iterator:
+        """Arrow batches of the file's rows (`rows.file_rows`' columns, built from the decoder's
+        scan without a Python tuple per row)."""
         import pyarrow as pa
 
+        file = classify(partition.path)
+        path = str(file.path)
+        head = (cluster_of(path, self.cluster), path, file.kind.value)
         schema = _arrow_schema()
-        rows = file_rows(classify(partition.path), self.cluster, types=self.types)
-        chunk: list[tuple] = []
-        for row in rows:
-            chunk.append(row)
+        chunk: list[Item] = []
+        append = chunk.append
+        for item in scan(file, types=self.types):
+            append(item)
             if len(chunk) >= ARROW_BATCH_ROWS:
-                yield _to_arrow(pa, schema, chunk)
+                yield _to_arrow(pa, schema, head, chunk)
                 chunk = []
+                append = chunk.append
         if chunk:
-            yield _to_arrow(pa, schema, chunk)
+            yield _to_arrow(pa, schema, head, chunk)
 
 
 def input_paths(options: dict[str, str]) -> list[str]:
@@ -101,13 +109,16 @@ def _arrow_schema():
     return pa.schema([(name, getattr(pa, _SPARK_TO_ARROW[kind])()) for name, kind in ROW_FIELDS])
 
 
-# cluster, file and file_kind are the same on every row of a partition (one file).
-_PER_FILE = 3
-
-
-def _to_arrow(pa, schema, rows: list[tuple]):
-    columns = list(zip(*rows, strict=True))
-    n = len(rows)
-    arrays = [pa.repeat(pa.scalar(rows[0][i], field.type), n) if i < _PER_FILE
-              else pa.array(columns[i], type=field.type) for i, field in enumerate(schema)]
+def _to_arrow(pa, schema, head: tuple[str, str, str], items: list[Item]):
+    """cluster, file and file_kind are the same on every row of a file; the last five columns
+    come from few distinct (shared) tails, so each is built once and gathered by index."""
+    n = len(items)
+    types = schema.types
+    arrays = [pa.repeat(pa.scalar(value, types[i]), n) for i, value in enumerate(head)]
+    arrays += [pa.array(list(map(itemgetter(i), items)), type=types[3 + i]) for i in range(5)]
+    tails = list(map(itemgetter(5), items))
+    distinct = list({id(t): t for t in tails}.values())
+    index = {id(t): i for i, t in enumerate(distinct)}
+    take = pa.array(list(map(index.__getitem__, map(id, tails))), type=pa.int32())
+    arrays += [pa.array([t[i] for t in distinct], type=types[8 + i]).take(take) for i in range(5)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
