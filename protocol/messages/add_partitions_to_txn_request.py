@@ -109,6 +109,7 @@ _S0 = _St('>qh?')
 _S1 = _St('>h')
 _S2 = _St('>i')
 _S3 = _St('>qh')
+_A_int32 = _ARRAY['i']
 
 
 def _d_AddPartitionsToTxnTopic_4(b, p):
@@ -144,9 +145,9 @@ def _d_AddPartitionsToTxnTopic_4(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.partitions = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.partitions = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.partitions = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -246,9 +247,9 @@ def _d_AddPartitionsToTxnTransaction_4(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s6.partitions = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -477,9 +478,9 @@ def _d_AddPartitionsToTxnTopic_0(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.partitions = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.partitions = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -623,9 +624,9 @@ def _d_AddPartitionsToTxnRequest_0(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.partitions = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.partitions = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -705,9 +706,9 @@ def _d_AddPartitionsToTxnRequest_3(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s6.partitions = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]

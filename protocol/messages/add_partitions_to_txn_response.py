@@ -115,9 +115,10 @@ class AddPartitionsToTxnResponse(Message):
 
 
 _S0 = _St('>ihB')
-_S1 = _St('>ih')
-_S2 = _St('>h')
-_S3 = _St('>i')
+_S1 = _St('>ihx')
+_S2 = _St('>ih')
+_S3 = _St('>h')
+_S4 = _St('>i')
 
 
 def _d_AddPartitionsToTxnPartitionResult_4(b, p):
@@ -194,47 +195,43 @@ def _d_AddPartitionsToTxnTopicResult_4(b, p):
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l5 = None
             e7 = p + 7 * n4
-            if e7 <= L:
+            if e7 <= L and b[p + 6:e7:7].count(0) == n4:
                 l5 = list(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n4)))
-                for s6, (s6.partition_index, s6.partition_error_code, tn8) in zip(l5, _S0.iter_unpack(b[p:e7])):
-                    if tn8:
-                        l5 = None
-                        break
+                for s6, (s6.partition_index, s6.partition_error_code) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
-                else:
-                    p = e7
+                p = e7
             if l5 is None:
                 l5 = []
                 for _ in range(n4):
-                    s9 = _new(AddPartitionsToTxnPartitionResult)
-                    s9.partition_index, s9.partition_error_code, tn10 = _S0.unpack_from(b, p)
+                    s8 = _new(AddPartitionsToTxnPartitionResult)
+                    s8.partition_index, s8.partition_error_code, tn9 = _S0.unpack_from(b, p)
                     p += 7
-                    u11 = s9.unknown_tagged_fields = {}
-                    if tn10:
-                        if tn10 >= 128:
-                            tn10, p = _ruv(b, p - 1)
-                        if tn10 > L - p:
-                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn10):
-                            tag12 = b[p]
-                            if tag12 < 128:
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
                                 p += 1
                             else:
-                                tag12, p = _ruv(b, p)
-                            tz13 = b[p]
-                            if tz13 < 128:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
                                 p += 1
                             else:
-                                tz13, p = _ruv(b, p)
-                            te14 = p + tz13
-                            if te14 > L:
-                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                            u11[tag12] = b[p:te14]
-                            p = te14
-                    l5.append(s9)
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            u10[tag11] = b[p:te13]
+                            p = te13
+                    l5.append(s8)
             o.results_by_partition = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -243,21 +240,21 @@ def _d_AddPartitionsToTxnTopicResult_4(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u15[tag16] = b[p:te18]
-                p = te18
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -341,7 +338,7 @@ def _d_AddPartitionsToTxnResult_4(b, p):
 def _e_AddPartitionsToTxnPartitionResult_4(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S1.pack(o.partition_index, o.partition_error_code))
+        a(_S2.pack(o.partition_index, o.partition_error_code))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S0.pack(o.partition_index, o.partition_error_code, 0))
@@ -365,7 +362,7 @@ def _e_AddPartitionsToTxnTopicResult_4(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S1.pack(s5.partition_index, s5.partition_error_code))
+                a(_S2.pack(s5.partition_index, s5.partition_error_code))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.partition_index, s5.partition_error_code, 0))
@@ -418,7 +415,7 @@ def _e_AddPartitionsToTxnTopicResult_5(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S1.pack(s5.partition_index, s5.partition_error_code))
+                a(_S2.pack(s5.partition_index, s5.partition_error_code))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.partition_index, s5.partition_error_code, 0))
@@ -471,7 +468,7 @@ def _d_AddPartitionsToTxnPartitionResult_0(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnPartitionResult)
         F = 'PartitionIndex'
-        o.partition_index, o.partition_error_code = _S1.unpack_from(b, p)
+        o.partition_index, o.partition_error_code = _S2.unpack_from(b, p)
         p += 6
         o.unknown_tagged_fields = {}
         return o, p
@@ -489,7 +486,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
         L = len(b)
         o = _new(AddPartitionsToTxnTopicResult)
         F = 'Name'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -500,7 +497,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'ResultsByPartition'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -511,15 +508,14 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
             e6 = p + 6 * n3
             if e6 <= L:
                 l4 = list(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n3)))
-                for s5, (s5.partition_index, s5.partition_error_code) in zip(l4, _S1.iter_unpack(b[p:e6])):
+                for s5, (s5.partition_index, s5.partition_error_code) in zip(l4, _S2.iter_unpack(b[p:e6])):
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
                     s7 = _new(AddPartitionsToTxnPartitionResult)
-                    s7.partition_index, s7.partition_error_code = _S1.unpack_from(b, p)
+                    s7.partition_index, s7.partition_error_code = _S2.unpack_from(b, p)
                     p += 6
                     s7.unknown_tagged_fields = {}
                     l4.append(s7)
@@ -535,7 +531,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
 
 
 def _e_AddPartitionsToTxnPartitionResult_0(o, a):
-    a(_S1.pack(o.partition_index, o.partition_error_code))
+    a(_S2.pack(o.partition_index, o.partition_error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -547,16 +543,16 @@ def _e_AddPartitionsToTxnTopicResult_0(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.results_by_partition
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResultsByPartition at version 0')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
-            a(_S1.pack(s5.partition_index, s5.partition_error_code))
+            a(_S2.pack(s5.partition_index, s5.partition_error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -570,16 +566,16 @@ def _e_AddPartitionsToTxnTopicResult_1(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.results_by_partition
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResultsByPartition at version 1')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
-            a(_S1.pack(s5.partition_index, s5.partition_error_code))
+            a(_S2.pack(s5.partition_index, s5.partition_error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -593,16 +589,16 @@ def _e_AddPartitionsToTxnTopicResult_2(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         a(v1)
     v3 = o.results_by_partition
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResultsByPartition at version 2')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
-            a(_S1.pack(s5.partition_index, s5.partition_error_code))
+            a(_S2.pack(s5.partition_index, s5.partition_error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -627,7 +623,7 @@ def _e_AddPartitionsToTxnTopicResult_3(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S1.pack(s5.partition_index, s5.partition_error_code))
+                a(_S2.pack(s5.partition_index, s5.partition_error_code))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.partition_index, s5.partition_error_code, 0))
@@ -646,10 +642,10 @@ def _d_AddPartitionsToTxnResponse_0(b, p):
         o.error_code = 0
         o.results_by_transaction = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S4.unpack_from(b, p)[0]
         p += 4
         F = 'ResultsByTopicV3AndBelow'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S4.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -679,7 +675,7 @@ def _d_AddPartitionsToTxnResponse_3(b, p):
         o.error_code = 0
         o.results_by_transaction = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S4.unpack_from(b, p)[0]
         p += 4
         F = 'ResultsByTopicV3AndBelow'
         n2 = b[p]
@@ -739,7 +735,7 @@ def _d_AddPartitionsToTxnResponse_4(b, p):
         o = _new(AddPartitionsToTxnResponse)
         o.results_by_topic_v3_and_below = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S1.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S2.unpack_from(b, p)
         p += 6
         F = 'ResultsByTransaction'
         n2 = b[p]
@@ -795,13 +791,13 @@ def _d_AddPartitionsToTxnResponse_4(b, p):
 def _e_AddPartitionsToTxnResponse_0(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S4.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 0')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_AddPartitionsToTxnTopicResult_0(s3, a)
     if o.unknown_tagged_fields:
@@ -811,13 +807,13 @@ def _e_AddPartitionsToTxnResponse_0(o, a):
 def _e_AddPartitionsToTxnResponse_1(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S4.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 1')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_AddPartitionsToTxnTopicResult_1(s3, a)
     if o.unknown_tagged_fields:
@@ -827,13 +823,13 @@ def _e_AddPartitionsToTxnResponse_1(o, a):
 def _e_AddPartitionsToTxnResponse_2(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S4.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 2')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         for s3 in v1:
             _e_AddPartitionsToTxnTopicResult_2(s3, a)
     if o.unknown_tagged_fields:
@@ -843,7 +839,7 @@ def _e_AddPartitionsToTxnResponse_2(o, a):
 def _e_AddPartitionsToTxnResponse_3(o, a):
     if o.results_by_transaction:
         raise _Absent('ResultsByTransaction')
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S4.pack(o.throttle_time_ms))
     v1 = o.results_by_topic_v3_and_below
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTopicV3AndBelow at version 3')
@@ -862,7 +858,7 @@ def _e_AddPartitionsToTxnResponse_3(o, a):
 def _e_AddPartitionsToTxnResponse_4(o, a):
     if o.results_by_topic_v3_and_below:
         raise _Absent('ResultsByTopicV3AndBelow')
-    a(_S1.pack(o.throttle_time_ms, o.error_code))
+    a(_S2.pack(o.throttle_time_ms, o.error_code))
     v1 = o.results_by_transaction
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTransaction at version 4')
@@ -881,7 +877,7 @@ def _e_AddPartitionsToTxnResponse_4(o, a):
 def _e_AddPartitionsToTxnResponse_5(o, a):
     if o.results_by_topic_v3_and_below:
         raise _Absent('ResultsByTopicV3AndBelow')
-    a(_S1.pack(o.throttle_time_ms, o.error_code))
+    a(_S2.pack(o.throttle_time_ms, o.error_code))
     v1 = o.results_by_transaction
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResultsByTransaction at version 5')

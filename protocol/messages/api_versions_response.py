@@ -132,9 +132,10 @@ _S2 = _St('>hhB')
 _S3 = _St('>hh')
 _S4 = _St('>h')
 _S5 = _St('>i')
-_S6 = _St('>iB')
-_S7 = _St('>q')
-_S8 = _St('>?')
+_S6 = _St('>hhhx')
+_S7 = _St('>iB')
+_S8 = _St('>q')
+_S9 = _St('>?')
 
 
 def _d_ApiVersion_0(b, p):
@@ -427,8 +428,7 @@ def _d_ApiVersionsResponse_0(b, p):
                 l2 = list(map(_new, _repeat(ApiVersion, n1)))
                 for s3, (s3.api_key, s3.min_version, s3.max_version) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
-                else:
-                    p = e4
+                p = e4
             if l2 is None:
                 l2 = []
                 for _ in range(n1):
@@ -474,8 +474,7 @@ def _d_ApiVersionsResponse_1(b, p):
                 l2 = list(map(_new, _repeat(ApiVersion, n1)))
                 for s3, (s3.api_key, s3.min_version, s3.max_version) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
-                else:
-                    p = e4
+                p = e4
             if l2 is None:
                 l2 = []
                 for _ in range(n1):
@@ -520,204 +519,200 @@ def _d_ApiVersionsResponse_3(b, p):
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l3 = None
             e5 = p + 7 * n2
-            if e5 <= L:
+            if e5 <= L and b[p + 6:e5:7].count(0) == n2:
                 l3 = list(map(_new, _repeat(ApiVersion, n2)))
-                for s4, (s4.api_key, s4.min_version, s4.max_version, tn6) in zip(l3, _S1.iter_unpack(b[p:e5])):
-                    if tn6:
-                        l3 = None
-                        break
+                for s4, (s4.api_key, s4.min_version, s4.max_version) in zip(l3, _S6.iter_unpack(b[p:e5])):
                     s4.unknown_tagged_fields = {}
-                else:
-                    p = e5
+                p = e5
             if l3 is None:
                 l3 = []
                 for _ in range(n2):
-                    s7 = _new(ApiVersion)
-                    s7.api_key, s7.min_version, s7.max_version, tn8 = _S1.unpack_from(b, p)
+                    s6 = _new(ApiVersion)
+                    s6.api_key, s6.min_version, s6.max_version, tn7 = _S1.unpack_from(b, p)
                     p += 7
-                    u9 = s7.unknown_tagged_fields = {}
-                    if tn8:
-                        if tn8 >= 128:
-                            tn8, p = _ruv(b, p - 1)
-                        if tn8 > L - p:
-                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn8):
-                            tag10 = b[p]
-                            if tag10 < 128:
+                    u8 = s6.unknown_tagged_fields = {}
+                    if tn7:
+                        if tn7 >= 128:
+                            tn7, p = _ruv(b, p - 1)
+                        if tn7 > L - p:
+                            raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn7):
+                            tag9 = b[p]
+                            if tag9 < 128:
                                 p += 1
                             else:
-                                tag10, p = _ruv(b, p)
-                            tz11 = b[p]
-                            if tz11 < 128:
+                                tag9, p = _ruv(b, p)
+                            tz10 = b[p]
+                            if tz10 < 128:
                                 p += 1
                             else:
-                                tz11, p = _ruv(b, p)
-                            te12 = p + tz11
-                            if te12 > L:
-                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                            u9[tag10] = b[p:te12]
-                            p = te12
-                    l3.append(s7)
+                                tz10, p = _ruv(b, p)
+                            te11 = p + tz10
+                            if te11 > L:
+                                raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                            u8[tag9] = b[p:te11]
+                            p = te11
+                    l3.append(s6)
             o.api_keys = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, tn1 = _S6.unpack_from(b, p)
+        o.throttle_time_ms, tn1 = _S7.unpack_from(b, p)
         p += 5
         o.supported_features = []
         o.finalized_features_epoch = -1
         o.finalized_features = []
         o.zk_migration_ready = False
         F = None
-        u13 = o.unknown_tagged_fields = {}
+        u12 = o.unknown_tagged_fields = {}
         if tn1:
             if tn1 >= 128:
                 tn1, p = _ruv(b, p - 1)
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag14 = b[p]
-                if tag14 < 128:
+                tag13 = b[p]
+                if tag13 < 128:
                     p += 1
                 else:
-                    tag14, p = _ruv(b, p)
-                tz15 = b[p]
-                if tz15 < 128:
+                    tag13, p = _ruv(b, p)
+                tz14 = b[p]
+                if tz14 < 128:
                     p += 1
                 else:
-                    tz15, p = _ruv(b, p)
-                te16 = p + tz15
-                if te16 > L:
-                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
-                if tag14 == 0:
+                    tz14, p = _ruv(b, p)
+                te15 = p + tz14
+                if te15 > L:
+                    raise _DecodeError('tagged field ' + str(tag13) + ' of ' + str(tz14) + ' bytes is truncated', offset=p)
+                if tag13 == 0:
                     F = 'SupportedFeatures'
-                    n17 = b[p]
-                    if n17 < 128:
+                    n16 = b[p]
+                    if n16 < 128:
                         p += 1
                     else:
-                        n17, p = _ruv(b, p)
-                    n17 -= 1
-                    if n17 < 0:
+                        n16, p = _ruv(b, p)
+                    n16 -= 1
+                    if n16 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n17 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l18 = []
-                        for _ in range(n17):
-                            s19 = _new(SupportedFeatureKey)
-                            n21 = b[p]
-                            if n21 < 128:
+                        if n16 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l17 = []
+                        for _ in range(n16):
+                            s18 = _new(SupportedFeatureKey)
+                            n20 = b[p]
+                            if n20 < 128:
                                 p += 1
                             else:
-                                n21, p = _ruv(b, p)
-                            n21 -= 1
-                            if n21 < 0:
+                                n20, p = _ruv(b, p)
+                            n20 -= 1
+                            if n20 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e22 = p + n21
-                                if e22 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n21) + ' bytes is truncated', offset=p)
-                                s19.name = b[p:e22].decode()
-                                p = e22
-                            s19.min_version, s19.max_version, tn20 = _S2.unpack_from(b, p)
+                                e21 = p + n20
+                                if e21 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n20) + ' bytes is truncated', offset=p)
+                                s18.name = b[p:e21].decode()
+                                p = e21
+                            s18.min_version, s18.max_version, tn19 = _S2.unpack_from(b, p)
                             p += 5
-                            u23 = s19.unknown_tagged_fields = {}
-                            if tn20:
-                                if tn20 >= 128:
-                                    tn20, p = _ruv(b, p - 1)
-                                if tn20 > L - p:
-                                    raise _DecodeError(str(tn20) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn20):
-                                    tag24 = b[p]
-                                    if tag24 < 128:
+                            u22 = s18.unknown_tagged_fields = {}
+                            if tn19:
+                                if tn19 >= 128:
+                                    tn19, p = _ruv(b, p - 1)
+                                if tn19 > L - p:
+                                    raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn19):
+                                    tag23 = b[p]
+                                    if tag23 < 128:
                                         p += 1
                                     else:
-                                        tag24, p = _ruv(b, p)
-                                    tz25 = b[p]
-                                    if tz25 < 128:
+                                        tag23, p = _ruv(b, p)
+                                    tz24 = b[p]
+                                    if tz24 < 128:
                                         p += 1
                                     else:
-                                        tz25, p = _ruv(b, p)
-                                    te26 = p + tz25
-                                    if te26 > L:
-                                        raise _DecodeError('tagged field ' + str(tag24) + ' of ' + str(tz25) + ' bytes is truncated', offset=p)
-                                    u23[tag24] = b[p:te26]
-                                    p = te26
-                            l18.append(s19)
-                        o.supported_features = l18
-                    if p != te16:
+                                        tz24, p = _ruv(b, p)
+                                    te25 = p + tz24
+                                    if te25 > L:
+                                        raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                                    u22[tag23] = b[p:te25]
+                                    p = te25
+                            l17.append(s18)
+                        o.supported_features = l17
+                    if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag14 == 1:
+                elif tag13 == 1:
                     F = 'FinalizedFeaturesEpoch'
-                    o.finalized_features_epoch = _S7.unpack_from(b, p)[0]
+                    o.finalized_features_epoch = _S8.unpack_from(b, p)[0]
                     p += 8
-                    if p != te16:
+                    if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag14 == 2:
+                elif tag13 == 2:
                     F = 'FinalizedFeatures'
-                    n27 = b[p]
-                    if n27 < 128:
+                    n26 = b[p]
+                    if n26 < 128:
                         p += 1
                     else:
-                        n27, p = _ruv(b, p)
-                    n27 -= 1
-                    if n27 < 0:
+                        n26, p = _ruv(b, p)
+                    n26 -= 1
+                    if n26 < 0:
                         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
                     else:
-                        if n27 * 1 > L - p:
-                            raise _DecodeError('array of ' + str(n27) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l28 = []
-                        for _ in range(n27):
-                            s29 = _new(FinalizedFeatureKey)
-                            n31 = b[p]
-                            if n31 < 128:
+                        if n26 * 1 > L - p:
+                            raise _DecodeError('array of ' + str(n26) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        l27 = []
+                        for _ in range(n26):
+                            s28 = _new(FinalizedFeatureKey)
+                            n30 = b[p]
+                            if n30 < 128:
                                 p += 1
                             else:
-                                n31, p = _ruv(b, p)
-                            n31 -= 1
-                            if n31 < 0:
+                                n30, p = _ruv(b, p)
+                            n30 -= 1
+                            if n30 < 0:
                                 raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                             else:
-                                e32 = p + n31
-                                if e32 > L:
-                                    raise _DecodeError('string' + ' of ' + str(n31) + ' bytes is truncated', offset=p)
-                                s29.name = b[p:e32].decode()
-                                p = e32
-                            s29.max_version_level, s29.min_version_level, tn30 = _S2.unpack_from(b, p)
+                                e31 = p + n30
+                                if e31 > L:
+                                    raise _DecodeError('string' + ' of ' + str(n30) + ' bytes is truncated', offset=p)
+                                s28.name = b[p:e31].decode()
+                                p = e31
+                            s28.max_version_level, s28.min_version_level, tn29 = _S2.unpack_from(b, p)
                             p += 5
-                            u33 = s29.unknown_tagged_fields = {}
-                            if tn30:
-                                if tn30 >= 128:
-                                    tn30, p = _ruv(b, p - 1)
-                                if tn30 > L - p:
-                                    raise _DecodeError(str(tn30) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                                for _ in range(tn30):
-                                    tag34 = b[p]
-                                    if tag34 < 128:
+                            u32 = s28.unknown_tagged_fields = {}
+                            if tn29:
+                                if tn29 >= 128:
+                                    tn29, p = _ruv(b, p - 1)
+                                if tn29 > L - p:
+                                    raise _DecodeError(str(tn29) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                                for _ in range(tn29):
+                                    tag33 = b[p]
+                                    if tag33 < 128:
                                         p += 1
                                     else:
-                                        tag34, p = _ruv(b, p)
-                                    tz35 = b[p]
-                                    if tz35 < 128:
+                                        tag33, p = _ruv(b, p)
+                                    tz34 = b[p]
+                                    if tz34 < 128:
                                         p += 1
                                     else:
-                                        tz35, p = _ruv(b, p)
-                                    te36 = p + tz35
-                                    if te36 > L:
-                                        raise _DecodeError('tagged field ' + str(tag34) + ' of ' + str(tz35) + ' bytes is truncated', offset=p)
-                                    u33[tag34] = b[p:te36]
-                                    p = te36
-                            l28.append(s29)
-                        o.finalized_features = l28
-                    if p != te16:
+                                        tz34, p = _ruv(b, p)
+                                    te35 = p + tz34
+                                    if te35 > L:
+                                        raise _DecodeError('tagged field ' + str(tag33) + ' of ' + str(tz34) + ' bytes is truncated', offset=p)
+                                    u32[tag33] = b[p:te35]
+                                    p = te35
+                            l27.append(s28)
+                        o.finalized_features = l27
+                    if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag14 == 3:
+                elif tag13 == 3:
                     F = 'ZkMigrationReady'
-                    o.zk_migration_ready = _S8.unpack_from(b, p)[0]
+                    o.zk_migration_ready = _S9.unpack_from(b, p)[0]
                     p += 1
-                    if p != te16:
+                    if p != te15:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u13[tag14] = b[p:te16]
-                p = te16
+                    u12[tag13] = b[p:te15]
+                p = te15
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -820,7 +815,7 @@ def _e_ApiVersionsResponse_3(o, a):
         T6.append((0, b''.join(w7)))
     if o.finalized_features_epoch != -1:
         w14 = []
-        w14.append(_S7.pack(o.finalized_features_epoch))
+        w14.append(_S8.pack(o.finalized_features_epoch))
         T6.append((1, b''.join(w14)))
     if o.finalized_features:
         w15 = []
@@ -848,7 +843,7 @@ def _e_ApiVersionsResponse_3(o, a):
         T6.append((2, b''.join(w15)))
     if o.zk_migration_ready is not False and o.zk_migration_ready != False:
         w22 = []
-        w22.append(_S8.pack(o.zk_migration_ready))
+        w22.append(_S9.pack(o.zk_migration_ready))
         T6.append((3, b''.join(w22)))
     u5 = o.unknown_tagged_fields
     if u5:
@@ -903,7 +898,7 @@ def _e_ApiVersionsResponse_4(o, a):
         T6.append((0, b''.join(w7)))
     if o.finalized_features_epoch != -1:
         w14 = []
-        w14.append(_S7.pack(o.finalized_features_epoch))
+        w14.append(_S8.pack(o.finalized_features_epoch))
         T6.append((1, b''.join(w14)))
     if o.finalized_features:
         w15 = []
@@ -931,7 +926,7 @@ def _e_ApiVersionsResponse_4(o, a):
         T6.append((2, b''.join(w15)))
     if o.zk_migration_ready is not False and o.zk_migration_ready != False:
         w22 = []
-        w22.append(_S8.pack(o.zk_migration_ready))
+        w22.append(_S9.pack(o.zk_migration_ready))
         T6.append((3, b''.join(w22)))
     u5 = o.unknown_tagged_fields
     if u5:

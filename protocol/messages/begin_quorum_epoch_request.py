@@ -181,8 +181,7 @@ def _d_TopicData_0(b, p):
                 for s5, (s5.partition_index, s5.leader_id, s5.leader_epoch) in zip(l4, _S0.iter_unpack(b[p:e6])):
                     s5.voter_directory_id = ZERO_UUID
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):

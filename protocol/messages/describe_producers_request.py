@@ -72,6 +72,7 @@ class DescribeProducersRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
+_A_int32 = _ARRAY['i']
 
 
 def _d_TopicRequest_0(b, p):
@@ -107,9 +108,9 @@ def _d_TopicRequest_0(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.partition_indexes = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -218,9 +219,9 @@ def _d_DescribeProducersRequest_0(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s4.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s4.partition_indexes = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s4.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s4.partition_indexes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 u9 = s4.unknown_tagged_fields = {}
                 tn5 = b[p]

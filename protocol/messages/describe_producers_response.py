@@ -124,8 +124,9 @@ class DescribeProducersResponse(Message):
 
 _S0 = _St('>qiiqiqB')
 _S1 = _St('>ih')
-_S2 = _St('>qiiqiq')
-_S3 = _St('>i')
+_S2 = _St('>qiiqiqx')
+_S3 = _St('>qiiqiq')
+_S4 = _St('>i')
 
 
 def _d_ProducerState_0(b, p):
@@ -207,47 +208,43 @@ def _d_PartitionResponse_0(b, p):
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l5 = None
             e7 = p + 37 * n4
-            if e7 <= L:
+            if e7 <= L and b[p + 36:e7:37].count(0) == n4:
                 l5 = list(map(_new, _repeat(ProducerState, n4)))
-                for s6, (s6.producer_id, s6.producer_epoch, s6.last_sequence, s6.last_timestamp, s6.coordinator_epoch, s6.current_txn_start_offset, tn8) in zip(l5, _S0.iter_unpack(b[p:e7])):
-                    if tn8:
-                        l5 = None
-                        break
+                for s6, (s6.producer_id, s6.producer_epoch, s6.last_sequence, s6.last_timestamp, s6.coordinator_epoch, s6.current_txn_start_offset) in zip(l5, _S2.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
-                else:
-                    p = e7
+                p = e7
             if l5 is None:
                 l5 = []
                 for _ in range(n4):
-                    s9 = _new(ProducerState)
-                    s9.producer_id, s9.producer_epoch, s9.last_sequence, s9.last_timestamp, s9.coordinator_epoch, s9.current_txn_start_offset, tn10 = _S0.unpack_from(b, p)
+                    s8 = _new(ProducerState)
+                    s8.producer_id, s8.producer_epoch, s8.last_sequence, s8.last_timestamp, s8.coordinator_epoch, s8.current_txn_start_offset, tn9 = _S0.unpack_from(b, p)
                     p += 37
-                    u11 = s9.unknown_tagged_fields = {}
-                    if tn10:
-                        if tn10 >= 128:
-                            tn10, p = _ruv(b, p - 1)
-                        if tn10 > L - p:
-                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn10):
-                            tag12 = b[p]
-                            if tag12 < 128:
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
                                 p += 1
                             else:
-                                tag12, p = _ruv(b, p)
-                            tz13 = b[p]
-                            if tz13 < 128:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
                                 p += 1
                             else:
-                                tz13, p = _ruv(b, p)
-                            te14 = p + tz13
-                            if te14 > L:
-                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                            u11[tag12] = b[p:te14]
-                            p = te14
-                    l5.append(s9)
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            u10[tag11] = b[p:te13]
+                            p = te13
+                    l5.append(s8)
             o.active_producers = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -256,21 +253,21 @@ def _d_PartitionResponse_0(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u15[tag16] = b[p:te18]
-                p = te18
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -354,7 +351,7 @@ def _d_TopicResponse_0(b, p):
 def _e_ProducerState_0(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S2.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset))
+        a(_S3.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S0.pack(o.producer_id, o.producer_epoch, o.last_sequence, o.last_timestamp, o.coordinator_epoch, o.current_txn_start_offset, 0))
@@ -379,7 +376,7 @@ def _e_PartitionResponse_0(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S2.pack(s5.producer_id, s5.producer_epoch, s5.last_sequence, s5.last_timestamp, s5.coordinator_epoch, s5.current_txn_start_offset))
+                a(_S3.pack(s5.producer_id, s5.producer_epoch, s5.last_sequence, s5.last_timestamp, s5.coordinator_epoch, s5.current_txn_start_offset))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.producer_id, s5.producer_epoch, s5.last_sequence, s5.last_timestamp, s5.coordinator_epoch, s5.current_txn_start_offset, 0))
@@ -432,7 +429,7 @@ def _d_DescribeProducersResponse_0(b, p):
         L = len(b)
         o = _new(DescribeProducersResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S4.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n2 = b[p]
@@ -486,7 +483,7 @@ def _d_DescribeProducersResponse_0(b, p):
 
 
 def _e_DescribeProducersResponse_0(o, a):
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S4.pack(o.throttle_time_ms))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 0')

@@ -174,17 +174,19 @@ class DescribeQuorumResponse(Message):
 
 _S0 = _St('>iqB')
 _S1 = _St('>ihiiq')
-_S2 = _St('>iqqqB')
-_S3 = _St('>i16sqqqB')
-_S4 = _St('>ih')
-_S5 = _St('>iiq')
-_S6 = _St('>iq')
-_S7 = _St('>iqqq')
-_S8 = _St('>i16sqqq')
-_S9 = _St('>HB')
-_S10 = _St('>i')
-_S11 = _St('>H')
-_S12 = _St('>h')
+_S2 = _St('>iqx')
+_S3 = _St('>iqqqB')
+_S4 = _St('>iqqqx')
+_S5 = _St('>i16sqqqB')
+_S6 = _St('>ih')
+_S7 = _St('>iiq')
+_S8 = _St('>iq')
+_S9 = _St('>iqqq')
+_S10 = _St('>i16sqqq')
+_S11 = _St('>HB')
+_S12 = _St('>i')
+_S13 = _St('>H')
+_S14 = _St('>h')
 
 
 def _d_ReplicaState_0(b, p):
@@ -253,112 +255,104 @@ def _d_PartitionData_0(b, p):
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l3 = None
             e5 = p + 13 * n2
-            if e5 <= L:
+            if e5 <= L and b[p + 12:e5:13].count(0) == n2:
                 l3 = list(map(_new, _repeat(ReplicaState, n2)))
-                for s4, (s4.replica_id, s4.log_end_offset, tn6) in zip(l3, _S0.iter_unpack(b[p:e5])):
-                    if tn6:
-                        l3 = None
-                        break
+                for s4, (s4.replica_id, s4.log_end_offset) in zip(l3, _S2.iter_unpack(b[p:e5])):
                     s4.replica_directory_id = ZERO_UUID
                     s4.last_fetch_timestamp = -1
                     s4.last_caught_up_timestamp = -1
                     s4.unknown_tagged_fields = {}
-                else:
-                    p = e5
+                p = e5
             if l3 is None:
                 l3 = []
                 for _ in range(n2):
-                    s7 = _new(ReplicaState)
-                    s7.replica_directory_id = ZERO_UUID
-                    s7.last_fetch_timestamp = -1
-                    s7.last_caught_up_timestamp = -1
-                    s7.replica_id, s7.log_end_offset, tn8 = _S0.unpack_from(b, p)
+                    s6 = _new(ReplicaState)
+                    s6.replica_directory_id = ZERO_UUID
+                    s6.last_fetch_timestamp = -1
+                    s6.last_caught_up_timestamp = -1
+                    s6.replica_id, s6.log_end_offset, tn7 = _S0.unpack_from(b, p)
                     p += 13
-                    u9 = s7.unknown_tagged_fields = {}
-                    if tn8:
-                        if tn8 >= 128:
-                            tn8, p = _ruv(b, p - 1)
-                        if tn8 > L - p:
-                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn8):
-                            tag10 = b[p]
-                            if tag10 < 128:
+                    u8 = s6.unknown_tagged_fields = {}
+                    if tn7:
+                        if tn7 >= 128:
+                            tn7, p = _ruv(b, p - 1)
+                        if tn7 > L - p:
+                            raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn7):
+                            tag9 = b[p]
+                            if tag9 < 128:
                                 p += 1
                             else:
-                                tag10, p = _ruv(b, p)
-                            tz11 = b[p]
-                            if tz11 < 128:
+                                tag9, p = _ruv(b, p)
+                            tz10 = b[p]
+                            if tz10 < 128:
                                 p += 1
                             else:
-                                tz11, p = _ruv(b, p)
-                            te12 = p + tz11
-                            if te12 > L:
-                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                            u9[tag10] = b[p:te12]
-                            p = te12
-                    l3.append(s7)
+                                tz10, p = _ruv(b, p)
+                            te11 = p + tz10
+                            if te11 > L:
+                                raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                            u8[tag9] = b[p:te11]
+                            p = te11
+                    l3.append(s6)
             o.current_voters = l3
         F = 'Observers'
-        n13 = b[p]
-        if n13 < 128:
+        n12 = b[p]
+        if n12 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n13 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l14 = None
-            e16 = p + 13 * n13
-            if e16 <= L:
-                l14 = list(map(_new, _repeat(ReplicaState, n13)))
-                for s15, (s15.replica_id, s15.log_end_offset, tn17) in zip(l14, _S0.iter_unpack(b[p:e16])):
-                    if tn17:
-                        l14 = None
-                        break
-                    s15.replica_directory_id = ZERO_UUID
-                    s15.last_fetch_timestamp = -1
-                    s15.last_caught_up_timestamp = -1
-                    s15.unknown_tagged_fields = {}
-                else:
-                    p = e16
-            if l14 is None:
-                l14 = []
-                for _ in range(n13):
-                    s18 = _new(ReplicaState)
-                    s18.replica_directory_id = ZERO_UUID
-                    s18.last_fetch_timestamp = -1
-                    s18.last_caught_up_timestamp = -1
-                    s18.replica_id, s18.log_end_offset, tn19 = _S0.unpack_from(b, p)
+            if n12 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l13 = None
+            e15 = p + 13 * n12
+            if e15 <= L and b[p + 12:e15:13].count(0) == n12:
+                l13 = list(map(_new, _repeat(ReplicaState, n12)))
+                for s14, (s14.replica_id, s14.log_end_offset) in zip(l13, _S2.iter_unpack(b[p:e15])):
+                    s14.replica_directory_id = ZERO_UUID
+                    s14.last_fetch_timestamp = -1
+                    s14.last_caught_up_timestamp = -1
+                    s14.unknown_tagged_fields = {}
+                p = e15
+            if l13 is None:
+                l13 = []
+                for _ in range(n12):
+                    s16 = _new(ReplicaState)
+                    s16.replica_directory_id = ZERO_UUID
+                    s16.last_fetch_timestamp = -1
+                    s16.last_caught_up_timestamp = -1
+                    s16.replica_id, s16.log_end_offset, tn17 = _S0.unpack_from(b, p)
                     p += 13
-                    u20 = s18.unknown_tagged_fields = {}
-                    if tn19:
-                        if tn19 >= 128:
-                            tn19, p = _ruv(b, p - 1)
-                        if tn19 > L - p:
-                            raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn19):
-                            tag21 = b[p]
-                            if tag21 < 128:
+                    u18 = s16.unknown_tagged_fields = {}
+                    if tn17:
+                        if tn17 >= 128:
+                            tn17, p = _ruv(b, p - 1)
+                        if tn17 > L - p:
+                            raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn17):
+                            tag19 = b[p]
+                            if tag19 < 128:
                                 p += 1
                             else:
-                                tag21, p = _ruv(b, p)
-                            tz22 = b[p]
-                            if tz22 < 128:
+                                tag19, p = _ruv(b, p)
+                            tz20 = b[p]
+                            if tz20 < 128:
                                 p += 1
                             else:
-                                tz22, p = _ruv(b, p)
-                            te23 = p + tz22
-                            if te23 > L:
-                                raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
-                            u20[tag21] = b[p:te23]
-                            p = te23
-                    l14.append(s18)
-            o.observers = l14
+                                tz20, p = _ruv(b, p)
+                            te21 = p + tz20
+                            if te21 > L:
+                                raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                            u18[tag19] = b[p:te21]
+                            p = te21
+                    l13.append(s16)
+            o.observers = l13
         F = None
-        u24 = o.unknown_tagged_fields = {}
+        u22 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -367,21 +361,21 @@ def _d_PartitionData_0(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag25 = b[p]
-                if tag25 < 128:
+                tag23 = b[p]
+                if tag23 < 128:
                     p += 1
                 else:
-                    tag25, p = _ruv(b, p)
-                tz26 = b[p]
-                if tz26 < 128:
+                    tag23, p = _ruv(b, p)
+                tz24 = b[p]
+                if tz24 < 128:
                     p += 1
                 else:
-                    tz26, p = _ruv(b, p)
-                te27 = p + tz26
-                if te27 > L:
-                    raise _DecodeError('tagged field ' + str(tag25) + ' of ' + str(tz26) + ' bytes is truncated', offset=p)
-                u24[tag25] = b[p:te27]
-                p = te27
+                    tz24, p = _ruv(b, p)
+                te25 = p + tz24
+                if te25 > L:
+                    raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                u22[tag23] = b[p:te25]
+                p = te25
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -469,7 +463,7 @@ def _d_ReplicaState_1(b, p):
         o = _new(ReplicaState)
         o.replica_directory_id = ZERO_UUID
         F = 'ReplicaId'
-        o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, tn1 = _S2.unpack_from(b, p)
+        o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, tn1 = _S3.unpack_from(b, p)
         p += 29
         F = None
         u2 = o.unknown_tagged_fields = {}
@@ -526,104 +520,96 @@ def _d_PartitionData_1(b, p):
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l3 = None
             e5 = p + 29 * n2
-            if e5 <= L:
+            if e5 <= L and b[p + 28:e5:29].count(0) == n2:
                 l3 = list(map(_new, _repeat(ReplicaState, n2)))
-                for s4, (s4.replica_id, s4.log_end_offset, s4.last_fetch_timestamp, s4.last_caught_up_timestamp, tn6) in zip(l3, _S2.iter_unpack(b[p:e5])):
-                    if tn6:
-                        l3 = None
-                        break
+                for s4, (s4.replica_id, s4.log_end_offset, s4.last_fetch_timestamp, s4.last_caught_up_timestamp) in zip(l3, _S4.iter_unpack(b[p:e5])):
                     s4.replica_directory_id = ZERO_UUID
                     s4.unknown_tagged_fields = {}
-                else:
-                    p = e5
+                p = e5
             if l3 is None:
                 l3 = []
                 for _ in range(n2):
-                    s7 = _new(ReplicaState)
-                    s7.replica_directory_id = ZERO_UUID
-                    s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp, tn8 = _S2.unpack_from(b, p)
+                    s6 = _new(ReplicaState)
+                    s6.replica_directory_id = ZERO_UUID
+                    s6.replica_id, s6.log_end_offset, s6.last_fetch_timestamp, s6.last_caught_up_timestamp, tn7 = _S3.unpack_from(b, p)
                     p += 29
-                    u9 = s7.unknown_tagged_fields = {}
-                    if tn8:
-                        if tn8 >= 128:
-                            tn8, p = _ruv(b, p - 1)
-                        if tn8 > L - p:
-                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn8):
-                            tag10 = b[p]
-                            if tag10 < 128:
+                    u8 = s6.unknown_tagged_fields = {}
+                    if tn7:
+                        if tn7 >= 128:
+                            tn7, p = _ruv(b, p - 1)
+                        if tn7 > L - p:
+                            raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn7):
+                            tag9 = b[p]
+                            if tag9 < 128:
                                 p += 1
                             else:
-                                tag10, p = _ruv(b, p)
-                            tz11 = b[p]
-                            if tz11 < 128:
+                                tag9, p = _ruv(b, p)
+                            tz10 = b[p]
+                            if tz10 < 128:
                                 p += 1
                             else:
-                                tz11, p = _ruv(b, p)
-                            te12 = p + tz11
-                            if te12 > L:
-                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                            u9[tag10] = b[p:te12]
-                            p = te12
-                    l3.append(s7)
+                                tz10, p = _ruv(b, p)
+                            te11 = p + tz10
+                            if te11 > L:
+                                raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                            u8[tag9] = b[p:te11]
+                            p = te11
+                    l3.append(s6)
             o.current_voters = l3
         F = 'Observers'
-        n13 = b[p]
-        if n13 < 128:
+        n12 = b[p]
+        if n12 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n13 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l14 = None
-            e16 = p + 29 * n13
-            if e16 <= L:
-                l14 = list(map(_new, _repeat(ReplicaState, n13)))
-                for s15, (s15.replica_id, s15.log_end_offset, s15.last_fetch_timestamp, s15.last_caught_up_timestamp, tn17) in zip(l14, _S2.iter_unpack(b[p:e16])):
-                    if tn17:
-                        l14 = None
-                        break
-                    s15.replica_directory_id = ZERO_UUID
-                    s15.unknown_tagged_fields = {}
-                else:
-                    p = e16
-            if l14 is None:
-                l14 = []
-                for _ in range(n13):
-                    s18 = _new(ReplicaState)
-                    s18.replica_directory_id = ZERO_UUID
-                    s18.replica_id, s18.log_end_offset, s18.last_fetch_timestamp, s18.last_caught_up_timestamp, tn19 = _S2.unpack_from(b, p)
+            if n12 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l13 = None
+            e15 = p + 29 * n12
+            if e15 <= L and b[p + 28:e15:29].count(0) == n12:
+                l13 = list(map(_new, _repeat(ReplicaState, n12)))
+                for s14, (s14.replica_id, s14.log_end_offset, s14.last_fetch_timestamp, s14.last_caught_up_timestamp) in zip(l13, _S4.iter_unpack(b[p:e15])):
+                    s14.replica_directory_id = ZERO_UUID
+                    s14.unknown_tagged_fields = {}
+                p = e15
+            if l13 is None:
+                l13 = []
+                for _ in range(n12):
+                    s16 = _new(ReplicaState)
+                    s16.replica_directory_id = ZERO_UUID
+                    s16.replica_id, s16.log_end_offset, s16.last_fetch_timestamp, s16.last_caught_up_timestamp, tn17 = _S3.unpack_from(b, p)
                     p += 29
-                    u20 = s18.unknown_tagged_fields = {}
-                    if tn19:
-                        if tn19 >= 128:
-                            tn19, p = _ruv(b, p - 1)
-                        if tn19 > L - p:
-                            raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn19):
-                            tag21 = b[p]
-                            if tag21 < 128:
+                    u18 = s16.unknown_tagged_fields = {}
+                    if tn17:
+                        if tn17 >= 128:
+                            tn17, p = _ruv(b, p - 1)
+                        if tn17 > L - p:
+                            raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn17):
+                            tag19 = b[p]
+                            if tag19 < 128:
                                 p += 1
                             else:
-                                tag21, p = _ruv(b, p)
-                            tz22 = b[p]
-                            if tz22 < 128:
+                                tag19, p = _ruv(b, p)
+                            tz20 = b[p]
+                            if tz20 < 128:
                                 p += 1
                             else:
-                                tz22, p = _ruv(b, p)
-                            te23 = p + tz22
-                            if te23 > L:
-                                raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
-                            u20[tag21] = b[p:te23]
-                            p = te23
-                    l14.append(s18)
-            o.observers = l14
+                                tz20, p = _ruv(b, p)
+                            te21 = p + tz20
+                            if te21 > L:
+                                raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                            u18[tag19] = b[p:te21]
+                            p = te21
+                    l13.append(s16)
+            o.observers = l13
         F = None
-        u24 = o.unknown_tagged_fields = {}
+        u22 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -632,21 +618,21 @@ def _d_PartitionData_1(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag25 = b[p]
-                if tag25 < 128:
+                tag23 = b[p]
+                if tag23 < 128:
                     p += 1
                 else:
-                    tag25, p = _ruv(b, p)
-                tz26 = b[p]
-                if tz26 < 128:
+                    tag23, p = _ruv(b, p)
+                tz24 = b[p]
+                if tz24 < 128:
                     p += 1
                 else:
-                    tz26, p = _ruv(b, p)
-                te27 = p + tz26
-                if te27 > L:
-                    raise _DecodeError('tagged field ' + str(tag25) + ' of ' + str(tz26) + ' bytes is truncated', offset=p)
-                u24[tag25] = b[p:te27]
-                p = te27
+                    tz24, p = _ruv(b, p)
+                te25 = p + tz24
+                if te25 > L:
+                    raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                u22[tag23] = b[p:te25]
+                p = te25
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -733,7 +719,7 @@ def _d_ReplicaState_2(b, p):
         L = len(b)
         o = _new(ReplicaState)
         F = 'ReplicaId'
-        t2, t3, t4, t5, t6, tn1, = _S3.unpack_from(b, p)
+        t2, t3, t4, t5, t6, tn1, = _S5.unpack_from(b, p)
         o.replica_id = t2
         o.replica_directory_id = _UC.get(t3) or _uuid(t3)
         o.log_end_offset = t4
@@ -778,7 +764,7 @@ def _d_PartitionData_2(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        o.partition_index, o.error_code = _S4.unpack_from(b, p)
+        o.partition_index, o.error_code = _S6.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
         n2 = b[p]
@@ -798,7 +784,7 @@ def _d_PartitionData_2(b, p):
             o.error_message = b[p:e3].decode()
             p = e3
         F = 'LeaderId'
-        o.leader_id, o.leader_epoch, o.high_watermark = _S5.unpack_from(b, p)
+        o.leader_id, o.leader_epoch, o.high_watermark = _S7.unpack_from(b, p)
         p += 16
         F = 'CurrentVoters'
         n4 = b[p]
@@ -815,7 +801,7 @@ def _d_PartitionData_2(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(ReplicaState)
-                t8, t9, t10, t11, t12, tn7, = _S3.unpack_from(b, p)
+                t8, t9, t10, t11, t12, tn7, = _S5.unpack_from(b, p)
                 s6.replica_id = t8
                 s6.replica_directory_id = _UC.get(t9) or _uuid(t9)
                 s6.log_end_offset = t10
@@ -861,7 +847,7 @@ def _d_PartitionData_2(b, p):
             l18 = []
             for _ in range(n17):
                 s19 = _new(ReplicaState)
-                t21, t22, t23, t24, t25, tn20, = _S3.unpack_from(b, p)
+                t21, t22, t23, t24, t25, tn20, = _S5.unpack_from(b, p)
                 s19.replica_id = t21
                 s19.replica_directory_id = _UC.get(t22) or _uuid(t22)
                 s19.log_end_offset = t23
@@ -1002,7 +988,7 @@ def _e_ReplicaState_0(o, a):
         raise _Absent('ReplicaDirectoryId')
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S6.pack(o.replica_id, o.log_end_offset))
+        a(_S8.pack(o.replica_id, o.log_end_offset))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S0.pack(o.replica_id, o.log_end_offset, 0))
@@ -1021,7 +1007,7 @@ def _e_PartitionData_0(o, a):
                 raise _Absent('ReplicaDirectoryId')
             u4 = s3.unknown_tagged_fields
             if u4:
-                a(_S6.pack(s3.replica_id, s3.log_end_offset))
+                a(_S8.pack(s3.replica_id, s3.log_end_offset))
                 _wtags(sorted(u4.items()), a)
             else:
                 a(_S0.pack(s3.replica_id, s3.log_end_offset, 0))
@@ -1036,7 +1022,7 @@ def _e_PartitionData_0(o, a):
                 raise _Absent('ReplicaDirectoryId')
             u8 = s7.unknown_tagged_fields
             if u8:
-                a(_S6.pack(s7.replica_id, s7.log_end_offset))
+                a(_S8.pack(s7.replica_id, s7.log_end_offset))
                 _wtags(sorted(u8.items()), a)
             else:
                 a(_S0.pack(s7.replica_id, s7.log_end_offset, 0))
@@ -1076,10 +1062,10 @@ def _e_ReplicaState_1(o, a):
         raise _Absent('ReplicaDirectoryId')
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S7.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
+        a(_S9.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S2.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, 0))
+        a(_S3.pack(o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, 0))
 
 
 def _e_PartitionData_1(o, a):
@@ -1095,10 +1081,10 @@ def _e_PartitionData_1(o, a):
                 raise _Absent('ReplicaDirectoryId')
             u4 = s3.unknown_tagged_fields
             if u4:
-                a(_S7.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp))
+                a(_S9.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(_S2.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp, 0))
+                a(_S3.pack(s3.replica_id, s3.log_end_offset, s3.last_fetch_timestamp, s3.last_caught_up_timestamp, 0))
     v5 = o.observers
     if v5 is None:
         raise _EncodeError('null in non-nullable field Observers at version 1')
@@ -1110,10 +1096,10 @@ def _e_PartitionData_1(o, a):
                 raise _Absent('ReplicaDirectoryId')
             u8 = s7.unknown_tagged_fields
             if u8:
-                a(_S7.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp))
+                a(_S9.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(_S2.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp, 0))
+                a(_S3.pack(s7.replica_id, s7.log_end_offset, s7.last_fetch_timestamp, s7.last_caught_up_timestamp, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1148,14 +1134,14 @@ def _e_TopicData_1(o, a):
 def _e_ReplicaState_2(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S8.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
+        a(_S10.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S3.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, 0))
+        a(_S5.pack(o.replica_id, o.replica_directory_id.bytes, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp, 0))
 
 
 def _e_PartitionData_2(o, a):
-    a(_S4.pack(o.partition_index, o.error_code))
+    a(_S6.pack(o.partition_index, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -1164,7 +1150,7 @@ def _e_PartitionData_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S5.pack(o.leader_id, o.leader_epoch, o.high_watermark))
+    a(_S7.pack(o.leader_id, o.leader_epoch, o.high_watermark))
     v3 = o.current_voters
     if v3 is None:
         raise _EncodeError('null in non-nullable field CurrentVoters at version 2')
@@ -1174,10 +1160,10 @@ def _e_PartitionData_2(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S8.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp))
+                a(_S10.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(_S3.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp, 0))
+                a(_S5.pack(s5.replica_id, s5.replica_directory_id.bytes, s5.log_end_offset, s5.last_fetch_timestamp, s5.last_caught_up_timestamp, 0))
     v7 = o.observers
     if v7 is None:
         raise _EncodeError('null in non-nullable field Observers at version 2')
@@ -1187,10 +1173,10 @@ def _e_PartitionData_2(o, a):
         for s9 in v7:
             u10 = s9.unknown_tagged_fields
             if u10:
-                a(_S8.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp))
+                a(_S10.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(_S3.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp, 0))
+                a(_S5.pack(s9.replica_id, s9.replica_directory_id.bytes, s9.log_end_offset, s9.last_fetch_timestamp, s9.last_caught_up_timestamp, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -1294,7 +1280,7 @@ def _d_Listener_2(b, p):
             o.host = b[p:e5].decode()
             p = e5
         F = 'Port'
-        o.port, tn1 = _S9.unpack_from(b, p)
+        o.port, tn1 = _S11.unpack_from(b, p)
         p += 3
         F = None
         u6 = o.unknown_tagged_fields = {}
@@ -1334,7 +1320,7 @@ def _d_Node_2(b, p):
         L = len(b)
         o = _new(Node)
         F = 'NodeId'
-        o.node_id = _S10.unpack_from(b, p)[0]
+        o.node_id = _S12.unpack_from(b, p)[0]
         p += 4
         F = 'Listeners'
         n2 = b[p]
@@ -1379,7 +1365,7 @@ def _d_Node_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s4.host = b[p:e9].decode()
                     p = e9
-                s4.port, tn5 = _S9.unpack_from(b, p)
+                s4.port, tn5 = _S11.unpack_from(b, p)
                 p += 3
                 u10 = s4.unknown_tagged_fields = {}
                 if tn5:
@@ -1458,14 +1444,14 @@ def _e_Listener_2(o, a):
         a(v3)
     u5 = o.unknown_tagged_fields
     if u5:
-        a(_S11.pack(o.port))
+        a(_S13.pack(o.port))
         _wtags(sorted(u5.items()), a)
     else:
-        a(_S9.pack(o.port, 0))
+        a(_S11.pack(o.port, 0))
 
 
 def _e_Node_2(o, a):
-    a(_S10.pack(o.node_id))
+    a(_S12.pack(o.node_id))
     v1 = o.listeners
     if v1 is None:
         raise _EncodeError('null in non-nullable field Listeners at version 2')
@@ -1491,10 +1477,10 @@ def _e_Node_2(o, a):
                 a(v6)
             u8 = s3.unknown_tagged_fields
             if u8:
-                a(_S11.pack(s3.port))
+                a(_S13.pack(s3.port))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(_S9.pack(s3.port, 0))
+                a(_S11.pack(s3.port, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1518,7 +1504,7 @@ def _d_DescribeQuorumResponse_0(b, p):
         o.error_message = ''
         o.nodes = []
         F = 'ErrorCode'
-        o.error_code = _S12.unpack_from(b, p)[0]
+        o.error_code = _S14.unpack_from(b, p)[0]
         p += 2
         F = 'Topics'
         n2 = b[p]
@@ -1579,7 +1565,7 @@ def _d_DescribeQuorumResponse_1(b, p):
         o.error_message = ''
         o.nodes = []
         F = 'ErrorCode'
-        o.error_code = _S12.unpack_from(b, p)[0]
+        o.error_code = _S14.unpack_from(b, p)[0]
         p += 2
         F = 'Topics'
         n2 = b[p]
@@ -1638,7 +1624,7 @@ def _d_DescribeQuorumResponse_2(b, p):
         L = len(b)
         o = _new(DescribeQuorumResponse)
         F = 'ErrorCode'
-        o.error_code = _S12.unpack_from(b, p)[0]
+        o.error_code = _S14.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
         n2 = b[p]
@@ -1728,7 +1714,7 @@ def _d_DescribeQuorumResponse_2(b, p):
 def _e_DescribeQuorumResponse_0(o, a):
     if o.nodes:
         raise _Absent('Nodes')
-    a(_S12.pack(o.error_code))
+    a(_S14.pack(o.error_code))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 0')
@@ -1747,7 +1733,7 @@ def _e_DescribeQuorumResponse_0(o, a):
 def _e_DescribeQuorumResponse_1(o, a):
     if o.nodes:
         raise _Absent('Nodes')
-    a(_S12.pack(o.error_code))
+    a(_S14.pack(o.error_code))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
@@ -1764,7 +1750,7 @@ def _e_DescribeQuorumResponse_1(o, a):
 
 
 def _e_DescribeQuorumResponse_2(o, a):
-    a(_S12.pack(o.error_code))
+    a(_S14.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')

@@ -106,6 +106,7 @@ class DescribeTransactionsResponse(Message):
 _S0 = _St('>h')
 _S1 = _St('>iqqh')
 _S2 = _St('>i')
+_A_int32 = _ARRAY['i']
 
 
 def _d_TopicData_0(b, p):
@@ -141,9 +142,9 @@ def _d_TopicData_0(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.partitions = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.partitions = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.partitions = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -261,9 +262,9 @@ def _d_TransactionState_0(b, p):
                     if n12 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n12 < 64:
-                        s8.partitions = list(_ARRAY['i'][n12].unpack_from(b, p))
+                        s8.partitions = [*_A_int32[n12].unpack_from(b, p)]
                     else:
-                        s8.partitions = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                        s8.partitions = [*_unpack_from('>' + str(n12) + 'i', b, p)]
                     p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]

@@ -148,6 +148,7 @@ _S3 = _St('>i16sB')
 _S4 = _St('>i16s')
 _S5 = _St('>HB')
 _S6 = _St('>H')
+_A_int32 = _ARRAY['i']
 
 
 def _d_PartitionData_0(b, p):
@@ -168,9 +169,9 @@ def _d_PartitionData_0(b, p):
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n1 < 64:
-                o.preferred_successors = list(_ARRAY['i'][n1].unpack_from(b, p))
+                o.preferred_successors = [*_A_int32[n1].unpack_from(b, p)]
             else:
-                o.preferred_successors = list(_unpack_from('>' + str(n1) + 'i', b, p))
+                o.preferred_successors = [*_unpack_from('>' + str(n1) + 'i', b, p)]
             p += n1 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -220,9 +221,9 @@ def _d_TopicData_0(b, p):
                     if n6 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n6 < 64:
-                        s5.preferred_successors = list(_ARRAY['i'][n6].unpack_from(b, p))
+                        s5.preferred_successors = [*_A_int32[n6].unpack_from(b, p)]
                     else:
-                        s5.preferred_successors = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                        s5.preferred_successors = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)

@@ -122,8 +122,9 @@ _S0 = _St('>ihii')
 _S1 = _St('>h')
 _S2 = _St('>i')
 _S3 = _St('>ihiiB')
-_S4 = _St('>HB')
-_S5 = _St('>H')
+_S4 = _St('>ihiix')
+_S5 = _St('>HB')
+_S6 = _St('>H')
 
 
 def _d_PartitionData_0(b, p):
@@ -174,8 +175,7 @@ def _d_TopicData_0(b, p):
                 l4 = list(map(_new, _repeat(PartitionData, n3)))
                 for s5, (s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch) in zip(l4, _S0.iter_unpack(b[p:e6])):
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
@@ -269,47 +269,43 @@ def _d_TopicData_1(b, p):
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l5 = None
             e7 = p + 15 * n4
-            if e7 <= L:
+            if e7 <= L and b[p + 14:e7:15].count(0) == n4:
                 l5 = list(map(_new, _repeat(PartitionData, n4)))
-                for s6, (s6.partition_index, s6.error_code, s6.leader_id, s6.leader_epoch, tn8) in zip(l5, _S3.iter_unpack(b[p:e7])):
-                    if tn8:
-                        l5 = None
-                        break
+                for s6, (s6.partition_index, s6.error_code, s6.leader_id, s6.leader_epoch) in zip(l5, _S4.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
-                else:
-                    p = e7
+                p = e7
             if l5 is None:
                 l5 = []
                 for _ in range(n4):
-                    s9 = _new(PartitionData)
-                    s9.partition_index, s9.error_code, s9.leader_id, s9.leader_epoch, tn10 = _S3.unpack_from(b, p)
+                    s8 = _new(PartitionData)
+                    s8.partition_index, s8.error_code, s8.leader_id, s8.leader_epoch, tn9 = _S3.unpack_from(b, p)
                     p += 15
-                    u11 = s9.unknown_tagged_fields = {}
-                    if tn10:
-                        if tn10 >= 128:
-                            tn10, p = _ruv(b, p - 1)
-                        if tn10 > L - p:
-                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn10):
-                            tag12 = b[p]
-                            if tag12 < 128:
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
                                 p += 1
                             else:
-                                tag12, p = _ruv(b, p)
-                            tz13 = b[p]
-                            if tz13 < 128:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
                                 p += 1
                             else:
-                                tz13, p = _ruv(b, p)
-                            te14 = p + tz13
-                            if te14 > L:
-                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                            u11[tag12] = b[p:te14]
-                            p = te14
-                    l5.append(s9)
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            u10[tag11] = b[p:te13]
+                            p = te13
+                    l5.append(s8)
             o.partitions = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -318,21 +314,21 @@ def _d_TopicData_1(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u15[tag16] = b[p:te18]
-                p = te18
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -441,7 +437,7 @@ def _d_NodeEndpoint_1(b, p):
             o.host = b[p:e3].decode()
             p = e3
         F = 'Port'
-        o.port, tn1 = _S4.unpack_from(b, p)
+        o.port, tn1 = _S5.unpack_from(b, p)
         p += 3
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -487,10 +483,10 @@ def _e_NodeEndpoint_1(o, a):
         a(v1)
     u3 = o.unknown_tagged_fields
     if u3:
-        a(_S5.pack(o.port))
+        a(_S6.pack(o.port))
         _wtags(sorted(u3.items()), a)
     else:
-        a(_S4.pack(o.port, 0))
+        a(_S5.pack(o.port, 0))
 
 
 def _j_NodeEndpoint_1(o):
@@ -610,7 +606,7 @@ def _d_EndQuorumEpochResponse_1(b, p):
                                     raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
                                 s10.host = b[p:e13].decode()
                                 p = e13
-                            s10.port, tn11 = _S4.unpack_from(b, p)
+                            s10.port, tn11 = _S5.unpack_from(b, p)
                             p += 3
                             u14 = s10.unknown_tagged_fields = {}
                             if tn11:
@@ -697,10 +693,10 @@ def _e_EndQuorumEpochResponse_1(o, a):
                     w6.append(v10)
                 u12 = s9.unknown_tagged_fields
                 if u12:
-                    w6.append(_S5.pack(s9.port))
+                    w6.append(_S6.pack(s9.port))
                     _wtags(sorted(u12.items()), w6.append)
                 else:
-                    w6.append(_S4.pack(s9.port, 0))
+                    w6.append(_S5.pack(s9.port, 0))
         T5.append((0, b''.join(w6)))
     u4 = o.unknown_tagged_fields
     if u4:

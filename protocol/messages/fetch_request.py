@@ -175,12 +175,14 @@ _S4 = _St('>i')
 _S5 = _St('>iqqi')
 _S6 = _St('>iiqqi')
 _S7 = _St('>iiqiqiB')
-_S8 = _St('>16s')
-_S9 = _St('>q')
-_S10 = _St('>iiqiqi')
-_S11 = _St('>iiiib')
-_S12 = _St('>iiiibii')
-_S13 = _St('>iiibii')
+_S8 = _St('>iiqiqix')
+_S9 = _St('>16s')
+_S10 = _St('>q')
+_S11 = _St('>iiqiqi')
+_S12 = _St('>iiiib')
+_S13 = _St('>iiiibii')
+_S14 = _St('>iiibii')
+_A_int32 = _ARRAY['i']
 _DEF_ReplicaState = ReplicaState()
 
 
@@ -296,8 +298,7 @@ def _d_FetchTopic_4(b, p):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
@@ -379,8 +380,7 @@ def _d_FetchTopic_5(b, p):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
@@ -459,8 +459,7 @@ def _d_FetchTopic_9(b, p):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
@@ -563,54 +562,50 @@ def _d_FetchTopic_12(b, p):
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l5 = None
             e7 = p + 33 * n4
-            if e7 <= L:
+            if e7 <= L and b[p + 32:e7:33].count(0) == n4:
                 l5 = list(map(_new, _repeat(FetchPartition, n4)))
-                for s6, (s6.partition, s6.current_leader_epoch, s6.fetch_offset, s6.last_fetched_epoch, s6.log_start_offset, s6.partition_max_bytes, tn8) in zip(l5, _S7.iter_unpack(b[p:e7])):
-                    if tn8:
-                        l5 = None
-                        break
+                for s6, (s6.partition, s6.current_leader_epoch, s6.fetch_offset, s6.last_fetched_epoch, s6.log_start_offset, s6.partition_max_bytes) in zip(l5, _S8.iter_unpack(b[p:e7])):
                     s6.replica_directory_id = ZERO_UUID
                     s6.high_watermark = 9223372036854775807
                     s6.unknown_tagged_fields = {}
-                else:
-                    p = e7
+                p = e7
             if l5 is None:
                 l5 = []
                 for _ in range(n4):
-                    s9 = _new(FetchPartition)
-                    s9.replica_directory_id = ZERO_UUID
-                    s9.high_watermark = 9223372036854775807
-                    s9.partition, s9.current_leader_epoch, s9.fetch_offset, s9.last_fetched_epoch, s9.log_start_offset, s9.partition_max_bytes, tn10 = _S7.unpack_from(b, p)
+                    s8 = _new(FetchPartition)
+                    s8.replica_directory_id = ZERO_UUID
+                    s8.high_watermark = 9223372036854775807
+                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
                     p += 33
-                    u11 = s9.unknown_tagged_fields = {}
-                    if tn10:
-                        if tn10 >= 128:
-                            tn10, p = _ruv(b, p - 1)
-                        if tn10 > L - p:
-                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn10):
-                            tag12 = b[p]
-                            if tag12 < 128:
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
                                 p += 1
                             else:
-                                tag12, p = _ruv(b, p)
-                            tz13 = b[p]
-                            if tz13 < 128:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
                                 p += 1
                             else:
-                                tz13, p = _ruv(b, p)
-                            te14 = p + tz13
-                            if te14 > L:
-                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                            if tag12 in (0, 1):
-                                raise _DecodeError('tag ' + str(tag12) + ' is not valid for version 12', offset=p)
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            if tag11 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 12', offset=p)
                             else:
-                                u11[tag12] = b[p:te14]
-                            p = te14
-                    l5.append(s9)
+                                u10[tag11] = b[p:te13]
+                            p = te13
+                    l5.append(s8)
             o.partitions = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -619,21 +614,21 @@ def _d_FetchTopic_12(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u15[tag16] = b[p:te18]
-                p = te18
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -695,7 +690,7 @@ def _d_FetchTopic_13(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S8.unpack_from(b, p)
+        t2, = _S9.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -712,54 +707,50 @@ def _d_FetchTopic_13(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = None
             e6 = p + 33 * n3
-            if e6 <= L:
+            if e6 <= L and b[p + 32:e6:33].count(0) == n3:
                 l4 = list(map(_new, _repeat(FetchPartition, n3)))
-                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
-                    if tn7:
-                        l4 = None
-                        break
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
-                    s8 = _new(FetchPartition)
-                    s8.replica_directory_id = ZERO_UUID
-                    s8.high_watermark = 9223372036854775807
-                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    s7 = _new(FetchPartition)
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.high_watermark = 9223372036854775807
+                    s7.partition, s7.current_leader_epoch, s7.fetch_offset, s7.last_fetched_epoch, s7.log_start_offset, s7.partition_max_bytes, tn8 = _S7.unpack_from(b, p)
                     p += 33
-                    u10 = s8.unknown_tagged_fields = {}
-                    if tn9:
-                        if tn9 >= 128:
-                            tn9, p = _ruv(b, p - 1)
-                        if tn9 > L - p:
-                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn9):
-                            tag11 = b[p]
-                            if tag11 < 128:
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
                                 p += 1
                             else:
-                                tag11, p = _ruv(b, p)
-                            tz12 = b[p]
-                            if tz12 < 128:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
                                 p += 1
                             else:
-                                tz12, p = _ruv(b, p)
-                            te13 = p + tz12
-                            if te13 > L:
-                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                            if tag11 in (0, 1):
-                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 13', offset=p)
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            if tag10 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag10) + ' is not valid for version 13', offset=p)
                             else:
-                                u10[tag11] = b[p:te13]
-                            p = te13
-                    l4.append(s8)
+                                u9[tag10] = b[p:te12]
+                            p = te12
+                    l4.append(s7)
             o.partitions = l4
         F = None
-        u14 = o.unknown_tagged_fields = {}
+        u13 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -768,21 +759,21 @@ def _d_FetchTopic_13(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag15 = b[p]
-                if tag15 < 128:
+                tag14 = b[p]
+                if tag14 < 128:
                     p += 1
                 else:
-                    tag15, p = _ruv(b, p)
-                tz16 = b[p]
-                if tz16 < 128:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
                     p += 1
                 else:
-                    tz16, p = _ruv(b, p)
-                te17 = p + tz16
-                if te17 > L:
-                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u14[tag15] = b[p:te17]
-                p = te17
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u13[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -844,7 +835,7 @@ def _d_FetchTopic_14(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S8.unpack_from(b, p)
+        t2, = _S9.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -861,54 +852,50 @@ def _d_FetchTopic_14(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = None
             e6 = p + 33 * n3
-            if e6 <= L:
+            if e6 <= L and b[p + 32:e6:33].count(0) == n3:
                 l4 = list(map(_new, _repeat(FetchPartition, n3)))
-                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
-                    if tn7:
-                        l4 = None
-                        break
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
-                    s8 = _new(FetchPartition)
-                    s8.replica_directory_id = ZERO_UUID
-                    s8.high_watermark = 9223372036854775807
-                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    s7 = _new(FetchPartition)
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.high_watermark = 9223372036854775807
+                    s7.partition, s7.current_leader_epoch, s7.fetch_offset, s7.last_fetched_epoch, s7.log_start_offset, s7.partition_max_bytes, tn8 = _S7.unpack_from(b, p)
                     p += 33
-                    u10 = s8.unknown_tagged_fields = {}
-                    if tn9:
-                        if tn9 >= 128:
-                            tn9, p = _ruv(b, p - 1)
-                        if tn9 > L - p:
-                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn9):
-                            tag11 = b[p]
-                            if tag11 < 128:
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
                                 p += 1
                             else:
-                                tag11, p = _ruv(b, p)
-                            tz12 = b[p]
-                            if tz12 < 128:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
                                 p += 1
                             else:
-                                tz12, p = _ruv(b, p)
-                            te13 = p + tz12
-                            if te13 > L:
-                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                            if tag11 in (0, 1):
-                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 14', offset=p)
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            if tag10 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag10) + ' is not valid for version 14', offset=p)
                             else:
-                                u10[tag11] = b[p:te13]
-                            p = te13
-                    l4.append(s8)
+                                u9[tag10] = b[p:te12]
+                            p = te12
+                    l4.append(s7)
             o.partitions = l4
         F = None
-        u14 = o.unknown_tagged_fields = {}
+        u13 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -917,21 +904,21 @@ def _d_FetchTopic_14(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag15 = b[p]
-                if tag15 < 128:
+                tag14 = b[p]
+                if tag14 < 128:
                     p += 1
                 else:
-                    tag15, p = _ruv(b, p)
-                tz16 = b[p]
-                if tz16 < 128:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
                     p += 1
                 else:
-                    tz16, p = _ruv(b, p)
-                te17 = p + tz16
-                if te17 > L:
-                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u14[tag15] = b[p:te17]
-                p = te17
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u13[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -993,7 +980,7 @@ def _d_FetchTopic_15(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S8.unpack_from(b, p)
+        t2, = _S9.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -1010,54 +997,50 @@ def _d_FetchTopic_15(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = None
             e6 = p + 33 * n3
-            if e6 <= L:
+            if e6 <= L and b[p + 32:e6:33].count(0) == n3:
                 l4 = list(map(_new, _repeat(FetchPartition, n3)))
-                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
-                    if tn7:
-                        l4 = None
-                        break
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
-                    s8 = _new(FetchPartition)
-                    s8.replica_directory_id = ZERO_UUID
-                    s8.high_watermark = 9223372036854775807
-                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    s7 = _new(FetchPartition)
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.high_watermark = 9223372036854775807
+                    s7.partition, s7.current_leader_epoch, s7.fetch_offset, s7.last_fetched_epoch, s7.log_start_offset, s7.partition_max_bytes, tn8 = _S7.unpack_from(b, p)
                     p += 33
-                    u10 = s8.unknown_tagged_fields = {}
-                    if tn9:
-                        if tn9 >= 128:
-                            tn9, p = _ruv(b, p - 1)
-                        if tn9 > L - p:
-                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn9):
-                            tag11 = b[p]
-                            if tag11 < 128:
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
                                 p += 1
                             else:
-                                tag11, p = _ruv(b, p)
-                            tz12 = b[p]
-                            if tz12 < 128:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
                                 p += 1
                             else:
-                                tz12, p = _ruv(b, p)
-                            te13 = p + tz12
-                            if te13 > L:
-                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                            if tag11 in (0, 1):
-                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 15', offset=p)
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            if tag10 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag10) + ' is not valid for version 15', offset=p)
                             else:
-                                u10[tag11] = b[p:te13]
-                            p = te13
-                    l4.append(s8)
+                                u9[tag10] = b[p:te12]
+                            p = te12
+                    l4.append(s7)
             o.partitions = l4
         F = None
-        u14 = o.unknown_tagged_fields = {}
+        u13 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -1066,21 +1049,21 @@ def _d_FetchTopic_15(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag15 = b[p]
-                if tag15 < 128:
+                tag14 = b[p]
+                if tag14 < 128:
                     p += 1
                 else:
-                    tag15, p = _ruv(b, p)
-                tz16 = b[p]
-                if tz16 < 128:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
                     p += 1
                 else:
-                    tz16, p = _ruv(b, p)
-                te17 = p + tz16
-                if te17 > L:
-                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u14[tag15] = b[p:te17]
-                p = te17
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u13[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1142,7 +1125,7 @@ def _d_FetchTopic_16(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S8.unpack_from(b, p)
+        t2, = _S9.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -1159,54 +1142,50 @@ def _d_FetchTopic_16(b, p):
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l4 = None
             e6 = p + 33 * n3
-            if e6 <= L:
+            if e6 <= L and b[p + 32:e6:33].count(0) == n3:
                 l4 = list(map(_new, _repeat(FetchPartition, n3)))
-                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, tn7) in zip(l4, _S7.iter_unpack(b[p:e6])):
-                    if tn7:
-                        l4 = None
-                        break
+                for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
-                    s8 = _new(FetchPartition)
-                    s8.replica_directory_id = ZERO_UUID
-                    s8.high_watermark = 9223372036854775807
-                    s8.partition, s8.current_leader_epoch, s8.fetch_offset, s8.last_fetched_epoch, s8.log_start_offset, s8.partition_max_bytes, tn9 = _S7.unpack_from(b, p)
+                    s7 = _new(FetchPartition)
+                    s7.replica_directory_id = ZERO_UUID
+                    s7.high_watermark = 9223372036854775807
+                    s7.partition, s7.current_leader_epoch, s7.fetch_offset, s7.last_fetched_epoch, s7.log_start_offset, s7.partition_max_bytes, tn8 = _S7.unpack_from(b, p)
                     p += 33
-                    u10 = s8.unknown_tagged_fields = {}
-                    if tn9:
-                        if tn9 >= 128:
-                            tn9, p = _ruv(b, p - 1)
-                        if tn9 > L - p:
-                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn9):
-                            tag11 = b[p]
-                            if tag11 < 128:
+                    u9 = s7.unknown_tagged_fields = {}
+                    if tn8:
+                        if tn8 >= 128:
+                            tn8, p = _ruv(b, p - 1)
+                        if tn8 > L - p:
+                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn8):
+                            tag10 = b[p]
+                            if tag10 < 128:
                                 p += 1
                             else:
-                                tag11, p = _ruv(b, p)
-                            tz12 = b[p]
-                            if tz12 < 128:
+                                tag10, p = _ruv(b, p)
+                            tz11 = b[p]
+                            if tz11 < 128:
                                 p += 1
                             else:
-                                tz12, p = _ruv(b, p)
-                            te13 = p + tz12
-                            if te13 > L:
-                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                            if tag11 in (0, 1):
-                                raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 16', offset=p)
+                                tz11, p = _ruv(b, p)
+                            te12 = p + tz11
+                            if te12 > L:
+                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
+                            if tag10 in (0, 1):
+                                raise _DecodeError('tag ' + str(tag10) + ' is not valid for version 16', offset=p)
                             else:
-                                u10[tag11] = b[p:te13]
-                            p = te13
-                    l4.append(s8)
+                                u9[tag10] = b[p:te12]
+                            p = te12
+                    l4.append(s7)
             o.partitions = l4
         F = None
-        u14 = o.unknown_tagged_fields = {}
+        u13 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -1215,21 +1194,21 @@ def _d_FetchTopic_16(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag15 = b[p]
-                if tag15 < 128:
+                tag14 = b[p]
+                if tag14 < 128:
                     p += 1
                 else:
-                    tag15, p = _ruv(b, p)
-                tz16 = b[p]
-                if tz16 < 128:
+                    tag14, p = _ruv(b, p)
+                tz15 = b[p]
+                if tz15 < 128:
                     p += 1
                 else:
-                    tz16, p = _ruv(b, p)
-                te17 = p + tz16
-                if te17 > L:
-                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
-                u14[tag15] = b[p:te17]
-                p = te17
+                    tz15, p = _ruv(b, p)
+                te16 = p + tz15
+                if te16 > L:
+                    raise _DecodeError('tagged field ' + str(tag14) + ' of ' + str(tz15) + ' bytes is truncated', offset=p)
+                u13[tag14] = b[p:te16]
+                p = te16
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1272,7 +1251,7 @@ def _d_FetchPartition_17(b, p):
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
                 if tag3 == 0:
                     F = 'ReplicaDirectoryId'
-                    u16 = _S8.unpack_from(b, p)[0]
+                    u16 = _S9.unpack_from(b, p)[0]
                     o.replica_directory_id = _UC.get(u16) or _uuid(u16)
                     p += 16
                     if p != te5:
@@ -1298,7 +1277,7 @@ def _d_FetchTopic_17(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S8.unpack_from(b, p)
+        t2, = _S9.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -1341,7 +1320,7 @@ def _d_FetchTopic_17(b, p):
                         if te10 > L:
                             raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
                         if tag8 == 0:
-                            u16 = _S8.unpack_from(b, p)[0]
+                            u16 = _S9.unpack_from(b, p)[0]
                             s5.replica_directory_id = _UC.get(u16) or _uuid(u16)
                             p += 16
                             if p != te10:
@@ -1420,14 +1399,14 @@ def _d_FetchPartition_18(b, p):
                     raise _DecodeError('tagged field ' + str(tag3) + ' of ' + str(tz4) + ' bytes is truncated', offset=p)
                 if tag3 == 0:
                     F = 'ReplicaDirectoryId'
-                    u16 = _S8.unpack_from(b, p)[0]
+                    u16 = _S9.unpack_from(b, p)[0]
                     o.replica_directory_id = _UC.get(u16) or _uuid(u16)
                     p += 16
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag3 == 1:
                     F = 'HighWatermark'
-                    o.high_watermark = _S9.unpack_from(b, p)[0]
+                    o.high_watermark = _S10.unpack_from(b, p)[0]
                     p += 8
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -1450,7 +1429,7 @@ def _d_FetchTopic_18(b, p):
         o = _new(FetchTopic)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S8.unpack_from(b, p)
+        t2, = _S9.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -1493,13 +1472,13 @@ def _d_FetchTopic_18(b, p):
                         if te10 > L:
                             raise _DecodeError('tagged field ' + str(tag8) + ' of ' + str(tz9) + ' bytes is truncated', offset=p)
                         if tag8 == 0:
-                            u16 = _S8.unpack_from(b, p)[0]
+                            u16 = _S9.unpack_from(b, p)[0]
                             s5.replica_directory_id = _UC.get(u16) or _uuid(u16)
                             p += 16
                             if p != te10:
                                 raise _DecodeError('tagged field size does not match its content', offset=p)
                         elif tag8 == 1:
-                            s5.high_watermark = _S9.unpack_from(b, p)[0]
+                            s5.high_watermark = _S10.unpack_from(b, p)[0]
                             p += 8
                             if p != te10:
                                 raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -1769,7 +1748,7 @@ def _e_FetchTopic_11(o, a):
 def _e_FetchPartition_12(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S10.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
+        a(_S11.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S7.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes, 0))
@@ -1793,7 +1772,7 @@ def _e_FetchTopic_12(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S10.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes))
+                a(_S11.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S7.pack(s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes, 0))
@@ -1805,7 +1784,7 @@ def _e_FetchTopic_12(o, a):
 
 
 def _e_FetchTopic_13(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -1815,7 +1794,7 @@ def _e_FetchTopic_13(o, a):
         for s3 in v1:
             u4 = s3.unknown_tagged_fields
             if u4:
-                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+                a(_S11.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
                 a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
@@ -1827,7 +1806,7 @@ def _e_FetchTopic_13(o, a):
 
 
 def _e_FetchTopic_14(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -1837,7 +1816,7 @@ def _e_FetchTopic_14(o, a):
         for s3 in v1:
             u4 = s3.unknown_tagged_fields
             if u4:
-                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+                a(_S11.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
                 a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
@@ -1849,7 +1828,7 @@ def _e_FetchTopic_14(o, a):
 
 
 def _e_FetchTopic_15(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -1859,7 +1838,7 @@ def _e_FetchTopic_15(o, a):
         for s3 in v1:
             u4 = s3.unknown_tagged_fields
             if u4:
-                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+                a(_S11.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
                 a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
@@ -1871,7 +1850,7 @@ def _e_FetchTopic_15(o, a):
 
 
 def _e_FetchTopic_16(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -1881,7 +1860,7 @@ def _e_FetchTopic_16(o, a):
         for s3 in v1:
             u4 = s3.unknown_tagged_fields
             if u4:
-                a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+                a(_S11.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
                 _wtags(sorted(u4.items()), a)
             else:
                 a(_S7.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes, 0))
@@ -1893,7 +1872,7 @@ def _e_FetchTopic_16(o, a):
 
 
 def _e_FetchPartition_17(o, a):
-    a(_S10.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
+    a(_S11.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     T2 = []
     if o.replica_directory_id != ZERO_UUID:
         w3 = []
@@ -1910,7 +1889,7 @@ def _e_FetchPartition_17(o, a):
 
 
 def _e_FetchTopic_17(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -1918,7 +1897,7 @@ def _e_FetchTopic_17(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            a(_S11.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             T5 = []
             if s3.replica_directory_id != ZERO_UUID:
                 w6 = []
@@ -1940,7 +1919,7 @@ def _e_FetchTopic_17(o, a):
 
 
 def _e_FetchPartition_18(o, a):
-    a(_S10.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
+    a(_S11.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes))
     T2 = []
     if o.replica_directory_id != ZERO_UUID:
         w3 = []
@@ -1948,7 +1927,7 @@ def _e_FetchPartition_18(o, a):
         T2.append((0, b''.join(w3)))
     if o.high_watermark != 9223372036854775807:
         w4 = []
-        w4.append(_S9.pack(o.high_watermark))
+        w4.append(_S10.pack(o.high_watermark))
         T2.append((1, b''.join(w4)))
     u1 = o.unknown_tagged_fields
     if u1:
@@ -1961,7 +1940,7 @@ def _e_FetchPartition_18(o, a):
 
 
 def _e_FetchTopic_18(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 18')
@@ -1969,7 +1948,7 @@ def _e_FetchTopic_18(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S10.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
+            a(_S11.pack(s3.partition, s3.current_leader_epoch, s3.fetch_offset, s3.last_fetched_epoch, s3.log_start_offset, s3.partition_max_bytes))
             T5 = []
             if s3.replica_directory_id != ZERO_UUID:
                 w6 = []
@@ -1977,7 +1956,7 @@ def _e_FetchTopic_18(o, a):
                 T5.append((0, b''.join(w6)))
             if s3.high_watermark != 9223372036854775807:
                 w7 = []
-                w7.append(_S9.pack(s3.high_watermark))
+                w7.append(_S10.pack(s3.high_watermark))
                 T5.append((1, b''.join(w7)))
             u4 = s3.unknown_tagged_fields
             if u4:
@@ -2080,9 +2059,9 @@ def _d_ForgottenTopic_7(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.partitions = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.partitions = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -2128,9 +2107,9 @@ def _d_ForgottenTopic_12(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.partitions = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.partitions = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.partitions = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -2173,7 +2152,7 @@ def _d_ForgottenTopic_13(b, p):
         o = _new(ForgottenTopic)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S8.unpack_from(b, p)
+        t2, = _S9.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -2189,9 +2168,9 @@ def _d_ForgottenTopic_13(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.partitions = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.partitions = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.partitions = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.partitions = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -2351,7 +2330,7 @@ def _e_ForgottenTopic_12(o, a):
 
 
 def _e_ForgottenTopic_13(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -2367,7 +2346,7 @@ def _e_ForgottenTopic_13(o, a):
 
 
 def _e_ForgottenTopic_14(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -2383,7 +2362,7 @@ def _e_ForgottenTopic_14(o, a):
 
 
 def _e_ForgottenTopic_15(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -2399,7 +2378,7 @@ def _e_ForgottenTopic_15(o, a):
 
 
 def _e_ForgottenTopic_16(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -2415,7 +2394,7 @@ def _e_ForgottenTopic_16(o, a):
 
 
 def _e_ForgottenTopic_17(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -2431,7 +2410,7 @@ def _e_ForgottenTopic_17(o, a):
 
 
 def _e_ForgottenTopic_18(o, a):
-    a(_S8.pack(o.topic_id.bytes))
+    a(_S9.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 18')
@@ -2466,7 +2445,7 @@ def _d_FetchRequest_4(b, p):
         o.forgotten_topics_data = []
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S11.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S12.unpack_from(b, p)
         p += 17
         F = 'Topics'
         n1 = _S4.unpack_from(b, p)[0]
@@ -2503,7 +2482,7 @@ def _d_FetchRequest_5(b, p):
         o.forgotten_topics_data = []
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S11.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level = _S12.unpack_from(b, p)
         p += 17
         F = 'Topics'
         n1 = _S4.unpack_from(b, p)[0]
@@ -2537,7 +2516,7 @@ def _d_FetchRequest_7(b, p):
         o.replica_state = ReplicaState()
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 25
         F = 'Topics'
         n1 = _S4.unpack_from(b, p)[0]
@@ -2582,9 +2561,9 @@ def _d_FetchRequest_7(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.partitions = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.partitions = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -2608,7 +2587,7 @@ def _d_FetchRequest_9(b, p):
         o.replica_state = ReplicaState()
         o.rack_id = ''
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 25
         F = 'Topics'
         n1 = _S4.unpack_from(b, p)[0]
@@ -2653,9 +2632,9 @@ def _d_FetchRequest_9(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.partitions = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.partitions = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -2678,7 +2657,7 @@ def _d_FetchRequest_11(b, p):
         o.cluster_id = None
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 25
         F = 'Topics'
         n1 = _S4.unpack_from(b, p)[0]
@@ -2723,9 +2702,9 @@ def _d_FetchRequest_11(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.partitions = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.partitions = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.partitions = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.partitions = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -2758,7 +2737,7 @@ def _d_FetchRequest_12(b, p):
         o = _new(FetchRequest)
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 25
         F = 'Topics'
         n2 = b[p]
@@ -2819,9 +2798,9 @@ def _d_FetchRequest_12(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s6.partitions = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -2929,7 +2908,7 @@ def _d_FetchRequest_13(b, p):
         o = _new(FetchRequest)
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 25
         F = 'Topics'
         n2 = b[p]
@@ -2964,7 +2943,7 @@ def _d_FetchRequest_13(b, p):
             for _ in range(n4):
                 s6 = _new(ForgottenTopic)
                 s6.topic = ''
-                t8, = _S8.unpack_from(b, p)
+                t8, = _S9.unpack_from(b, p)
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
@@ -2979,9 +2958,9 @@ def _d_FetchRequest_13(b, p):
                     if n9 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n9 < 64:
-                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                     p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -3089,7 +3068,7 @@ def _d_FetchRequest_14(b, p):
         o = _new(FetchRequest)
         o.replica_state = ReplicaState()
         F = 'ReplicaId'
-        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S12.unpack_from(b, p)
+        o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
         p += 25
         F = 'Topics'
         n2 = b[p]
@@ -3124,7 +3103,7 @@ def _d_FetchRequest_14(b, p):
             for _ in range(n4):
                 s6 = _new(ForgottenTopic)
                 s6.topic = ''
-                t8, = _S8.unpack_from(b, p)
+                t8, = _S9.unpack_from(b, p)
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
@@ -3139,9 +3118,9 @@ def _d_FetchRequest_14(b, p):
                     if n9 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n9 < 64:
-                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                     p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -3249,7 +3228,7 @@ def _d_FetchRequest_15(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S14.unpack_from(b, p)
         p += 21
         F = 'Topics'
         n2 = b[p]
@@ -3284,7 +3263,7 @@ def _d_FetchRequest_15(b, p):
             for _ in range(n4):
                 s6 = _new(ForgottenTopic)
                 s6.topic = ''
-                t8, = _S8.unpack_from(b, p)
+                t8, = _S9.unpack_from(b, p)
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
@@ -3299,9 +3278,9 @@ def _d_FetchRequest_15(b, p):
                     if n9 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n9 < 64:
-                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                     p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -3413,7 +3392,7 @@ def _d_FetchRequest_16(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S14.unpack_from(b, p)
         p += 21
         F = 'Topics'
         n2 = b[p]
@@ -3448,7 +3427,7 @@ def _d_FetchRequest_16(b, p):
             for _ in range(n4):
                 s6 = _new(ForgottenTopic)
                 s6.topic = ''
-                t8, = _S8.unpack_from(b, p)
+                t8, = _S9.unpack_from(b, p)
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
@@ -3463,9 +3442,9 @@ def _d_FetchRequest_16(b, p):
                     if n9 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n9 < 64:
-                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                     p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -3577,7 +3556,7 @@ def _d_FetchRequest_17(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S14.unpack_from(b, p)
         p += 21
         F = 'Topics'
         n2 = b[p]
@@ -3612,7 +3591,7 @@ def _d_FetchRequest_17(b, p):
             for _ in range(n4):
                 s6 = _new(ForgottenTopic)
                 s6.topic = ''
-                t8, = _S8.unpack_from(b, p)
+                t8, = _S9.unpack_from(b, p)
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
@@ -3627,9 +3606,9 @@ def _d_FetchRequest_17(b, p):
                     if n9 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n9 < 64:
-                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                     p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -3741,7 +3720,7 @@ def _d_FetchRequest_18(b, p):
         o = _new(FetchRequest)
         o.replica_id = -1
         F = 'MaxWaitMs'
-        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S13.unpack_from(b, p)
+        o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch = _S14.unpack_from(b, p)
         p += 21
         F = 'Topics'
         n2 = b[p]
@@ -3776,7 +3755,7 @@ def _d_FetchRequest_18(b, p):
             for _ in range(n4):
                 s6 = _new(ForgottenTopic)
                 s6.topic = ''
-                t8, = _S8.unpack_from(b, p)
+                t8, = _S9.unpack_from(b, p)
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
@@ -3791,9 +3770,9 @@ def _d_FetchRequest_18(b, p):
                     if n9 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n9 < 64:
-                        s6.partitions = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
                     else:
-                        s6.partitions = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                     p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -3903,7 +3882,7 @@ def _e_FetchRequest_4(o, a):
         raise _Absent('ReplicaState')
     if o.forgotten_topics_data:
         raise _Absent('ForgottenTopicsData')
-    a(_S11.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 4')
@@ -3921,7 +3900,7 @@ def _e_FetchRequest_5(o, a):
         raise _Absent('ReplicaState')
     if o.forgotten_topics_data:
         raise _Absent('ForgottenTopicsData')
-    a(_S11.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 5')
@@ -3939,7 +3918,7 @@ def _e_FetchRequest_6(o, a):
         raise _Absent('ReplicaState')
     if o.forgotten_topics_data:
         raise _Absent('ForgottenTopicsData')
-    a(_S11.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
+    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 6')
@@ -3955,7 +3934,7 @@ def _e_FetchRequest_6(o, a):
 def _e_FetchRequest_7(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 7')
@@ -3995,7 +3974,7 @@ def _e_FetchRequest_7(o, a):
 def _e_FetchRequest_8(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 8')
@@ -4035,7 +4014,7 @@ def _e_FetchRequest_8(o, a):
 def _e_FetchRequest_9(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 9')
@@ -4075,7 +4054,7 @@ def _e_FetchRequest_9(o, a):
 def _e_FetchRequest_10(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 10')
@@ -4115,7 +4094,7 @@ def _e_FetchRequest_10(o, a):
 def _e_FetchRequest_11(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 11')
@@ -4163,7 +4142,7 @@ def _e_FetchRequest_11(o, a):
 def _e_FetchRequest_12(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 12')
@@ -4232,7 +4211,7 @@ def _e_FetchRequest_12(o, a):
 def _e_FetchRequest_13(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 13')
@@ -4248,7 +4227,7 @@ def _e_FetchRequest_13(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S8.pack(s6.topic_id.bytes))
+            a(_S9.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -4294,7 +4273,7 @@ def _e_FetchRequest_13(o, a):
 def _e_FetchRequest_14(o, a):
     if o.replica_state != _DEF_ReplicaState:
         raise _Absent('ReplicaState')
-    a(_S12.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S13.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 14')
@@ -4310,7 +4289,7 @@ def _e_FetchRequest_14(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S8.pack(s6.topic_id.bytes))
+            a(_S9.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -4356,7 +4335,7 @@ def _e_FetchRequest_14(o, a):
 def _e_FetchRequest_15(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S14.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 15')
@@ -4372,7 +4351,7 @@ def _e_FetchRequest_15(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S8.pack(s6.topic_id.bytes))
+            a(_S9.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -4423,7 +4402,7 @@ def _e_FetchRequest_15(o, a):
 def _e_FetchRequest_16(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S14.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 16')
@@ -4439,7 +4418,7 @@ def _e_FetchRequest_16(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S8.pack(s6.topic_id.bytes))
+            a(_S9.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -4490,7 +4469,7 @@ def _e_FetchRequest_16(o, a):
 def _e_FetchRequest_17(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S14.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 17')
@@ -4506,7 +4485,7 @@ def _e_FetchRequest_17(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S8.pack(s6.topic_id.bytes))
+            a(_S9.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -4557,7 +4536,7 @@ def _e_FetchRequest_17(o, a):
 def _e_FetchRequest_18(o, a):
     if o.replica_id != -1:
         raise _Absent('ReplicaId')
-    a(_S13.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
+    a(_S14.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 18')
@@ -4573,7 +4552,7 @@ def _e_FetchRequest_18(o, a):
         n5 = len(v4)
         a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
         for s6 in v4:
-            a(_S8.pack(s6.topic_id.bytes))
+            a(_S9.pack(s6.topic_id.bytes))
             v7 = s6.partitions
             if v7 is None:
                 raise _EncodeError('null in non-nullable field Partitions at version 18')

@@ -225,11 +225,12 @@ _S5 = _St('>iqB')
 _S6 = _St('>iiB')
 _S7 = _St('>qiB')
 _S8 = _St('>qqB')
-_S9 = _St('>16s')
-_S10 = _St('>iq')
-_S11 = _St('>ii')
-_S12 = _St('>qi')
-_S13 = _St('>ihi')
+_S9 = _St('>qqx')
+_S10 = _St('>16s')
+_S11 = _St('>iq')
+_S12 = _St('>ii')
+_S13 = _St('>qi')
+_S14 = _St('>ihi')
 _DEF_EpochEndOffset = EpochEndOffset()
 _DEF_LeaderIdAndEpoch = LeaderIdAndEpoch()
 _DEF_SnapshotId = SnapshotId()
@@ -282,8 +283,7 @@ def _d_PartitionData_4(b, p):
                 l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
                 for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
-                else:
-                    p = e4
+                p = e4
             if l2 is None:
                 l2 = []
                 for _ in range(n1):
@@ -384,8 +384,7 @@ def _d_PartitionData_5(b, p):
                 l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
                 for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
-                else:
-                    p = e4
+                p = e4
             if l2 is None:
                 l2 = []
                 for _ in range(n1):
@@ -485,8 +484,7 @@ def _d_PartitionData_11(b, p):
                 l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
                 for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
-                else:
-                    p = e4
+                p = e4
             if l2 is None:
                 l2 = []
                 for _ in range(n1):
@@ -746,70 +744,66 @@ def _d_PartitionData_12(b, p):
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l3 = None
             e5 = p + 17 * n2
-            if e5 <= L:
+            if e5 <= L and b[p + 16:e5:17].count(0) == n2:
                 l3 = list(map(_new, _repeat(AbortedTransaction, n2)))
-                for s4, (s4.producer_id, s4.first_offset, tn6) in zip(l3, _S8.iter_unpack(b[p:e5])):
-                    if tn6:
-                        l3 = None
-                        break
+                for s4, (s4.producer_id, s4.first_offset) in zip(l3, _S9.iter_unpack(b[p:e5])):
                     s4.unknown_tagged_fields = {}
-                else:
-                    p = e5
+                p = e5
             if l3 is None:
                 l3 = []
                 for _ in range(n2):
-                    s7 = _new(AbortedTransaction)
-                    s7.producer_id, s7.first_offset, tn8 = _S8.unpack_from(b, p)
+                    s6 = _new(AbortedTransaction)
+                    s6.producer_id, s6.first_offset, tn7 = _S8.unpack_from(b, p)
                     p += 17
-                    u9 = s7.unknown_tagged_fields = {}
-                    if tn8:
-                        if tn8 >= 128:
-                            tn8, p = _ruv(b, p - 1)
-                        if tn8 > L - p:
-                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn8):
-                            tag10 = b[p]
-                            if tag10 < 128:
+                    u8 = s6.unknown_tagged_fields = {}
+                    if tn7:
+                        if tn7 >= 128:
+                            tn7, p = _ruv(b, p - 1)
+                        if tn7 > L - p:
+                            raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn7):
+                            tag9 = b[p]
+                            if tag9 < 128:
                                 p += 1
                             else:
-                                tag10, p = _ruv(b, p)
-                            tz11 = b[p]
-                            if tz11 < 128:
+                                tag9, p = _ruv(b, p)
+                            tz10 = b[p]
+                            if tz10 < 128:
                                 p += 1
                             else:
-                                tz11, p = _ruv(b, p)
-                            te12 = p + tz11
-                            if te12 > L:
-                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                            u9[tag10] = b[p:te12]
-                            p = te12
-                    l3.append(s7)
+                                tz10, p = _ruv(b, p)
+                            te11 = p + tz10
+                            if te11 > L:
+                                raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                            u8[tag9] = b[p:te11]
+                            p = te11
+                    l3.append(s6)
             o.aborted_transactions = l3
         F = 'PreferredReadReplica'
         o.preferred_read_replica = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
-        n13 = b[p]
-        if n13 < 128:
+        n12 = b[p]
+        if n12 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            if n13 != -1:
-                raise _DecodeError('negative records length ' + str(n13), offset=p)
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
+            if n12 != -1:
+                raise _DecodeError('negative records length ' + str(n12), offset=p)
             o.records = None
         else:
-            e14 = p + n13
-            if e14 > L:
-                raise _DecodeError('records' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
-            o.records = b[p:e14]
-            p = e14
+            e13 = p + n12
+            if e13 > L:
+                raise _DecodeError('records' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+            o.records = b[p:e13]
+            p = e13
         o.diverging_epoch = EpochEndOffset()
         o.current_leader = LeaderIdAndEpoch()
         o.snapshot_id = SnapshotId()
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -818,37 +812,37 @@ def _d_PartitionData_12(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                if tag16 == 0:
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                if tag15 == 0:
                     F = 'DivergingEpoch'
                     o.diverging_epoch, p = _d_EpochEndOffset_12(b, p)
-                    if p != te18:
+                    if p != te17:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag16 == 1:
+                elif tag15 == 1:
                     F = 'CurrentLeader'
                     o.current_leader, p = _d_LeaderIdAndEpoch_12(b, p)
-                    if p != te18:
+                    if p != te17:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag16 == 2:
+                elif tag15 == 2:
                     F = 'SnapshotId'
                     o.snapshot_id, p = _d_SnapshotId_12(b, p)
-                    if p != te18:
+                    if p != te17:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u15[tag16] = b[p:te18]
-                p = te18
+                    u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -937,7 +931,7 @@ def _d_FetchableTopicResponse_13(b, p):
         o = _new(FetchableTopicResponse)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S9.unpack_from(b, p)
+        t2, = _S10.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -1260,7 +1254,7 @@ def _e_FetchableTopicResponse_11(o, a):
 def _e_EpochEndOffset_12(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S10.pack(o.epoch, o.end_offset))
+        a(_S11.pack(o.epoch, o.end_offset))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S5.pack(o.epoch, o.end_offset, 0))
@@ -1269,7 +1263,7 @@ def _e_EpochEndOffset_12(o, a):
 def _e_LeaderIdAndEpoch_12(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S11.pack(o.leader_id, o.leader_epoch))
+        a(_S12.pack(o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S6.pack(o.leader_id, o.leader_epoch, 0))
@@ -1278,7 +1272,7 @@ def _e_LeaderIdAndEpoch_12(o, a):
 def _e_SnapshotId_12(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S12.pack(o.end_offset, o.epoch))
+        a(_S13.pack(o.end_offset, o.epoch))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S7.pack(o.end_offset, o.epoch, 0))
@@ -1367,7 +1361,7 @@ def _e_FetchableTopicResponse_12(o, a):
 
 
 def _e_FetchableTopicResponse_13(o, a):
-    a(_S9.pack(o.topic_id.bytes))
+    a(_S10.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -1384,7 +1378,7 @@ def _e_FetchableTopicResponse_13(o, a):
 
 
 def _e_FetchableTopicResponse_14(o, a):
-    a(_S9.pack(o.topic_id.bytes))
+    a(_S10.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -1401,7 +1395,7 @@ def _e_FetchableTopicResponse_14(o, a):
 
 
 def _e_FetchableTopicResponse_15(o, a):
-    a(_S9.pack(o.topic_id.bytes))
+    a(_S10.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -1418,7 +1412,7 @@ def _e_FetchableTopicResponse_15(o, a):
 
 
 def _e_FetchableTopicResponse_16(o, a):
-    a(_S9.pack(o.topic_id.bytes))
+    a(_S10.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -1435,7 +1429,7 @@ def _e_FetchableTopicResponse_16(o, a):
 
 
 def _e_FetchableTopicResponse_17(o, a):
-    a(_S9.pack(o.topic_id.bytes))
+    a(_S10.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -1452,7 +1446,7 @@ def _e_FetchableTopicResponse_17(o, a):
 
 
 def _e_FetchableTopicResponse_18(o, a):
-    a(_S9.pack(o.topic_id.bytes))
+    a(_S10.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 18')
@@ -1764,7 +1758,7 @@ def _d_FetchResponse_7(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S14.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n1 = _S2.unpack_from(b, p)[0]
@@ -1796,7 +1790,7 @@ def _d_FetchResponse_11(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S14.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n1 = _S2.unpack_from(b, p)[0]
@@ -1828,7 +1822,7 @@ def _d_FetchResponse_12(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S14.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n2 = b[p]
@@ -1891,7 +1885,7 @@ def _d_FetchResponse_13(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S14.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n2 = b[p]
@@ -1954,7 +1948,7 @@ def _d_FetchResponse_14(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S14.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n2 = b[p]
@@ -2017,7 +2011,7 @@ def _d_FetchResponse_15(b, p):
         o = _new(FetchResponse)
         o.node_endpoints = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S14.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n2 = b[p]
@@ -2079,7 +2073,7 @@ def _d_FetchResponse_16(b, p):
         L = len(b)
         o = _new(FetchResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code, o.session_id = _S13.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code, o.session_id = _S14.unpack_from(b, p)
         p += 10
         F = 'Responses'
         n2 = b[p]
@@ -2269,7 +2263,7 @@ def _e_FetchResponse_6(o, a):
 def _e_FetchResponse_7(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 7')
@@ -2285,7 +2279,7 @@ def _e_FetchResponse_7(o, a):
 def _e_FetchResponse_8(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 8')
@@ -2301,7 +2295,7 @@ def _e_FetchResponse_8(o, a):
 def _e_FetchResponse_9(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 9')
@@ -2317,7 +2311,7 @@ def _e_FetchResponse_9(o, a):
 def _e_FetchResponse_10(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 10')
@@ -2333,7 +2327,7 @@ def _e_FetchResponse_10(o, a):
 def _e_FetchResponse_11(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 11')
@@ -2349,7 +2343,7 @@ def _e_FetchResponse_11(o, a):
 def _e_FetchResponse_12(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 12')
@@ -2368,7 +2362,7 @@ def _e_FetchResponse_12(o, a):
 def _e_FetchResponse_13(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 13')
@@ -2387,7 +2381,7 @@ def _e_FetchResponse_13(o, a):
 def _e_FetchResponse_14(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 14')
@@ -2406,7 +2400,7 @@ def _e_FetchResponse_14(o, a):
 def _e_FetchResponse_15(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 15')
@@ -2423,7 +2417,7 @@ def _e_FetchResponse_15(o, a):
 
 
 def _e_FetchResponse_16(o, a):
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 16')
@@ -2477,7 +2471,7 @@ def _e_FetchResponse_16(o, a):
 
 
 def _e_FetchResponse_17(o, a):
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 17')
@@ -2531,7 +2525,7 @@ def _e_FetchResponse_17(o, a):
 
 
 def _e_FetchResponse_18(o, a):
-    a(_S13.pack(o.throttle_time_ms, o.error_code, o.session_id))
+    a(_S14.pack(o.throttle_time_ms, o.error_code, o.session_id))
     v1 = o.responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field Responses at version 18')

@@ -81,6 +81,7 @@ _S1 = _St('>i16sB')
 _S2 = _St('>i')
 _S3 = _St('>i16s')
 _S4 = _St('>hi')
+_S5 = _St('>ix')
 
 
 def _d_Voter_0(b, p):
@@ -216,104 +217,96 @@ def _d_LeaderChangeMessage_0(b, p):
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l3 = None
             e5 = p + 5 * n2
-            if e5 <= L:
+            if e5 <= L and b[p + 4:e5:5].count(0) == n2:
                 l3 = list(map(_new, _repeat(Voter, n2)))
-                for s4, (s4.voter_id, tn6) in zip(l3, _S0.iter_unpack(b[p:e5])):
-                    if tn6:
-                        l3 = None
-                        break
+                for s4, (s4.voter_id,) in zip(l3, _S5.iter_unpack(b[p:e5])):
                     s4.voter_directory_id = ZERO_UUID
                     s4.unknown_tagged_fields = {}
-                else:
-                    p = e5
+                p = e5
             if l3 is None:
                 l3 = []
                 for _ in range(n2):
-                    s7 = _new(Voter)
-                    s7.voter_directory_id = ZERO_UUID
-                    s7.voter_id, tn8 = _S0.unpack_from(b, p)
+                    s6 = _new(Voter)
+                    s6.voter_directory_id = ZERO_UUID
+                    s6.voter_id, tn7 = _S0.unpack_from(b, p)
                     p += 5
-                    u9 = s7.unknown_tagged_fields = {}
-                    if tn8:
-                        if tn8 >= 128:
-                            tn8, p = _ruv(b, p - 1)
-                        if tn8 > L - p:
-                            raise _DecodeError(str(tn8) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn8):
-                            tag10 = b[p]
-                            if tag10 < 128:
+                    u8 = s6.unknown_tagged_fields = {}
+                    if tn7:
+                        if tn7 >= 128:
+                            tn7, p = _ruv(b, p - 1)
+                        if tn7 > L - p:
+                            raise _DecodeError(str(tn7) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn7):
+                            tag9 = b[p]
+                            if tag9 < 128:
                                 p += 1
                             else:
-                                tag10, p = _ruv(b, p)
-                            tz11 = b[p]
-                            if tz11 < 128:
+                                tag9, p = _ruv(b, p)
+                            tz10 = b[p]
+                            if tz10 < 128:
                                 p += 1
                             else:
-                                tz11, p = _ruv(b, p)
-                            te12 = p + tz11
-                            if te12 > L:
-                                raise _DecodeError('tagged field ' + str(tag10) + ' of ' + str(tz11) + ' bytes is truncated', offset=p)
-                            u9[tag10] = b[p:te12]
-                            p = te12
-                    l3.append(s7)
+                                tz10, p = _ruv(b, p)
+                            te11 = p + tz10
+                            if te11 > L:
+                                raise _DecodeError('tagged field ' + str(tag9) + ' of ' + str(tz10) + ' bytes is truncated', offset=p)
+                            u8[tag9] = b[p:te11]
+                            p = te11
+                    l3.append(s6)
             o.voters = l3
         F = 'GrantingVoters'
-        n13 = b[p]
-        if n13 < 128:
+        n12 = b[p]
+        if n12 < 128:
             p += 1
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
         else:
-            if n13 * 1 > L - p:
-                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l14 = None
-            e16 = p + 5 * n13
-            if e16 <= L:
-                l14 = list(map(_new, _repeat(Voter, n13)))
-                for s15, (s15.voter_id, tn17) in zip(l14, _S0.iter_unpack(b[p:e16])):
-                    if tn17:
-                        l14 = None
-                        break
-                    s15.voter_directory_id = ZERO_UUID
-                    s15.unknown_tagged_fields = {}
-                else:
-                    p = e16
-            if l14 is None:
-                l14 = []
-                for _ in range(n13):
-                    s18 = _new(Voter)
-                    s18.voter_directory_id = ZERO_UUID
-                    s18.voter_id, tn19 = _S0.unpack_from(b, p)
+            if n12 * 1 > L - p:
+                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            l13 = None
+            e15 = p + 5 * n12
+            if e15 <= L and b[p + 4:e15:5].count(0) == n12:
+                l13 = list(map(_new, _repeat(Voter, n12)))
+                for s14, (s14.voter_id,) in zip(l13, _S5.iter_unpack(b[p:e15])):
+                    s14.voter_directory_id = ZERO_UUID
+                    s14.unknown_tagged_fields = {}
+                p = e15
+            if l13 is None:
+                l13 = []
+                for _ in range(n12):
+                    s16 = _new(Voter)
+                    s16.voter_directory_id = ZERO_UUID
+                    s16.voter_id, tn17 = _S0.unpack_from(b, p)
                     p += 5
-                    u20 = s18.unknown_tagged_fields = {}
-                    if tn19:
-                        if tn19 >= 128:
-                            tn19, p = _ruv(b, p - 1)
-                        if tn19 > L - p:
-                            raise _DecodeError(str(tn19) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn19):
-                            tag21 = b[p]
-                            if tag21 < 128:
+                    u18 = s16.unknown_tagged_fields = {}
+                    if tn17:
+                        if tn17 >= 128:
+                            tn17, p = _ruv(b, p - 1)
+                        if tn17 > L - p:
+                            raise _DecodeError(str(tn17) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn17):
+                            tag19 = b[p]
+                            if tag19 < 128:
                                 p += 1
                             else:
-                                tag21, p = _ruv(b, p)
-                            tz22 = b[p]
-                            if tz22 < 128:
+                                tag19, p = _ruv(b, p)
+                            tz20 = b[p]
+                            if tz20 < 128:
                                 p += 1
                             else:
-                                tz22, p = _ruv(b, p)
-                            te23 = p + tz22
-                            if te23 > L:
-                                raise _DecodeError('tagged field ' + str(tag21) + ' of ' + str(tz22) + ' bytes is truncated', offset=p)
-                            u20[tag21] = b[p:te23]
-                            p = te23
-                    l14.append(s18)
-            o.granting_voters = l14
+                                tz20, p = _ruv(b, p)
+                            te21 = p + tz20
+                            if te21 > L:
+                                raise _DecodeError('tagged field ' + str(tag19) + ' of ' + str(tz20) + ' bytes is truncated', offset=p)
+                            u18[tag19] = b[p:te21]
+                            p = te21
+                    l13.append(s16)
+            o.granting_voters = l13
         F = None
-        u24 = o.unknown_tagged_fields = {}
+        u22 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -322,21 +315,21 @@ def _d_LeaderChangeMessage_0(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag25 = b[p]
-                if tag25 < 128:
+                tag23 = b[p]
+                if tag23 < 128:
                     p += 1
                 else:
-                    tag25, p = _ruv(b, p)
-                tz26 = b[p]
-                if tz26 < 128:
+                    tag23, p = _ruv(b, p)
+                tz24 = b[p]
+                if tz24 < 128:
                     p += 1
                 else:
-                    tz26, p = _ruv(b, p)
-                te27 = p + tz26
-                if te27 > L:
-                    raise _DecodeError('tagged field ' + str(tag25) + ' of ' + str(tz26) + ' bytes is truncated', offset=p)
-                u24[tag25] = b[p:te27]
-                p = te27
+                    tz24, p = _ruv(b, p)
+                te25 = p + tz24
+                if te25 > L:
+                    raise _DecodeError('tagged field ' + str(tag23) + ' of ' + str(tz24) + ' bytes is truncated', offset=p)
+                u22[tag23] = b[p:te25]
+                p = te25
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

@@ -61,6 +61,7 @@ class ListTransactionsRequest(Message):
 
 _S0 = _St('>qB')
 _S1 = _St('>q')
+_A_int64 = _ARRAY['q']
 
 
 def _d_ListTransactionsRequest_0(b, p):
@@ -113,9 +114,9 @@ def _d_ListTransactionsRequest_0(b, p):
             if n7 * 8 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n7 < 64:
-                o.producer_id_filters = list(_ARRAY['q'][n7].unpack_from(b, p))
+                o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
             else:
-                o.producer_id_filters = list(_unpack_from('>' + str(n7) + 'q', b, p))
+                o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
             p += n7 * 8
         F = None
         u8 = o.unknown_tagged_fields = {}
@@ -200,9 +201,9 @@ def _d_ListTransactionsRequest_1(b, p):
             if n7 * 8 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n7 < 64:
-                o.producer_id_filters = list(_ARRAY['q'][n7].unpack_from(b, p))
+                o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
             else:
-                o.producer_id_filters = list(_unpack_from('>' + str(n7) + 'q', b, p))
+                o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
             p += n7 * 8
         F = 'DurationFilter'
         o.duration_filter, tn1 = _S0.unpack_from(b, p)
@@ -287,9 +288,9 @@ def _d_ListTransactionsRequest_2(b, p):
             if n7 * 8 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n7 < 64:
-                o.producer_id_filters = list(_ARRAY['q'][n7].unpack_from(b, p))
+                o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
             else:
-                o.producer_id_filters = list(_unpack_from('>' + str(n7) + 'q', b, p))
+                o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
             p += n7 * 8
         F = 'DurationFilter'
         o.duration_filter = _S1.unpack_from(b, p)[0]

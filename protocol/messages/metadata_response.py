@@ -150,6 +150,7 @@ _S4 = _St('>hiii')
 _S5 = _St('>iB')
 _S6 = _St('>16s?')
 _S7 = _St('>hB')
+_A_int32 = _ARRAY['i']
 
 
 def _d_MetadataResponseBroker_0(b, p):
@@ -663,9 +664,9 @@ def _d_MetadataResponsePartition_0(b, p):
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n1 < 64:
-                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
+                o.replica_nodes = [*_A_int32[n1].unpack_from(b, p)]
             else:
-                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
+                o.replica_nodes = [*_unpack_from('>' + str(n1) + 'i', b, p)]
             p += n1 * 4
         F = 'IsrNodes'
         n2 = _S0.unpack_from(b, p)[0]
@@ -676,9 +677,9 @@ def _d_MetadataResponsePartition_0(b, p):
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n2 < 64:
-                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+                o.isr_nodes = [*_A_int32[n2].unpack_from(b, p)]
             else:
-                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+                o.isr_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
             p += n2 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -735,9 +736,9 @@ def _d_MetadataResponseTopic_0(b, p):
                     if n6 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n6 < 64:
-                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                        s5.replica_nodes = [*_A_int32[n6].unpack_from(b, p)]
                     else:
-                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                        s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -747,9 +748,9 @@ def _d_MetadataResponseTopic_0(b, p):
                     if n7 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n7 < 64:
-                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                        s5.isr_nodes = [*_A_int32[n7].unpack_from(b, p)]
                     else:
-                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                        s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -811,9 +812,9 @@ def _d_MetadataResponseTopic_1(b, p):
                     if n6 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n6 < 64:
-                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                        s5.replica_nodes = [*_A_int32[n6].unpack_from(b, p)]
                     else:
-                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                        s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -823,9 +824,9 @@ def _d_MetadataResponseTopic_1(b, p):
                     if n7 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n7 < 64:
-                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                        s5.isr_nodes = [*_A_int32[n7].unpack_from(b, p)]
                     else:
-                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                        s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -858,9 +859,9 @@ def _d_MetadataResponsePartition_5(b, p):
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n1 < 64:
-                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
+                o.replica_nodes = [*_A_int32[n1].unpack_from(b, p)]
             else:
-                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
+                o.replica_nodes = [*_unpack_from('>' + str(n1) + 'i', b, p)]
             p += n1 * 4
         F = 'IsrNodes'
         n2 = _S0.unpack_from(b, p)[0]
@@ -871,9 +872,9 @@ def _d_MetadataResponsePartition_5(b, p):
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n2 < 64:
-                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+                o.isr_nodes = [*_A_int32[n2].unpack_from(b, p)]
             else:
-                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+                o.isr_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
             p += n2 * 4
         F = 'OfflineReplicas'
         n3 = _S0.unpack_from(b, p)[0]
@@ -884,9 +885,9 @@ def _d_MetadataResponsePartition_5(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.offline_replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.offline_replicas = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.offline_replicas = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -944,9 +945,9 @@ def _d_MetadataResponseTopic_5(b, p):
                     if n6 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n6 < 64:
-                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                        s5.replica_nodes = [*_A_int32[n6].unpack_from(b, p)]
                     else:
-                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                        s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -956,9 +957,9 @@ def _d_MetadataResponseTopic_5(b, p):
                     if n7 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n7 < 64:
-                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                        s5.isr_nodes = [*_A_int32[n7].unpack_from(b, p)]
                     else:
-                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                        s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -968,9 +969,9 @@ def _d_MetadataResponseTopic_5(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.offline_replicas = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.offline_replicas = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -1002,9 +1003,9 @@ def _d_MetadataResponsePartition_7(b, p):
             if n1 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n1) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n1 < 64:
-                o.replica_nodes = list(_ARRAY['i'][n1].unpack_from(b, p))
+                o.replica_nodes = [*_A_int32[n1].unpack_from(b, p)]
             else:
-                o.replica_nodes = list(_unpack_from('>' + str(n1) + 'i', b, p))
+                o.replica_nodes = [*_unpack_from('>' + str(n1) + 'i', b, p)]
             p += n1 * 4
         F = 'IsrNodes'
         n2 = _S0.unpack_from(b, p)[0]
@@ -1015,9 +1016,9 @@ def _d_MetadataResponsePartition_7(b, p):
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n2 < 64:
-                o.isr_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+                o.isr_nodes = [*_A_int32[n2].unpack_from(b, p)]
             else:
-                o.isr_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+                o.isr_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
             p += n2 * 4
         F = 'OfflineReplicas'
         n3 = _S0.unpack_from(b, p)[0]
@@ -1028,9 +1029,9 @@ def _d_MetadataResponsePartition_7(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.offline_replicas = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.offline_replicas = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.offline_replicas = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.offline_replicas = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -1087,9 +1088,9 @@ def _d_MetadataResponseTopic_7(b, p):
                     if n6 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n6 < 64:
-                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                        s5.replica_nodes = [*_A_int32[n6].unpack_from(b, p)]
                     else:
-                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                        s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -1099,9 +1100,9 @@ def _d_MetadataResponseTopic_7(b, p):
                     if n7 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n7 < 64:
-                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                        s5.isr_nodes = [*_A_int32[n7].unpack_from(b, p)]
                     else:
-                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                        s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -1111,9 +1112,9 @@ def _d_MetadataResponseTopic_7(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.offline_replicas = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.offline_replicas = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -1172,9 +1173,9 @@ def _d_MetadataResponseTopic_8(b, p):
                     if n6 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n6 < 64:
-                        s5.replica_nodes = list(_ARRAY['i'][n6].unpack_from(b, p))
+                        s5.replica_nodes = [*_A_int32[n6].unpack_from(b, p)]
                     else:
-                        s5.replica_nodes = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                        s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
                 n7 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -1184,9 +1185,9 @@ def _d_MetadataResponseTopic_8(b, p):
                     if n7 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n7 < 64:
-                        s5.isr_nodes = list(_ARRAY['i'][n7].unpack_from(b, p))
+                        s5.isr_nodes = [*_A_int32[n7].unpack_from(b, p)]
                     else:
-                        s5.isr_nodes = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                        s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
                 n8 = _S0.unpack_from(b, p)[0]
                 p += 4
@@ -1196,9 +1197,9 @@ def _d_MetadataResponseTopic_8(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.offline_replicas = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.offline_replicas = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.offline_replicas = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.offline_replicas = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -1237,9 +1238,9 @@ def _d_MetadataResponsePartition_9(b, p):
             if n2 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n2 < 64:
-                o.replica_nodes = list(_ARRAY['i'][n2].unpack_from(b, p))
+                o.replica_nodes = [*_A_int32[n2].unpack_from(b, p)]
             else:
-                o.replica_nodes = list(_unpack_from('>' + str(n2) + 'i', b, p))
+                o.replica_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
             p += n2 * 4
         F = 'IsrNodes'
         n3 = b[p]
@@ -1254,9 +1255,9 @@ def _d_MetadataResponsePartition_9(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.isr_nodes = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.isr_nodes = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.isr_nodes = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.isr_nodes = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         F = 'OfflineReplicas'
         n4 = b[p]
@@ -1271,9 +1272,9 @@ def _d_MetadataResponsePartition_9(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.offline_replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.offline_replicas = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.offline_replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.offline_replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -1365,9 +1366,9 @@ def _d_MetadataResponseTopic_9(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s6.replica_nodes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s6.replica_nodes = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s6.replica_nodes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s6.replica_nodes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 n9 = b[p]
                 if n9 < 128:
@@ -1381,9 +1382,9 @@ def _d_MetadataResponseTopic_9(b, p):
                     if n9 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n9 < 64:
-                        s6.isr_nodes = list(_ARRAY['i'][n9].unpack_from(b, p))
+                        s6.isr_nodes = [*_A_int32[n9].unpack_from(b, p)]
                     else:
-                        s6.isr_nodes = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                        s6.isr_nodes = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                     p += n9 * 4
                 n10 = b[p]
                 if n10 < 128:
@@ -1397,9 +1398,9 @@ def _d_MetadataResponseTopic_9(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s6.offline_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s6.offline_replicas = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s6.offline_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s6.offline_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -1519,9 +1520,9 @@ def _d_MetadataResponseTopic_10(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s8.replica_nodes = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s8.replica_nodes = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s8.replica_nodes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s8.replica_nodes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 n11 = b[p]
                 if n11 < 128:
@@ -1535,9 +1536,9 @@ def _d_MetadataResponseTopic_10(b, p):
                     if n11 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n11 < 64:
-                        s8.isr_nodes = list(_ARRAY['i'][n11].unpack_from(b, p))
+                        s8.isr_nodes = [*_A_int32[n11].unpack_from(b, p)]
                     else:
-                        s8.isr_nodes = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                        s8.isr_nodes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
                     p += n11 * 4
                 n12 = b[p]
                 if n12 < 128:
@@ -1551,9 +1552,9 @@ def _d_MetadataResponseTopic_10(b, p):
                     if n12 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n12 < 64:
-                        s8.offline_replicas = list(_ARRAY['i'][n12].unpack_from(b, p))
+                        s8.offline_replicas = [*_A_int32[n12].unpack_from(b, p)]
                     else:
-                        s8.offline_replicas = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                        s8.offline_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
                     p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
@@ -1675,9 +1676,9 @@ def _d_MetadataResponseTopic_12(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s8.replica_nodes = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s8.replica_nodes = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s8.replica_nodes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s8.replica_nodes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 n11 = b[p]
                 if n11 < 128:
@@ -1691,9 +1692,9 @@ def _d_MetadataResponseTopic_12(b, p):
                     if n11 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n11 < 64:
-                        s8.isr_nodes = list(_ARRAY['i'][n11].unpack_from(b, p))
+                        s8.isr_nodes = [*_A_int32[n11].unpack_from(b, p)]
                     else:
-                        s8.isr_nodes = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                        s8.isr_nodes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
                     p += n11 * 4
                 n12 = b[p]
                 if n12 < 128:
@@ -1707,9 +1708,9 @@ def _d_MetadataResponseTopic_12(b, p):
                     if n12 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n12 < 64:
-                        s8.offline_replicas = list(_ARRAY['i'][n12].unpack_from(b, p))
+                        s8.offline_replicas = [*_A_int32[n12].unpack_from(b, p)]
                     else:
-                        s8.offline_replicas = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                        s8.offline_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
                     p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]

@@ -127,6 +127,7 @@ _S1 = _St('>i')
 _S2 = _St('>16s')
 _S3 = _St('>?B')
 _S4 = _St('>?')
+_A_int32 = _ARRAY['i']
 
 
 def _d_OffsetFetchRequestTopic_1(b, p):
@@ -154,9 +155,9 @@ def _d_OffsetFetchRequestTopic_1(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.partition_indexes = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.partition_indexes = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -201,9 +202,9 @@ def _d_OffsetFetchRequestTopic_6(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.partition_indexes = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -423,9 +424,9 @@ def _d_OffsetFetchRequestTopics_8(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.partition_indexes = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -527,9 +528,9 @@ def _d_OffsetFetchRequestGroup_8(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s6.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s6.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -675,9 +676,9 @@ def _d_OffsetFetchRequestGroup_9(b, p):
                     if n12 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n12 < 64:
-                        s8.partition_indexes = list(_ARRAY['i'][n12].unpack_from(b, p))
+                        s8.partition_indexes = [*_A_int32[n12].unpack_from(b, p)]
                     else:
-                        s8.partition_indexes = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                        s8.partition_indexes = [*_unpack_from('>' + str(n12) + 'i', b, p)]
                     p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
@@ -762,9 +763,9 @@ def _d_OffsetFetchRequestTopics_10(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.partition_indexes = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.partition_indexes = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.partition_indexes = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.partition_indexes = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -873,9 +874,9 @@ def _d_OffsetFetchRequestGroup_10(b, p):
                     if n11 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n11 < 64:
-                        s8.partition_indexes = list(_ARRAY['i'][n11].unpack_from(b, p))
+                        s8.partition_indexes = [*_A_int32[n11].unpack_from(b, p)]
                     else:
-                        s8.partition_indexes = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                        s8.partition_indexes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
                     p += n11 * 4
                 u12 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
@@ -1206,9 +1207,9 @@ def _d_OffsetFetchRequest_1(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.partition_indexes = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.partition_indexes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -1272,9 +1273,9 @@ def _d_OffsetFetchRequest_2(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s5.partition_indexes = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s5.partition_indexes = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s5.partition_indexes = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s5.partition_indexes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -1354,9 +1355,9 @@ def _d_OffsetFetchRequest_6(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s6.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s6.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
@@ -1482,9 +1483,9 @@ def _d_OffsetFetchRequest_7(b, p):
                     if n10 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n10 < 64:
-                        s6.partition_indexes = list(_ARRAY['i'][n10].unpack_from(b, p))
+                        s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
                     else:
-                        s6.partition_indexes = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                        s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                     p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]

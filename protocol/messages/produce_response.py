@@ -236,8 +236,7 @@ def _d_TopicProduceResponse_3(b, p):
                     s5.error_message = None
                     s5.current_leader = LeaderIdAndEpoch()
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
@@ -316,8 +315,7 @@ def _d_TopicProduceResponse_5(b, p):
                     s5.error_message = None
                     s5.current_leader = LeaderIdAndEpoch()
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):

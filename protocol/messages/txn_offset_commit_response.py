@@ -95,6 +95,7 @@ _S0 = _St('>ih')
 _S1 = _St('>h')
 _S2 = _St('>i')
 _S3 = _St('>ihB')
+_S4 = _St('>ihx')
 
 
 def _d_TxnOffsetCommitResponsePartition_0(b, p):
@@ -145,8 +146,7 @@ def _d_TxnOffsetCommitResponseTopic_0(b, p):
                 l4 = list(map(_new, _repeat(TxnOffsetCommitResponsePartition, n3)))
                 for s5, (s5.partition_index, s5.error_code) in zip(l4, _S0.iter_unpack(b[p:e6])):
                     s5.unknown_tagged_fields = {}
-                else:
-                    p = e6
+                p = e6
             if l4 is None:
                 l4 = []
                 for _ in range(n3):
@@ -240,47 +240,43 @@ def _d_TxnOffsetCommitResponseTopic_3(b, p):
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l5 = None
             e7 = p + 7 * n4
-            if e7 <= L:
+            if e7 <= L and b[p + 6:e7:7].count(0) == n4:
                 l5 = list(map(_new, _repeat(TxnOffsetCommitResponsePartition, n4)))
-                for s6, (s6.partition_index, s6.error_code, tn8) in zip(l5, _S3.iter_unpack(b[p:e7])):
-                    if tn8:
-                        l5 = None
-                        break
+                for s6, (s6.partition_index, s6.error_code) in zip(l5, _S4.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
-                else:
-                    p = e7
+                p = e7
             if l5 is None:
                 l5 = []
                 for _ in range(n4):
-                    s9 = _new(TxnOffsetCommitResponsePartition)
-                    s9.partition_index, s9.error_code, tn10 = _S3.unpack_from(b, p)
+                    s8 = _new(TxnOffsetCommitResponsePartition)
+                    s8.partition_index, s8.error_code, tn9 = _S3.unpack_from(b, p)
                     p += 7
-                    u11 = s9.unknown_tagged_fields = {}
-                    if tn10:
-                        if tn10 >= 128:
-                            tn10, p = _ruv(b, p - 1)
-                        if tn10 > L - p:
-                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn10):
-                            tag12 = b[p]
-                            if tag12 < 128:
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
                                 p += 1
                             else:
-                                tag12, p = _ruv(b, p)
-                            tz13 = b[p]
-                            if tz13 < 128:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
                                 p += 1
                             else:
-                                tz13, p = _ruv(b, p)
-                            te14 = p + tz13
-                            if te14 > L:
-                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                            u11[tag12] = b[p:te14]
-                            p = te14
-                    l5.append(s9)
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            u10[tag11] = b[p:te13]
+                            p = te13
+                    l5.append(s8)
             o.partitions = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -289,21 +285,21 @@ def _d_TxnOffsetCommitResponseTopic_3(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u15[tag16] = b[p:te18]
-                p = te18
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

@@ -108,12 +108,13 @@ class VoteRequest(Message):
 
 
 _S0 = _St('>iiiiqB')
-_S1 = _St('>iii16s16siqB')
-_S2 = _St('>iii16s16siq?B')
-_S3 = _St('>iiiiq')
-_S4 = _St('>iii16s16siq')
-_S5 = _St('>iii16s16siq?')
-_S6 = _St('>i')
+_S1 = _St('>iiiiqx')
+_S2 = _St('>iii16s16siqB')
+_S3 = _St('>iii16s16siq?B')
+_S4 = _St('>iiiiq')
+_S5 = _St('>iii16s16siq')
+_S6 = _St('>iii16s16siq?')
+_S7 = _St('>i')
 
 
 def _d_PartitionData_0(b, p):
@@ -193,53 +194,49 @@ def _d_TopicData_0(b, p):
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l5 = None
             e7 = p + 25 * n4
-            if e7 <= L:
+            if e7 <= L and b[p + 24:e7:25].count(0) == n4:
                 l5 = list(map(_new, _repeat(PartitionData, n4)))
-                for s6, (s6.partition_index, s6.replica_epoch, s6.replica_id, s6.last_offset_epoch, s6.last_offset, tn8) in zip(l5, _S0.iter_unpack(b[p:e7])):
-                    if tn8:
-                        l5 = None
-                        break
+                for s6, (s6.partition_index, s6.replica_epoch, s6.replica_id, s6.last_offset_epoch, s6.last_offset) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.replica_directory_id = ZERO_UUID
                     s6.voter_directory_id = ZERO_UUID
                     s6.pre_vote = False
                     s6.unknown_tagged_fields = {}
-                else:
-                    p = e7
+                p = e7
             if l5 is None:
                 l5 = []
                 for _ in range(n4):
-                    s9 = _new(PartitionData)
-                    s9.replica_directory_id = ZERO_UUID
-                    s9.voter_directory_id = ZERO_UUID
-                    s9.pre_vote = False
-                    s9.partition_index, s9.replica_epoch, s9.replica_id, s9.last_offset_epoch, s9.last_offset, tn10 = _S0.unpack_from(b, p)
+                    s8 = _new(PartitionData)
+                    s8.replica_directory_id = ZERO_UUID
+                    s8.voter_directory_id = ZERO_UUID
+                    s8.pre_vote = False
+                    s8.partition_index, s8.replica_epoch, s8.replica_id, s8.last_offset_epoch, s8.last_offset, tn9 = _S0.unpack_from(b, p)
                     p += 25
-                    u11 = s9.unknown_tagged_fields = {}
-                    if tn10:
-                        if tn10 >= 128:
-                            tn10, p = _ruv(b, p - 1)
-                        if tn10 > L - p:
-                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn10):
-                            tag12 = b[p]
-                            if tag12 < 128:
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
                                 p += 1
                             else:
-                                tag12, p = _ruv(b, p)
-                            tz13 = b[p]
-                            if tz13 < 128:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
                                 p += 1
                             else:
-                                tz13, p = _ruv(b, p)
-                            te14 = p + tz13
-                            if te14 > L:
-                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                            u11[tag12] = b[p:te14]
-                            p = te14
-                    l5.append(s9)
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            u10[tag11] = b[p:te13]
+                            p = te13
+                    l5.append(s8)
             o.partitions = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -248,21 +245,21 @@ def _d_TopicData_0(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u15[tag16] = b[p:te18]
-                p = te18
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -279,7 +276,7 @@ def _d_PartitionData_1(b, p):
         o = _new(PartitionData)
         o.pre_vote = False
         F = 'PartitionIndex'
-        t2, t3, t4, t5, t6, t7, t8, tn1, = _S1.unpack_from(b, p)
+        t2, t3, t4, t5, t6, t7, t8, tn1, = _S2.unpack_from(b, p)
         o.partition_index = t2
         o.replica_epoch = t3
         o.replica_id = t4
@@ -356,7 +353,7 @@ def _d_TopicData_1(b, p):
             for _ in range(n4):
                 s6 = _new(PartitionData)
                 s6.pre_vote = False
-                t8, t9, t10, t11, t12, t13, t14, tn7, = _S1.unpack_from(b, p)
+                t8, t9, t10, t11, t12, t13, t14, tn7, = _S2.unpack_from(b, p)
                 s6.partition_index = t8
                 s6.replica_epoch = t9
                 s6.replica_id = t10
@@ -429,7 +426,7 @@ def _d_PartitionData_2(b, p):
         L = len(b)
         o = _new(PartitionData)
         F = 'PartitionIndex'
-        t2, t3, t4, t5, t6, t7, t8, t9, tn1, = _S2.unpack_from(b, p)
+        t2, t3, t4, t5, t6, t7, t8, t9, tn1, = _S3.unpack_from(b, p)
         o.partition_index = t2
         o.replica_epoch = t3
         o.replica_id = t4
@@ -506,7 +503,7 @@ def _d_TopicData_2(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(PartitionData)
-                t8, t9, t10, t11, t12, t13, t14, t15, tn7, = _S2.unpack_from(b, p)
+                t8, t9, t10, t11, t12, t13, t14, t15, tn7, = _S3.unpack_from(b, p)
                 s6.partition_index = t8
                 s6.replica_epoch = t9
                 s6.replica_id = t10
@@ -579,7 +576,7 @@ def _e_PartitionData_0(o, a):
         raise _Absent('PreVote')
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S3.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset))
+        a(_S4.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S0.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset, 0))
@@ -605,7 +602,7 @@ def _e_TopicData_0(o, a):
                 raise _Absent('PreVote')
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S3.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset))
+                a(_S4.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.last_offset_epoch, s5.last_offset, 0))
@@ -621,10 +618,10 @@ def _e_PartitionData_1(o, a):
         raise _Absent('PreVote')
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S4.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset))
+        a(_S5.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S1.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, 0))
+        a(_S2.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, 0))
 
 
 def _e_TopicData_1(o, a):
@@ -647,10 +644,10 @@ def _e_TopicData_1(o, a):
                 raise _Absent('PreVote')
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S4.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset))
+                a(_S5.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(_S1.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, 0))
+                a(_S2.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -661,10 +658,10 @@ def _e_TopicData_1(o, a):
 def _e_PartitionData_2(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S5.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote))
+        a(_S6.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S2.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote, 0))
+        a(_S3.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote, 0))
 
 
 def _e_TopicData_2(o, a):
@@ -685,10 +682,10 @@ def _e_TopicData_2(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S5.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote))
+                a(_S6.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(_S2.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote, 0))
+                a(_S3.pack(s5.partition_index, s5.replica_epoch, s5.replica_id, s5.replica_directory_id.bytes, s5.voter_directory_id.bytes, s5.last_offset_epoch, s5.last_offset, s5.pre_vote, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -817,7 +814,7 @@ def _d_VoteRequest_1(b, p):
             o.cluster_id = b[p:e3].decode()
             p = e3
         F = 'VoterId'
-        o.voter_id = _S6.unpack_from(b, p)[0]
+        o.voter_id = _S7.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n4 = b[p]
@@ -893,7 +890,7 @@ def _d_VoteRequest_2(b, p):
             o.cluster_id = b[p:e3].decode()
             p = e3
         F = 'VoterId'
-        o.voter_id = _S6.unpack_from(b, p)[0]
+        o.voter_id = _S7.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n4 = b[p]
@@ -979,7 +976,7 @@ def _e_VoteRequest_1(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S6.pack(o.voter_id))
+    a(_S7.pack(o.voter_id))
     v3 = o.topics
     if v3 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
@@ -1004,7 +1001,7 @@ def _e_VoteRequest_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S6.pack(o.voter_id))
+    a(_S7.pack(o.voter_id))
     v3 = o.topics
     if v3 is None:
         raise _EncodeError('null in non-nullable field Topics at version 2')

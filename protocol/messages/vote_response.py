@@ -121,11 +121,12 @@ class VoteResponse(Message):
 
 
 _S0 = _St('>ihii?B')
-_S1 = _St('>ihii?')
-_S2 = _St('>i')
-_S3 = _St('>HB')
-_S4 = _St('>H')
-_S5 = _St('>h')
+_S1 = _St('>ihii?x')
+_S2 = _St('>ihii?')
+_S3 = _St('>i')
+_S4 = _St('>HB')
+_S5 = _St('>H')
+_S6 = _St('>h')
 
 
 def _d_PartitionData_0(b, p):
@@ -202,47 +203,43 @@ def _d_TopicData_0(b, p):
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             l5 = None
             e7 = p + 16 * n4
-            if e7 <= L:
+            if e7 <= L and b[p + 15:e7:16].count(0) == n4:
                 l5 = list(map(_new, _repeat(PartitionData, n4)))
-                for s6, (s6.partition_index, s6.error_code, s6.leader_id, s6.leader_epoch, s6.vote_granted, tn8) in zip(l5, _S0.iter_unpack(b[p:e7])):
-                    if tn8:
-                        l5 = None
-                        break
+                for s6, (s6.partition_index, s6.error_code, s6.leader_id, s6.leader_epoch, s6.vote_granted) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
-                else:
-                    p = e7
+                p = e7
             if l5 is None:
                 l5 = []
                 for _ in range(n4):
-                    s9 = _new(PartitionData)
-                    s9.partition_index, s9.error_code, s9.leader_id, s9.leader_epoch, s9.vote_granted, tn10 = _S0.unpack_from(b, p)
+                    s8 = _new(PartitionData)
+                    s8.partition_index, s8.error_code, s8.leader_id, s8.leader_epoch, s8.vote_granted, tn9 = _S0.unpack_from(b, p)
                     p += 16
-                    u11 = s9.unknown_tagged_fields = {}
-                    if tn10:
-                        if tn10 >= 128:
-                            tn10, p = _ruv(b, p - 1)
-                        if tn10 > L - p:
-                            raise _DecodeError(str(tn10) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        for _ in range(tn10):
-                            tag12 = b[p]
-                            if tag12 < 128:
+                    u10 = s8.unknown_tagged_fields = {}
+                    if tn9:
+                        if tn9 >= 128:
+                            tn9, p = _ruv(b, p - 1)
+                        if tn9 > L - p:
+                            raise _DecodeError(str(tn9) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        for _ in range(tn9):
+                            tag11 = b[p]
+                            if tag11 < 128:
                                 p += 1
                             else:
-                                tag12, p = _ruv(b, p)
-                            tz13 = b[p]
-                            if tz13 < 128:
+                                tag11, p = _ruv(b, p)
+                            tz12 = b[p]
+                            if tz12 < 128:
                                 p += 1
                             else:
-                                tz13, p = _ruv(b, p)
-                            te14 = p + tz13
-                            if te14 > L:
-                                raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
-                            u11[tag12] = b[p:te14]
-                            p = te14
-                    l5.append(s9)
+                                tz12, p = _ruv(b, p)
+                            te13 = p + tz12
+                            if te13 > L:
+                                raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
+                            u10[tag11] = b[p:te13]
+                            p = te13
+                    l5.append(s8)
             o.partitions = l5
         F = None
-        u15 = o.unknown_tagged_fields = {}
+        u14 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -251,21 +248,21 @@ def _d_TopicData_0(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag16 = b[p]
-                if tag16 < 128:
+                tag15 = b[p]
+                if tag15 < 128:
                     p += 1
                 else:
-                    tag16, p = _ruv(b, p)
-                tz17 = b[p]
-                if tz17 < 128:
+                    tag15, p = _ruv(b, p)
+                tz16 = b[p]
+                if tz16 < 128:
                     p += 1
                 else:
-                    tz17, p = _ruv(b, p)
-                te18 = p + tz17
-                if te18 > L:
-                    raise _DecodeError('tagged field ' + str(tag16) + ' of ' + str(tz17) + ' bytes is truncated', offset=p)
-                u15[tag16] = b[p:te18]
-                p = te18
+                    tz16, p = _ruv(b, p)
+                te17 = p + tz16
+                if te17 > L:
+                    raise _DecodeError('tagged field ' + str(tag15) + ' of ' + str(tz16) + ' bytes is truncated', offset=p)
+                u14[tag15] = b[p:te17]
+                p = te17
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -278,7 +275,7 @@ def _d_TopicData_0(b, p):
 def _e_PartitionData_0(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S1.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted))
+        a(_S2.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted))
         _wtags(sorted(u1.items()), a)
     else:
         a(_S0.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, o.vote_granted, 0))
@@ -302,7 +299,7 @@ def _e_TopicData_0(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S1.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
+                a(_S2.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted, 0))
@@ -331,7 +328,7 @@ def _e_TopicData_1(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S1.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
+                a(_S2.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted, 0))
@@ -360,7 +357,7 @@ def _e_TopicData_2(o, a):
         for s5 in v3:
             u6 = s5.unknown_tagged_fields
             if u6:
-                a(_S1.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
+                a(_S2.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted))
                 _wtags(sorted(u6.items()), a)
             else:
                 a(_S0.pack(s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch, s5.vote_granted, 0))
@@ -385,7 +382,7 @@ def _d_NodeEndpoint_1(b, p):
         L = len(b)
         o = _new(NodeEndpoint)
         F = 'NodeId'
-        o.node_id = _S2.unpack_from(b, p)[0]
+        o.node_id = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
         n2 = b[p]
@@ -403,7 +400,7 @@ def _d_NodeEndpoint_1(b, p):
             o.host = b[p:e3].decode()
             p = e3
         F = 'Port'
-        o.port, tn1 = _S3.unpack_from(b, p)
+        o.port, tn1 = _S4.unpack_from(b, p)
         p += 3
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -438,7 +435,7 @@ def _d_NodeEndpoint_1(b, p):
 
 
 def _e_NodeEndpoint_1(o, a):
-    a(_S2.pack(o.node_id))
+    a(_S3.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 1')
@@ -449,14 +446,14 @@ def _e_NodeEndpoint_1(o, a):
         a(v1)
     u3 = o.unknown_tagged_fields
     if u3:
-        a(_S4.pack(o.port))
+        a(_S5.pack(o.port))
         _wtags(sorted(u3.items()), a)
     else:
-        a(_S3.pack(o.port, 0))
+        a(_S4.pack(o.port, 0))
 
 
 def _e_NodeEndpoint_2(o, a):
-    a(_S2.pack(o.node_id))
+    a(_S3.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 2')
@@ -467,10 +464,10 @@ def _e_NodeEndpoint_2(o, a):
         a(v1)
     u3 = o.unknown_tagged_fields
     if u3:
-        a(_S4.pack(o.port))
+        a(_S5.pack(o.port))
         _wtags(sorted(u3.items()), a)
     else:
-        a(_S3.pack(o.port, 0))
+        a(_S4.pack(o.port, 0))
 
 
 def _j_NodeEndpoint_1(o):
@@ -484,7 +481,7 @@ def _d_VoteResponse_0(b, p):
         o = _new(VoteResponse)
         o.node_endpoints = []
         F = 'ErrorCode'
-        o.error_code = _S5.unpack_from(b, p)[0]
+        o.error_code = _S6.unpack_from(b, p)[0]
         p += 2
         F = 'Topics'
         n2 = b[p]
@@ -546,7 +543,7 @@ def _d_VoteResponse_1(b, p):
         L = len(b)
         o = _new(VoteResponse)
         F = 'ErrorCode'
-        o.error_code = _S5.unpack_from(b, p)[0]
+        o.error_code = _S6.unpack_from(b, p)[0]
         p += 2
         F = 'Topics'
         n2 = b[p]
@@ -605,7 +602,7 @@ def _d_VoteResponse_1(b, p):
                         l9 = []
                         for _ in range(n8):
                             s10 = _new(NodeEndpoint)
-                            s10.node_id = _S2.unpack_from(b, p)[0]
+                            s10.node_id = _S3.unpack_from(b, p)[0]
                             p += 4
                             n12 = b[p]
                             if n12 < 128:
@@ -621,7 +618,7 @@ def _d_VoteResponse_1(b, p):
                                     raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
                                 s10.host = b[p:e13].decode()
                                 p = e13
-                            s10.port, tn11 = _S3.unpack_from(b, p)
+                            s10.port, tn11 = _S4.unpack_from(b, p)
                             p += 3
                             u14 = s10.unknown_tagged_fields = {}
                             if tn11:
@@ -664,7 +661,7 @@ def _d_VoteResponse_1(b, p):
 def _e_VoteResponse_0(o, a):
     if o.node_endpoints:
         raise _Absent('NodeEndpoints')
-    a(_S5.pack(o.error_code))
+    a(_S6.pack(o.error_code))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 0')
@@ -681,7 +678,7 @@ def _e_VoteResponse_0(o, a):
 
 
 def _e_VoteResponse_1(o, a):
-    a(_S5.pack(o.error_code))
+    a(_S6.pack(o.error_code))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
@@ -700,7 +697,7 @@ def _e_VoteResponse_1(o, a):
             n8 = len(v7)
             w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
             for s9 in v7:
-                w6.append(_S2.pack(s9.node_id))
+                w6.append(_S3.pack(s9.node_id))
                 v10 = s9.host
                 if v10 is None:
                     raise _EncodeError('null in non-nullable field Host at version 1')
@@ -711,10 +708,10 @@ def _e_VoteResponse_1(o, a):
                     w6.append(v10)
                 u12 = s9.unknown_tagged_fields
                 if u12:
-                    w6.append(_S4.pack(s9.port))
+                    w6.append(_S5.pack(s9.port))
                     _wtags(sorted(u12.items()), w6.append)
                 else:
-                    w6.append(_S3.pack(s9.port, 0))
+                    w6.append(_S4.pack(s9.port, 0))
         T5.append((0, b''.join(w6)))
     u4 = o.unknown_tagged_fields
     if u4:
@@ -727,7 +724,7 @@ def _e_VoteResponse_1(o, a):
 
 
 def _e_VoteResponse_2(o, a):
-    a(_S5.pack(o.error_code))
+    a(_S6.pack(o.error_code))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 2')
@@ -746,7 +743,7 @@ def _e_VoteResponse_2(o, a):
             n8 = len(v7)
             w6.append(_UV1[n8 + 1] if n8 < 127 else _uvb(n8 + 1))
             for s9 in v7:
-                w6.append(_S2.pack(s9.node_id))
+                w6.append(_S3.pack(s9.node_id))
                 v10 = s9.host
                 if v10 is None:
                     raise _EncodeError('null in non-nullable field Host at version 2')
@@ -757,10 +754,10 @@ def _e_VoteResponse_2(o, a):
                     w6.append(v10)
                 u12 = s9.unknown_tagged_fields
                 if u12:
-                    w6.append(_S4.pack(s9.port))
+                    w6.append(_S5.pack(s9.port))
                     _wtags(sorted(u12.items()), w6.append)
                 else:
-                    w6.append(_S3.pack(s9.port, 0))
+                    w6.append(_S4.pack(s9.port, 0))
         T5.append((0, b''.join(w6)))
     u4 = o.unknown_tagged_fields
     if u4:

@@ -75,6 +75,7 @@ _S0 = _St('>i16sB')
 _S1 = _St('>i')
 _S2 = _St('>b')
 _S3 = _St('>i16s')
+_A_int32 = _ARRAY['i']
 
 
 def _d_PartitionChangeRecord_0(b, p):
@@ -133,9 +134,9 @@ def _d_PartitionChangeRecord_0(b, p):
                         if n8 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n8 < 64:
-                            o.isr = list(_ARRAY['i'][n8].unpack_from(b, p))
+                            o.isr = [*_A_int32[n8].unpack_from(b, p)]
                         else:
-                            o.isr = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                            o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                         p += n8 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -161,9 +162,9 @@ def _d_PartitionChangeRecord_0(b, p):
                         if n9 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n9 < 64:
-                            o.replicas = list(_ARRAY['i'][n9].unpack_from(b, p))
+                            o.replicas = [*_A_int32[n9].unpack_from(b, p)]
                         else:
-                            o.replicas = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                            o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                         p += n9 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -183,9 +184,9 @@ def _d_PartitionChangeRecord_0(b, p):
                         if n10 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n10 < 64:
-                            o.removing_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                            o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
                         else:
-                            o.removing_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                            o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                         p += n10 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -205,9 +206,9 @@ def _d_PartitionChangeRecord_0(b, p):
                         if n11 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n11 < 64:
-                            o.adding_replicas = list(_ARRAY['i'][n11].unpack_from(b, p))
+                            o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
                         else:
-                            o.adding_replicas = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                            o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
                         p += n11 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -287,9 +288,9 @@ def _d_PartitionChangeRecord_1(b, p):
                         if n8 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n8 < 64:
-                            o.isr = list(_ARRAY['i'][n8].unpack_from(b, p))
+                            o.isr = [*_A_int32[n8].unpack_from(b, p)]
                         else:
-                            o.isr = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                            o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                         p += n8 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -315,9 +316,9 @@ def _d_PartitionChangeRecord_1(b, p):
                         if n9 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n9 < 64:
-                            o.replicas = list(_ARRAY['i'][n9].unpack_from(b, p))
+                            o.replicas = [*_A_int32[n9].unpack_from(b, p)]
                         else:
-                            o.replicas = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                            o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                         p += n9 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -337,9 +338,9 @@ def _d_PartitionChangeRecord_1(b, p):
                         if n10 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n10 < 64:
-                            o.removing_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                            o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
                         else:
-                            o.removing_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                            o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                         p += n10 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -359,9 +360,9 @@ def _d_PartitionChangeRecord_1(b, p):
                         if n11 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n11 < 64:
-                            o.adding_replicas = list(_ARRAY['i'][n11].unpack_from(b, p))
+                            o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
                         else:
-                            o.adding_replicas = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                            o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
                         p += n11 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -386,12 +387,9 @@ def _d_PartitionChangeRecord_1(b, p):
                     else:
                         if n12 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l13 = []
-                        for _ in range(n12):
-                            u16 = b[p:p + 16]
-                            l13.append(_UC.get(u16) or _uuid(u16))
-                            p += 16
-                        o.directories = l13
+                        e13 = p + 16 * n12
+                        o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e13, 16)]
+                        p = e13
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 in (6, 7):
@@ -464,9 +462,9 @@ def _d_PartitionChangeRecord_2(b, p):
                         if n8 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n8 < 64:
-                            o.isr = list(_ARRAY['i'][n8].unpack_from(b, p))
+                            o.isr = [*_A_int32[n8].unpack_from(b, p)]
                         else:
-                            o.isr = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                            o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                         p += n8 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -492,9 +490,9 @@ def _d_PartitionChangeRecord_2(b, p):
                         if n9 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n9 < 64:
-                            o.replicas = list(_ARRAY['i'][n9].unpack_from(b, p))
+                            o.replicas = [*_A_int32[n9].unpack_from(b, p)]
                         else:
-                            o.replicas = list(_unpack_from('>' + str(n9) + 'i', b, p))
+                            o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
                         p += n9 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -514,9 +512,9 @@ def _d_PartitionChangeRecord_2(b, p):
                         if n10 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n10 < 64:
-                            o.removing_replicas = list(_ARRAY['i'][n10].unpack_from(b, p))
+                            o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
                         else:
-                            o.removing_replicas = list(_unpack_from('>' + str(n10) + 'i', b, p))
+                            o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
                         p += n10 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -536,9 +534,9 @@ def _d_PartitionChangeRecord_2(b, p):
                         if n11 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n11 < 64:
-                            o.adding_replicas = list(_ARRAY['i'][n11].unpack_from(b, p))
+                            o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
                         else:
-                            o.adding_replicas = list(_unpack_from('>' + str(n11) + 'i', b, p))
+                            o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
                         p += n11 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -564,9 +562,9 @@ def _d_PartitionChangeRecord_2(b, p):
                         if n12 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n12 < 64:
-                            o.eligible_leader_replicas = list(_ARRAY['i'][n12].unpack_from(b, p))
+                            o.eligible_leader_replicas = [*_A_int32[n12].unpack_from(b, p)]
                         else:
-                            o.eligible_leader_replicas = list(_unpack_from('>' + str(n12) + 'i', b, p))
+                            o.eligible_leader_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
                         p += n12 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -586,9 +584,9 @@ def _d_PartitionChangeRecord_2(b, p):
                         if n13 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n13 < 64:
-                            o.last_known_elr = list(_ARRAY['i'][n13].unpack_from(b, p))
+                            o.last_known_elr = [*_A_int32[n13].unpack_from(b, p)]
                         else:
-                            o.last_known_elr = list(_unpack_from('>' + str(n13) + 'i', b, p))
+                            o.last_known_elr = [*_unpack_from('>' + str(n13) + 'i', b, p)]
                         p += n13 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -607,12 +605,9 @@ def _d_PartitionChangeRecord_2(b, p):
                     else:
                         if n14 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l15 = []
-                        for _ in range(n14):
-                            u16 = b[p:p + 16]
-                            l15.append(_UC.get(u16) or _uuid(u16))
-                            p += 16
-                        o.directories = l15
+                        e15 = p + 16 * n14
+                        o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e15, 16)]
+                        p = e15
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:

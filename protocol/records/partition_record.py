@@ -79,6 +79,7 @@ _S0 = _St('>i16s')
 _S1 = _St('>iiiB')
 _S2 = _St('>b')
 _S3 = _St('>iii')
+_A_int32 = _ARRAY['i']
 
 
 def _d_PartitionRecord_0(b, p):
@@ -107,9 +108,9 @@ def _d_PartitionRecord_0(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.replicas = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = 'Isr'
         n5 = b[p]
@@ -124,9 +125,9 @@ def _d_PartitionRecord_0(b, p):
             if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n5 < 64:
-                o.isr = list(_ARRAY['i'][n5].unpack_from(b, p))
+                o.isr = [*_A_int32[n5].unpack_from(b, p)]
             else:
-                o.isr = list(_unpack_from('>' + str(n5) + 'i', b, p))
+                o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
             p += n5 * 4
         F = 'RemovingReplicas'
         n6 = b[p]
@@ -141,9 +142,9 @@ def _d_PartitionRecord_0(b, p):
             if n6 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n6 < 64:
-                o.removing_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+                o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
             else:
-                o.removing_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
             p += n6 * 4
         F = 'AddingReplicas'
         n7 = b[p]
@@ -158,9 +159,9 @@ def _d_PartitionRecord_0(b, p):
             if n7 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n7 < 64:
-                o.adding_replicas = list(_ARRAY['i'][n7].unpack_from(b, p))
+                o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
             else:
-                o.adding_replicas = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
             p += n7 * 4
         F = 'Leader'
         o.leader, o.leader_epoch, o.partition_epoch, tn1 = _S1.unpack_from(b, p)
@@ -232,9 +233,9 @@ def _d_PartitionRecord_1(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.replicas = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = 'Isr'
         n5 = b[p]
@@ -249,9 +250,9 @@ def _d_PartitionRecord_1(b, p):
             if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n5 < 64:
-                o.isr = list(_ARRAY['i'][n5].unpack_from(b, p))
+                o.isr = [*_A_int32[n5].unpack_from(b, p)]
             else:
-                o.isr = list(_unpack_from('>' + str(n5) + 'i', b, p))
+                o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
             p += n5 * 4
         F = 'RemovingReplicas'
         n6 = b[p]
@@ -266,9 +267,9 @@ def _d_PartitionRecord_1(b, p):
             if n6 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n6 < 64:
-                o.removing_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+                o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
             else:
-                o.removing_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
             p += n6 * 4
         F = 'AddingReplicas'
         n7 = b[p]
@@ -283,9 +284,9 @@ def _d_PartitionRecord_1(b, p):
             if n7 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n7 < 64:
-                o.adding_replicas = list(_ARRAY['i'][n7].unpack_from(b, p))
+                o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
             else:
-                o.adding_replicas = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
             p += n7 * 4
         F = 'Leader'
         o.leader, o.leader_epoch, o.partition_epoch = _S3.unpack_from(b, p)
@@ -302,12 +303,9 @@ def _d_PartitionRecord_1(b, p):
         else:
             if n8 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l9 = []
-            for _ in range(n8):
-                u16 = b[p:p + 16]
-                l9.append(_UC.get(u16) or _uuid(u16))
-                p += 16
-            o.directories = l9
+            e9 = p + 16 * n8
+            o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e9, 16)]
+            p = e9
         o.leader_recovery_state = 0
         F = None
         u10 = o.unknown_tagged_fields = {}
@@ -375,9 +373,9 @@ def _d_PartitionRecord_2(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.replicas = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.replicas = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.replicas = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = 'Isr'
         n5 = b[p]
@@ -392,9 +390,9 @@ def _d_PartitionRecord_2(b, p):
             if n5 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n5 < 64:
-                o.isr = list(_ARRAY['i'][n5].unpack_from(b, p))
+                o.isr = [*_A_int32[n5].unpack_from(b, p)]
             else:
-                o.isr = list(_unpack_from('>' + str(n5) + 'i', b, p))
+                o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
             p += n5 * 4
         F = 'RemovingReplicas'
         n6 = b[p]
@@ -409,9 +407,9 @@ def _d_PartitionRecord_2(b, p):
             if n6 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n6 < 64:
-                o.removing_replicas = list(_ARRAY['i'][n6].unpack_from(b, p))
+                o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
             else:
-                o.removing_replicas = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
             p += n6 * 4
         F = 'AddingReplicas'
         n7 = b[p]
@@ -426,9 +424,9 @@ def _d_PartitionRecord_2(b, p):
             if n7 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n7 < 64:
-                o.adding_replicas = list(_ARRAY['i'][n7].unpack_from(b, p))
+                o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
             else:
-                o.adding_replicas = list(_unpack_from('>' + str(n7) + 'i', b, p))
+                o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
             p += n7 * 4
         F = 'Leader'
         o.leader, o.leader_epoch, o.partition_epoch = _S3.unpack_from(b, p)
@@ -445,12 +443,9 @@ def _d_PartitionRecord_2(b, p):
         else:
             if n8 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l9 = []
-            for _ in range(n8):
-                u16 = b[p:p + 16]
-                l9.append(_UC.get(u16) or _uuid(u16))
-                p += 16
-            o.directories = l9
+            e9 = p + 16 * n8
+            o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e9, 16)]
+            p = e9
         o.leader_recovery_state = 0
         o.eligible_leader_replicas = None
         o.last_known_elr = None
@@ -499,9 +494,9 @@ def _d_PartitionRecord_2(b, p):
                         if n14 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n14 < 64:
-                            o.eligible_leader_replicas = list(_ARRAY['i'][n14].unpack_from(b, p))
+                            o.eligible_leader_replicas = [*_A_int32[n14].unpack_from(b, p)]
                         else:
-                            o.eligible_leader_replicas = list(_unpack_from('>' + str(n14) + 'i', b, p))
+                            o.eligible_leader_replicas = [*_unpack_from('>' + str(n14) + 'i', b, p)]
                         p += n14 * 4
                     if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -521,9 +516,9 @@ def _d_PartitionRecord_2(b, p):
                         if n15 * 4 > L - p:
                             raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                         if n15 < 64:
-                            o.last_known_elr = list(_ARRAY['i'][n15].unpack_from(b, p))
+                            o.last_known_elr = [*_A_int32[n15].unpack_from(b, p)]
                         else:
-                            o.last_known_elr = list(_unpack_from('>' + str(n15) + 'i', b, p))
+                            o.last_known_elr = [*_unpack_from('>' + str(n15) + 'i', b, p)]
                         p += n15 * 4
                     if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)

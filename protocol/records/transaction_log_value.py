@@ -94,6 +94,7 @@ _S2 = _St('>qhib')
 _S3 = _St('>qq')
 _S4 = _St('>qqB')
 _S5 = _St('>q')
+_A_int32 = _ARRAY['i']
 
 
 def _d_PartitionsSchema_0(b, p):
@@ -121,9 +122,9 @@ def _d_PartitionsSchema_0(b, p):
             if n3 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n3 < 64:
-                o.partition_ids = list(_ARRAY['i'][n3].unpack_from(b, p))
+                o.partition_ids = [*_A_int32[n3].unpack_from(b, p)]
             else:
-                o.partition_ids = list(_unpack_from('>' + str(n3) + 'i', b, p))
+                o.partition_ids = [*_unpack_from('>' + str(n3) + 'i', b, p)]
             p += n3 * 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -168,9 +169,9 @@ def _d_PartitionsSchema_1(b, p):
             if n4 * 4 > L - p:
                 raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
             if n4 < 64:
-                o.partition_ids = list(_ARRAY['i'][n4].unpack_from(b, p))
+                o.partition_ids = [*_A_int32[n4].unpack_from(b, p)]
             else:
-                o.partition_ids = list(_unpack_from('>' + str(n4) + 'i', b, p))
+                o.partition_ids = [*_unpack_from('>' + str(n4) + 'i', b, p)]
             p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
@@ -295,9 +296,9 @@ def _d_TransactionLogValue_0(b, p):
                     if n6 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n6 < 64:
-                        s3.partition_ids = list(_ARRAY['i'][n6].unpack_from(b, p))
+                        s3.partition_ids = [*_A_int32[n6].unpack_from(b, p)]
                     else:
-                        s3.partition_ids = list(_unpack_from('>' + str(n6) + 'i', b, p))
+                        s3.partition_ids = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
                 s3.unknown_tagged_fields = {}
                 l2.append(s3)
@@ -366,9 +367,9 @@ def _d_TransactionLogValue_1(b, p):
                     if n8 * 4 > L - p:
                         raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                     if n8 < 64:
-                        s4.partition_ids = list(_ARRAY['i'][n8].unpack_from(b, p))
+                        s4.partition_ids = [*_A_int32[n8].unpack_from(b, p)]
                     else:
-                        s4.partition_ids = list(_unpack_from('>' + str(n8) + 'i', b, p))
+                        s4.partition_ids = [*_unpack_from('>' + str(n8) + 'i', b, p)]
                     p += n8 * 4
                 u9 = s4.unknown_tagged_fields = {}
                 tn5 = b[p]
