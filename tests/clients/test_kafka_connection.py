@@ -108,6 +108,23 @@ def test_a_frame_sent_in_pieces_is_one_answer_with_its_correlation_checked() -> 
     assert [(k.api_key, k.max_version) for k in response.api_keys] == [(18, 4)]
 
 
+def test_frames_sharing_a_chunk_or_straddling_chunks_come_out_whole_and_in_order() -> None:
+    frames = [struct.pack(">i", n) + bytes([n % 256]) * n for n in (5, 0, 7, 300, 1)]
+    wire = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+
+    def chunks(sock: socket.socket) -> None:
+        read_frame(sock)
+        first = 4 + len(frames[0])
+        for piece in (wire[:first], wire[first:first + 30], wire[first + 30:]):
+            sock.sendall(piece)  # one whole frame; two and a bit; the rest
+            time.sleep(0.05)
+
+    with scripted(chunks) as address, KafkaConnection(address) as conn:
+        conn.send_raw(encode_request(ApiVersionsRequest(), 3, 1))
+        assert [conn.recv_frame() for _ in frames] == frames
+        assert conn.closed_within(0.1) is False
+
+
 def test_an_answer_to_another_request_is_refused() -> None:
     with scripted(answer_api_versions(correlation_offset=5)) as address, \
             KafkaConnection(address) as conn:
