@@ -59,6 +59,7 @@ BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 _PREFIX = struct.Struct(">qi")  # BaseOffset, Length
 _CRC_PART = struct.Struct(">hiqqqhii")  # Attributes .. RecordsCount (40 bytes)
 _LEADING = struct.Struct(">qiibI")  # BaseOffset, Length, PartitionLeaderEpoch, Magic, CRC
+_SMALL_RECORD = struct.Struct(">6B")  # a record's first six bytes, when each is a whole varint
 assert BATCH_HEADER.size == RECORD_BATCH_OVERHEAD
 
 
@@ -373,8 +374,20 @@ class RecordBatch:
             end = self.start + LOG_OVERHEAD + h[1]
         out: list[bytes | None] = []
         append = out.append
+        small = _SMALL_RECORD.unpack_from
         try:
             for _ in range(h[12]):
+                # KRaft's small records (every varint one byte, null key, no headers): one unpack
+                # reads length, attributes, both deltas, key and value lengths.
+                if pos + 6 <= end:
+                    rl, _attrs, ts, od, kl, vl = small(data, pos)
+                    if kl == 1 and (rl | ts | od | vl) < 0x80 and not (rl | vl) & 1:
+                        vend = pos + 6 + (vl >> 1)
+                        rec_end = pos + 1 + (rl >> 1)
+                        if vend + 1 == rec_end <= end and data[vend] == 0:
+                            append(data[pos + 6 : vend])
+                            pos = rec_end
+                            continue
                 # Record length; single-byte varints are the common case and stay inline.
                 b = data[pos]
                 if b < 0x80:
