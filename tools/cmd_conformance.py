@@ -13,6 +13,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="client listener")
     p.add_argument("--controller", metavar="HOST:PORT", help="CONTROLLER listener")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties for a TLS or SASL client listener (security.protocol, "
+                   "sasl.*, ssl.*, as for `kraftpy acls`)")
+    p.add_argument("--controller-config", metavar="FILE",
+                   help="the same for a TLS or SASL CONTROLLER listener")
     p.add_argument("--transaction-max-timeout-ms", type=int, default=900000)
     p.add_argument("--socket-request-max-bytes", type=int, default=104857600)
     p.add_argument("-k", "--only", metavar="TEXT", help="run only checks whose name has TEXT")
@@ -22,10 +27,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from kraftpy.tools.conformance import Target, run_checks
-    from kraftpy.tools.kafka_connection import ClientError, parse_address
+    from kraftpy.tools.kafka_connection import ClientError, parse_address, read_settings
 
     try:
         target = Target(
+            client_settings=read_settings(args.command_config),
+            controller_settings=read_settings(args.controller_config),
             client=parse_address(args.bootstrap),
             controller=parse_address(args.controller) if args.controller else None,
             transaction_max_timeout_ms=args.transaction_max_timeout_ms,

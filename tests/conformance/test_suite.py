@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kraftpy.tools.conformance import CHECKS, Target, run_checks
+from support.security import Pki, secure_server, write_jaas
 from support.server import KraftpyServer, running_server
 
 
@@ -74,3 +77,29 @@ def test_a_server_that_never_closes_fails_the_suite() -> None:
         stop.set()
         t.join()
         listener.close()
+
+
+def test_the_suite_runs_over_sasl_ssl_with_a_command_config(tmp_path: Path) -> None:
+    """Every client check passes on a SASL_SSL listener: TLS and SCRAM first, then the same."""
+    pki = Pki.create(tmp_path / "pki")
+    srv = secure_server(tmp_path / "srv", pki, write_jaas(tmp_path, {"admin": "admin-Secret-4"}),
+                        {"super.users": "User:admin"})
+    config = tmp_path / "admin.properties"
+    config.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                      f"sasl.username=admin\nsasl.password=admin-Secret-4\n"
+                      f"ssl.ca.location={pki.ca_path}\n")
+    srv.start()
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "kraftpy.tools", "conformance", "--bootstrap", srv.sasl_ssl,
+             "--command-config", str(config)], capture_output=True, text=True, timeout=240)
+        assert run.returncode == 0, run.stdout + run.stderr
+        passed = int(re.search(r"(\d+) passed, 0 failed", run.stdout).group(1))
+        assert passed == sum(c.listener == "client" for c in CHECKS)
+        assert "authenticated User:admin" in srv.log_text()
+        run = subprocess.run(  # without the settings nothing gets past the TLS listener
+            [sys.executable, "-m", "kraftpy.tools", "conformance", "--bootstrap", srv.sasl_ssl,
+             "--only", "pipelined"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1 and "1 failed" in run.stdout
+    finally:
+        assert srv.stop() == 0, srv.log_tail()

@@ -61,11 +61,18 @@ class Target:
     close_wait: float = 3.0
     incomplete_wait: float = 1.0
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    # Client settings (security.protocol, sasl.*, ssl.*) per listener: every check's
+    # connection does TLS and SASL first, then speaks as on a PLAINTEXT listener.
+    client_settings: dict[str, str] = field(default_factory=dict)
+    controller_settings: dict[str, str] = field(default_factory=dict)
 
     def connect(self, listener: str) -> KafkaConnection:
-        address = self.client if listener == "client" else self.controller
+        client = listener == "client"
+        address = self.client if client else self.controller
         assert address is not None
-        return KafkaConnection(address, timeout=self.timeout, client_id="kraftpy-conformance")
+        return KafkaConnection(address, self.client_settings if client
+                               else self.controller_settings, timeout=self.timeout,
+                               client_id="kraftpy-conformance")
 
 
 @dataclass
