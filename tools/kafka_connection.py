@@ -129,6 +129,9 @@ class KafkaConnection:
 
     # --- raw frames ----------------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
+        if self._sock_timeout < self.timeout:  # a short wait left behind by recv_frame
+            self.sock.settimeout(self.timeout)
+            self._sock_timeout = self.timeout
         try:
             self.sock.sendall(data)
         except TimeoutError:
