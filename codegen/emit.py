@@ -317,6 +317,18 @@ class ModuleEmitter:
         if k == "array":
             n = self.var("n")
             compact = version in self.spec.flexible
+            el = t.elem
+            if compact and el.fixed and el.kind != "uuid":
+                # the usual case first: a one-byte count below 64, not null, all there
+                size = FIXED_SIZES[el.kind]
+                code = STRUCT_CODES[el.kind]
+                self.arrays.add(code)
+                c(ind, f"{n} = b[p]")
+                c(ind, f"if 0 < {n} < 65 and p + {size} * {n} - {size - 1} <= L:")
+                c(ind + 1, f"{target} = [*_A_{_ARRAY_NAMES[code]}[{n} - 1].unpack_from(b, p + 1)]")
+                c(ind + 1, f"p += {size} * {n} - {size - 1}")
+                c(ind, "else:")
+                ind += 1
             self._read_len(c, ind, n, compact, wide=True)
             self._null_or_neg(c, ind, n, target, nullable, "array")
             el = t.elem
@@ -332,10 +344,13 @@ class ModuleEmitter:
                 c(ind + 2, f"{target} = [*_unpack_from('>' + str({n}) + {code!r}, b, p)]")
                 c(ind + 1, f"p += {n} * {esize}")
             elif el.kind == "uuid":
-                e = self.var("e")
-                c(ind + 1, f"{e} = p + 16 * {n}")
-                c(ind + 1, f"{target} = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, {e}, 16)]")
-                c(ind + 1, f"p = {e}")
+                lst = self.var("l")
+                c(ind + 1, f"{lst} = []")
+                c(ind + 1, f"for _ in range({n}):")
+                c(ind + 2, "u16 = b[p:p + 16]")
+                c(ind + 2, f"{lst}.append(_UC.get(u16) or _uuid(u16))")
+                c(ind + 2, "p += 16")
+                c(ind + 1, f"{target} = {lst}")
             elif el.kind == "struct":
                 sub = self.spec.structs[el.struct]
                 fn = self.decoder(sub, version)

@@ -134,21 +134,26 @@ def _d_AddPartitionsToTxnTopic_4(b, p):
             p = e3
         F = 'Partitions'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.partitions = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.partitions = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.partitions = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -236,21 +241,26 @@ def _d_AddPartitionsToTxnTransaction_4(b, p):
                     s6.name = b[p:e9].decode()
                     p = e9
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s6.partitions = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -695,21 +705,26 @@ def _d_AddPartitionsToTxnRequest_3(b, p):
                     s6.name = b[p:e9].decode()
                     p = e9
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s6.partitions = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1

@@ -1062,9 +1062,12 @@ def _d_BrokerRegistrationRequest_2(b, p):
         else:
             if n29 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n29) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            e30 = p + 16 * n29
-            o.log_dirs = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e30, 16)]
-            p = e30
+            l30 = []
+            for _ in range(n29):
+                u16 = b[p:p + 16]
+                l30.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.log_dirs = l30
         F = None
         u31 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -1282,9 +1285,12 @@ def _d_BrokerRegistrationRequest_3(b, p):
         else:
             if n29 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n29) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            e30 = p + 16 * n29
-            o.log_dirs = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e30, 16)]
-            p = e30
+            l30 = []
+            for _ in range(n29):
+                u16 = b[p:p + 16]
+                l30.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.log_dirs = l30
         F = 'PreviousBrokerEpoch'
         o.previous_broker_epoch, tn1 = _S8.unpack_from(b, p)
         p += 9

@@ -131,21 +131,26 @@ def _d_TopicData_0(b, p):
             p = e3
         F = 'Partitions'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.partitions = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.partitions = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.partitions = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -251,21 +256,26 @@ def _d_TransactionState_0(b, p):
                     s8.topic = b[p:e11].decode()
                     p = e11
                 n12 = b[p]
-                if n12 < 128:
-                    p += 1
+                if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
+                    s8.partitions = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n12 - 3
                 else:
-                    n12, p = _ruv(b, p)
-                n12 -= 1
-                if n12 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n12 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n12 < 64:
-                        s8.partitions = [*_A_int32[n12].unpack_from(b, p)]
+                    n12 = b[p]
+                    if n12 < 128:
+                        p += 1
                     else:
-                        s8.partitions = [*_unpack_from('>' + str(n12) + 'i', b, p)]
-                    p += n12 * 4
+                        n12, p = _ruv(b, p)
+                    n12 -= 1
+                    if n12 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n12 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n12 < 64:
+                            s8.partitions = [*_A_int32[n12].unpack_from(b, p)]
+                        else:
+                            s8.partitions = [*_unpack_from('>' + str(n12) + 'i', b, p)]
+                        p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
                 p += 1

@@ -2096,21 +2096,26 @@ def _d_ForgottenTopic_12(b, p):
             p = e3
         F = 'Partitions'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.partitions = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.partitions = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.partitions = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.partitions = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -2157,21 +2162,26 @@ def _d_ForgottenTopic_13(b, p):
         p += 16
         F = 'Partitions'
         n3 = b[p]
-        if n3 < 128:
-            p += 1
+        if 0 < n3 < 65 and p + 4 * n3 - 3 <= L:
+            o.partitions = [*_A_int32[n3 - 1].unpack_from(b, p + 1)]
+            p += 4 * n3 - 3
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.partitions = [*_A_int32[n3].unpack_from(b, p)]
+            n3 = b[p]
+            if n3 < 128:
+                p += 1
             else:
-                o.partitions = [*_unpack_from('>' + str(n3) + 'i', b, p)]
-            p += n3 * 4
+                n3, p = _ruv(b, p)
+            n3 -= 1
+            if n3 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n3 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n3 < 64:
+                    o.partitions = [*_A_int32[n3].unpack_from(b, p)]
+                else:
+                    o.partitions = [*_unpack_from('>' + str(n3) + 'i', b, p)]
+                p += n3 * 4
         F = None
         u4 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -2787,21 +2797,26 @@ def _d_FetchRequest_12(b, p):
                     s6.topic = b[p:e9].decode()
                     p = e9
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s6.partitions = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s6.partitions = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -2947,21 +2962,26 @@ def _d_FetchRequest_13(b, p):
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
-                if n9 < 128:
-                    p += 1
+                if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                    s6.partitions = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n9 - 3
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                    n9 = b[p]
+                    if n9 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                    p += n9 * 4
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                        p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -3107,21 +3127,26 @@ def _d_FetchRequest_14(b, p):
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
-                if n9 < 128:
-                    p += 1
+                if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                    s6.partitions = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n9 - 3
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                    n9 = b[p]
+                    if n9 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                    p += n9 * 4
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                        p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -3267,21 +3292,26 @@ def _d_FetchRequest_15(b, p):
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
-                if n9 < 128:
-                    p += 1
+                if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                    s6.partitions = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n9 - 3
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                    n9 = b[p]
+                    if n9 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                    p += n9 * 4
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                        p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -3431,21 +3461,26 @@ def _d_FetchRequest_16(b, p):
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
-                if n9 < 128:
-                    p += 1
+                if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                    s6.partitions = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n9 - 3
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                    n9 = b[p]
+                    if n9 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                    p += n9 * 4
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                        p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -3595,21 +3630,26 @@ def _d_FetchRequest_17(b, p):
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
-                if n9 < 128:
-                    p += 1
+                if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                    s6.partitions = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n9 - 3
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                    n9 = b[p]
+                    if n9 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                    p += n9 * 4
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                        p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -3759,21 +3799,26 @@ def _d_FetchRequest_18(b, p):
                 s6.topic_id = _UC.get(t8) or _uuid(t8)
                 p += 16
                 n9 = b[p]
-                if n9 < 128:
-                    p += 1
+                if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                    s6.partitions = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n9 - 3
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                    n9 = b[p]
+                    if n9 < 128:
+                        p += 1
                     else:
-                        s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                    p += n9 * 4
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            s6.partitions = [*_A_int32[n9].unpack_from(b, p)]
+                        else:
+                            s6.partitions = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                        p += n9 * 4
                 u10 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1

@@ -103,21 +103,26 @@ def _d_ListTransactionsRequest_0(b, p):
             o.state_filters = l3
         F = 'ProducerIdFilters'
         n7 = b[p]
-        if n7 < 128:
-            p += 1
+        if 0 < n7 < 65 and p + 8 * n7 - 7 <= L:
+            o.producer_id_filters = [*_A_int64[n7 - 1].unpack_from(b, p + 1)]
+            p += 8 * n7 - 7
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n7 * 8 > L - p:
-                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n7 < 64:
-                o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
+            n7 = b[p]
+            if n7 < 128:
+                p += 1
             else:
-                o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
-            p += n7 * 8
+                n7, p = _ruv(b, p)
+            n7 -= 1
+            if n7 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n7 * 8 > L - p:
+                    raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n7 < 64:
+                    o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
+                else:
+                    o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
+                p += n7 * 8
         F = None
         u8 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -190,21 +195,26 @@ def _d_ListTransactionsRequest_1(b, p):
             o.state_filters = l3
         F = 'ProducerIdFilters'
         n7 = b[p]
-        if n7 < 128:
-            p += 1
+        if 0 < n7 < 65 and p + 8 * n7 - 7 <= L:
+            o.producer_id_filters = [*_A_int64[n7 - 1].unpack_from(b, p + 1)]
+            p += 8 * n7 - 7
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n7 * 8 > L - p:
-                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n7 < 64:
-                o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
+            n7 = b[p]
+            if n7 < 128:
+                p += 1
             else:
-                o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
-            p += n7 * 8
+                n7, p = _ruv(b, p)
+            n7 -= 1
+            if n7 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n7 * 8 > L - p:
+                    raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n7 < 64:
+                    o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
+                else:
+                    o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
+                p += n7 * 8
         F = 'DurationFilter'
         o.duration_filter, tn1 = _S0.unpack_from(b, p)
         p += 9
@@ -277,21 +287,26 @@ def _d_ListTransactionsRequest_2(b, p):
             o.state_filters = l3
         F = 'ProducerIdFilters'
         n7 = b[p]
-        if n7 < 128:
-            p += 1
+        if 0 < n7 < 65 and p + 8 * n7 - 7 <= L:
+            o.producer_id_filters = [*_A_int64[n7 - 1].unpack_from(b, p + 1)]
+            p += 8 * n7 - 7
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n7 * 8 > L - p:
-                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n7 < 64:
-                o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
+            n7 = b[p]
+            if n7 < 128:
+                p += 1
             else:
-                o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
-            p += n7 * 8
+                n7, p = _ruv(b, p)
+            n7 -= 1
+            if n7 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n7 * 8 > L - p:
+                    raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n7 < 64:
+                    o.producer_id_filters = [*_A_int64[n7].unpack_from(b, p)]
+                else:
+                    o.producer_id_filters = [*_unpack_from('>' + str(n7) + 'q', b, p)]
+                p += n7 * 8
         F = 'DurationFilter'
         o.duration_filter = _S1.unpack_from(b, p)[0]
         p += 8

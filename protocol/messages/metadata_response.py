@@ -1227,55 +1227,70 @@ def _d_MetadataResponsePartition_9(b, p):
         p += 14
         F = 'ReplicaNodes'
         n2 = b[p]
-        if n2 < 128:
-            p += 1
+        if 0 < n2 < 65 and p + 4 * n2 - 3 <= L:
+            o.replica_nodes = [*_A_int32[n2 - 1].unpack_from(b, p + 1)]
+            p += 4 * n2 - 3
         else:
-            n2, p = _ruv(b, p)
-        n2 -= 1
-        if n2 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n2 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n2 < 64:
-                o.replica_nodes = [*_A_int32[n2].unpack_from(b, p)]
+            n2 = b[p]
+            if n2 < 128:
+                p += 1
             else:
-                o.replica_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
-            p += n2 * 4
+                n2, p = _ruv(b, p)
+            n2 -= 1
+            if n2 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n2 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n2) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n2 < 64:
+                    o.replica_nodes = [*_A_int32[n2].unpack_from(b, p)]
+                else:
+                    o.replica_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
+                p += n2 * 4
         F = 'IsrNodes'
         n3 = b[p]
-        if n3 < 128:
-            p += 1
+        if 0 < n3 < 65 and p + 4 * n3 - 3 <= L:
+            o.isr_nodes = [*_A_int32[n3 - 1].unpack_from(b, p + 1)]
+            p += 4 * n3 - 3
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.isr_nodes = [*_A_int32[n3].unpack_from(b, p)]
+            n3 = b[p]
+            if n3 < 128:
+                p += 1
             else:
-                o.isr_nodes = [*_unpack_from('>' + str(n3) + 'i', b, p)]
-            p += n3 * 4
+                n3, p = _ruv(b, p)
+            n3 -= 1
+            if n3 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n3 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n3 < 64:
+                    o.isr_nodes = [*_A_int32[n3].unpack_from(b, p)]
+                else:
+                    o.isr_nodes = [*_unpack_from('>' + str(n3) + 'i', b, p)]
+                p += n3 * 4
         F = 'OfflineReplicas'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.offline_replicas = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.offline_replicas = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.offline_replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.offline_replicas = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.offline_replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -1355,53 +1370,68 @@ def _d_MetadataResponseTopic_9(b, p):
                 s6.error_code, s6.partition_index, s6.leader_id, s6.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
                 n8 = b[p]
-                if n8 < 128:
-                    p += 1
+                if 0 < n8 < 65 and p + 4 * n8 - 3 <= L:
+                    s6.replica_nodes = [*_A_int32[n8 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n8 - 3
                 else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s6.replica_nodes = [*_A_int32[n8].unpack_from(b, p)]
+                    n8 = b[p]
+                    if n8 < 128:
+                        p += 1
                     else:
-                        s6.replica_nodes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
-                    p += n8 * 4
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n8 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n8 < 64:
+                            s6.replica_nodes = [*_A_int32[n8].unpack_from(b, p)]
+                        else:
+                            s6.replica_nodes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
+                        p += n8 * 4
                 n9 = b[p]
-                if n9 < 128:
-                    p += 1
+                if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                    s6.isr_nodes = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n9 - 3
                 else:
-                    n9, p = _ruv(b, p)
-                n9 -= 1
-                if n9 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n9 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n9 < 64:
-                        s6.isr_nodes = [*_A_int32[n9].unpack_from(b, p)]
+                    n9 = b[p]
+                    if n9 < 128:
+                        p += 1
                     else:
-                        s6.isr_nodes = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                    p += n9 * 4
+                        n9, p = _ruv(b, p)
+                    n9 -= 1
+                    if n9 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n9 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n9 < 64:
+                            s6.isr_nodes = [*_A_int32[n9].unpack_from(b, p)]
+                        else:
+                            s6.isr_nodes = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                        p += n9 * 4
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s6.offline_replicas = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s6.offline_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s6.offline_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s6.offline_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s6.offline_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -1509,53 +1539,68 @@ def _d_MetadataResponseTopic_10(b, p):
                 s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s8.replica_nodes = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s8.replica_nodes = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s8.replica_nodes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s8.replica_nodes = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s8.replica_nodes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 n11 = b[p]
-                if n11 < 128:
-                    p += 1
+                if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
+                    s8.isr_nodes = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n11 - 3
                 else:
-                    n11, p = _ruv(b, p)
-                n11 -= 1
-                if n11 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n11 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n11 < 64:
-                        s8.isr_nodes = [*_A_int32[n11].unpack_from(b, p)]
+                    n11 = b[p]
+                    if n11 < 128:
+                        p += 1
                     else:
-                        s8.isr_nodes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
-                    p += n11 * 4
+                        n11, p = _ruv(b, p)
+                    n11 -= 1
+                    if n11 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n11 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n11 < 64:
+                            s8.isr_nodes = [*_A_int32[n11].unpack_from(b, p)]
+                        else:
+                            s8.isr_nodes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
+                        p += n11 * 4
                 n12 = b[p]
-                if n12 < 128:
-                    p += 1
+                if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
+                    s8.offline_replicas = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n12 - 3
                 else:
-                    n12, p = _ruv(b, p)
-                n12 -= 1
-                if n12 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n12 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n12 < 64:
-                        s8.offline_replicas = [*_A_int32[n12].unpack_from(b, p)]
+                    n12 = b[p]
+                    if n12 < 128:
+                        p += 1
                     else:
-                        s8.offline_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
-                    p += n12 * 4
+                        n12, p = _ruv(b, p)
+                    n12 -= 1
+                    if n12 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n12 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n12 < 64:
+                            s8.offline_replicas = [*_A_int32[n12].unpack_from(b, p)]
+                        else:
+                            s8.offline_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
+                        p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
                 p += 1
@@ -1665,53 +1710,68 @@ def _d_MetadataResponseTopic_12(b, p):
                 s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S4.unpack_from(b, p)
                 p += 14
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s8.replica_nodes = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s8.replica_nodes = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s8.replica_nodes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s8.replica_nodes = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s8.replica_nodes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 n11 = b[p]
-                if n11 < 128:
-                    p += 1
+                if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
+                    s8.isr_nodes = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n11 - 3
                 else:
-                    n11, p = _ruv(b, p)
-                n11 -= 1
-                if n11 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n11 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n11 < 64:
-                        s8.isr_nodes = [*_A_int32[n11].unpack_from(b, p)]
+                    n11 = b[p]
+                    if n11 < 128:
+                        p += 1
                     else:
-                        s8.isr_nodes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
-                    p += n11 * 4
+                        n11, p = _ruv(b, p)
+                    n11 -= 1
+                    if n11 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n11 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n11 < 64:
+                            s8.isr_nodes = [*_A_int32[n11].unpack_from(b, p)]
+                        else:
+                            s8.isr_nodes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
+                        p += n11 * 4
                 n12 = b[p]
-                if n12 < 128:
-                    p += 1
+                if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
+                    s8.offline_replicas = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n12 - 3
                 else:
-                    n12, p = _ruv(b, p)
-                n12 -= 1
-                if n12 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n12 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n12 < 64:
-                        s8.offline_replicas = [*_A_int32[n12].unpack_from(b, p)]
+                    n12 = b[p]
+                    if n12 < 128:
+                        p += 1
                     else:
-                        s8.offline_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
-                    p += n12 * 4
+                        n12, p = _ruv(b, p)
+                    n12 -= 1
+                    if n12 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n12 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n12 < 64:
+                            s8.offline_replicas = [*_A_int32[n12].unpack_from(b, p)]
+                        else:
+                            s8.offline_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
+                        p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
                 p += 1

@@ -191,21 +191,26 @@ def _d_OffsetFetchRequestTopic_6(b, p):
             p = e3
         F = 'PartitionIndexes'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.partition_indexes = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -413,21 +418,26 @@ def _d_OffsetFetchRequestTopics_8(b, p):
             p = e3
         F = 'PartitionIndexes'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.partition_indexes = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -517,21 +527,26 @@ def _d_OffsetFetchRequestGroup_8(b, p):
                     s6.name = b[p:e9].decode()
                     p = e9
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s6.partition_indexes = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -665,21 +680,26 @@ def _d_OffsetFetchRequestGroup_9(b, p):
                     s8.name = b[p:e11].decode()
                     p = e11
                 n12 = b[p]
-                if n12 < 128:
-                    p += 1
+                if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
+                    s8.partition_indexes = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n12 - 3
                 else:
-                    n12, p = _ruv(b, p)
-                n12 -= 1
-                if n12 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n12 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n12 < 64:
-                        s8.partition_indexes = [*_A_int32[n12].unpack_from(b, p)]
+                    n12 = b[p]
+                    if n12 < 128:
+                        p += 1
                     else:
-                        s8.partition_indexes = [*_unpack_from('>' + str(n12) + 'i', b, p)]
-                    p += n12 * 4
+                        n12, p = _ruv(b, p)
+                    n12 -= 1
+                    if n12 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n12 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n12 < 64:
+                            s8.partition_indexes = [*_A_int32[n12].unpack_from(b, p)]
+                        else:
+                            s8.partition_indexes = [*_unpack_from('>' + str(n12) + 'i', b, p)]
+                        p += n12 * 4
                 u13 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
                 p += 1
@@ -752,21 +772,26 @@ def _d_OffsetFetchRequestTopics_10(b, p):
         p += 16
         F = 'PartitionIndexes'
         n3 = b[p]
-        if n3 < 128:
-            p += 1
+        if 0 < n3 < 65 and p + 4 * n3 - 3 <= L:
+            o.partition_indexes = [*_A_int32[n3 - 1].unpack_from(b, p + 1)]
+            p += 4 * n3 - 3
         else:
-            n3, p = _ruv(b, p)
-        n3 -= 1
-        if n3 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n3 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n3 < 64:
-                o.partition_indexes = [*_A_int32[n3].unpack_from(b, p)]
+            n3 = b[p]
+            if n3 < 128:
+                p += 1
             else:
-                o.partition_indexes = [*_unpack_from('>' + str(n3) + 'i', b, p)]
-            p += n3 * 4
+                n3, p = _ruv(b, p)
+            n3 -= 1
+            if n3 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n3 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n3) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n3 < 64:
+                    o.partition_indexes = [*_A_int32[n3].unpack_from(b, p)]
+                else:
+                    o.partition_indexes = [*_unpack_from('>' + str(n3) + 'i', b, p)]
+                p += n3 * 4
         F = None
         u4 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -863,21 +888,26 @@ def _d_OffsetFetchRequestGroup_10(b, p):
                 s8.topic_id = _UC.get(t10) or _uuid(t10)
                 p += 16
                 n11 = b[p]
-                if n11 < 128:
-                    p += 1
+                if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
+                    s8.partition_indexes = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n11 - 3
                 else:
-                    n11, p = _ruv(b, p)
-                n11 -= 1
-                if n11 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n11 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n11 < 64:
-                        s8.partition_indexes = [*_A_int32[n11].unpack_from(b, p)]
+                    n11 = b[p]
+                    if n11 < 128:
+                        p += 1
                     else:
-                        s8.partition_indexes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
-                    p += n11 * 4
+                        n11, p = _ruv(b, p)
+                    n11 -= 1
+                    if n11 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n11 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n11 < 64:
+                            s8.partition_indexes = [*_A_int32[n11].unpack_from(b, p)]
+                        else:
+                            s8.partition_indexes = [*_unpack_from('>' + str(n11) + 'i', b, p)]
+                        p += n11 * 4
                 u12 = s8.unknown_tagged_fields = {}
                 tn9 = b[p]
                 p += 1
@@ -1344,21 +1374,26 @@ def _d_OffsetFetchRequest_6(b, p):
                     s6.name = b[p:e9].decode()
                     p = e9
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s6.partition_indexes = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1
@@ -1472,21 +1507,26 @@ def _d_OffsetFetchRequest_7(b, p):
                     s6.name = b[p:e9].decode()
                     p = e9
                 n10 = b[p]
-                if n10 < 128:
-                    p += 1
+                if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                    s6.partition_indexes = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n10 - 3
                 else:
-                    n10, p = _ruv(b, p)
-                n10 -= 1
-                if n10 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n10 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n10 < 64:
-                        s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
+                    n10 = b[p]
+                    if n10 < 128:
+                        p += 1
                     else:
-                        s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                    p += n10 * 4
+                        n10, p = _ruv(b, p)
+                    n10 -= 1
+                    if n10 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n10 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n10 < 64:
+                            s6.partition_indexes = [*_A_int32[n10].unpack_from(b, p)]
+                        else:
+                            s6.partition_indexes = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                        p += n10 * 4
                 u11 = s6.unknown_tagged_fields = {}
                 tn7 = b[p]
                 p += 1

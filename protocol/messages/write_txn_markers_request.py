@@ -129,21 +129,26 @@ def _d_WritableTxnMarkerTopic_1(b, p):
             p = e3
         F = 'PartitionIndexes'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.partition_indexes = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.partition_indexes = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.partition_indexes = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = None
         u5 = o.unknown_tagged_fields = {}
         tn1 = b[p]
@@ -217,21 +222,26 @@ def _d_WritableTxnMarker_1(b, p):
                     s4.name = b[p:e7].decode()
                     p = e7
                 n8 = b[p]
-                if n8 < 128:
-                    p += 1
+                if 0 < n8 < 65 and p + 4 * n8 - 3 <= L:
+                    s4.partition_indexes = [*_A_int32[n8 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n8 - 3
                 else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s4.partition_indexes = [*_A_int32[n8].unpack_from(b, p)]
+                    n8 = b[p]
+                    if n8 < 128:
+                        p += 1
                     else:
-                        s4.partition_indexes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
-                    p += n8 * 4
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n8 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n8 < 64:
+                            s4.partition_indexes = [*_A_int32[n8].unpack_from(b, p)]
+                        else:
+                            s4.partition_indexes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
+                        p += n8 * 4
                 u9 = s4.unknown_tagged_fields = {}
                 tn5 = b[p]
                 p += 1
@@ -331,21 +341,26 @@ def _d_WritableTxnMarker_2(b, p):
                     s4.name = b[p:e7].decode()
                     p = e7
                 n8 = b[p]
-                if n8 < 128:
-                    p += 1
+                if 0 < n8 < 65 and p + 4 * n8 - 3 <= L:
+                    s4.partition_indexes = [*_A_int32[n8 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n8 - 3
                 else:
-                    n8, p = _ruv(b, p)
-                n8 -= 1
-                if n8 < 0:
-                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-                else:
-                    if n8 * 4 > L - p:
-                        raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    if n8 < 64:
-                        s4.partition_indexes = [*_A_int32[n8].unpack_from(b, p)]
+                    n8 = b[p]
+                    if n8 < 128:
+                        p += 1
                     else:
-                        s4.partition_indexes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
-                    p += n8 * 4
+                        n8, p = _ruv(b, p)
+                    n8 -= 1
+                    if n8 < 0:
+                        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                    else:
+                        if n8 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n8 < 64:
+                            s4.partition_indexes = [*_A_int32[n8].unpack_from(b, p)]
+                        else:
+                            s4.partition_indexes = [*_unpack_from('>' + str(n8) + 'i', b, p)]
+                        p += n8 * 4
                 u9 = s4.unknown_tagged_fields = {}
                 tn5 = b[p]
                 p += 1

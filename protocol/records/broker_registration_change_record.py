@@ -231,9 +231,12 @@ def _d_BrokerRegistrationChangeRecord_2(b, p):
                     else:
                         if n6 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        e7 = p + 16 * n6
-                        o.log_dirs = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e7, 16)]
-                        p = e7
+                        l7 = []
+                        for _ in range(n6):
+                            u16 = b[p:p + 16]
+                            l7.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.log_dirs = l7
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:

@@ -121,23 +121,28 @@ def _d_PartitionChangeRecord_0(b, p):
                 if tag5 == 0:
                     F = 'Isr'
                     n8 = b[p]
-                    if n8 < 128:
-                        p += 1
+                    if 0 < n8 < 65 and p + 4 * n8 - 3 <= L:
+                        o.isr = [*_A_int32[n8 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n8 - 3
                     else:
-                        n8, p = _ruv(b, p)
-                    n8 -= 1
-                    if n8 < 0:
-                        if n8 != -1:
-                            raise _DecodeError('negative array length ' + str(n8), offset=p)
-                        o.isr = None
-                    else:
-                        if n8 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n8 < 64:
-                            o.isr = [*_A_int32[n8].unpack_from(b, p)]
+                        n8 = b[p]
+                        if n8 < 128:
+                            p += 1
                         else:
-                            o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
-                        p += n8 * 4
+                            n8, p = _ruv(b, p)
+                        n8 -= 1
+                        if n8 < 0:
+                            if n8 != -1:
+                                raise _DecodeError('negative array length ' + str(n8), offset=p)
+                            o.isr = None
+                        else:
+                            if n8 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n8 < 64:
+                                o.isr = [*_A_int32[n8].unpack_from(b, p)]
+                            else:
+                                o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
+                            p += n8 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 1:
@@ -149,67 +154,82 @@ def _d_PartitionChangeRecord_0(b, p):
                 elif tag5 == 2:
                     F = 'Replicas'
                     n9 = b[p]
-                    if n9 < 128:
-                        p += 1
+                    if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                        o.replicas = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n9 - 3
                     else:
-                        n9, p = _ruv(b, p)
-                    n9 -= 1
-                    if n9 < 0:
-                        if n9 != -1:
-                            raise _DecodeError('negative array length ' + str(n9), offset=p)
-                        o.replicas = None
-                    else:
-                        if n9 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n9 < 64:
-                            o.replicas = [*_A_int32[n9].unpack_from(b, p)]
+                        n9 = b[p]
+                        if n9 < 128:
+                            p += 1
                         else:
-                            o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                        p += n9 * 4
+                            n9, p = _ruv(b, p)
+                        n9 -= 1
+                        if n9 < 0:
+                            if n9 != -1:
+                                raise _DecodeError('negative array length ' + str(n9), offset=p)
+                            o.replicas = None
+                        else:
+                            if n9 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n9 < 64:
+                                o.replicas = [*_A_int32[n9].unpack_from(b, p)]
+                            else:
+                                o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                            p += n9 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 3:
                     F = 'RemovingReplicas'
                     n10 = b[p]
-                    if n10 < 128:
-                        p += 1
+                    if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                        o.removing_replicas = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n10 - 3
                     else:
-                        n10, p = _ruv(b, p)
-                    n10 -= 1
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _DecodeError('negative array length ' + str(n10), offset=p)
-                        o.removing_replicas = None
-                    else:
-                        if n10 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n10 < 64:
-                            o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                        n10 = b[p]
+                        if n10 < 128:
+                            p += 1
                         else:
-                            o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                        p += n10 * 4
+                            n10, p = _ruv(b, p)
+                        n10 -= 1
+                        if n10 < 0:
+                            if n10 != -1:
+                                raise _DecodeError('negative array length ' + str(n10), offset=p)
+                            o.removing_replicas = None
+                        else:
+                            if n10 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n10 < 64:
+                                o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                            else:
+                                o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                            p += n10 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 4:
                     F = 'AddingReplicas'
                     n11 = b[p]
-                    if n11 < 128:
-                        p += 1
+                    if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
+                        o.adding_replicas = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n11 - 3
                     else:
-                        n11, p = _ruv(b, p)
-                    n11 -= 1
-                    if n11 < 0:
-                        if n11 != -1:
-                            raise _DecodeError('negative array length ' + str(n11), offset=p)
-                        o.adding_replicas = None
-                    else:
-                        if n11 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n11 < 64:
-                            o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
+                        n11 = b[p]
+                        if n11 < 128:
+                            p += 1
                         else:
-                            o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
-                        p += n11 * 4
+                            n11, p = _ruv(b, p)
+                        n11 -= 1
+                        if n11 < 0:
+                            if n11 != -1:
+                                raise _DecodeError('negative array length ' + str(n11), offset=p)
+                            o.adding_replicas = None
+                        else:
+                            if n11 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n11 < 64:
+                                o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
+                            else:
+                                o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
+                            p += n11 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 5:
@@ -275,23 +295,28 @@ def _d_PartitionChangeRecord_1(b, p):
                 if tag5 == 0:
                     F = 'Isr'
                     n8 = b[p]
-                    if n8 < 128:
-                        p += 1
+                    if 0 < n8 < 65 and p + 4 * n8 - 3 <= L:
+                        o.isr = [*_A_int32[n8 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n8 - 3
                     else:
-                        n8, p = _ruv(b, p)
-                    n8 -= 1
-                    if n8 < 0:
-                        if n8 != -1:
-                            raise _DecodeError('negative array length ' + str(n8), offset=p)
-                        o.isr = None
-                    else:
-                        if n8 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n8 < 64:
-                            o.isr = [*_A_int32[n8].unpack_from(b, p)]
+                        n8 = b[p]
+                        if n8 < 128:
+                            p += 1
                         else:
-                            o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
-                        p += n8 * 4
+                            n8, p = _ruv(b, p)
+                        n8 -= 1
+                        if n8 < 0:
+                            if n8 != -1:
+                                raise _DecodeError('negative array length ' + str(n8), offset=p)
+                            o.isr = None
+                        else:
+                            if n8 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n8 < 64:
+                                o.isr = [*_A_int32[n8].unpack_from(b, p)]
+                            else:
+                                o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
+                            p += n8 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 1:
@@ -303,67 +328,82 @@ def _d_PartitionChangeRecord_1(b, p):
                 elif tag5 == 2:
                     F = 'Replicas'
                     n9 = b[p]
-                    if n9 < 128:
-                        p += 1
+                    if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                        o.replicas = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n9 - 3
                     else:
-                        n9, p = _ruv(b, p)
-                    n9 -= 1
-                    if n9 < 0:
-                        if n9 != -1:
-                            raise _DecodeError('negative array length ' + str(n9), offset=p)
-                        o.replicas = None
-                    else:
-                        if n9 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n9 < 64:
-                            o.replicas = [*_A_int32[n9].unpack_from(b, p)]
+                        n9 = b[p]
+                        if n9 < 128:
+                            p += 1
                         else:
-                            o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                        p += n9 * 4
+                            n9, p = _ruv(b, p)
+                        n9 -= 1
+                        if n9 < 0:
+                            if n9 != -1:
+                                raise _DecodeError('negative array length ' + str(n9), offset=p)
+                            o.replicas = None
+                        else:
+                            if n9 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n9 < 64:
+                                o.replicas = [*_A_int32[n9].unpack_from(b, p)]
+                            else:
+                                o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                            p += n9 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 3:
                     F = 'RemovingReplicas'
                     n10 = b[p]
-                    if n10 < 128:
-                        p += 1
+                    if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                        o.removing_replicas = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n10 - 3
                     else:
-                        n10, p = _ruv(b, p)
-                    n10 -= 1
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _DecodeError('negative array length ' + str(n10), offset=p)
-                        o.removing_replicas = None
-                    else:
-                        if n10 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n10 < 64:
-                            o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                        n10 = b[p]
+                        if n10 < 128:
+                            p += 1
                         else:
-                            o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                        p += n10 * 4
+                            n10, p = _ruv(b, p)
+                        n10 -= 1
+                        if n10 < 0:
+                            if n10 != -1:
+                                raise _DecodeError('negative array length ' + str(n10), offset=p)
+                            o.removing_replicas = None
+                        else:
+                            if n10 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n10 < 64:
+                                o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                            else:
+                                o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                            p += n10 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 4:
                     F = 'AddingReplicas'
                     n11 = b[p]
-                    if n11 < 128:
-                        p += 1
+                    if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
+                        o.adding_replicas = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n11 - 3
                     else:
-                        n11, p = _ruv(b, p)
-                    n11 -= 1
-                    if n11 < 0:
-                        if n11 != -1:
-                            raise _DecodeError('negative array length ' + str(n11), offset=p)
-                        o.adding_replicas = None
-                    else:
-                        if n11 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n11 < 64:
-                            o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
+                        n11 = b[p]
+                        if n11 < 128:
+                            p += 1
                         else:
-                            o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
-                        p += n11 * 4
+                            n11, p = _ruv(b, p)
+                        n11 -= 1
+                        if n11 < 0:
+                            if n11 != -1:
+                                raise _DecodeError('negative array length ' + str(n11), offset=p)
+                            o.adding_replicas = None
+                        else:
+                            if n11 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n11 < 64:
+                                o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
+                            else:
+                                o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
+                            p += n11 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 5:
@@ -387,9 +427,12 @@ def _d_PartitionChangeRecord_1(b, p):
                     else:
                         if n12 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        e13 = p + 16 * n12
-                        o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e13, 16)]
-                        p = e13
+                        l13 = []
+                        for _ in range(n12):
+                            u16 = b[p:p + 16]
+                            l13.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.directories = l13
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 in (6, 7):
@@ -449,23 +492,28 @@ def _d_PartitionChangeRecord_2(b, p):
                 if tag5 == 0:
                     F = 'Isr'
                     n8 = b[p]
-                    if n8 < 128:
-                        p += 1
+                    if 0 < n8 < 65 and p + 4 * n8 - 3 <= L:
+                        o.isr = [*_A_int32[n8 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n8 - 3
                     else:
-                        n8, p = _ruv(b, p)
-                    n8 -= 1
-                    if n8 < 0:
-                        if n8 != -1:
-                            raise _DecodeError('negative array length ' + str(n8), offset=p)
-                        o.isr = None
-                    else:
-                        if n8 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n8 < 64:
-                            o.isr = [*_A_int32[n8].unpack_from(b, p)]
+                        n8 = b[p]
+                        if n8 < 128:
+                            p += 1
                         else:
-                            o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
-                        p += n8 * 4
+                            n8, p = _ruv(b, p)
+                        n8 -= 1
+                        if n8 < 0:
+                            if n8 != -1:
+                                raise _DecodeError('negative array length ' + str(n8), offset=p)
+                            o.isr = None
+                        else:
+                            if n8 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n8 < 64:
+                                o.isr = [*_A_int32[n8].unpack_from(b, p)]
+                            else:
+                                o.isr = [*_unpack_from('>' + str(n8) + 'i', b, p)]
+                            p += n8 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 1:
@@ -477,67 +525,82 @@ def _d_PartitionChangeRecord_2(b, p):
                 elif tag5 == 2:
                     F = 'Replicas'
                     n9 = b[p]
-                    if n9 < 128:
-                        p += 1
+                    if 0 < n9 < 65 and p + 4 * n9 - 3 <= L:
+                        o.replicas = [*_A_int32[n9 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n9 - 3
                     else:
-                        n9, p = _ruv(b, p)
-                    n9 -= 1
-                    if n9 < 0:
-                        if n9 != -1:
-                            raise _DecodeError('negative array length ' + str(n9), offset=p)
-                        o.replicas = None
-                    else:
-                        if n9 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n9 < 64:
-                            o.replicas = [*_A_int32[n9].unpack_from(b, p)]
+                        n9 = b[p]
+                        if n9 < 128:
+                            p += 1
                         else:
-                            o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
-                        p += n9 * 4
+                            n9, p = _ruv(b, p)
+                        n9 -= 1
+                        if n9 < 0:
+                            if n9 != -1:
+                                raise _DecodeError('negative array length ' + str(n9), offset=p)
+                            o.replicas = None
+                        else:
+                            if n9 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n9 < 64:
+                                o.replicas = [*_A_int32[n9].unpack_from(b, p)]
+                            else:
+                                o.replicas = [*_unpack_from('>' + str(n9) + 'i', b, p)]
+                            p += n9 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 3:
                     F = 'RemovingReplicas'
                     n10 = b[p]
-                    if n10 < 128:
-                        p += 1
+                    if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
+                        o.removing_replicas = [*_A_int32[n10 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n10 - 3
                     else:
-                        n10, p = _ruv(b, p)
-                    n10 -= 1
-                    if n10 < 0:
-                        if n10 != -1:
-                            raise _DecodeError('negative array length ' + str(n10), offset=p)
-                        o.removing_replicas = None
-                    else:
-                        if n10 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n10 < 64:
-                            o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                        n10 = b[p]
+                        if n10 < 128:
+                            p += 1
                         else:
-                            o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
-                        p += n10 * 4
+                            n10, p = _ruv(b, p)
+                        n10 -= 1
+                        if n10 < 0:
+                            if n10 != -1:
+                                raise _DecodeError('negative array length ' + str(n10), offset=p)
+                            o.removing_replicas = None
+                        else:
+                            if n10 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n10 < 64:
+                                o.removing_replicas = [*_A_int32[n10].unpack_from(b, p)]
+                            else:
+                                o.removing_replicas = [*_unpack_from('>' + str(n10) + 'i', b, p)]
+                            p += n10 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 4:
                     F = 'AddingReplicas'
                     n11 = b[p]
-                    if n11 < 128:
-                        p += 1
+                    if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
+                        o.adding_replicas = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n11 - 3
                     else:
-                        n11, p = _ruv(b, p)
-                    n11 -= 1
-                    if n11 < 0:
-                        if n11 != -1:
-                            raise _DecodeError('negative array length ' + str(n11), offset=p)
-                        o.adding_replicas = None
-                    else:
-                        if n11 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n11 < 64:
-                            o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
+                        n11 = b[p]
+                        if n11 < 128:
+                            p += 1
                         else:
-                            o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
-                        p += n11 * 4
+                            n11, p = _ruv(b, p)
+                        n11 -= 1
+                        if n11 < 0:
+                            if n11 != -1:
+                                raise _DecodeError('negative array length ' + str(n11), offset=p)
+                            o.adding_replicas = None
+                        else:
+                            if n11 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n11 < 64:
+                                o.adding_replicas = [*_A_int32[n11].unpack_from(b, p)]
+                            else:
+                                o.adding_replicas = [*_unpack_from('>' + str(n11) + 'i', b, p)]
+                            p += n11 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 5:
@@ -549,45 +612,55 @@ def _d_PartitionChangeRecord_2(b, p):
                 elif tag5 == 6:
                     F = 'EligibleLeaderReplicas'
                     n12 = b[p]
-                    if n12 < 128:
-                        p += 1
+                    if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
+                        o.eligible_leader_replicas = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n12 - 3
                     else:
-                        n12, p = _ruv(b, p)
-                    n12 -= 1
-                    if n12 < 0:
-                        if n12 != -1:
-                            raise _DecodeError('negative array length ' + str(n12), offset=p)
-                        o.eligible_leader_replicas = None
-                    else:
-                        if n12 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n12 < 64:
-                            o.eligible_leader_replicas = [*_A_int32[n12].unpack_from(b, p)]
+                        n12 = b[p]
+                        if n12 < 128:
+                            p += 1
                         else:
-                            o.eligible_leader_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
-                        p += n12 * 4
+                            n12, p = _ruv(b, p)
+                        n12 -= 1
+                        if n12 < 0:
+                            if n12 != -1:
+                                raise _DecodeError('negative array length ' + str(n12), offset=p)
+                            o.eligible_leader_replicas = None
+                        else:
+                            if n12 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n12 < 64:
+                                o.eligible_leader_replicas = [*_A_int32[n12].unpack_from(b, p)]
+                            else:
+                                o.eligible_leader_replicas = [*_unpack_from('>' + str(n12) + 'i', b, p)]
+                            p += n12 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 7:
                     F = 'LastKnownElr'
                     n13 = b[p]
-                    if n13 < 128:
-                        p += 1
+                    if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
+                        o.last_known_elr = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n13 - 3
                     else:
-                        n13, p = _ruv(b, p)
-                    n13 -= 1
-                    if n13 < 0:
-                        if n13 != -1:
-                            raise _DecodeError('negative array length ' + str(n13), offset=p)
-                        o.last_known_elr = None
-                    else:
-                        if n13 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n13 < 64:
-                            o.last_known_elr = [*_A_int32[n13].unpack_from(b, p)]
+                        n13 = b[p]
+                        if n13 < 128:
+                            p += 1
                         else:
-                            o.last_known_elr = [*_unpack_from('>' + str(n13) + 'i', b, p)]
-                        p += n13 * 4
+                            n13, p = _ruv(b, p)
+                        n13 -= 1
+                        if n13 < 0:
+                            if n13 != -1:
+                                raise _DecodeError('negative array length ' + str(n13), offset=p)
+                            o.last_known_elr = None
+                        else:
+                            if n13 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n13 < 64:
+                                o.last_known_elr = [*_A_int32[n13].unpack_from(b, p)]
+                            else:
+                                o.last_known_elr = [*_unpack_from('>' + str(n13) + 'i', b, p)]
+                            p += n13 * 4
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag5 == 8:
@@ -605,9 +678,12 @@ def _d_PartitionChangeRecord_2(b, p):
                     else:
                         if n14 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        e15 = p + 16 * n14
-                        o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e15, 16)]
-                        p = e15
+                        l15 = []
+                        for _ in range(n14):
+                            u16 = b[p:p + 16]
+                            l15.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.directories = l15
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:

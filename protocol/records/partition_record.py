@@ -97,72 +97,92 @@ def _d_PartitionRecord_0(b, p):
         p += 20
         F = 'Replicas'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.replicas = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.replicas = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.replicas = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = 'Isr'
         n5 = b[p]
-        if n5 < 128:
-            p += 1
+        if 0 < n5 < 65 and p + 4 * n5 - 3 <= L:
+            o.isr = [*_A_int32[n5 - 1].unpack_from(b, p + 1)]
+            p += 4 * n5 - 3
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n5 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n5 < 64:
-                o.isr = [*_A_int32[n5].unpack_from(b, p)]
+            n5 = b[p]
+            if n5 < 128:
+                p += 1
             else:
-                o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
-            p += n5 * 4
+                n5, p = _ruv(b, p)
+            n5 -= 1
+            if n5 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n5 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n5 < 64:
+                    o.isr = [*_A_int32[n5].unpack_from(b, p)]
+                else:
+                    o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
+                p += n5 * 4
         F = 'RemovingReplicas'
         n6 = b[p]
-        if n6 < 128:
-            p += 1
+        if 0 < n6 < 65 and p + 4 * n6 - 3 <= L:
+            o.removing_replicas = [*_A_int32[n6 - 1].unpack_from(b, p + 1)]
+            p += 4 * n6 - 3
         else:
-            n6, p = _ruv(b, p)
-        n6 -= 1
-        if n6 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n6 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n6 < 64:
-                o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
+            n6 = b[p]
+            if n6 < 128:
+                p += 1
             else:
-                o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
-            p += n6 * 4
+                n6, p = _ruv(b, p)
+            n6 -= 1
+            if n6 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n6 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n6 < 64:
+                    o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
+                else:
+                    o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
+                p += n6 * 4
         F = 'AddingReplicas'
         n7 = b[p]
-        if n7 < 128:
-            p += 1
+        if 0 < n7 < 65 and p + 4 * n7 - 3 <= L:
+            o.adding_replicas = [*_A_int32[n7 - 1].unpack_from(b, p + 1)]
+            p += 4 * n7 - 3
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n7 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n7 < 64:
-                o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
+            n7 = b[p]
+            if n7 < 128:
+                p += 1
             else:
-                o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
-            p += n7 * 4
+                n7, p = _ruv(b, p)
+            n7 -= 1
+            if n7 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n7 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n7 < 64:
+                    o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
+                else:
+                    o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
+                p += n7 * 4
         F = 'Leader'
         o.leader, o.leader_epoch, o.partition_epoch, tn1 = _S1.unpack_from(b, p)
         p += 13
@@ -222,72 +242,92 @@ def _d_PartitionRecord_1(b, p):
         p += 20
         F = 'Replicas'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.replicas = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.replicas = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.replicas = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = 'Isr'
         n5 = b[p]
-        if n5 < 128:
-            p += 1
+        if 0 < n5 < 65 and p + 4 * n5 - 3 <= L:
+            o.isr = [*_A_int32[n5 - 1].unpack_from(b, p + 1)]
+            p += 4 * n5 - 3
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n5 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n5 < 64:
-                o.isr = [*_A_int32[n5].unpack_from(b, p)]
+            n5 = b[p]
+            if n5 < 128:
+                p += 1
             else:
-                o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
-            p += n5 * 4
+                n5, p = _ruv(b, p)
+            n5 -= 1
+            if n5 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n5 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n5 < 64:
+                    o.isr = [*_A_int32[n5].unpack_from(b, p)]
+                else:
+                    o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
+                p += n5 * 4
         F = 'RemovingReplicas'
         n6 = b[p]
-        if n6 < 128:
-            p += 1
+        if 0 < n6 < 65 and p + 4 * n6 - 3 <= L:
+            o.removing_replicas = [*_A_int32[n6 - 1].unpack_from(b, p + 1)]
+            p += 4 * n6 - 3
         else:
-            n6, p = _ruv(b, p)
-        n6 -= 1
-        if n6 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n6 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n6 < 64:
-                o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
+            n6 = b[p]
+            if n6 < 128:
+                p += 1
             else:
-                o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
-            p += n6 * 4
+                n6, p = _ruv(b, p)
+            n6 -= 1
+            if n6 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n6 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n6 < 64:
+                    o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
+                else:
+                    o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
+                p += n6 * 4
         F = 'AddingReplicas'
         n7 = b[p]
-        if n7 < 128:
-            p += 1
+        if 0 < n7 < 65 and p + 4 * n7 - 3 <= L:
+            o.adding_replicas = [*_A_int32[n7 - 1].unpack_from(b, p + 1)]
+            p += 4 * n7 - 3
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n7 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n7 < 64:
-                o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
+            n7 = b[p]
+            if n7 < 128:
+                p += 1
             else:
-                o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
-            p += n7 * 4
+                n7, p = _ruv(b, p)
+            n7 -= 1
+            if n7 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n7 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n7 < 64:
+                    o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
+                else:
+                    o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
+                p += n7 * 4
         F = 'Leader'
         o.leader, o.leader_epoch, o.partition_epoch = _S3.unpack_from(b, p)
         p += 12
@@ -303,9 +343,12 @@ def _d_PartitionRecord_1(b, p):
         else:
             if n8 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            e9 = p + 16 * n8
-            o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e9, 16)]
-            p = e9
+            l9 = []
+            for _ in range(n8):
+                u16 = b[p:p + 16]
+                l9.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.directories = l9
         o.leader_recovery_state = 0
         F = None
         u10 = o.unknown_tagged_fields = {}
@@ -362,72 +405,92 @@ def _d_PartitionRecord_2(b, p):
         p += 20
         F = 'Replicas'
         n4 = b[p]
-        if n4 < 128:
-            p += 1
+        if 0 < n4 < 65 and p + 4 * n4 - 3 <= L:
+            o.replicas = [*_A_int32[n4 - 1].unpack_from(b, p + 1)]
+            p += 4 * n4 - 3
         else:
-            n4, p = _ruv(b, p)
-        n4 -= 1
-        if n4 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n4 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n4 < 64:
-                o.replicas = [*_A_int32[n4].unpack_from(b, p)]
+            n4 = b[p]
+            if n4 < 128:
+                p += 1
             else:
-                o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
-            p += n4 * 4
+                n4, p = _ruv(b, p)
+            n4 -= 1
+            if n4 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n4 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n4) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n4 < 64:
+                    o.replicas = [*_A_int32[n4].unpack_from(b, p)]
+                else:
+                    o.replicas = [*_unpack_from('>' + str(n4) + 'i', b, p)]
+                p += n4 * 4
         F = 'Isr'
         n5 = b[p]
-        if n5 < 128:
-            p += 1
+        if 0 < n5 < 65 and p + 4 * n5 - 3 <= L:
+            o.isr = [*_A_int32[n5 - 1].unpack_from(b, p + 1)]
+            p += 4 * n5 - 3
         else:
-            n5, p = _ruv(b, p)
-        n5 -= 1
-        if n5 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n5 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n5 < 64:
-                o.isr = [*_A_int32[n5].unpack_from(b, p)]
+            n5 = b[p]
+            if n5 < 128:
+                p += 1
             else:
-                o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
-            p += n5 * 4
+                n5, p = _ruv(b, p)
+            n5 -= 1
+            if n5 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n5 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n5 < 64:
+                    o.isr = [*_A_int32[n5].unpack_from(b, p)]
+                else:
+                    o.isr = [*_unpack_from('>' + str(n5) + 'i', b, p)]
+                p += n5 * 4
         F = 'RemovingReplicas'
         n6 = b[p]
-        if n6 < 128:
-            p += 1
+        if 0 < n6 < 65 and p + 4 * n6 - 3 <= L:
+            o.removing_replicas = [*_A_int32[n6 - 1].unpack_from(b, p + 1)]
+            p += 4 * n6 - 3
         else:
-            n6, p = _ruv(b, p)
-        n6 -= 1
-        if n6 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n6 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n6 < 64:
-                o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
+            n6 = b[p]
+            if n6 < 128:
+                p += 1
             else:
-                o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
-            p += n6 * 4
+                n6, p = _ruv(b, p)
+            n6 -= 1
+            if n6 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n6 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n6 < 64:
+                    o.removing_replicas = [*_A_int32[n6].unpack_from(b, p)]
+                else:
+                    o.removing_replicas = [*_unpack_from('>' + str(n6) + 'i', b, p)]
+                p += n6 * 4
         F = 'AddingReplicas'
         n7 = b[p]
-        if n7 < 128:
-            p += 1
+        if 0 < n7 < 65 and p + 4 * n7 - 3 <= L:
+            o.adding_replicas = [*_A_int32[n7 - 1].unpack_from(b, p + 1)]
+            p += 4 * n7 - 3
         else:
-            n7, p = _ruv(b, p)
-        n7 -= 1
-        if n7 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n7 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n7 < 64:
-                o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
+            n7 = b[p]
+            if n7 < 128:
+                p += 1
             else:
-                o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
-            p += n7 * 4
+                n7, p = _ruv(b, p)
+            n7 -= 1
+            if n7 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n7 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n7 < 64:
+                    o.adding_replicas = [*_A_int32[n7].unpack_from(b, p)]
+                else:
+                    o.adding_replicas = [*_unpack_from('>' + str(n7) + 'i', b, p)]
+                p += n7 * 4
         F = 'Leader'
         o.leader, o.leader_epoch, o.partition_epoch = _S3.unpack_from(b, p)
         p += 12
@@ -443,9 +506,12 @@ def _d_PartitionRecord_2(b, p):
         else:
             if n8 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            e9 = p + 16 * n8
-            o.directories = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e9, 16)]
-            p = e9
+            l9 = []
+            for _ in range(n8):
+                u16 = b[p:p + 16]
+                l9.append(_UC.get(u16) or _uuid(u16))
+                p += 16
+            o.directories = l9
         o.leader_recovery_state = 0
         o.eligible_leader_replicas = None
         o.last_known_elr = None
@@ -481,45 +547,55 @@ def _d_PartitionRecord_2(b, p):
                 elif tag11 == 1:
                     F = 'EligibleLeaderReplicas'
                     n14 = b[p]
-                    if n14 < 128:
-                        p += 1
+                    if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
+                        o.eligible_leader_replicas = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n14 - 3
                     else:
-                        n14, p = _ruv(b, p)
-                    n14 -= 1
-                    if n14 < 0:
-                        if n14 != -1:
-                            raise _DecodeError('negative array length ' + str(n14), offset=p)
-                        o.eligible_leader_replicas = None
-                    else:
-                        if n14 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n14 < 64:
-                            o.eligible_leader_replicas = [*_A_int32[n14].unpack_from(b, p)]
+                        n14 = b[p]
+                        if n14 < 128:
+                            p += 1
                         else:
-                            o.eligible_leader_replicas = [*_unpack_from('>' + str(n14) + 'i', b, p)]
-                        p += n14 * 4
+                            n14, p = _ruv(b, p)
+                        n14 -= 1
+                        if n14 < 0:
+                            if n14 != -1:
+                                raise _DecodeError('negative array length ' + str(n14), offset=p)
+                            o.eligible_leader_replicas = None
+                        else:
+                            if n14 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n14 < 64:
+                                o.eligible_leader_replicas = [*_A_int32[n14].unpack_from(b, p)]
+                            else:
+                                o.eligible_leader_replicas = [*_unpack_from('>' + str(n14) + 'i', b, p)]
+                            p += n14 * 4
                     if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 elif tag11 == 2:
                     F = 'LastKnownElr'
                     n15 = b[p]
-                    if n15 < 128:
-                        p += 1
+                    if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
+                        o.last_known_elr = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n15 - 3
                     else:
-                        n15, p = _ruv(b, p)
-                    n15 -= 1
-                    if n15 < 0:
-                        if n15 != -1:
-                            raise _DecodeError('negative array length ' + str(n15), offset=p)
-                        o.last_known_elr = None
-                    else:
-                        if n15 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n15 < 64:
-                            o.last_known_elr = [*_A_int32[n15].unpack_from(b, p)]
+                        n15 = b[p]
+                        if n15 < 128:
+                            p += 1
                         else:
-                            o.last_known_elr = [*_unpack_from('>' + str(n15) + 'i', b, p)]
-                        p += n15 * 4
+                            n15, p = _ruv(b, p)
+                        n15 -= 1
+                        if n15 < 0:
+                            if n15 != -1:
+                                raise _DecodeError('negative array length ' + str(n15), offset=p)
+                            o.last_known_elr = None
+                        else:
+                            if n15 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n15 < 64:
+                                o.last_known_elr = [*_A_int32[n15].unpack_from(b, p)]
+                            else:
+                                o.last_known_elr = [*_unpack_from('>' + str(n15) + 'i', b, p)]
+                            p += n15 * 4
                     if p != te13:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:

@@ -1194,9 +1194,12 @@ def _d_RegisterBrokerRecord_3(b, p):
                     else:
                         if n34 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n34) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        e35 = p + 16 * n34
-                        o.log_dirs = [_UC.get(b[i:i + 16]) or _uuid(b[i:i + 16]) for i in range(p, e35, 16)]
-                        p = e35
+                        l35 = []
+                        for _ in range(n34):
+                            u16 = b[p:p + 16]
+                            l35.append(_UC.get(u16) or _uuid(u16))
+                            p += 16
+                        o.log_dirs = l35
                     if p != te33:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
