@@ -35,27 +35,47 @@ class FrameReader:
 
     A negative size or one above `max_size` raises DecodeError: the connection cannot be
     trusted after that, as in Kafka (InvalidReceiveException).
+
+    Frames are sliced straight out of the bytes received (one copy per frame). Bytes that
+    arrive while a frame is incomplete are kept as pieces and joined once, when the frame
+    they complete is whole, so a large frame in many receives is copied a bounded number of
+    times.
     """
 
     def __init__(self, max_size: int = DEFAULT_MAX_FRAME):
         self.max_size = max_size
-        self._buf = bytearray()
+        self._buf = b""  # received bytes, split from _pos on
         self._pos = 0
+        self._more: list[bytes] = []  # received after _buf, not joined yet
+        self._more_len = 0
 
-    def feed(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if not data:
+            return
+        if self._pos == len(self._buf) and not self._more:
+            self._buf = data if type(data) is bytes else bytes(data)
             self._pos = 0
-        self._buf += data
+        else:
+            self._more.append(bytes(data))
+            self._more_len += len(data)
 
     @property
     def buffered(self) -> int:
-        return len(self._buf) - self._pos
+        return len(self._buf) - self._pos + self._more_len
+
+    def _join(self) -> bytes:
+        buf = b"".join((self._buf[self._pos:], *self._more))
+        self._buf, self._pos = buf, 0
+        self._more.clear()
+        self._more_len = 0
+        return buf
 
     def next_frame(self) -> bytes | None:
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 4:
-            return None
+            if len(buf) - pos + self._more_len < 4:
+                return None
+            buf, pos = self._join(), 0
         size = _SIZE.unpack_from(buf, pos)[0]
         if size < 0:
             raise DecodeError(f"negative frame size {size}", offset=pos, field="size")
@@ -63,18 +83,12 @@ class FrameReader:
             raise DecodeError(f"frame size {size} is larger than the maximum {self.max_size}",
                               offset=pos, field="size")
         end = pos + 4 + size
-        if len(buf) < end:
-            return None
-        frame = bytes(buf[pos + 4:end])
-        if end == len(buf):
-            buf.clear()
-            self._pos = 0
-        else:
-            self._pos = end
-            if end > 1 << 16 and end * 2 > len(buf):
-                del buf[:end]
-                self._pos = 0
-        return frame
+        if end > len(buf):
+            if len(buf) - pos + self._more_len < 4 + size:
+                return None
+            buf, pos, end = self._join(), 0, 4 + size
+        self._pos = end
+        return buf[pos + 4:end]
 
 
 def read_request_header(frame: bytes) -> tuple[RequestHeader, int, int, int]:
