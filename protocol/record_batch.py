@@ -388,10 +388,13 @@ class RecordBatch:
                             append(data[pos + 6 : vend])
                             pos = rec_end
                             continue
-                # Record length; single-byte varints are the common case and stay inline.
+                # Record length; one- and two-byte varints are the common case and stay inline.
                 b = data[pos]
                 if b < 0x80:
                     pos += 1
+                elif data[pos + 1] < 0x80:
+                    b = (b & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
                 else:
                     b, pos = _uvarint_tail(data, pos + 1, b)
                 rec_end = pos + ((b >> 1) ^ -(b & 1))
@@ -425,6 +428,9 @@ class RecordBatch:
                 b = data[pos]
                 if b < 0x80:
                     pos += 1
+                elif data[pos + 1] < 0x80:
+                    b = (b & 0x7F) | (data[pos + 1] << 7)
+                    pos += 2
                 else:
                     b, pos = _uvarint_tail(data, pos + 1, b)
                 n = (b >> 1) ^ -(b & 1)

@@ -343,3 +343,14 @@ def test_values_agree_with_records_on_mutated_batches(values, flips) -> None:
     assert batch.values() == expected
     if not flips:
         assert expected == values
+
+
+def test_values_of_every_varint_width() -> None:
+    # record and value lengths of one, two and three varint bytes, next to each other
+    values = [b"a" * n for n in (0, 10, 63, 64, 100, 8191, 8192, 20_000, 1_100_000)] + [None]
+    raw = build_record_batch(values, base_offset=0, timestamp=1)
+    (batch,) = iter_record_batches(raw)
+    assert batch.values() == values
+    assert [r.value for r in batch.records()] == values
+    (theirs,) = kafka_python_batches(raw)
+    assert [r.value for r in theirs] == values
