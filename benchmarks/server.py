@@ -1,6 +1,6 @@
 """Server throughput and latency: kraftpy beside a minimal trio echo server, in one run.
 
-    python benchmarks/server.py [--seconds 2] [--rounds 3]
+    python benchmarks/server.py [--seconds 1] [--rounds 6]
 
 The peer is the Python networking limit on this machine: a trio server that reads Kafka frames
 with kraftpy's own FrameReader and answers each with fixed bytes, deciding nothing. Both run as
@@ -297,8 +297,8 @@ def cluster_id(data: Path) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="per measured run")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per server and row")
+    parser.add_argument("--seconds", type=float, default=1.0, help="per measured run")
+    parser.add_argument("--rounds", type=int, default=6, help="runs per server and row")
     parser.add_argument("--echo", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo:
