@@ -41,6 +41,8 @@ _UUID_CACHE_MAX = 4096
 
 # struct.Struct(">{n}{code}") for arrays of fixed-size elements, n < 64
 ARRAY_STRUCTS = {code: tuple(struct.Struct(f">{n}{code}") for n in range(64)) for code in "?bhHiIqd"}
+# n 16-byte pieces in one call, for arrays of n < 64 uuids
+UUID_ARRAYS = tuple(struct.Struct(">" + "16s" * n) for n in range(64))
 
 
 def uuid_from_bytes(raw: bytes) -> uuid.UUID:

@@ -17,6 +17,7 @@ from kraftpy.protocol.message import Message
 from kraftpy.protocol.message import json_bytes as _jb
 from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_ARRAYS as _UA
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
@@ -154,11 +155,18 @@ def _d_BrokerHeartbeatRequest_1(b, p):
                     else:
                         if n6 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l7 = []
-                        for _ in range(n6):
-                            u16 = b[p:p + 16]
-                            l7.append(_UC.get(u16) or _uuid(u16))
-                            p += 16
+                        if n6 < 64:
+                            r8 = _UA[n6].unpack_from(b, p)
+                            l7 = [*map(_UC.get, r8)]
+                            if not all(l7):
+                                l7 = [*map(_uuid, r8)]
+                            p += 16 * n6
+                        else:
+                            l7 = []
+                            for _ in range(n6):
+                                u16 = b[p:p + 16]
+                                l7.append(_UC.get(u16) or _uuid(u16))
+                                p += 16
                         o.offline_log_dirs = l7
                     if p != te5:
                         raise _DecodeError('tagged field size does not match its content', offset=p)

@@ -17,6 +17,7 @@ from kraftpy.protocol.message import Message
 from kraftpy.protocol.message import json_bytes as _jb
 from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_ARRAYS as _UA
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
@@ -1062,14 +1063,21 @@ def _d_BrokerRegistrationRequest_2(b, p):
         else:
             if n29 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n29) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l30 = []
-            for _ in range(n29):
-                u16 = b[p:p + 16]
-                l30.append(_UC.get(u16) or _uuid(u16))
-                p += 16
+            if n29 < 64:
+                r31 = _UA[n29].unpack_from(b, p)
+                l30 = [*map(_UC.get, r31)]
+                if not all(l30):
+                    l30 = [*map(_uuid, r31)]
+                p += 16 * n29
+            else:
+                l30 = []
+                for _ in range(n29):
+                    u16 = b[p:p + 16]
+                    l30.append(_UC.get(u16) or _uuid(u16))
+                    p += 16
             o.log_dirs = l30
         F = None
-        u31 = o.unknown_tagged_fields = {}
+        u32 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -1078,21 +1086,21 @@ def _d_BrokerRegistrationRequest_2(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag32 = b[p]
-                if tag32 < 128:
+                tag33 = b[p]
+                if tag33 < 128:
                     p += 1
                 else:
-                    tag32, p = _ruv(b, p)
-                tz33 = b[p]
-                if tz33 < 128:
+                    tag33, p = _ruv(b, p)
+                tz34 = b[p]
+                if tz34 < 128:
                     p += 1
                 else:
-                    tz33, p = _ruv(b, p)
-                te34 = p + tz33
-                if te34 > L:
-                    raise _DecodeError('tagged field ' + str(tag32) + ' of ' + str(tz33) + ' bytes is truncated', offset=p)
-                u31[tag32] = b[p:te34]
-                p = te34
+                    tz34, p = _ruv(b, p)
+                te35 = p + tz34
+                if te35 > L:
+                    raise _DecodeError('tagged field ' + str(tag33) + ' of ' + str(tz34) + ' bytes is truncated', offset=p)
+                u32[tag33] = b[p:te35]
+                p = te35
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -1285,38 +1293,45 @@ def _d_BrokerRegistrationRequest_3(b, p):
         else:
             if n29 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n29) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l30 = []
-            for _ in range(n29):
-                u16 = b[p:p + 16]
-                l30.append(_UC.get(u16) or _uuid(u16))
-                p += 16
+            if n29 < 64:
+                r31 = _UA[n29].unpack_from(b, p)
+                l30 = [*map(_UC.get, r31)]
+                if not all(l30):
+                    l30 = [*map(_uuid, r31)]
+                p += 16 * n29
+            else:
+                l30 = []
+                for _ in range(n29):
+                    u16 = b[p:p + 16]
+                    l30.append(_UC.get(u16) or _uuid(u16))
+                    p += 16
             o.log_dirs = l30
         F = 'PreviousBrokerEpoch'
         o.previous_broker_epoch, tn1 = _S8.unpack_from(b, p)
         p += 9
         F = None
-        u31 = o.unknown_tagged_fields = {}
+        u32 = o.unknown_tagged_fields = {}
         if tn1:
             if tn1 >= 128:
                 tn1, p = _ruv(b, p - 1)
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag32 = b[p]
-                if tag32 < 128:
+                tag33 = b[p]
+                if tag33 < 128:
                     p += 1
                 else:
-                    tag32, p = _ruv(b, p)
-                tz33 = b[p]
-                if tz33 < 128:
+                    tag33, p = _ruv(b, p)
+                tz34 = b[p]
+                if tz34 < 128:
                     p += 1
                 else:
-                    tz33, p = _ruv(b, p)
-                te34 = p + tz33
-                if te34 > L:
-                    raise _DecodeError('tagged field ' + str(tag32) + ' of ' + str(tz33) + ' bytes is truncated', offset=p)
-                u31[tag32] = b[p:te34]
-                p = te34
+                    tz34, p = _ruv(b, p)
+                te35 = p + tz34
+                if te35 > L:
+                    raise _DecodeError('tagged field ' + str(tag33) + ' of ' + str(tz34) + ' bytes is truncated', offset=p)
+                u32[tag33] = b[p:te35]
+                p = te35
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

@@ -17,6 +17,7 @@ from kraftpy.protocol.message import Message
 from kraftpy.protocol.message import json_bytes as _jb
 from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_ARRAYS as _UA
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new

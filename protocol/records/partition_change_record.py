@@ -17,6 +17,7 @@ from kraftpy.protocol.message import Message
 from kraftpy.protocol.message import json_bytes as _jb
 from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_ARRAYS as _UA
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
@@ -427,11 +428,18 @@ def _d_PartitionChangeRecord_1(b, p):
                     else:
                         if n12 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l13 = []
-                        for _ in range(n12):
-                            u16 = b[p:p + 16]
-                            l13.append(_UC.get(u16) or _uuid(u16))
-                            p += 16
+                        if n12 < 64:
+                            r14 = _UA[n12].unpack_from(b, p)
+                            l13 = [*map(_UC.get, r14)]
+                            if not all(l13):
+                                l13 = [*map(_uuid, r14)]
+                            p += 16 * n12
+                        else:
+                            l13 = []
+                            for _ in range(n12):
+                                u16 = b[p:p + 16]
+                                l13.append(_UC.get(u16) or _uuid(u16))
+                                p += 16
                         o.directories = l13
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
@@ -678,11 +686,18 @@ def _d_PartitionChangeRecord_2(b, p):
                     else:
                         if n14 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l15 = []
-                        for _ in range(n14):
-                            u16 = b[p:p + 16]
-                            l15.append(_UC.get(u16) or _uuid(u16))
-                            p += 16
+                        if n14 < 64:
+                            r16 = _UA[n14].unpack_from(b, p)
+                            l15 = [*map(_UC.get, r16)]
+                            if not all(l15):
+                                l15 = [*map(_uuid, r16)]
+                            p += 16 * n14
+                        else:
+                            l15 = []
+                            for _ in range(n14):
+                                u16 = b[p:p + 16]
+                                l15.append(_UC.get(u16) or _uuid(u16))
+                                p += 16
                         o.directories = l15
                     if p != te7:
                         raise _DecodeError('tagged field size does not match its content', offset=p)

@@ -17,6 +17,7 @@ from kraftpy.protocol.message import Message
 from kraftpy.protocol.message import json_bytes as _jb
 from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_ARRAYS as _UA
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
@@ -343,15 +344,22 @@ def _d_PartitionRecord_1(b, p):
         else:
             if n8 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l9 = []
-            for _ in range(n8):
-                u16 = b[p:p + 16]
-                l9.append(_UC.get(u16) or _uuid(u16))
-                p += 16
+            if n8 < 64:
+                r10 = _UA[n8].unpack_from(b, p)
+                l9 = [*map(_UC.get, r10)]
+                if not all(l9):
+                    l9 = [*map(_uuid, r10)]
+                p += 16 * n8
+            else:
+                l9 = []
+                for _ in range(n8):
+                    u16 = b[p:p + 16]
+                    l9.append(_UC.get(u16) or _uuid(u16))
+                    p += 16
             o.directories = l9
         o.leader_recovery_state = 0
         F = None
-        u10 = o.unknown_tagged_fields = {}
+        u11 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -360,30 +368,30 @@ def _d_PartitionRecord_1(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag11 = b[p]
-                if tag11 < 128:
+                tag12 = b[p]
+                if tag12 < 128:
                     p += 1
                 else:
-                    tag11, p = _ruv(b, p)
-                tz12 = b[p]
-                if tz12 < 128:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
                     p += 1
                 else:
-                    tz12, p = _ruv(b, p)
-                te13 = p + tz12
-                if te13 > L:
-                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                if tag11 == 0:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                if tag12 == 0:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != te13:
+                    if p != te14:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag11 in (1, 2):
-                    raise _DecodeError('tag ' + str(tag11) + ' is not valid for version 1', offset=p)
+                elif tag12 in (1, 2):
+                    raise _DecodeError('tag ' + str(tag12) + ' is not valid for version 1', offset=p)
                 else:
-                    u10[tag11] = b[p:te13]
-                p = te13
+                    u11[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None
@@ -506,17 +514,24 @@ def _d_PartitionRecord_2(b, p):
         else:
             if n8 * 16 > L - p:
                 raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            l9 = []
-            for _ in range(n8):
-                u16 = b[p:p + 16]
-                l9.append(_UC.get(u16) or _uuid(u16))
-                p += 16
+            if n8 < 64:
+                r10 = _UA[n8].unpack_from(b, p)
+                l9 = [*map(_UC.get, r10)]
+                if not all(l9):
+                    l9 = [*map(_uuid, r10)]
+                p += 16 * n8
+            else:
+                l9 = []
+                for _ in range(n8):
+                    u16 = b[p:p + 16]
+                    l9.append(_UC.get(u16) or _uuid(u16))
+                    p += 16
             o.directories = l9
         o.leader_recovery_state = 0
         o.eligible_leader_replicas = None
         o.last_known_elr = None
         F = None
-        u10 = o.unknown_tagged_fields = {}
+        u11 = o.unknown_tagged_fields = {}
         tn1 = b[p]
         p += 1
         if tn1:
@@ -525,57 +540,30 @@ def _d_PartitionRecord_2(b, p):
             if tn1 > L - p:
                 raise _DecodeError(str(tn1) + ' tagged fields cannot fit in ' + str(L - p) + ' bytes', offset=p)
             for _ in range(tn1):
-                tag11 = b[p]
-                if tag11 < 128:
+                tag12 = b[p]
+                if tag12 < 128:
                     p += 1
                 else:
-                    tag11, p = _ruv(b, p)
-                tz12 = b[p]
-                if tz12 < 128:
+                    tag12, p = _ruv(b, p)
+                tz13 = b[p]
+                if tz13 < 128:
                     p += 1
                 else:
-                    tz12, p = _ruv(b, p)
-                te13 = p + tz12
-                if te13 > L:
-                    raise _DecodeError('tagged field ' + str(tag11) + ' of ' + str(tz12) + ' bytes is truncated', offset=p)
-                if tag11 == 0:
+                    tz13, p = _ruv(b, p)
+                te14 = p + tz13
+                if te14 > L:
+                    raise _DecodeError('tagged field ' + str(tag12) + ' of ' + str(tz13) + ' bytes is truncated', offset=p)
+                if tag12 == 0:
                     F = 'LeaderRecoveryState'
                     o.leader_recovery_state = _S2.unpack_from(b, p)[0]
                     p += 1
-                    if p != te13:
+                    if p != te14:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag11 == 1:
+                elif tag12 == 1:
                     F = 'EligibleLeaderReplicas'
-                    n14 = b[p]
-                    if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
-                        o.eligible_leader_replicas = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
-                        p += 4 * n14 - 3
-                    else:
-                        n14 = b[p]
-                        if n14 < 128:
-                            p += 1
-                        else:
-                            n14, p = _ruv(b, p)
-                        n14 -= 1
-                        if n14 < 0:
-                            if n14 != -1:
-                                raise _DecodeError('negative array length ' + str(n14), offset=p)
-                            o.eligible_leader_replicas = None
-                        else:
-                            if n14 * 4 > L - p:
-                                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                            if n14 < 64:
-                                o.eligible_leader_replicas = [*_A_int32[n14].unpack_from(b, p)]
-                            else:
-                                o.eligible_leader_replicas = [*_unpack_from('>' + str(n14) + 'i', b, p)]
-                            p += n14 * 4
-                    if p != te13:
-                        raise _DecodeError('tagged field size does not match its content', offset=p)
-                elif tag11 == 2:
-                    F = 'LastKnownElr'
                     n15 = b[p]
                     if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
-                        o.last_known_elr = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+                        o.eligible_leader_replicas = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
                         p += 4 * n15 - 3
                     else:
                         n15 = b[p]
@@ -587,20 +575,47 @@ def _d_PartitionRecord_2(b, p):
                         if n15 < 0:
                             if n15 != -1:
                                 raise _DecodeError('negative array length ' + str(n15), offset=p)
-                            o.last_known_elr = None
+                            o.eligible_leader_replicas = None
                         else:
                             if n15 * 4 > L - p:
                                 raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
                             if n15 < 64:
-                                o.last_known_elr = [*_A_int32[n15].unpack_from(b, p)]
+                                o.eligible_leader_replicas = [*_A_int32[n15].unpack_from(b, p)]
                             else:
-                                o.last_known_elr = [*_unpack_from('>' + str(n15) + 'i', b, p)]
+                                o.eligible_leader_replicas = [*_unpack_from('>' + str(n15) + 'i', b, p)]
                             p += n15 * 4
-                    if p != te13:
+                    if p != te14:
+                        raise _DecodeError('tagged field size does not match its content', offset=p)
+                elif tag12 == 2:
+                    F = 'LastKnownElr'
+                    n16 = b[p]
+                    if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+                        o.last_known_elr = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n16 - 3
+                    else:
+                        n16 = b[p]
+                        if n16 < 128:
+                            p += 1
+                        else:
+                            n16, p = _ruv(b, p)
+                        n16 -= 1
+                        if n16 < 0:
+                            if n16 != -1:
+                                raise _DecodeError('negative array length ' + str(n16), offset=p)
+                            o.last_known_elr = None
+                        else:
+                            if n16 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n16 < 64:
+                                o.last_known_elr = [*_A_int32[n16].unpack_from(b, p)]
+                            else:
+                                o.last_known_elr = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+                            p += n16 * 4
+                    if p != te14:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
-                    u10[tag11] = b[p:te13]
-                p = te13
+                    u11[tag12] = b[p:te14]
+                p = te14
         return o, p
     except _DecodeError as x:
         raise _nest(x, F) from None

@@ -17,6 +17,7 @@ from kraftpy.protocol.message import Message
 from kraftpy.protocol.message import json_bytes as _jb
 from kraftpy.protocol.message import json_uuid as _ju
 from kraftpy.protocol.primitives import ARRAY_STRUCTS as _ARRAY
+from kraftpy.protocol.primitives import UUID_ARRAYS as _UA
 from kraftpy.protocol.primitives import UUID_CACHE as _UC
 from kraftpy.protocol.primitives import UV1 as _UV1
 from kraftpy.protocol.primitives import ZERO_UUID, _new
@@ -1194,11 +1195,18 @@ def _d_RegisterBrokerRecord_3(b, p):
                     else:
                         if n34 * 16 > L - p:
                             raise _DecodeError('array of ' + str(n34) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        l35 = []
-                        for _ in range(n34):
-                            u16 = b[p:p + 16]
-                            l35.append(_UC.get(u16) or _uuid(u16))
-                            p += 16
+                        if n34 < 64:
+                            r36 = _UA[n34].unpack_from(b, p)
+                            l35 = [*map(_UC.get, r36)]
+                            if not all(l35):
+                                l35 = [*map(_uuid, r36)]
+                            p += 16 * n34
+                        else:
+                            l35 = []
+                            for _ in range(n34):
+                                u16 = b[p:p + 16]
+                                l35.append(_UC.get(u16) or _uuid(u16))
+                                p += 16
                         o.log_dirs = l35
                     if p != te33:
                         raise _DecodeError('tagged field size does not match its content', offset=p)

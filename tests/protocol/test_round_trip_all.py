@@ -85,3 +85,18 @@ def test_elements_are_fresh_objects() -> None:
     assert [v.log_end_offset for v in voters] == [0, 10, 20]
     voters[0].log_end_offset = 5
     assert voters[1].log_end_offset == 10 and voters[0] != voters[1]
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 63, 64, 200])
+def test_uuid_arrays_known_unknown_and_long(count: int) -> None:
+    from kraftpy.protocol.records.partition_record import PartitionRecord
+
+    fresh = [uuid.uuid4() for _ in range(count)]
+    rec = PartitionRecord(partition_id=1, topic_id=uuid.uuid4(), directories=fresh)
+    data = rec.encode(2)
+    first = PartitionRecord.decode(data, 2)  # ids not seen before
+    again = PartitionRecord.decode(data, 2)  # ids now cached
+    assert first == again == rec and first.directories == fresh
+    if count:
+        with pytest.raises(DecodeError):
+            PartitionRecord.decode(data[: -1 - 16 * count + 5], 2)
