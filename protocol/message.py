@@ -1,7 +1,8 @@
 """The base of every generated message, header and record class.
 
 Generated modules supply, per class, `_DECODERS` / `_ENCODERS` (version -> offset-based
-function) and `_FIELDS` (what to_json, ==, repr and tests need to know about each field);
+function), `_JSON` (version -> JsonConverter dict builder) and `_FIELDS` (what the generic
+to_json, ==, repr and tests need to know about each field);
 the behaviour shared by all of them lives here once.
 """
 
