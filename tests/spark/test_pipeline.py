@@ -15,6 +15,7 @@ from kraftpy.tools.logdecode.rows import ROW_NAMES, audit_record, file_rows
 from support.metadata_logs import (
     MetadataLogWriter,
     producer_ids,
+    realistic_cluster,
     register_broker,
     registration_change,
     synthetic_cluster,
@@ -27,14 +28,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """Two generated clusters of many small segments each (one with a snapshot), a cluster
-    with a deliberate overlap, plus the real Kafka directories when ../shared is there."""
+    """Two generated busy clusters of many small segments each (one with a snapshot), one shaped
+    like a real cluster (NoOp batches), a cluster with a deliberate overlap, plus the real Kafka
+    directories when ../shared is there."""
     root = tmp_path_factory.mktemp("logs")
     for name, seed in (("east", 1), ("west", 2)):
         w = synthetic_cluster(root / f"cluster={name}" / "__cluster_metadata-0", records=4000,
                               segment_bytes=8 << 10, seed=seed)
         write_snapshot(w.directory, end_offset=w.next_offset, epoch=1,
                        records=[register_broker(1, 0), producer_ids(-1, -1, 10_000_000)])
+    realistic_cluster(root / "cluster=north" / "__cluster_metadata-0", records=6000,
+                      segment_bytes=64 << 10, seed=3)
     part = root / "cluster=lab" / "__cluster_metadata-0"
     w = MetadataLogWriter(part)
     w.append([register_broker(1, 0)])
@@ -81,7 +85,7 @@ def test_records_match_the_cli_row_for_row(spark, inputs: list[str], cli: list[d
     assert len(theirs) == len(ours) > 20_000
     assert theirs == ours
     assert any(r["error"] and r["error"].startswith("torn-tail") for r in theirs)
-    assert {r["cluster"] for r in theirs} >= {"east", "west", "lab"}
+    assert {r["cluster"] for r in theirs} >= {"east", "west", "north", "lab"}
 
 
 def test_pipeline_tables_match_pid_audit(spark, inputs: list[str], cli: list[dict],
