@@ -201,7 +201,7 @@ class ModuleEmitter:
         c(ind, f"{e} = p + {size} * {n}")
         untagged = f" and b[p + {size - 1}:{e}:{size}].count(0) == {n}" if flexible else ""
         c(ind, f"if {e} <= L{untagged}:")
-        c(ind + 1, f"{lst} = list(map(_new, _repeat({self.names[struct.name]}, {n})))")
+        c(ind + 1, f"{lst} = [*map(_new, _repeat({self.names[struct.name]}, {n}))]")
         c(ind + 1, f"for {s}, ({targets}) in zip({lst}, {self.fmt(codes)}.iter_unpack(b[p:{e}])):")
         for f in struct.fields:
             if version not in f.versions:

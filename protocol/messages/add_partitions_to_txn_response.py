@@ -197,7 +197,7 @@ def _d_AddPartitionsToTxnTopicResult_4(b, p):
             l5 = None
             e7 = p + 7 * n4
             if e7 <= L and b[p + 6:e7:7].count(0) == n4:
-                l5 = list(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n4)))
+                l5 = [*map(_new, _repeat(AddPartitionsToTxnPartitionResult, n4))]
                 for s6, (s6.partition_index, s6.partition_error_code) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
                 p = e7
@@ -508,7 +508,7 @@ def _d_AddPartitionsToTxnTopicResult_0(b, p):
             l4 = None
             e6 = p + 6 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(AddPartitionsToTxnPartitionResult, n3)))
+                l4 = [*map(_new, _repeat(AddPartitionsToTxnPartitionResult, n3))]
                 for s5, (s5.partition_index, s5.partition_error_code) in zip(l4, _S2.iter_unpack(b[p:e6])):
                     s5.unknown_tagged_fields = {}
                 p = e6

@@ -426,7 +426,7 @@ def _d_ApiVersionsResponse_0(b, p):
             l2 = None
             e4 = p + 6 * n1
             if e4 <= L:
-                l2 = list(map(_new, _repeat(ApiVersion, n1)))
+                l2 = [*map(_new, _repeat(ApiVersion, n1))]
                 for s3, (s3.api_key, s3.min_version, s3.max_version) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
                 p = e4
@@ -472,7 +472,7 @@ def _d_ApiVersionsResponse_1(b, p):
             l2 = None
             e4 = p + 6 * n1
             if e4 <= L:
-                l2 = list(map(_new, _repeat(ApiVersion, n1)))
+                l2 = [*map(_new, _repeat(ApiVersion, n1))]
                 for s3, (s3.api_key, s3.min_version, s3.max_version) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
                 p = e4
@@ -521,7 +521,7 @@ def _d_ApiVersionsResponse_3(b, p):
             l3 = None
             e5 = p + 7 * n2
             if e5 <= L and b[p + 6:e5:7].count(0) == n2:
-                l3 = list(map(_new, _repeat(ApiVersion, n2)))
+                l3 = [*map(_new, _repeat(ApiVersion, n2))]
                 for s4, (s4.api_key, s4.min_version, s4.max_version) in zip(l3, _S6.iter_unpack(b[p:e5])):
                     s4.unknown_tagged_fields = {}
                 p = e5

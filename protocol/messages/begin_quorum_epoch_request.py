@@ -178,7 +178,7 @@ def _d_TopicData_0(b, p):
             l4 = None
             e6 = p + 12 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(PartitionData, n3)))
+                l4 = [*map(_new, _repeat(PartitionData, n3))]
                 for s5, (s5.partition_index, s5.leader_id, s5.leader_epoch) in zip(l4, _S0.iter_unpack(b[p:e6])):
                     s5.voter_directory_id = ZERO_UUID
                     s5.unknown_tagged_fields = {}

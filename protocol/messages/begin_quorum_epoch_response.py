@@ -173,7 +173,7 @@ def _d_TopicData_0(b, p):
             l4 = None
             e6 = p + 14 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(PartitionData, n3)))
+                l4 = [*map(_new, _repeat(PartitionData, n3))]
                 for s5, (s5.partition_index, s5.error_code, s5.leader_id, s5.leader_epoch) in zip(l4, _S0.iter_unpack(b[p:e6])):
                     s5.unknown_tagged_fields = {}
                 p = e6
@@ -271,7 +271,7 @@ def _d_TopicData_1(b, p):
             l5 = None
             e7 = p + 15 * n4
             if e7 <= L and b[p + 14:e7:15].count(0) == n4:
-                l5 = list(map(_new, _repeat(PartitionData, n4)))
+                l5 = [*map(_new, _repeat(PartitionData, n4))]
                 for s6, (s6.partition_index, s6.error_code, s6.leader_id, s6.leader_epoch) in zip(l5, _S4.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
                 p = e7

@@ -210,7 +210,7 @@ def _d_PartitionResponse_0(b, p):
             l5 = None
             e7 = p + 37 * n4
             if e7 <= L and b[p + 36:e7:37].count(0) == n4:
-                l5 = list(map(_new, _repeat(ProducerState, n4)))
+                l5 = [*map(_new, _repeat(ProducerState, n4))]
                 for s6, (s6.producer_id, s6.producer_epoch, s6.last_sequence, s6.last_timestamp, s6.coordinator_epoch, s6.current_txn_start_offset) in zip(l5, _S2.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
                 p = e7

@@ -170,7 +170,7 @@ def _d_TopicData_0(b, p):
             l5 = None
             e7 = p + 5 * n4
             if e7 <= L and b[p + 4:e7:5].count(0) == n4:
-                l5 = list(map(_new, _repeat(PartitionData, n4)))
+                l5 = [*map(_new, _repeat(PartitionData, n4))]
                 for s6, (s6.partition_index,) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
                 p = e7

@@ -257,7 +257,7 @@ def _d_PartitionData_0(b, p):
             l3 = None
             e5 = p + 13 * n2
             if e5 <= L and b[p + 12:e5:13].count(0) == n2:
-                l3 = list(map(_new, _repeat(ReplicaState, n2)))
+                l3 = [*map(_new, _repeat(ReplicaState, n2))]
                 for s4, (s4.replica_id, s4.log_end_offset) in zip(l3, _S2.iter_unpack(b[p:e5])):
                     s4.replica_directory_id = ZERO_UUID
                     s4.last_fetch_timestamp = -1
@@ -312,7 +312,7 @@ def _d_PartitionData_0(b, p):
             l13 = None
             e15 = p + 13 * n12
             if e15 <= L and b[p + 12:e15:13].count(0) == n12:
-                l13 = list(map(_new, _repeat(ReplicaState, n12)))
+                l13 = [*map(_new, _repeat(ReplicaState, n12))]
                 for s14, (s14.replica_id, s14.log_end_offset) in zip(l13, _S2.iter_unpack(b[p:e15])):
                     s14.replica_directory_id = ZERO_UUID
                     s14.last_fetch_timestamp = -1
@@ -522,7 +522,7 @@ def _d_PartitionData_1(b, p):
             l3 = None
             e5 = p + 29 * n2
             if e5 <= L and b[p + 28:e5:29].count(0) == n2:
-                l3 = list(map(_new, _repeat(ReplicaState, n2)))
+                l3 = [*map(_new, _repeat(ReplicaState, n2))]
                 for s4, (s4.replica_id, s4.log_end_offset, s4.last_fetch_timestamp, s4.last_caught_up_timestamp) in zip(l3, _S4.iter_unpack(b[p:e5])):
                     s4.replica_directory_id = ZERO_UUID
                     s4.unknown_tagged_fields = {}
@@ -573,7 +573,7 @@ def _d_PartitionData_1(b, p):
             l13 = None
             e15 = p + 29 * n12
             if e15 <= L and b[p + 28:e15:29].count(0) == n12:
-                l13 = list(map(_new, _repeat(ReplicaState, n12)))
+                l13 = [*map(_new, _repeat(ReplicaState, n12))]
                 for s14, (s14.replica_id, s14.log_end_offset, s14.last_fetch_timestamp, s14.last_caught_up_timestamp) in zip(l13, _S4.iter_unpack(b[p:e15])):
                     s14.replica_directory_id = ZERO_UUID
                     s14.unknown_tagged_fields = {}

@@ -291,7 +291,7 @@ def _d_FetchTopic_4(b, p):
             l4 = None
             e6 = p + 16 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                l4 = [*map(_new, _repeat(FetchPartition, n3))]
                 for s5, (s5.partition, s5.fetch_offset, s5.partition_max_bytes) in zip(l4, _S2.iter_unpack(b[p:e6])):
                     s5.current_leader_epoch = -1
                     s5.last_fetched_epoch = -1
@@ -374,7 +374,7 @@ def _d_FetchTopic_5(b, p):
             l4 = None
             e6 = p + 24 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                l4 = [*map(_new, _repeat(FetchPartition, n3))]
                 for s5, (s5.partition, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S5.iter_unpack(b[p:e6])):
                     s5.current_leader_epoch = -1
                     s5.last_fetched_epoch = -1
@@ -454,7 +454,7 @@ def _d_FetchTopic_9(b, p):
             l4 = None
             e6 = p + 28 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                l4 = [*map(_new, _repeat(FetchPartition, n3))]
                 for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S6.iter_unpack(b[p:e6])):
                     s5.last_fetched_epoch = -1
                     s5.replica_directory_id = ZERO_UUID
@@ -564,7 +564,7 @@ def _d_FetchTopic_12(b, p):
             l5 = None
             e7 = p + 33 * n4
             if e7 <= L and b[p + 32:e7:33].count(0) == n4:
-                l5 = list(map(_new, _repeat(FetchPartition, n4)))
+                l5 = [*map(_new, _repeat(FetchPartition, n4))]
                 for s6, (s6.partition, s6.current_leader_epoch, s6.fetch_offset, s6.last_fetched_epoch, s6.log_start_offset, s6.partition_max_bytes) in zip(l5, _S8.iter_unpack(b[p:e7])):
                     s6.replica_directory_id = ZERO_UUID
                     s6.high_watermark = 9223372036854775807
@@ -709,7 +709,7 @@ def _d_FetchTopic_13(b, p):
             l4 = None
             e6 = p + 33 * n3
             if e6 <= L and b[p + 32:e6:33].count(0) == n3:
-                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                l4 = [*map(_new, _repeat(FetchPartition, n3))]
                 for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
@@ -854,7 +854,7 @@ def _d_FetchTopic_14(b, p):
             l4 = None
             e6 = p + 33 * n3
             if e6 <= L and b[p + 32:e6:33].count(0) == n3:
-                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                l4 = [*map(_new, _repeat(FetchPartition, n3))]
                 for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
@@ -999,7 +999,7 @@ def _d_FetchTopic_15(b, p):
             l4 = None
             e6 = p + 33 * n3
             if e6 <= L and b[p + 32:e6:33].count(0) == n3:
-                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                l4 = [*map(_new, _repeat(FetchPartition, n3))]
                 for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807
@@ -1144,7 +1144,7 @@ def _d_FetchTopic_16(b, p):
             l4 = None
             e6 = p + 33 * n3
             if e6 <= L and b[p + 32:e6:33].count(0) == n3:
-                l4 = list(map(_new, _repeat(FetchPartition, n3)))
+                l4 = [*map(_new, _repeat(FetchPartition, n3))]
                 for s5, (s5.partition, s5.current_leader_epoch, s5.fetch_offset, s5.last_fetched_epoch, s5.log_start_offset, s5.partition_max_bytes) in zip(l4, _S8.iter_unpack(b[p:e6])):
                     s5.replica_directory_id = ZERO_UUID
                     s5.high_watermark = 9223372036854775807

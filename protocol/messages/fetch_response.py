@@ -281,7 +281,7 @@ def _d_PartitionData_4(b, p):
             l2 = None
             e4 = p + 16 * n1
             if e4 <= L:
-                l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
+                l2 = [*map(_new, _repeat(AbortedTransaction, n1))]
                 for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
                 p = e4
@@ -382,7 +382,7 @@ def _d_PartitionData_5(b, p):
             l2 = None
             e4 = p + 16 * n1
             if e4 <= L:
-                l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
+                l2 = [*map(_new, _repeat(AbortedTransaction, n1))]
                 for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
                 p = e4
@@ -482,7 +482,7 @@ def _d_PartitionData_11(b, p):
             l2 = None
             e4 = p + 16 * n1
             if e4 <= L:
-                l2 = list(map(_new, _repeat(AbortedTransaction, n1)))
+                l2 = [*map(_new, _repeat(AbortedTransaction, n1))]
                 for s3, (s3.producer_id, s3.first_offset) in zip(l2, _S0.iter_unpack(b[p:e4])):
                     s3.unknown_tagged_fields = {}
                 p = e4
@@ -746,7 +746,7 @@ def _d_PartitionData_12(b, p):
             l3 = None
             e5 = p + 17 * n2
             if e5 <= L and b[p + 16:e5:17].count(0) == n2:
-                l3 = list(map(_new, _repeat(AbortedTransaction, n2)))
+                l3 = [*map(_new, _repeat(AbortedTransaction, n2))]
                 for s4, (s4.producer_id, s4.first_offset) in zip(l3, _S9.iter_unpack(b[p:e5])):
                     s4.unknown_tagged_fields = {}
                 p = e5

@@ -219,7 +219,7 @@ def _d_LeaderChangeMessage_0(b, p):
             l3 = None
             e5 = p + 5 * n2
             if e5 <= L and b[p + 4:e5:5].count(0) == n2:
-                l3 = list(map(_new, _repeat(Voter, n2)))
+                l3 = [*map(_new, _repeat(Voter, n2))]
                 for s4, (s4.voter_id,) in zip(l3, _S5.iter_unpack(b[p:e5])):
                     s4.voter_directory_id = ZERO_UUID
                     s4.unknown_tagged_fields = {}
@@ -270,7 +270,7 @@ def _d_LeaderChangeMessage_0(b, p):
             l13 = None
             e15 = p + 5 * n12
             if e15 <= L and b[p + 4:e15:5].count(0) == n12:
-                l13 = list(map(_new, _repeat(Voter, n12)))
+                l13 = [*map(_new, _repeat(Voter, n12))]
                 for s14, (s14.voter_id,) in zip(l13, _S5.iter_unpack(b[p:e15])):
                     s14.voter_directory_id = ZERO_UUID
                     s14.unknown_tagged_fields = {}

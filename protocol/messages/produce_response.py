@@ -230,7 +230,7 @@ def _d_TopicProduceResponse_3(b, p):
             l4 = None
             e6 = p + 22 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(PartitionProduceResponse, n3)))
+                l4 = [*map(_new, _repeat(PartitionProduceResponse, n3))]
                 for s5, (s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms) in zip(l4, _S0.iter_unpack(b[p:e6])):
                     s5.log_start_offset = -1
                     s5.record_errors = []
@@ -310,7 +310,7 @@ def _d_TopicProduceResponse_5(b, p):
             l4 = None
             e6 = p + 30 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(PartitionProduceResponse, n3)))
+                l4 = [*map(_new, _repeat(PartitionProduceResponse, n3))]
                 for s5, (s5.index, s5.error_code, s5.base_offset, s5.log_append_time_ms, s5.log_start_offset) in zip(l4, _S3.iter_unpack(b[p:e6])):
                     s5.record_errors = []
                     s5.error_message = None

@@ -144,7 +144,7 @@ def _d_TxnOffsetCommitResponseTopic_0(b, p):
             l4 = None
             e6 = p + 6 * n3
             if e6 <= L:
-                l4 = list(map(_new, _repeat(TxnOffsetCommitResponsePartition, n3)))
+                l4 = [*map(_new, _repeat(TxnOffsetCommitResponsePartition, n3))]
                 for s5, (s5.partition_index, s5.error_code) in zip(l4, _S0.iter_unpack(b[p:e6])):
                     s5.unknown_tagged_fields = {}
                 p = e6
@@ -242,7 +242,7 @@ def _d_TxnOffsetCommitResponseTopic_3(b, p):
             l5 = None
             e7 = p + 7 * n4
             if e7 <= L and b[p + 6:e7:7].count(0) == n4:
-                l5 = list(map(_new, _repeat(TxnOffsetCommitResponsePartition, n4)))
+                l5 = [*map(_new, _repeat(TxnOffsetCommitResponsePartition, n4))]
                 for s6, (s6.partition_index, s6.error_code) in zip(l5, _S4.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
                 p = e7

@@ -196,7 +196,7 @@ def _d_TopicData_0(b, p):
             l5 = None
             e7 = p + 25 * n4
             if e7 <= L and b[p + 24:e7:25].count(0) == n4:
-                l5 = list(map(_new, _repeat(PartitionData, n4)))
+                l5 = [*map(_new, _repeat(PartitionData, n4))]
                 for s6, (s6.partition_index, s6.replica_epoch, s6.replica_id, s6.last_offset_epoch, s6.last_offset) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.replica_directory_id = ZERO_UUID
                     s6.voter_directory_id = ZERO_UUID

@@ -205,7 +205,7 @@ def _d_TopicData_0(b, p):
             l5 = None
             e7 = p + 16 * n4
             if e7 <= L and b[p + 15:e7:16].count(0) == n4:
-                l5 = list(map(_new, _repeat(PartitionData, n4)))
+                l5 = [*map(_new, _repeat(PartitionData, n4))]
                 for s6, (s6.partition_index, s6.error_code, s6.leader_id, s6.leader_epoch, s6.vote_granted) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
                 p = e7

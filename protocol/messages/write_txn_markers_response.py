@@ -190,7 +190,7 @@ def _d_WritableTxnMarkerTopicResult_1(b, p):
             l5 = None
             e7 = p + 7 * n4
             if e7 <= L and b[p + 6:e7:7].count(0) == n4:
-                l5 = list(map(_new, _repeat(WritableTxnMarkerPartitionResult, n4)))
+                l5 = [*map(_new, _repeat(WritableTxnMarkerPartitionResult, n4))]
                 for s6, (s6.partition_index, s6.error_code) in zip(l5, _S1.iter_unpack(b[p:e7])):
                     s6.unknown_tagged_fields = {}
                 p = e7
