@@ -457,13 +457,18 @@ class RecordBatch:
 
     def records(self) -> list[Record]:
         """Every record with offset, timestamp, key, value and headers."""
-        data, pos, end = self._records_region()
-        if type(data) is not bytes:
-            data, pos, end = bytes(data[pos:end]), 0, end - pos
+        h = self.header
+        data = self.buffer
+        if h[5] & COMPRESSION_MASK or type(data) is not bytes:
+            data, pos, end = self._records_region()
+            if type(data) is not bytes:
+                data, pos, end = bytes(data[pos:end]), 0, end - pos
+        else:
+            pos = self.start + RECORD_BATCH_OVERHEAD
+            end = self.start + LOG_OVERHEAD + h[1]
         out: list[Record] = []
         append = out.append
         new = _tuple_new
-        h = self.header
         base_offset = h[0]
         # LogAppendTime: every record has the batch's max timestamp (deltas are ignored)
         if h[5] & ATTR_LOG_APPEND_TIME:
@@ -471,8 +476,21 @@ class RecordBatch:
         else:
             base_ts, ts_scale = h[7], 1
         varint = decode_varint
+        small = _SMALL_RECORD.unpack_from
         try:
             for _ in range(h[12]):
+                # KRaft's small records (every varint one byte, null key, no headers): one unpack
+                if pos + 6 <= end:
+                    rl, _attrs, ts, od, kl, vl = small(data, pos)
+                    if kl == 1 and (rl | ts | od | vl) < 0x80 and not (rl | vl) & 1:
+                        vend = pos + 6 + (vl >> 1)
+                        rec_end = pos + 1 + (rl >> 1)
+                        if vend + 1 == rec_end <= end and data[vend] == 0:
+                            append(new(Record, (base_offset + ((od >> 1) ^ -(od & 1)),
+                                                base_ts + ((ts >> 1) ^ -(ts & 1)) * ts_scale,
+                                                None, data[pos + 6 : vend], [])))
+                            pos = rec_end
+                            continue
                 # Each varint: one byte inline (the common case), longer ones via decode_varint.
                 b = data[pos]
                 if b < 0x80:

@@ -354,3 +354,14 @@ def test_values_of_every_varint_width() -> None:
     assert [r.value for r in batch.records()] == values
     (theirs,) = kafka_python_batches(raw)
     assert [r.value for r in theirs] == values
+
+
+def test_records_from_memoryview_and_bytearray_buffers() -> None:
+    raw = build_record_batch([b"abc", None, b"x" * 300], timestamp=7, base_offset=4)
+    (ref,) = iter_record_batches(raw)
+    for buffer in (memoryview(raw), bytearray(raw), memoryview(b"pad" + raw)[3:]):
+        (batch,) = iter_record_batches(buffer)  # type: ignore[arg-type]
+        got = batch.records()
+        assert got == ref.records()
+        assert [r.offset for r in got] == [4, 5, 6] and {r.timestamp for r in got} == {7}
+        assert all(type(r.value) is bytes for r in got if r.value is not None)
