@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ Cols = tuple[bool, "str | None", "int | None", "str | None", "str | None"]
 Item = tuple[int, int, "int | None", int, int, Cols, "str | None"]
 
 _CRC_START = 21
+# BATCH_HEADER without the fields the rows do not use (MaxTimestamp .. BaseSequence skipped).
+_HEADER = struct.Struct(">qiibIhiq22xi")
+assert _HEADER.size == BATCH_HEADER.size
 _MIN_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 _PLAIN_DATA = 0x2F  # compression, LogAppendTime, control: any of these leaves the fast path
 _CACHE_LIMIT = 50_000
@@ -105,18 +109,18 @@ def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None
         caches = _CACHES[types] = _Caches()
     values, singles = caches.values, caches.singles
     txn = file.is_transaction_log
-    unpack = BATCH_HEADER.unpack_from
+    single = -1 if txn else 1  # the record count that takes the fast path (none for txn)
+    unpack = _HEADER.unpack_from
     view = memoryview(data)
     crc_of = crc32c.crc32c
     pos, end = 0, len(data)
-    while pos < end:
-        if end - pos < RECORD_BATCH_OVERHEAD:
-            break
-        base, length, epoch, magic, crc, attrs, delta, base_ts, _, _, _, _, count = unpack(data, pos)
+    last = end - RECORD_BATCH_OVERHEAD
+    while pos <= last:
+        base, length, epoch, magic, crc, attrs, delta, base_ts, count = unpack(data, pos)
         stop = pos + LOG_OVERHEAD + length
         if length < _MIN_LENGTH or magic != 2 or stop > end or count < 0 or delta < 0:
             break
-        if count == 1 and not attrs & _PLAIN_DATA and not txn \
+        if count == single and not attrs & _PLAIN_DATA \
                 and crc_of(view[pos + _CRC_START:stop]) == crc:
             key = data[pos + RECORD_BATCH_OVERHEAD:stop]
             hit = singles.get(key)
