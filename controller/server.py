@@ -223,7 +223,10 @@ class Server:
         except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError):
             pass
         finally:
-            await trio.aclose_forcefully(stream)
+            # Shielded: when drain's timeout cancels a busy connection, the bookkeeping below
+            # (close hooks free security slots, drain counts open connections) must still run.
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
             if conn is not None:
                 for close_hook in self.close_hooks:
                     close_hook(conn)

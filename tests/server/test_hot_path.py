@@ -136,3 +136,36 @@ async def test_dispatch_runs_before_and_after_only_when_checks_are_on() -> None:
         node.security.checks_requests = True
         assert (await c.request(request, 4)).producer_id == 2
         assert calls == ["before", "after"]
+
+
+async def test_drain_ends_a_connection_whose_client_never_reads(monkeypatch) -> None:
+    """A send stuck on a full socket buffer does not hold shutdown past drain's timeout."""
+    stuck_sends = []
+    send_rest = server_module._SocketIO._send_rest
+
+    async def counted(self, rest):
+        stuck_sends.append(len(rest))
+        await send_rest(self, rest)
+
+    async def send_quietly(client: Client, data: bytes) -> None:
+        try:
+            await client.send(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the server closed the connection under it
+
+    monkeypatch.setattr(server_module._SocketIO, "_send_rest", counted)
+    async with running_shell(_answer_with_correlation) as (server, _):
+        stuck = await Client.connect(server, "PLAINTEXT")
+        stuck.stream.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        data = b"".join(encode_request(ApiVersionsRequest(**V3), 3, i, "hot")
+                        for i in range(20000))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_quietly, stuck, data)
+            with trio.fail_after(5):
+                while not stuck_sends:
+                    await trio.sleep(0.05)
+            assert server.open_connections == 1
+            with trio.fail_after(5):
+                await server.drain(timeout_s=0.5)  # cancels what is still busy, then returns
+                while server.open_connections:
+                    await trio.sleep(0.01)
