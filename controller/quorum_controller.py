@@ -186,6 +186,8 @@ class QuorumController:
         else:
             result = self.transactions.init_producer_id(request, api_version, now_ms,
                                                         self._new_id)
+        if not self.own_ids.wants_block():
+            return result
         # The prefetch claim rides along; the answer itself never waits for it.
         claim = self._maybe_claim_block(next_offset + len(result.records))
         if claim.records and not result.records and not result.txn_records:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(slots=True)
 class ControllerResult:
     """The outcome of handle() or tick().
 
