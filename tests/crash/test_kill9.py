@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
-from kraftpy.tools.conformance.wire import Closed, Connection, NoAnswer
+from kraftpy.tools.kafka_connection import Closed, KafkaConnection, NoAnswer
 from support.broker_sim import BrokerError, BrokerSim
 from support.server import KraftpyServer
 
@@ -74,11 +74,11 @@ class Ledger:
 
 def client_loop(srv: KraftpyServer, ledger: Ledger, stop: threading.Event, n: int) -> None:
     txn = f"crash-txn-{n}"
-    conn: Connection | None = None
+    conn: KafkaConnection | None = None
     while not stop.is_set():
         try:
             if conn is None:
-                conn = Connection((srv.host, srv.client_port), timeout=3.0)
+                conn = KafkaConnection((srv.host, srv.client_port), timeout=3.0)
             r = conn.request(InitProducerIdRequest(transactional_id=None,
                                                    transaction_timeout_ms=60000), 4)
             if r.error_code == 0:

@@ -9,12 +9,12 @@ import time
 from pathlib import Path
 
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
-from kraftpy.tools.conformance.wire import Connection
+from kraftpy.tools.kafka_connection import KafkaConnection
 from support.server import KraftpyServer, free_port, probe, running_server
 
 
 def init_pid(srv: KraftpyServer, txn: str | None = None, pid: int = -1, epoch: int = -1):
-    with Connection((srv.host, srv.client_port)) as conn:
+    with KafkaConnection((srv.host, srv.client_port), timeout=5.0) as conn:
         deadline = time.monotonic() + 10
         while True:
             r = conn.request(InitProducerIdRequest(
