@@ -4,8 +4,10 @@
 
 Everything runs on the same disk in the same run, next to its reference:
 - the raw `os.fsync` rate (small write + fsync in a loop): the ceiling for one-fsync appends;
-- appends/s with one fsync per operation, and with group commit at 1, 8 and 64 concurrent
-  trio writers (each operation = one batch, acknowledged only after its fsync);
+- appends/s with one fsync per operation (PartitionLog append + flush), and the node's own
+  group commit at 1, 8 and 64 concurrent trio writers: each loops `Quorum.submit` of an
+  AllocateProducerIds (one record) against a real MetadataStorage and QuorumController, with
+  `Quorum.run` committing, and is answered only after the fsync that covers it;
 - startup of a log of N records (default 1,000,000): full replay vs snapshot near the end,
   and records/s replayed into the QuorumController;
 - reading the same segment with our record reader vs kafka-python's.
@@ -18,14 +20,22 @@ import os
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import trio
-from kraftpy.controller.log.group_commit import GroupCommit
 from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, format_storage
+from kraftpy.controller.quorum import Quorum, wall_clock_ms
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.settings import ControllerSettings
+from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraftpy.protocol.messages.broker_registration_request import (
+    BrokerRegistrationRequest,
+    Feature,
+    Listener,
+)
 from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.record_batch import build_record_batch, iter_record_batches
 from kraftpy.protocol.records.no_op_record import NoOpRecord
@@ -64,27 +74,82 @@ def one_fsync_per_op(directory: Path, seconds: float) -> float:
     return n / elapsed
 
 
-def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, float]:
-    plog = PartitionLog.open(directory / f"group-{writers}")
-    group = GroupCommit(plog)
-    acked = 0
+# What a Kafka 4.1 broker registers with.
+BROKER_FEATURES = (("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 7, 27),
+                   ("share.version", 0, 1), ("transaction.version", 0, 2),
+                   ("eligible.leader.replicas.version", 0, 1))
 
-    async def writer(deadline: float) -> None:
-        nonlocal acked
+
+def _registration(broker_id: int) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(
+        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=19092 + broker_id,
+                            security_protocol=0)],
+        features=[Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                  for name, lo, hi in BROKER_FEATURES],
+        rack=None, log_dirs=[uuid.uuid4()],
+    )
+
+
+def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, float]:
+    """The node's own commit path: `writers` trio tasks each looping `Quorum.submit` of an
+    AllocateProducerIds (one ProducerIdsRecord, answered after its fsync) against a real
+    MetadataStorage and QuorumController, with `Quorum.run` committing. Returns (acknowledged
+    operations/s, operations per fsync)."""
+    data = directory / f"group-{writers}"
+    format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    storage = MetadataStorage.open(data, node_id=1)
+    # 0 = no AllocateProducerIds quota, so no request is throttled.
+    settings = ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
+    controller = QuorumController(settings)
+    storage.replay_into(controller)
+    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    now = wall_clock_ms()
+    epoch = storage.begin_epoch(now_ms=now)
+    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    controller.activate(leader_epoch=epoch, now_ms=now)
+    quorum = Quorum(controller, storage)
+    acked = ready = 0
+    deadline = float("inf")
+    all_ready = trio.Event()
+
+    async def writer(broker_id: int) -> None:
+        nonlocal acked, ready
+        registered = await quorum.submit(_registration(broker_id), 4)
+        assert registered.error_code == 0, registered
+        broker_epoch = registered.broker_epoch
+        heartbeat = await quorum.submit(BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=broker_epoch,
+            current_metadata_offset=storage.metadata_end_offset(),
+            want_fence=False, want_shut_down=False), 1)
+        assert not heartbeat.is_fenced, heartbeat
+        request = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+        ready += 1
+        if ready == writers:
+            all_ready.set()
+        await all_ready.wait()
         while trio.current_time() < deadline:
-            await group.append_durable([VALUE], leader_epoch=1, timestamp=0)
+            reply = await quorum.submit(request, 0)
+            assert reply.error_code == 0, reply
             acked += 1
 
-    async def main() -> float:
-        start = trio.current_time()
+    async def main() -> tuple[float, int]:
+        nonlocal deadline
         async with trio.open_nursery() as nursery:
-            for _ in range(writers):
-                nursery.start_soon(writer, start + seconds)
-        return trio.current_time() - start
+            await nursery.start(quorum.run)
+            async with trio.open_nursery() as writing:
+                for broker_id in range(2, writers + 2):  # 1 is this node
+                    writing.start_soon(writer, broker_id)
+                await all_ready.wait()
+                fsyncs_before, began = quorum.fsyncs, trio.current_time()
+                deadline = began + seconds
+            elapsed = trio.current_time() - began
+            quorum.stop()
+        return elapsed, quorum.fsyncs - fsyncs_before
 
-    elapsed = trio.run(main)
-    plog.close()
-    return acked / elapsed, acked / max(group.fsyncs, 1)
+    elapsed, fsyncs = trio.run(main)
+    storage.close()
+    return acked / elapsed, acked / max(fsyncs, 1)
 
 
 def build_log(data: Path, records: int, per_batch: int, snapshot_at: int | None = None) -> None:
@@ -188,7 +253,7 @@ def main() -> None:
         for writers in (1, 8, 64):
             rate, per_fsync = group_commit(root, writers, args.seconds)
             print(
-                f"{f'appends, group commit, {writers} writers':44s} {rate:10.0f} /s   "
+                f"{f'Quorum group commit, {writers} writers':44s} {rate:10.0f} /s   "
                 f"({rate / single:.1f}x one-fsync-per-op, {per_fsync:.1f} ops per fsync)"
             )
 

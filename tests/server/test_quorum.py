@@ -124,3 +124,61 @@ async def test_ticks_run_while_idle() -> None:
         await trio.sleep(0.35)
         quorum.stop()
     assert controller.ticks >= 3
+
+
+async def test_concurrent_waiters_share_fsyncs_and_are_answered_after_theirs() -> None:
+    controller, storage = Controller(), Storage()
+    quorum = Quorum(controller, storage)
+    durable_ends: list[int] = []
+    flush = storage.flush
+
+    def recording_flush() -> tuple[int, int]:
+        durable_ends.append(flush()[0])
+        return durable_ends[-1], 0
+
+    storage.flush = recording_flush  # type: ignore[method-assign]
+    acked: list[int] = []
+
+    async def writer() -> None:
+        for _ in range(20):
+            _, offset = await quorum.submit(("late", 1), 0)
+            # Answered only after an fsync that covered this record.
+            assert any(end > offset for end in durable_ends)
+            acked.append(offset)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        async with trio.open_nursery() as writers:
+            for _ in range(16):
+                writers.start_soon(writer)
+        quorum.stop()
+    assert sorted(acked) == list(range(320))
+    assert quorum.fsyncs == len(durable_ends) < 320 / 2  # shared
+    assert storage.durable == 320 and quorum.hwm == (320, 0)
+
+
+async def test_a_failed_fsync_fails_every_waiter() -> None:
+    controller, storage = Controller(), Storage()
+    quorum = Quorum(controller, storage)
+    storage.gate.clear()
+    storage.fail = True
+    errors: list[BaseException] = []
+
+    async def ask() -> None:
+        try:
+            await quorum.submit(("late", 1), 0)
+        except NodeStopped as exc:
+            errors.append(exc)
+
+    with pytest.raises(BaseExceptionGroup) as failure:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            for _ in range(4):
+                nursery.start_soon(ask)
+            await trio.sleep(0.05)  # all four appended and waiting on the same fsync
+            storage.gate.set()
+            await trio.sleep(1)
+    assert failure.group_contains(OSError)
+    assert len(errors) == 4 and quorum.hwm == (0, 0) and storage.durable == 0
+    with pytest.raises(NodeStopped):
+        await quorum.submit(("early", 0), 0)
