@@ -124,16 +124,17 @@ def encode_request(request: Message, api_version: int, correlation_id: int,
 
 def encode_response(correlation_id: int, api_key: int, api_version: int, response: Message) -> bytes:
     """A framed response (size, header, body)."""
-    parts: list[bytes] = [b""]
-    if response_header_version(api_key, api_version) == 0:
-        parts.append(b"")
-        response.encode_into(parts.append, api_version)
-        parts[0] = _RESP_V0.pack(sum(map(len, parts)) + 4, correlation_id)
-    else:
-        parts.append(b"")
-        response.encode_into(parts.append, api_version)
-        parts[0] = _RESP_V0.pack(sum(map(len, parts)) + 5, correlation_id)
-        parts[1] = b"\x00"
+    return frame_response(correlation_id, response_header_version(api_key, api_version) == 1,
+                          response, api_version)
+
+
+def frame_response(correlation_id: int, flexible_header: bool, response: Message,
+                   api_version: int) -> bytes:
+    """Size, response header (v1 when `flexible_header`: an empty tag section) and body, joined
+    once. For callers that resolved the header version already (the server's routing table)."""
+    parts: list[bytes] = [b"", b"\x00"] if flexible_header else [b""]
+    response.encode_into(parts.append, api_version)
+    parts[0] = _RESP_V0.pack(sum(map(len, parts)) + 4, correlation_id)
     return b"".join(parts)
 
 

@@ -17,13 +17,11 @@ from dataclasses import dataclass
 from kraftpy.controller import api
 from kraftpy.controller.api import api_versions
 from kraftpy.protocol.errors import DecodeError
-from kraftpy.protocol.framing import encode_response, read_request_header
+from kraftpy.protocol.framing import encode_response, frame_response, read_request_header
 from kraftpy.protocol.messages.request_header import RequestHeader
 from kraftpy.protocol.registry import request_header_version, response_header_version
 
 _KEY_VERSION = struct.Struct(">hh")
-_SIZE_CORRELATION = struct.Struct(">ii")
-_HEADER_V1_TAGS = b"\x00"  # response header v1: correlation id + an empty tag section
 _new = object.__new__
 _RequestContext = api.RequestContext
 
@@ -100,11 +98,7 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
         denied = await security.before(ctx, api_key, request)
         response = denied if denied is not None else await handler.handle(node, request, ctx)
         response = security.after(ctx, api_key, request, response)
-    # Size prefix, response header and body pieces joined in one go.
-    parts = [b"", _HEADER_V1_TAGS] if route.flexible_response else [b""]
-    response.encode_into(parts.append, api_version)
-    parts[0] = _SIZE_CORRELATION.pack(sum(map(len, parts)) + 4, header.correlation_id)
-    return b"".join(parts)
+    return frame_response(header.correlation_id, route.flexible_response, response, api_version)
 
 
 async def _unrouted(node: api.Node, frame: bytes, conn: api.RequestContext) -> bytes:
