@@ -27,8 +27,32 @@ def render_dir(schema_dir: Path) -> dict[str, str]:
             raise SchemaError(f"{path}: {spec.name} is defined twice ({specs[name].source})")
         specs[name] = spec
         out[name] = emit_module(spec)
-    out["__init__.py"] = PACKAGE_INIT
+    out["__init__.py"] = PACKAGE_INIT + _metadata_index(specs)
     return out
+
+
+def kafka_type_name(name: str) -> str:
+    """Kafka's MetadataRecordType name of a record class: PartitionRecord -> PARTITION_RECORD."""
+    out: list[str] = []
+    prev_upper = True
+    for ch in name:
+        if ch.isupper() and not prev_upper:
+            out.append("_")
+        out.append(ch.upper())
+        prev_upper = ch.isupper()
+    return "".join(out)
+
+
+def _metadata_index(specs: dict[str, MessageSpec]) -> str:
+    """What a reader needs to import one record type's module only when it meets one."""
+    rows = sorted((s.api_key, s.module, s.name) for s in specs.values()
+                  if s.type == "metadata" and s.api_key is not None)
+    if not rows:
+        return ""
+    lines = [f"    {key}: ({module!r}, {name!r}, {kafka_type_name(name)!r}),"
+             for key, module, name in rows]
+    return ("\n# record type -> (module, class, Kafka's MetadataRecordType name)\n"
+            "METADATA_TYPES: dict[int, tuple[str, str, str]] = {\n" + "\n".join(lines) + "\n}\n")
 
 
 def generate_dir(schema_dir: Path, out_dir: Path) -> list[Path]:

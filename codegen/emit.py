@@ -17,6 +17,9 @@ from kraftpy.codegen.schema import (
     Versions,
     lower_camel,
 )
+from kraftpy.codegen.text import PREAMBLE_DEFS as TEXT_DEFS
+from kraftpy.codegen.text import PREAMBLE_IMPORTS as TEXT_IMPORTS
+from kraftpy.codegen.text import TextEmitter, Unsupported
 
 _NULL_WIDE = repr(b"\xff\xff\xff\xff")
 _NULL_SHORT = repr(b"\xff\xff")
@@ -693,6 +696,20 @@ class ModuleEmitter:
             return f"(None if {expr} is None else {inner})"
         return expr
 
+    # --- JSON text (metadata records) -------------------------------------------------------
+
+    def text_fns(self, struct: Struct, versions: range) -> dict[int, str]:
+        """Version -> bytes-to-JSON-text function, for the versions the text emitter covers."""
+        emitter = TextEmitter(self)
+        out = {}
+        for v in versions:
+            if v in struct.versions:
+                try:
+                    out[v] = emitter.text_fn(struct, v)
+                except Unsupported:
+                    continue
+        return out
+
     # --- classes ----------------------------------------------------------------------------
 
     def class_source(self, struct: Struct, top: bool) -> str:
@@ -770,17 +787,20 @@ class ModuleEmitter:
             tables.append(f"{n}._ENCODERS = {{{', '.join(f'{v}: {fn}' for v, fn in enc.items())}}}")
             js = {v: self.json_fn(s, v) for v in live}
             tables.append(f"{n}._JSON = {{{', '.join(f'{v}: {fn}' for v, fn in js.items())}}}")
+        text = spec.type == "metadata"
+        if text:
+            texts = self.text_fns(spec.top, range(spec.valid.lo, spec.valid.hi + 1))
+            tables.append(f"{spec.name}._TEXT = {{{', '.join(f'{v}: {fn}' for v, fn in texts.items())}}}")
         out = [HEADER.format(source=spec.source)]
         out.append(f'"""Codecs for {spec.name} (generated from its schema)."""')
         out.append("")
         out.append("from __future__ import annotations")
         out.append("")
+        std = ["from itertools import repeat as _repeat", "from struct import Struct as _St",
+               "from struct import error as _StructError", "from struct import pack as _pack",
+               "from struct import unpack_from as _unpack_from"]
         out.append("import uuid")
-        out.append("from itertools import repeat as _repeat")
-        out.append("from struct import Struct as _St")
-        out.append("from struct import error as _StructError")
-        out.append("from struct import pack as _pack")
-        out.append("from struct import unpack_from as _unpack_from")
+        out.extend(sorted(std + list(TEXT_IMPORTS)) if text else std)
         out.append("")
         out.append("from kraftpy.protocol.errors import DecodeError as _DecodeError")
         out.append("from kraftpy.protocol.errors import EncodeError as _EncodeError")
@@ -814,6 +834,8 @@ class ModuleEmitter:
             out.append(f"{name} = _St({fmt!r})")
         for code in sorted(self.arrays):
             out.append(f"_A_{_ARRAY_NAMES[code]} = _ARRAY[{code!r}]")
+        if text:
+            out.extend(TEXT_DEFS)
         for s in structs:
             if any(f.default == "struct" and f.type.struct == s.name
                    for st in self.structs + [spec.top] for f in st.fields):

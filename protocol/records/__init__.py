@@ -1,1 +1,31 @@
 """Generated codecs, one module per schema; see kraftpy.codegen."""
+
+# record type -> (module, class, Kafka's MetadataRecordType name)
+METADATA_TYPES: dict[int, tuple[str, str, str]] = {
+    0: ('register_broker_record', 'RegisterBrokerRecord', 'REGISTER_BROKER_RECORD'),
+    1: ('unregister_broker_record', 'UnregisterBrokerRecord', 'UNREGISTER_BROKER_RECORD'),
+    2: ('topic_record', 'TopicRecord', 'TOPIC_RECORD'),
+    3: ('partition_record', 'PartitionRecord', 'PARTITION_RECORD'),
+    4: ('config_record', 'ConfigRecord', 'CONFIG_RECORD'),
+    5: ('partition_change_record', 'PartitionChangeRecord', 'PARTITION_CHANGE_RECORD'),
+    7: ('fence_broker_record', 'FenceBrokerRecord', 'FENCE_BROKER_RECORD'),
+    8: ('unfence_broker_record', 'UnfenceBrokerRecord', 'UNFENCE_BROKER_RECORD'),
+    9: ('remove_topic_record', 'RemoveTopicRecord', 'REMOVE_TOPIC_RECORD'),
+    10: ('delegation_token_record', 'DelegationTokenRecord', 'DELEGATION_TOKEN_RECORD'),
+    11: ('user_scram_credential_record', 'UserScramCredentialRecord', 'USER_SCRAM_CREDENTIAL_RECORD'),
+    12: ('feature_level_record', 'FeatureLevelRecord', 'FEATURE_LEVEL_RECORD'),
+    14: ('client_quota_record', 'ClientQuotaRecord', 'CLIENT_QUOTA_RECORD'),
+    15: ('producer_ids_record', 'ProducerIdsRecord', 'PRODUCER_IDS_RECORD'),
+    17: ('broker_registration_change_record', 'BrokerRegistrationChangeRecord', 'BROKER_REGISTRATION_CHANGE_RECORD'),
+    18: ('access_control_entry_record', 'AccessControlEntryRecord', 'ACCESS_CONTROL_ENTRY_RECORD'),
+    19: ('remove_access_control_entry_record', 'RemoveAccessControlEntryRecord', 'REMOVE_ACCESS_CONTROL_ENTRY_RECORD'),
+    20: ('no_op_record', 'NoOpRecord', 'NO_OP_RECORD'),
+    21: ('zk_migration_state_record', 'ZkMigrationStateRecord', 'ZK_MIGRATION_STATE_RECORD'),
+    22: ('remove_user_scram_credential_record', 'RemoveUserScramCredentialRecord', 'REMOVE_USER_SCRAM_CREDENTIAL_RECORD'),
+    23: ('begin_transaction_record', 'BeginTransactionRecord', 'BEGIN_TRANSACTION_RECORD'),
+    24: ('end_transaction_record', 'EndTransactionRecord', 'END_TRANSACTION_RECORD'),
+    25: ('abort_transaction_record', 'AbortTransactionRecord', 'ABORT_TRANSACTION_RECORD'),
+    26: ('remove_delegation_token_record', 'RemoveDelegationTokenRecord', 'REMOVE_DELEGATION_TOKEN_RECORD'),
+    27: ('register_controller_record', 'RegisterControllerRecord', 'REGISTER_CONTROLLER_RECORD'),
+    28: ('clear_elr_record', 'ClearElrRecord', 'CLEAR_ELR_RECORD'),
+}

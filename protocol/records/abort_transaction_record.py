@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -52,6 +55,9 @@ class AbortTransactionRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_AbortTransactionRecord_0(b, p):
@@ -145,9 +151,61 @@ def _j_AbortTransactionRecord_0(o):
     return r
 
 
+def _t_AbortTransactionRecord_0(b, p):
+    L = len(b)
+    x1 = None
+    tn2 = b[p]
+    p += 1
+    if tn2:
+        if tn2 >= 128:
+            tn2, p = _ruv(b, p - 1)
+        if tn2 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn2):
+            tag3 = b[p]
+            if tag3 < 128:
+                p += 1
+            else:
+                tag3, p = _ruv(b, p)
+            tz4 = b[p]
+            if tz4 < 128:
+                p += 1
+            else:
+                tz4, p = _ruv(b, p)
+            te5 = p + tz4
+            if te5 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag3 == 0:
+                n6 = b[p]
+                if n6 < 128:
+                    p += 1
+                else:
+                    n6, p = _ruv(b, p)
+                n6 -= 1
+                if n6 < 0:
+                    if n6 != -1:
+                        raise _DecodeError('negative string length ' + str(n6), offset=p)
+                    x1 = None
+                else:
+                    e7 = p + n6
+                    if e7 > L:
+                        raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+                    x1 = b[p:e7].decode()
+                    p = e7
+                if p != te5:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            p = te5
+    j8 = 'null' if x1 is None else _js(x1)
+    q = []
+    if x1 is not None:
+        q.append(f'"reason":{j8}')
+    return '{' + ','.join(q) + '}', p
+
+
 AbortTransactionRecord._DECODERS = {0: _d_AbortTransactionRecord_0}
 AbortTransactionRecord._ENCODERS = {0: _e_AbortTransactionRecord_0}
 AbortTransactionRecord._JSON = {0: _j_AbortTransactionRecord_0}
+AbortTransactionRecord._TEXT = {0: _t_AbortTransactionRecord_0}
 AbortTransactionRecord._FIELDS = (
     _F('Reason', 'reason', 'string', None, None, (0, 32767), (0, 32767), (0, 32767), 0, None, False),
 )

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -70,6 +73,9 @@ _S0 = _St('>16sb')
 _S1 = _St('>b')
 _S2 = _St('>bbB')
 _S3 = _St('>bb')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_AccessControlEntryRecord_0(b, p):
@@ -204,9 +210,89 @@ def _j_AccessControlEntryRecord_0(o):
     return {'id': _ju(o.id), 'resourceType': o.resource_type, 'resourceName': o.resource_name, 'patternType': o.pattern_type, 'principal': o.principal, 'host': o.host, 'operation': o.operation, 'permissionType': o.permission_type}
 
 
+def _t_AccessControlEntryRecord_0(b, p):
+    L = len(b)
+    x1, x2, = _S0.unpack_from(b, p)
+    p += 17
+    n9 = b[p]
+    if n9 < 128:
+        p += 1
+    else:
+        n9, p = _ruv(b, p)
+    n9 -= 1
+    if n9 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e10 = p + n9
+        if e10 > L:
+            raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+        x3 = b[p:e10].decode()
+        p = e10
+    x4, = _S1.unpack_from(b, p)
+    p += 1
+    n11 = b[p]
+    if n11 < 128:
+        p += 1
+    else:
+        n11, p = _ruv(b, p)
+    n11 -= 1
+    if n11 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e12 = p + n11
+        if e12 > L:
+            raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+        x5 = b[p:e12].decode()
+        p = e12
+    n13 = b[p]
+    if n13 < 128:
+        p += 1
+    else:
+        n13, p = _ruv(b, p)
+    n13 -= 1
+    if n13 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e14 = p + n13
+        if e14 > L:
+            raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+        x6 = b[p:e14].decode()
+        p = e14
+    x7, x8, = _S3.unpack_from(b, p)
+    p += 2
+    tn15 = b[p]
+    p += 1
+    if tn15:
+        if tn15 >= 128:
+            tn15, p = _ruv(b, p - 1)
+        if tn15 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn15):
+            tag16 = b[p]
+            if tag16 < 128:
+                p += 1
+            else:
+                tag16, p = _ruv(b, p)
+            tz17 = b[p]
+            if tz17 < 128:
+                p += 1
+            else:
+                tz17, p = _ruv(b, p)
+            te18 = p + tz17
+            if te18 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te18
+    j19 = '"' + _b2a(x1, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j20 = _js(x3)
+    j21 = _js(x5)
+    j22 = _js(x6)
+    return f'{{"id":{j19},"resourceType":{x2},"resourceName":{j20},"patternType":{x4},"principal":{j21},"host":{j22},"operation":{x7},"permissionType":{x8}}}', p
+
+
 AccessControlEntryRecord._DECODERS = {0: _d_AccessControlEntryRecord_0}
 AccessControlEntryRecord._ENCODERS = {0: _e_AccessControlEntryRecord_0}
 AccessControlEntryRecord._JSON = {0: _j_AccessControlEntryRecord_0}
+AccessControlEntryRecord._TEXT = {0: _t_AccessControlEntryRecord_0}
 AccessControlEntryRecord._FIELDS = (
     _F('Id', 'id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),

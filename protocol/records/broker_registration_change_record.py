@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -63,6 +66,9 @@ class BrokerRegistrationChangeRecord(Message):
 _S0 = _St('>iqB')
 _S1 = _St('>b')
 _S2 = _St('>iq')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_BrokerRegistrationChangeRecord_0(b, p):
@@ -362,9 +368,164 @@ def _j_BrokerRegistrationChangeRecord_2(o):
     return r
 
 
+def _t_BrokerRegistrationChangeRecord_0(b, p):
+    L = len(b)
+    x1, x2, = _S2.unpack_from(b, p)
+    p += 12
+    x3 = 0
+    tn4 = b[p]
+    p += 1
+    if tn4:
+        if tn4 >= 128:
+            tn4, p = _ruv(b, p - 1)
+        if tn4 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn4):
+            tag5 = b[p]
+            if tag5 < 128:
+                p += 1
+            else:
+                tag5, p = _ruv(b, p)
+            tz6 = b[p]
+            if tz6 < 128:
+                p += 1
+            else:
+                tz6, p = _ruv(b, p)
+            te7 = p + tz6
+            if te7 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag5 == 0:
+                x3 = _S1.unpack_from(b, p)[0]
+                p += 1
+                if p != te7:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag5 in (1, 2):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te7
+    r = f'{{"brokerId":{x1},"brokerEpoch":{x2}'
+    if x3 != 0:
+        r += f',"fenced":{x3}'
+    return r + '}', p
+
+
+def _t_BrokerRegistrationChangeRecord_1(b, p):
+    L = len(b)
+    x1, x2, = _S2.unpack_from(b, p)
+    p += 12
+    x3 = 0
+    x4 = 0
+    tn5 = b[p]
+    p += 1
+    if tn5:
+        if tn5 >= 128:
+            tn5, p = _ruv(b, p - 1)
+        if tn5 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn5):
+            tag6 = b[p]
+            if tag6 < 128:
+                p += 1
+            else:
+                tag6, p = _ruv(b, p)
+            tz7 = b[p]
+            if tz7 < 128:
+                p += 1
+            else:
+                tz7, p = _ruv(b, p)
+            te8 = p + tz7
+            if te8 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag6 == 0:
+                x3 = _S1.unpack_from(b, p)[0]
+                p += 1
+                if p != te8:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag6 == 1:
+                x4 = _S1.unpack_from(b, p)[0]
+                p += 1
+                if p != te8:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag6 in (2,):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te8
+    r = f'{{"brokerId":{x1},"brokerEpoch":{x2}'
+    if x3 != 0:
+        r += f',"fenced":{x3}'
+    if x4 != 0:
+        r += f',"inControlledShutdown":{x4}'
+    return r + '}', p
+
+
+def _t_BrokerRegistrationChangeRecord_2(b, p):
+    L = len(b)
+    x1, x2, = _S2.unpack_from(b, p)
+    p += 12
+    x3 = 0
+    x4 = 0
+    x5 = []
+    tn6 = b[p]
+    p += 1
+    if tn6:
+        if tn6 >= 128:
+            tn6, p = _ruv(b, p - 1)
+        if tn6 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn6):
+            tag7 = b[p]
+            if tag7 < 128:
+                p += 1
+            else:
+                tag7, p = _ruv(b, p)
+            tz8 = b[p]
+            if tz8 < 128:
+                p += 1
+            else:
+                tz8, p = _ruv(b, p)
+            te9 = p + tz8
+            if te9 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag7 == 0:
+                x3 = _S1.unpack_from(b, p)[0]
+                p += 1
+                if p != te9:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag7 == 1:
+                x4 = _S1.unpack_from(b, p)[0]
+                p += 1
+                if p != te9:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag7 == 2:
+                n10 = b[p]
+                if n10 < 128:
+                    p += 1
+                else:
+                    n10, p = _ruv(b, p)
+                n10 -= 1
+                if n10 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n10 * 16 > L - p:
+                        raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    x5 = [b[i:i + 16] for i in range(p, p + 16 * n10, 16)]
+                    p += 16 * n10
+                if p != te9:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            p = te9
+    j11 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x5]) + ']'
+    r = f'{{"brokerId":{x1},"brokerEpoch":{x2}'
+    if x3 != 0:
+        r += f',"fenced":{x3}'
+    if x4 != 0:
+        r += f',"inControlledShutdown":{x4}'
+    if x5:
+        r += f',"logDirs":{j11}'
+    return r + '}', p
+
+
 BrokerRegistrationChangeRecord._DECODERS = {0: _d_BrokerRegistrationChangeRecord_0, 1: _d_BrokerRegistrationChangeRecord_1, 2: _d_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._ENCODERS = {0: _e_BrokerRegistrationChangeRecord_0, 1: _e_BrokerRegistrationChangeRecord_1, 2: _e_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._JSON = {0: _j_BrokerRegistrationChangeRecord_0, 1: _j_BrokerRegistrationChangeRecord_1, 2: _j_BrokerRegistrationChangeRecord_2}
+BrokerRegistrationChangeRecord._TEXT = {0: _t_BrokerRegistrationChangeRecord_0, 1: _t_BrokerRegistrationChangeRecord_1, 2: _t_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('BrokerEpoch', 'broker_epoch', 'int64', None, None, (0, 32767), None, None, None, 0, False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -52,6 +55,9 @@ class ClearElrRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_ClearElrRecord_0(b, p):
@@ -128,9 +134,52 @@ def _j_ClearElrRecord_0(o):
     return {'topicName': o.topic_name}
 
 
+def _t_ClearElrRecord_0(b, p):
+    L = len(b)
+    n2 = b[p]
+    if n2 < 128:
+        p += 1
+    else:
+        n2, p = _ruv(b, p)
+    n2 -= 1
+    if n2 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e3 = p + n2
+        if e3 > L:
+            raise _DecodeError('string' + ' of ' + str(n2) + ' bytes is truncated', offset=p)
+        x1 = b[p:e3].decode()
+        p = e3
+    tn4 = b[p]
+    p += 1
+    if tn4:
+        if tn4 >= 128:
+            tn4, p = _ruv(b, p - 1)
+        if tn4 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn4):
+            tag5 = b[p]
+            if tag5 < 128:
+                p += 1
+            else:
+                tag5, p = _ruv(b, p)
+            tz6 = b[p]
+            if tz6 < 128:
+                p += 1
+            else:
+                tz6, p = _ruv(b, p)
+            te7 = p + tz6
+            if te7 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te7
+    j8 = _js(x1)
+    return f'{{"topicName":{j8}}}', p
+
+
 ClearElrRecord._DECODERS = {0: _d_ClearElrRecord_0}
 ClearElrRecord._ENCODERS = {0: _e_ClearElrRecord_0}
 ClearElrRecord._JSON = {0: _j_ClearElrRecord_0}
+ClearElrRecord._TEXT = {0: _t_ClearElrRecord_0}
 ClearElrRecord._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
 )

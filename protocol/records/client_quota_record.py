@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -79,6 +82,9 @@ class ClientQuotaRecord(Message):
 
 _S0 = _St('>d?B')
 _S1 = _St('>d?')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_EntityData_0(b, p):
@@ -355,12 +361,133 @@ def _j_ClientQuotaRecord_0(o):
     return {'entity': (None if o.entity is None else [None if e is None else _j_EntityData_0(e) for e in o.entity]), 'key': o.key, 'value': o.value, 'remove': o.remove}
 
 
+def _t_EntityData_0(b, p):
+    L = len(b)
+    n3 = b[p]
+    if n3 < 128:
+        p += 1
+    else:
+        n3, p = _ruv(b, p)
+    n3 -= 1
+    if n3 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e4 = p + n3
+        if e4 > L:
+            raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
+        x1 = b[p:e4].decode()
+        p = e4
+    n5 = b[p]
+    if n5 < 128:
+        p += 1
+    else:
+        n5, p = _ruv(b, p)
+    n5 -= 1
+    if n5 < 0:
+        if n5 != -1:
+            raise _DecodeError('negative string length ' + str(n5), offset=p)
+        x2 = None
+    else:
+        e6 = p + n5
+        if e6 > L:
+            raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+        x2 = b[p:e6].decode()
+        p = e6
+    tn7 = b[p]
+    p += 1
+    if tn7:
+        if tn7 >= 128:
+            tn7, p = _ruv(b, p - 1)
+        if tn7 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn7):
+            tag8 = b[p]
+            if tag8 < 128:
+                p += 1
+            else:
+                tag8, p = _ruv(b, p)
+            tz9 = b[p]
+            if tz9 < 128:
+                p += 1
+            else:
+                tz9, p = _ruv(b, p)
+            te10 = p + tz9
+            if te10 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te10
+    j11 = _js(x1)
+    j12 = 'null' if x2 is None else _js(x2)
+    return f'{{"entityType":{j11},"entityName":{j12}}}', p
+
+
+def _t_ClientQuotaRecord_0(b, p):
+    L = len(b)
+    n5 = b[p]
+    if n5 < 128:
+        p += 1
+    else:
+        n5, p = _ruv(b, p)
+    n5 -= 1
+    if n5 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n5 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n5) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x1 = []
+        for _ in range(n5):
+            it, p = _t_EntityData_0(b, p)
+            x1.append(it)
+    n6 = b[p]
+    if n6 < 128:
+        p += 1
+    else:
+        n6, p = _ruv(b, p)
+    n6 -= 1
+    if n6 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e7 = p + n6
+        if e7 > L:
+            raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
+        x2 = b[p:e7].decode()
+        p = e7
+    x3, x4, = _S1.unpack_from(b, p)
+    p += 9
+    tn8 = b[p]
+    p += 1
+    if tn8:
+        if tn8 >= 128:
+            tn8, p = _ruv(b, p - 1)
+        if tn8 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn8):
+            tag9 = b[p]
+            if tag9 < 128:
+                p += 1
+            else:
+                tag9, p = _ruv(b, p)
+            tz10 = b[p]
+            if tz10 < 128:
+                p += 1
+            else:
+                tz10, p = _ruv(b, p)
+            te11 = p + tz10
+            if te11 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te11
+    j12 = '[' + ','.join(x1) + ']'
+    j13 = _js(x2)
+    j14 = _jv(x3)
+    return f'{{"entity":{j12},"key":{j13},"value":{j14},"remove":{"true" if x4 else "false"}}}', p
+
+
 EntityData._DECODERS = {0: _d_EntityData_0}
 EntityData._ENCODERS = {0: _e_EntityData_0}
 EntityData._JSON = {0: _j_EntityData_0}
 ClientQuotaRecord._DECODERS = {0: _d_ClientQuotaRecord_0}
 ClientQuotaRecord._ENCODERS = {0: _e_ClientQuotaRecord_0}
 ClientQuotaRecord._JSON = {0: _j_ClientQuotaRecord_0}
+ClientQuotaRecord._TEXT = {0: _t_ClientQuotaRecord_0}
 EntityData._FIELDS = (
     _F('EntityType', 'entity_type', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('EntityName', 'entity_name', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -59,6 +62,9 @@ class ConfigRecord(Message):
 
 
 _S0 = _St('>b')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_ConfigRecord_0(b, p):
@@ -187,9 +193,86 @@ def _j_ConfigRecord_0(o):
     return {'resourceType': o.resource_type, 'resourceName': o.resource_name, 'name': o.name, 'value': o.value}
 
 
+def _t_ConfigRecord_0(b, p):
+    L = len(b)
+    x1, = _S0.unpack_from(b, p)
+    p += 1
+    n5 = b[p]
+    if n5 < 128:
+        p += 1
+    else:
+        n5, p = _ruv(b, p)
+    n5 -= 1
+    if n5 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e6 = p + n5
+        if e6 > L:
+            raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+        x2 = b[p:e6].decode()
+        p = e6
+    n7 = b[p]
+    if n7 < 128:
+        p += 1
+    else:
+        n7, p = _ruv(b, p)
+    n7 -= 1
+    if n7 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e8 = p + n7
+        if e8 > L:
+            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+        x3 = b[p:e8].decode()
+        p = e8
+    n9 = b[p]
+    if n9 < 128:
+        p += 1
+    else:
+        n9, p = _ruv(b, p)
+    n9 -= 1
+    if n9 < 0:
+        if n9 != -1:
+            raise _DecodeError('negative string length ' + str(n9), offset=p)
+        x4 = None
+    else:
+        e10 = p + n9
+        if e10 > L:
+            raise _DecodeError('string' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+        x4 = b[p:e10].decode()
+        p = e10
+    tn11 = b[p]
+    p += 1
+    if tn11:
+        if tn11 >= 128:
+            tn11, p = _ruv(b, p - 1)
+        if tn11 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn11):
+            tag12 = b[p]
+            if tag12 < 128:
+                p += 1
+            else:
+                tag12, p = _ruv(b, p)
+            tz13 = b[p]
+            if tz13 < 128:
+                p += 1
+            else:
+                tz13, p = _ruv(b, p)
+            te14 = p + tz13
+            if te14 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te14
+    j15 = _js(x2)
+    j16 = _js(x3)
+    j17 = 'null' if x4 is None else _js(x4)
+    return f'{{"resourceType":{x1},"resourceName":{j15},"name":{j16},"value":{j17}}}', p
+
+
 ConfigRecord._DECODERS = {0: _d_ConfigRecord_0}
 ConfigRecord._ENCODERS = {0: _e_ConfigRecord_0}
 ConfigRecord._JSON = {0: _j_ConfigRecord_0}
+ConfigRecord._TEXT = {0: _t_ConfigRecord_0}
 ConfigRecord._FIELDS = (
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceName', 'resource_name', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -65,6 +68,9 @@ class DelegationTokenRecord(Message):
 
 
 _S0 = _St('>qqq')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_DelegationTokenRecord_0(b, p):
@@ -236,9 +242,114 @@ def _j_DelegationTokenRecord_0(o):
     return {'owner': o.owner, 'requester': o.requester, 'renewers': (None if o.renewers is None else list(o.renewers)), 'issueTimestamp': o.issue_timestamp, 'maxTimestamp': o.max_timestamp, 'expirationTimestamp': o.expiration_timestamp, 'tokenId': o.token_id}
 
 
+def _t_DelegationTokenRecord_0(b, p):
+    L = len(b)
+    n8 = b[p]
+    if n8 < 128:
+        p += 1
+    else:
+        n8, p = _ruv(b, p)
+    n8 -= 1
+    if n8 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e9 = p + n8
+        if e9 > L:
+            raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
+        x1 = b[p:e9].decode()
+        p = e9
+    n10 = b[p]
+    if n10 < 128:
+        p += 1
+    else:
+        n10, p = _ruv(b, p)
+    n10 -= 1
+    if n10 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e11 = p + n10
+        if e11 > L:
+            raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+        x2 = b[p:e11].decode()
+        p = e11
+    n12 = b[p]
+    if n12 < 128:
+        p += 1
+    else:
+        n12, p = _ruv(b, p)
+    n12 -= 1
+    if n12 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n12 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        l13 = []
+        for _ in range(n12):
+            n15 = b[p]
+            if n15 < 128:
+                p += 1
+            else:
+                n15, p = _ruv(b, p)
+            n15 -= 1
+            if n15 < 0:
+                raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+            else:
+                e16 = p + n15
+                if e16 > L:
+                    raise _DecodeError('string' + ' of ' + str(n15) + ' bytes is truncated', offset=p)
+                v14 = b[p:e16].decode()
+                p = e16
+            l13.append(v14)
+        x3 = l13
+    x4, x5, x6, = _S0.unpack_from(b, p)
+    p += 24
+    n17 = b[p]
+    if n17 < 128:
+        p += 1
+    else:
+        n17, p = _ruv(b, p)
+    n17 -= 1
+    if n17 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e18 = p + n17
+        if e18 > L:
+            raise _DecodeError('string' + ' of ' + str(n17) + ' bytes is truncated', offset=p)
+        x7 = b[p:e18].decode()
+        p = e18
+    tn19 = b[p]
+    p += 1
+    if tn19:
+        if tn19 >= 128:
+            tn19, p = _ruv(b, p - 1)
+        if tn19 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn19):
+            tag20 = b[p]
+            if tag20 < 128:
+                p += 1
+            else:
+                tag20, p = _ruv(b, p)
+            tz21 = b[p]
+            if tz21 < 128:
+                p += 1
+            else:
+                tz21, p = _ruv(b, p)
+            te22 = p + tz21
+            if te22 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te22
+    j23 = _js(x1)
+    j24 = _js(x2)
+    j25 = '[' + ','.join(map(_js, x3)) + ']'
+    j26 = _js(x7)
+    return f'{{"owner":{j23},"requester":{j24},"renewers":{j25},"issueTimestamp":{x4},"maxTimestamp":{x5},"expirationTimestamp":{x6},"tokenId":{j26}}}', p
+
+
 DelegationTokenRecord._DECODERS = {0: _d_DelegationTokenRecord_0}
 DelegationTokenRecord._ENCODERS = {0: _e_DelegationTokenRecord_0}
 DelegationTokenRecord._JSON = {0: _j_DelegationTokenRecord_0}
+DelegationTokenRecord._TEXT = {0: _t_DelegationTokenRecord_0}
 DelegationTokenRecord._FIELDS = (
     _F('Owner', 'owner', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Requester', 'requester', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -50,6 +53,9 @@ class EndTransactionRecord(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_EndTransactionRecord_0(b, p):
@@ -103,8 +109,36 @@ def _j_EndTransactionRecord_0(o):
     return {}
 
 
+def _t_EndTransactionRecord_0(b, p):
+    L = len(b)
+    tn1 = b[p]
+    p += 1
+    if tn1:
+        if tn1 >= 128:
+            tn1, p = _ruv(b, p - 1)
+        if tn1 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn1):
+            tag2 = b[p]
+            if tag2 < 128:
+                p += 1
+            else:
+                tag2, p = _ruv(b, p)
+            tz3 = b[p]
+            if tz3 < 128:
+                p += 1
+            else:
+                tz3, p = _ruv(b, p)
+            te4 = p + tz3
+            if te4 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te4
+    return '{}', p
+
+
 EndTransactionRecord._DECODERS = {0: _d_EndTransactionRecord_0}
 EndTransactionRecord._ENCODERS = {0: _e_EndTransactionRecord_0}
 EndTransactionRecord._JSON = {0: _j_EndTransactionRecord_0}
+EndTransactionRecord._TEXT = {0: _t_EndTransactionRecord_0}
 EndTransactionRecord._FIELDS = (
 )

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -56,6 +59,9 @@ class FeatureLevelRecord(Message):
 
 _S0 = _St('>hB')
 _S1 = _St('>h')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_FeatureLevelRecord_0(b, p):
@@ -134,9 +140,54 @@ def _j_FeatureLevelRecord_0(o):
     return {'name': o.name, 'featureLevel': o.feature_level}
 
 
+def _t_FeatureLevelRecord_0(b, p):
+    L = len(b)
+    n3 = b[p]
+    if n3 < 128:
+        p += 1
+    else:
+        n3, p = _ruv(b, p)
+    n3 -= 1
+    if n3 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e4 = p + n3
+        if e4 > L:
+            raise _DecodeError('string' + ' of ' + str(n3) + ' bytes is truncated', offset=p)
+        x1 = b[p:e4].decode()
+        p = e4
+    x2, = _S1.unpack_from(b, p)
+    p += 2
+    tn5 = b[p]
+    p += 1
+    if tn5:
+        if tn5 >= 128:
+            tn5, p = _ruv(b, p - 1)
+        if tn5 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn5):
+            tag6 = b[p]
+            if tag6 < 128:
+                p += 1
+            else:
+                tag6, p = _ruv(b, p)
+            tz7 = b[p]
+            if tz7 < 128:
+                p += 1
+            else:
+                tz7, p = _ruv(b, p)
+            te8 = p + tz7
+            if te8 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te8
+    j9 = _js(x1)
+    return f'{{"name":{j9},"featureLevel":{x2}}}', p
+
+
 FeatureLevelRecord._DECODERS = {0: _d_FeatureLevelRecord_0}
 FeatureLevelRecord._ENCODERS = {0: _e_FeatureLevelRecord_0}
 FeatureLevelRecord._JSON = {0: _j_FeatureLevelRecord_0}
+FeatureLevelRecord._TEXT = {0: _t_FeatureLevelRecord_0}
 FeatureLevelRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('FeatureLevel', 'feature_level', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -56,6 +59,9 @@ class FenceBrokerRecord(Message):
 
 _S0 = _St('>iqB')
 _S1 = _St('>iq')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_FenceBrokerRecord_0(b, p):
@@ -111,9 +117,39 @@ def _j_FenceBrokerRecord_0(o):
     return {'id': o.id, 'epoch': o.epoch}
 
 
+def _t_FenceBrokerRecord_0(b, p):
+    L = len(b)
+    x1, x2, = _S1.unpack_from(b, p)
+    p += 12
+    tn3 = b[p]
+    p += 1
+    if tn3:
+        if tn3 >= 128:
+            tn3, p = _ruv(b, p - 1)
+        if tn3 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn3):
+            tag4 = b[p]
+            if tag4 < 128:
+                p += 1
+            else:
+                tag4, p = _ruv(b, p)
+            tz5 = b[p]
+            if tz5 < 128:
+                p += 1
+            else:
+                tz5, p = _ruv(b, p)
+            te6 = p + tz5
+            if te6 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te6
+    return f'{{"id":{x1},"epoch":{x2}}}', p
+
+
 FenceBrokerRecord._DECODERS = {0: _d_FenceBrokerRecord_0}
 FenceBrokerRecord._ENCODERS = {0: _e_FenceBrokerRecord_0}
 FenceBrokerRecord._JSON = {0: _j_FenceBrokerRecord_0}
+FenceBrokerRecord._TEXT = {0: _t_FenceBrokerRecord_0}
 FenceBrokerRecord._FIELDS = (
     _F('Id', 'id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('Epoch', 'epoch', 'int64', None, None, (0, 32767), None, None, None, 0, False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -77,6 +80,9 @@ _S1 = _St('>i')
 _S2 = _St('>b')
 _S3 = _St('>i16s')
 _A_int32 = _ARRAY['i']
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_PartitionChangeRecord_0(b, p):
@@ -1007,9 +1013,619 @@ def _j_PartitionChangeRecord_2(o):
     return r
 
 
+def _t_PartitionChangeRecord_0(b, p):
+    L = len(b)
+    x1, x2, = _S3.unpack_from(b, p)
+    p += 20
+    x3 = None
+    x4 = -2
+    x5 = None
+    x6 = None
+    x7 = None
+    x8 = -1
+    tn9 = b[p]
+    p += 1
+    if tn9:
+        if tn9 >= 128:
+            tn9, p = _ruv(b, p - 1)
+        if tn9 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn9):
+            tag10 = b[p]
+            if tag10 < 128:
+                p += 1
+            else:
+                tag10, p = _ruv(b, p)
+            tz11 = b[p]
+            if tz11 < 128:
+                p += 1
+            else:
+                tz11, p = _ruv(b, p)
+            te12 = p + tz11
+            if te12 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag10 == 0:
+                n13 = b[p]
+                if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
+                    x3 = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n13 - 3
+                else:
+                    n13 = b[p]
+                    if n13 < 128:
+                        p += 1
+                    else:
+                        n13, p = _ruv(b, p)
+                    n13 -= 1
+                    if n13 < 0:
+                        if n13 != -1:
+                            raise _DecodeError('negative array length ' + str(n13), offset=p)
+                        x3 = None
+                    else:
+                        if n13 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n13 < 64:
+                            x3 = [*_A_int32[n13].unpack_from(b, p)]
+                        else:
+                            x3 = [*_unpack_from('>' + str(n13) + 'i', b, p)]
+                        p += n13 * 4
+                if p != te12:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag10 == 1:
+                x4 = _S1.unpack_from(b, p)[0]
+                p += 4
+                if p != te12:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag10 == 2:
+                n14 = b[p]
+                if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
+                    x5 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n14 - 3
+                else:
+                    n14 = b[p]
+                    if n14 < 128:
+                        p += 1
+                    else:
+                        n14, p = _ruv(b, p)
+                    n14 -= 1
+                    if n14 < 0:
+                        if n14 != -1:
+                            raise _DecodeError('negative array length ' + str(n14), offset=p)
+                        x5 = None
+                    else:
+                        if n14 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n14 < 64:
+                            x5 = [*_A_int32[n14].unpack_from(b, p)]
+                        else:
+                            x5 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
+                        p += n14 * 4
+                if p != te12:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag10 == 3:
+                n15 = b[p]
+                if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
+                    x6 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n15 - 3
+                else:
+                    n15 = b[p]
+                    if n15 < 128:
+                        p += 1
+                    else:
+                        n15, p = _ruv(b, p)
+                    n15 -= 1
+                    if n15 < 0:
+                        if n15 != -1:
+                            raise _DecodeError('negative array length ' + str(n15), offset=p)
+                        x6 = None
+                    else:
+                        if n15 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n15 < 64:
+                            x6 = [*_A_int32[n15].unpack_from(b, p)]
+                        else:
+                            x6 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
+                        p += n15 * 4
+                if p != te12:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag10 == 4:
+                n16 = b[p]
+                if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+                    x7 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n16 - 3
+                else:
+                    n16 = b[p]
+                    if n16 < 128:
+                        p += 1
+                    else:
+                        n16, p = _ruv(b, p)
+                    n16 -= 1
+                    if n16 < 0:
+                        if n16 != -1:
+                            raise _DecodeError('negative array length ' + str(n16), offset=p)
+                        x7 = None
+                    else:
+                        if n16 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n16 < 64:
+                            x7 = [*_A_int32[n16].unpack_from(b, p)]
+                        else:
+                            x7 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+                        p += n16 * 4
+                if p != te12:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag10 == 5:
+                x8 = _S2.unpack_from(b, p)[0]
+                p += 1
+                if p != te12:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag10 in (6, 7, 8):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te12
+    j17 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j18 = 'null' if x3 is None else '[' + ','.join(map(str, x3)) + ']'
+    j19 = 'null' if x5 is None else '[' + ','.join(map(str, x5)) + ']'
+    j20 = 'null' if x6 is None else '[' + ','.join(map(str, x6)) + ']'
+    j21 = 'null' if x7 is None else '[' + ','.join(map(str, x7)) + ']'
+    r = f'{{"partitionId":{x1},"topicId":{j17}'
+    if x3 is not None:
+        r += f',"isr":{j18}'
+    if x4 != -2:
+        r += f',"leader":{x4}'
+    if x5 is not None:
+        r += f',"replicas":{j19}'
+    if x6 is not None:
+        r += f',"removingReplicas":{j20}'
+    if x7 is not None:
+        r += f',"addingReplicas":{j21}'
+    if x8 != -1:
+        r += f',"leaderRecoveryState":{x8}'
+    return r + '}', p
+
+
+def _t_PartitionChangeRecord_1(b, p):
+    L = len(b)
+    x1, x2, = _S3.unpack_from(b, p)
+    p += 20
+    x3 = None
+    x4 = -2
+    x5 = None
+    x6 = None
+    x7 = None
+    x8 = -1
+    x9 = None
+    tn10 = b[p]
+    p += 1
+    if tn10:
+        if tn10 >= 128:
+            tn10, p = _ruv(b, p - 1)
+        if tn10 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn10):
+            tag11 = b[p]
+            if tag11 < 128:
+                p += 1
+            else:
+                tag11, p = _ruv(b, p)
+            tz12 = b[p]
+            if tz12 < 128:
+                p += 1
+            else:
+                tz12, p = _ruv(b, p)
+            te13 = p + tz12
+            if te13 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag11 == 0:
+                n14 = b[p]
+                if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
+                    x3 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n14 - 3
+                else:
+                    n14 = b[p]
+                    if n14 < 128:
+                        p += 1
+                    else:
+                        n14, p = _ruv(b, p)
+                    n14 -= 1
+                    if n14 < 0:
+                        if n14 != -1:
+                            raise _DecodeError('negative array length ' + str(n14), offset=p)
+                        x3 = None
+                    else:
+                        if n14 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n14 < 64:
+                            x3 = [*_A_int32[n14].unpack_from(b, p)]
+                        else:
+                            x3 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
+                        p += n14 * 4
+                if p != te13:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag11 == 1:
+                x4 = _S1.unpack_from(b, p)[0]
+                p += 4
+                if p != te13:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag11 == 2:
+                n15 = b[p]
+                if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
+                    x5 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n15 - 3
+                else:
+                    n15 = b[p]
+                    if n15 < 128:
+                        p += 1
+                    else:
+                        n15, p = _ruv(b, p)
+                    n15 -= 1
+                    if n15 < 0:
+                        if n15 != -1:
+                            raise _DecodeError('negative array length ' + str(n15), offset=p)
+                        x5 = None
+                    else:
+                        if n15 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n15 < 64:
+                            x5 = [*_A_int32[n15].unpack_from(b, p)]
+                        else:
+                            x5 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
+                        p += n15 * 4
+                if p != te13:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag11 == 3:
+                n16 = b[p]
+                if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+                    x6 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n16 - 3
+                else:
+                    n16 = b[p]
+                    if n16 < 128:
+                        p += 1
+                    else:
+                        n16, p = _ruv(b, p)
+                    n16 -= 1
+                    if n16 < 0:
+                        if n16 != -1:
+                            raise _DecodeError('negative array length ' + str(n16), offset=p)
+                        x6 = None
+                    else:
+                        if n16 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n16 < 64:
+                            x6 = [*_A_int32[n16].unpack_from(b, p)]
+                        else:
+                            x6 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+                        p += n16 * 4
+                if p != te13:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag11 == 4:
+                n17 = b[p]
+                if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
+                    x7 = [*_A_int32[n17 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n17 - 3
+                else:
+                    n17 = b[p]
+                    if n17 < 128:
+                        p += 1
+                    else:
+                        n17, p = _ruv(b, p)
+                    n17 -= 1
+                    if n17 < 0:
+                        if n17 != -1:
+                            raise _DecodeError('negative array length ' + str(n17), offset=p)
+                        x7 = None
+                    else:
+                        if n17 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n17 < 64:
+                            x7 = [*_A_int32[n17].unpack_from(b, p)]
+                        else:
+                            x7 = [*_unpack_from('>' + str(n17) + 'i', b, p)]
+                        p += n17 * 4
+                if p != te13:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag11 == 5:
+                x8 = _S2.unpack_from(b, p)[0]
+                p += 1
+                if p != te13:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag11 == 8:
+                n18 = b[p]
+                if n18 < 128:
+                    p += 1
+                else:
+                    n18, p = _ruv(b, p)
+                n18 -= 1
+                if n18 < 0:
+                    if n18 != -1:
+                        raise _DecodeError('negative array length ' + str(n18), offset=p)
+                    x9 = None
+                else:
+                    if n18 * 16 > L - p:
+                        raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    x9 = [b[i:i + 16] for i in range(p, p + 16 * n18, 16)]
+                    p += 16 * n18
+                if p != te13:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag11 in (6, 7):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te13
+    j19 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j20 = 'null' if x3 is None else '[' + ','.join(map(str, x3)) + ']'
+    j21 = 'null' if x5 is None else '[' + ','.join(map(str, x5)) + ']'
+    j22 = 'null' if x6 is None else '[' + ','.join(map(str, x6)) + ']'
+    j23 = 'null' if x7 is None else '[' + ','.join(map(str, x7)) + ']'
+    j24 = 'null' if x9 is None else '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x9]) + ']'
+    r = f'{{"partitionId":{x1},"topicId":{j19}'
+    if x3 is not None:
+        r += f',"isr":{j20}'
+    if x4 != -2:
+        r += f',"leader":{x4}'
+    if x5 is not None:
+        r += f',"replicas":{j21}'
+    if x6 is not None:
+        r += f',"removingReplicas":{j22}'
+    if x7 is not None:
+        r += f',"addingReplicas":{j23}'
+    if x8 != -1:
+        r += f',"leaderRecoveryState":{x8}'
+    if x9 is not None:
+        r += f',"directories":{j24}'
+    return r + '}', p
+
+
+def _t_PartitionChangeRecord_2(b, p):
+    L = len(b)
+    x1, x2, = _S3.unpack_from(b, p)
+    p += 20
+    x3 = None
+    x4 = -2
+    x5 = None
+    x6 = None
+    x7 = None
+    x8 = -1
+    x9 = None
+    x10 = None
+    x11 = None
+    tn12 = b[p]
+    p += 1
+    if tn12:
+        if tn12 >= 128:
+            tn12, p = _ruv(b, p - 1)
+        if tn12 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn12):
+            tag13 = b[p]
+            if tag13 < 128:
+                p += 1
+            else:
+                tag13, p = _ruv(b, p)
+            tz14 = b[p]
+            if tz14 < 128:
+                p += 1
+            else:
+                tz14, p = _ruv(b, p)
+            te15 = p + tz14
+            if te15 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag13 == 0:
+                n16 = b[p]
+                if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+                    x3 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n16 - 3
+                else:
+                    n16 = b[p]
+                    if n16 < 128:
+                        p += 1
+                    else:
+                        n16, p = _ruv(b, p)
+                    n16 -= 1
+                    if n16 < 0:
+                        if n16 != -1:
+                            raise _DecodeError('negative array length ' + str(n16), offset=p)
+                        x3 = None
+                    else:
+                        if n16 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n16 < 64:
+                            x3 = [*_A_int32[n16].unpack_from(b, p)]
+                        else:
+                            x3 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+                        p += n16 * 4
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 1:
+                x4 = _S1.unpack_from(b, p)[0]
+                p += 4
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 2:
+                n17 = b[p]
+                if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
+                    x5 = [*_A_int32[n17 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n17 - 3
+                else:
+                    n17 = b[p]
+                    if n17 < 128:
+                        p += 1
+                    else:
+                        n17, p = _ruv(b, p)
+                    n17 -= 1
+                    if n17 < 0:
+                        if n17 != -1:
+                            raise _DecodeError('negative array length ' + str(n17), offset=p)
+                        x5 = None
+                    else:
+                        if n17 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n17 < 64:
+                            x5 = [*_A_int32[n17].unpack_from(b, p)]
+                        else:
+                            x5 = [*_unpack_from('>' + str(n17) + 'i', b, p)]
+                        p += n17 * 4
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 3:
+                n18 = b[p]
+                if 0 < n18 < 65 and p + 4 * n18 - 3 <= L:
+                    x6 = [*_A_int32[n18 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n18 - 3
+                else:
+                    n18 = b[p]
+                    if n18 < 128:
+                        p += 1
+                    else:
+                        n18, p = _ruv(b, p)
+                    n18 -= 1
+                    if n18 < 0:
+                        if n18 != -1:
+                            raise _DecodeError('negative array length ' + str(n18), offset=p)
+                        x6 = None
+                    else:
+                        if n18 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n18 < 64:
+                            x6 = [*_A_int32[n18].unpack_from(b, p)]
+                        else:
+                            x6 = [*_unpack_from('>' + str(n18) + 'i', b, p)]
+                        p += n18 * 4
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 4:
+                n19 = b[p]
+                if 0 < n19 < 65 and p + 4 * n19 - 3 <= L:
+                    x7 = [*_A_int32[n19 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n19 - 3
+                else:
+                    n19 = b[p]
+                    if n19 < 128:
+                        p += 1
+                    else:
+                        n19, p = _ruv(b, p)
+                    n19 -= 1
+                    if n19 < 0:
+                        if n19 != -1:
+                            raise _DecodeError('negative array length ' + str(n19), offset=p)
+                        x7 = None
+                    else:
+                        if n19 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n19) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n19 < 64:
+                            x7 = [*_A_int32[n19].unpack_from(b, p)]
+                        else:
+                            x7 = [*_unpack_from('>' + str(n19) + 'i', b, p)]
+                        p += n19 * 4
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 5:
+                x8 = _S2.unpack_from(b, p)[0]
+                p += 1
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 6:
+                n20 = b[p]
+                if 0 < n20 < 65 and p + 4 * n20 - 3 <= L:
+                    x10 = [*_A_int32[n20 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n20 - 3
+                else:
+                    n20 = b[p]
+                    if n20 < 128:
+                        p += 1
+                    else:
+                        n20, p = _ruv(b, p)
+                    n20 -= 1
+                    if n20 < 0:
+                        if n20 != -1:
+                            raise _DecodeError('negative array length ' + str(n20), offset=p)
+                        x10 = None
+                    else:
+                        if n20 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n20) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n20 < 64:
+                            x10 = [*_A_int32[n20].unpack_from(b, p)]
+                        else:
+                            x10 = [*_unpack_from('>' + str(n20) + 'i', b, p)]
+                        p += n20 * 4
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 7:
+                n21 = b[p]
+                if 0 < n21 < 65 and p + 4 * n21 - 3 <= L:
+                    x11 = [*_A_int32[n21 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n21 - 3
+                else:
+                    n21 = b[p]
+                    if n21 < 128:
+                        p += 1
+                    else:
+                        n21, p = _ruv(b, p)
+                    n21 -= 1
+                    if n21 < 0:
+                        if n21 != -1:
+                            raise _DecodeError('negative array length ' + str(n21), offset=p)
+                        x11 = None
+                    else:
+                        if n21 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n21) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n21 < 64:
+                            x11 = [*_A_int32[n21].unpack_from(b, p)]
+                        else:
+                            x11 = [*_unpack_from('>' + str(n21) + 'i', b, p)]
+                        p += n21 * 4
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag13 == 8:
+                n22 = b[p]
+                if n22 < 128:
+                    p += 1
+                else:
+                    n22, p = _ruv(b, p)
+                n22 -= 1
+                if n22 < 0:
+                    if n22 != -1:
+                        raise _DecodeError('negative array length ' + str(n22), offset=p)
+                    x9 = None
+                else:
+                    if n22 * 16 > L - p:
+                        raise _DecodeError('array of ' + str(n22) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    x9 = [b[i:i + 16] for i in range(p, p + 16 * n22, 16)]
+                    p += 16 * n22
+                if p != te15:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            p = te15
+    j23 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j24 = 'null' if x3 is None else '[' + ','.join(map(str, x3)) + ']'
+    j25 = 'null' if x5 is None else '[' + ','.join(map(str, x5)) + ']'
+    j26 = 'null' if x6 is None else '[' + ','.join(map(str, x6)) + ']'
+    j27 = 'null' if x7 is None else '[' + ','.join(map(str, x7)) + ']'
+    j28 = 'null' if x9 is None else '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x9]) + ']'
+    j29 = 'null' if x10 is None else '[' + ','.join(map(str, x10)) + ']'
+    j30 = 'null' if x11 is None else '[' + ','.join(map(str, x11)) + ']'
+    r = f'{{"partitionId":{x1},"topicId":{j23}'
+    if x3 is not None:
+        r += f',"isr":{j24}'
+    if x4 != -2:
+        r += f',"leader":{x4}'
+    if x5 is not None:
+        r += f',"replicas":{j25}'
+    if x6 is not None:
+        r += f',"removingReplicas":{j26}'
+    if x7 is not None:
+        r += f',"addingReplicas":{j27}'
+    if x8 != -1:
+        r += f',"leaderRecoveryState":{x8}'
+    if x9 is not None:
+        r += f',"directories":{j28}'
+    if x10 is not None:
+        r += f',"eligibleLeaderReplicas":{j29}'
+    if x11 is not None:
+        r += f',"lastKnownElr":{j30}'
+    return r + '}', p
+
+
 PartitionChangeRecord._DECODERS = {0: _d_PartitionChangeRecord_0, 1: _d_PartitionChangeRecord_1, 2: _d_PartitionChangeRecord_2}
 PartitionChangeRecord._ENCODERS = {0: _e_PartitionChangeRecord_0, 1: _e_PartitionChangeRecord_1, 2: _e_PartitionChangeRecord_2}
 PartitionChangeRecord._JSON = {0: _j_PartitionChangeRecord_0, 1: _j_PartitionChangeRecord_1, 2: _j_PartitionChangeRecord_2}
+PartitionChangeRecord._TEXT = {0: _t_PartitionChangeRecord_0, 1: _t_PartitionChangeRecord_1, 2: _t_PartitionChangeRecord_2}
 PartitionChangeRecord._FIELDS = (
     _F('PartitionId', 'partition_id', 'int32', None, None, (0, 32767), None, None, None, -1, False),
     _F('TopicId', 'topic_id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -81,6 +84,9 @@ _S1 = _St('>iiiB')
 _S2 = _St('>b')
 _S3 = _St('>iii')
 _A_int32 = _ARRAY['i']
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_PartitionRecord_0(b, p):
@@ -842,9 +848,497 @@ def _j_PartitionRecord_2(o):
     return r
 
 
+def _t_PartitionRecord_0(b, p):
+    L = len(b)
+    x1, x2, = _S0.unpack_from(b, p)
+    p += 20
+    n11 = b[p]
+    if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
+        x3 = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+        p += 4 * n11 - 3
+    else:
+        n11 = b[p]
+        if n11 < 128:
+            p += 1
+        else:
+            n11, p = _ruv(b, p)
+        n11 -= 1
+        if n11 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n11 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n11 < 64:
+                x3 = [*_A_int32[n11].unpack_from(b, p)]
+            else:
+                x3 = [*_unpack_from('>' + str(n11) + 'i', b, p)]
+            p += n11 * 4
+    n12 = b[p]
+    if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
+        x4 = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+        p += 4 * n12 - 3
+    else:
+        n12 = b[p]
+        if n12 < 128:
+            p += 1
+        else:
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n12 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n12 < 64:
+                x4 = [*_A_int32[n12].unpack_from(b, p)]
+            else:
+                x4 = [*_unpack_from('>' + str(n12) + 'i', b, p)]
+            p += n12 * 4
+    n13 = b[p]
+    if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
+        x5 = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
+        p += 4 * n13 - 3
+    else:
+        n13 = b[p]
+        if n13 < 128:
+            p += 1
+        else:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n13 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n13 < 64:
+                x5 = [*_A_int32[n13].unpack_from(b, p)]
+            else:
+                x5 = [*_unpack_from('>' + str(n13) + 'i', b, p)]
+            p += n13 * 4
+    n14 = b[p]
+    if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
+        x6 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+        p += 4 * n14 - 3
+    else:
+        n14 = b[p]
+        if n14 < 128:
+            p += 1
+        else:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n14 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n14 < 64:
+                x6 = [*_A_int32[n14].unpack_from(b, p)]
+            else:
+                x6 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
+            p += n14 * 4
+    x7, x9, x10, = _S3.unpack_from(b, p)
+    p += 12
+    x8 = 0
+    tn15 = b[p]
+    p += 1
+    if tn15:
+        if tn15 >= 128:
+            tn15, p = _ruv(b, p - 1)
+        if tn15 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn15):
+            tag16 = b[p]
+            if tag16 < 128:
+                p += 1
+            else:
+                tag16, p = _ruv(b, p)
+            tz17 = b[p]
+            if tz17 < 128:
+                p += 1
+            else:
+                tz17, p = _ruv(b, p)
+            te18 = p + tz17
+            if te18 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag16 == 0:
+                x8 = _S2.unpack_from(b, p)[0]
+                p += 1
+                if p != te18:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag16 in (1, 2):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te18
+    j19 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j20 = '[' + ','.join(map(str, x3)) + ']'
+    j21 = '[' + ','.join(map(str, x4)) + ']'
+    j22 = '[' + ','.join(map(str, x5)) + ']'
+    j23 = '[' + ','.join(map(str, x6)) + ']'
+    r = f'{{"partitionId":{x1},"topicId":{j19},"replicas":{j20},"isr":{j21},"removingReplicas":{j22},"addingReplicas":{j23},"leader":{x7}'
+    if x8 != 0:
+        r += f',"leaderRecoveryState":{x8}'
+    r += f',"leaderEpoch":{x9}'
+    r += f',"partitionEpoch":{x10}'
+    return r + '}', p
+
+
+def _t_PartitionRecord_1(b, p):
+    L = len(b)
+    x1, x2, = _S0.unpack_from(b, p)
+    p += 20
+    n12 = b[p]
+    if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
+        x3 = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+        p += 4 * n12 - 3
+    else:
+        n12 = b[p]
+        if n12 < 128:
+            p += 1
+        else:
+            n12, p = _ruv(b, p)
+        n12 -= 1
+        if n12 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n12 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n12 < 64:
+                x3 = [*_A_int32[n12].unpack_from(b, p)]
+            else:
+                x3 = [*_unpack_from('>' + str(n12) + 'i', b, p)]
+            p += n12 * 4
+    n13 = b[p]
+    if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
+        x4 = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
+        p += 4 * n13 - 3
+    else:
+        n13 = b[p]
+        if n13 < 128:
+            p += 1
+        else:
+            n13, p = _ruv(b, p)
+        n13 -= 1
+        if n13 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n13 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n13 < 64:
+                x4 = [*_A_int32[n13].unpack_from(b, p)]
+            else:
+                x4 = [*_unpack_from('>' + str(n13) + 'i', b, p)]
+            p += n13 * 4
+    n14 = b[p]
+    if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
+        x5 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+        p += 4 * n14 - 3
+    else:
+        n14 = b[p]
+        if n14 < 128:
+            p += 1
+        else:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n14 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n14 < 64:
+                x5 = [*_A_int32[n14].unpack_from(b, p)]
+            else:
+                x5 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
+            p += n14 * 4
+    n15 = b[p]
+    if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
+        x6 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+        p += 4 * n15 - 3
+    else:
+        n15 = b[p]
+        if n15 < 128:
+            p += 1
+        else:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n15 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n15 < 64:
+                x6 = [*_A_int32[n15].unpack_from(b, p)]
+            else:
+                x6 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
+            p += n15 * 4
+    x7, x9, x10, = _S3.unpack_from(b, p)
+    p += 12
+    n16 = b[p]
+    if n16 < 128:
+        p += 1
+    else:
+        n16, p = _ruv(b, p)
+    n16 -= 1
+    if n16 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n16 * 16 > L - p:
+            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x11 = [b[i:i + 16] for i in range(p, p + 16 * n16, 16)]
+        p += 16 * n16
+    x8 = 0
+    tn17 = b[p]
+    p += 1
+    if tn17:
+        if tn17 >= 128:
+            tn17, p = _ruv(b, p - 1)
+        if tn17 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn17):
+            tag18 = b[p]
+            if tag18 < 128:
+                p += 1
+            else:
+                tag18, p = _ruv(b, p)
+            tz19 = b[p]
+            if tz19 < 128:
+                p += 1
+            else:
+                tz19, p = _ruv(b, p)
+            te20 = p + tz19
+            if te20 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag18 == 0:
+                x8 = _S2.unpack_from(b, p)[0]
+                p += 1
+                if p != te20:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag18 in (1, 2):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te20
+    j21 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j22 = '[' + ','.join(map(str, x3)) + ']'
+    j23 = '[' + ','.join(map(str, x4)) + ']'
+    j24 = '[' + ','.join(map(str, x5)) + ']'
+    j25 = '[' + ','.join(map(str, x6)) + ']'
+    j26 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x11]) + ']'
+    r = f'{{"partitionId":{x1},"topicId":{j21},"replicas":{j22},"isr":{j23},"removingReplicas":{j24},"addingReplicas":{j25},"leader":{x7}'
+    if x8 != 0:
+        r += f',"leaderRecoveryState":{x8}'
+    r += f',"leaderEpoch":{x9}'
+    r += f',"partitionEpoch":{x10}'
+    r += f',"directories":{j26}'
+    return r + '}', p
+
+
+def _t_PartitionRecord_2(b, p):
+    L = len(b)
+    x1, x2, = _S0.unpack_from(b, p)
+    p += 20
+    n14 = b[p]
+    if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
+        x3 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+        p += 4 * n14 - 3
+    else:
+        n14 = b[p]
+        if n14 < 128:
+            p += 1
+        else:
+            n14, p = _ruv(b, p)
+        n14 -= 1
+        if n14 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n14 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n14 < 64:
+                x3 = [*_A_int32[n14].unpack_from(b, p)]
+            else:
+                x3 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
+            p += n14 * 4
+    n15 = b[p]
+    if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
+        x4 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+        p += 4 * n15 - 3
+    else:
+        n15 = b[p]
+        if n15 < 128:
+            p += 1
+        else:
+            n15, p = _ruv(b, p)
+        n15 -= 1
+        if n15 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n15 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n15 < 64:
+                x4 = [*_A_int32[n15].unpack_from(b, p)]
+            else:
+                x4 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
+            p += n15 * 4
+    n16 = b[p]
+    if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+        x5 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+        p += 4 * n16 - 3
+    else:
+        n16 = b[p]
+        if n16 < 128:
+            p += 1
+        else:
+            n16, p = _ruv(b, p)
+        n16 -= 1
+        if n16 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n16 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n16 < 64:
+                x5 = [*_A_int32[n16].unpack_from(b, p)]
+            else:
+                x5 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+            p += n16 * 4
+    n17 = b[p]
+    if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
+        x6 = [*_A_int32[n17 - 1].unpack_from(b, p + 1)]
+        p += 4 * n17 - 3
+    else:
+        n17 = b[p]
+        if n17 < 128:
+            p += 1
+        else:
+            n17, p = _ruv(b, p)
+        n17 -= 1
+        if n17 < 0:
+            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+        else:
+            if n17 * 4 > L - p:
+                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+            if n17 < 64:
+                x6 = [*_A_int32[n17].unpack_from(b, p)]
+            else:
+                x6 = [*_unpack_from('>' + str(n17) + 'i', b, p)]
+            p += n17 * 4
+    x7, x9, x10, = _S3.unpack_from(b, p)
+    p += 12
+    n18 = b[p]
+    if n18 < 128:
+        p += 1
+    else:
+        n18, p = _ruv(b, p)
+    n18 -= 1
+    if n18 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n18 * 16 > L - p:
+            raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x11 = [b[i:i + 16] for i in range(p, p + 16 * n18, 16)]
+        p += 16 * n18
+    x8 = 0
+    x12 = None
+    x13 = None
+    tn19 = b[p]
+    p += 1
+    if tn19:
+        if tn19 >= 128:
+            tn19, p = _ruv(b, p - 1)
+        if tn19 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn19):
+            tag20 = b[p]
+            if tag20 < 128:
+                p += 1
+            else:
+                tag20, p = _ruv(b, p)
+            tz21 = b[p]
+            if tz21 < 128:
+                p += 1
+            else:
+                tz21, p = _ruv(b, p)
+            te22 = p + tz21
+            if te22 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag20 == 0:
+                x8 = _S2.unpack_from(b, p)[0]
+                p += 1
+                if p != te22:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag20 == 1:
+                n23 = b[p]
+                if 0 < n23 < 65 and p + 4 * n23 - 3 <= L:
+                    x12 = [*_A_int32[n23 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n23 - 3
+                else:
+                    n23 = b[p]
+                    if n23 < 128:
+                        p += 1
+                    else:
+                        n23, p = _ruv(b, p)
+                    n23 -= 1
+                    if n23 < 0:
+                        if n23 != -1:
+                            raise _DecodeError('negative array length ' + str(n23), offset=p)
+                        x12 = None
+                    else:
+                        if n23 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n23) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n23 < 64:
+                            x12 = [*_A_int32[n23].unpack_from(b, p)]
+                        else:
+                            x12 = [*_unpack_from('>' + str(n23) + 'i', b, p)]
+                        p += n23 * 4
+                if p != te22:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            elif tag20 == 2:
+                n24 = b[p]
+                if 0 < n24 < 65 and p + 4 * n24 - 3 <= L:
+                    x13 = [*_A_int32[n24 - 1].unpack_from(b, p + 1)]
+                    p += 4 * n24 - 3
+                else:
+                    n24 = b[p]
+                    if n24 < 128:
+                        p += 1
+                    else:
+                        n24, p = _ruv(b, p)
+                    n24 -= 1
+                    if n24 < 0:
+                        if n24 != -1:
+                            raise _DecodeError('negative array length ' + str(n24), offset=p)
+                        x13 = None
+                    else:
+                        if n24 * 4 > L - p:
+                            raise _DecodeError('array of ' + str(n24) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                        if n24 < 64:
+                            x13 = [*_A_int32[n24].unpack_from(b, p)]
+                        else:
+                            x13 = [*_unpack_from('>' + str(n24) + 'i', b, p)]
+                        p += n24 * 4
+                if p != te22:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            p = te22
+    j25 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j26 = '[' + ','.join(map(str, x3)) + ']'
+    j27 = '[' + ','.join(map(str, x4)) + ']'
+    j28 = '[' + ','.join(map(str, x5)) + ']'
+    j29 = '[' + ','.join(map(str, x6)) + ']'
+    j30 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x11]) + ']'
+    j31 = 'null' if x12 is None else '[' + ','.join(map(str, x12)) + ']'
+    j32 = 'null' if x13 is None else '[' + ','.join(map(str, x13)) + ']'
+    r = f'{{"partitionId":{x1},"topicId":{j25},"replicas":{j26},"isr":{j27},"removingReplicas":{j28},"addingReplicas":{j29},"leader":{x7}'
+    if x8 != 0:
+        r += f',"leaderRecoveryState":{x8}'
+    r += f',"leaderEpoch":{x9}'
+    r += f',"partitionEpoch":{x10}'
+    r += f',"directories":{j30}'
+    if x12 is not None:
+        r += f',"eligibleLeaderReplicas":{j31}'
+    if x13 is not None:
+        r += f',"lastKnownElr":{j32}'
+    return r + '}', p
+
+
 PartitionRecord._DECODERS = {0: _d_PartitionRecord_0, 1: _d_PartitionRecord_1, 2: _d_PartitionRecord_2}
 PartitionRecord._ENCODERS = {0: _e_PartitionRecord_0, 1: _e_PartitionRecord_1, 2: _e_PartitionRecord_2}
 PartitionRecord._JSON = {0: _j_PartitionRecord_0, 1: _j_PartitionRecord_1, 2: _j_PartitionRecord_2}
+PartitionRecord._TEXT = {0: _t_PartitionRecord_0, 1: _t_PartitionRecord_1, 2: _t_PartitionRecord_2}
 PartitionRecord._FIELDS = (
     _F('PartitionId', 'partition_id', 'int32', None, None, (0, 32767), None, None, None, -1, False),
     _F('TopicId', 'topic_id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

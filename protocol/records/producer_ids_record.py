@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -58,6 +61,9 @@ class ProducerIdsRecord(Message):
 
 _S0 = _St('>iqqB')
 _S1 = _St('>iqq')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_ProducerIdsRecord_0(b, p):
@@ -113,9 +119,39 @@ def _j_ProducerIdsRecord_0(o):
     return {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch, 'nextProducerId': o.next_producer_id}
 
 
+def _t_ProducerIdsRecord_0(b, p):
+    L = len(b)
+    x1, x2, x3, = _S1.unpack_from(b, p)
+    p += 20
+    tn4 = b[p]
+    p += 1
+    if tn4:
+        if tn4 >= 128:
+            tn4, p = _ruv(b, p - 1)
+        if tn4 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn4):
+            tag5 = b[p]
+            if tag5 < 128:
+                p += 1
+            else:
+                tag5, p = _ruv(b, p)
+            tz6 = b[p]
+            if tz6 < 128:
+                p += 1
+            else:
+                tz6, p = _ruv(b, p)
+            te7 = p + tz6
+            if te7 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te7
+    return f'{{"brokerId":{x1},"brokerEpoch":{x2},"nextProducerId":{x3}}}', p
+
+
 ProducerIdsRecord._DECODERS = {0: _d_ProducerIdsRecord_0}
 ProducerIdsRecord._ENCODERS = {0: _e_ProducerIdsRecord_0}
 ProducerIdsRecord._JSON = {0: _j_ProducerIdsRecord_0}
+ProducerIdsRecord._TEXT = {0: _t_ProducerIdsRecord_0}
 ProducerIdsRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('BrokerEpoch', 'broker_epoch', 'int64', None, None, (0, 32767), None, None, None, -1, False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -124,6 +127,9 @@ _S6 = _St('>??B')
 _S7 = _St('>i?16sq')
 _S8 = _St('>?')
 _S9 = _St('>??')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_BrokerEndpoint_0(b, p):
@@ -1540,6 +1546,460 @@ def _j_RegisterBrokerRecord_3(o):
     return r
 
 
+def _t_BrokerEndpoint_0(b, p):
+    L = len(b)
+    n5 = b[p]
+    if n5 < 128:
+        p += 1
+    else:
+        n5, p = _ruv(b, p)
+    n5 -= 1
+    if n5 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e6 = p + n5
+        if e6 > L:
+            raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+        x1 = b[p:e6].decode()
+        p = e6
+    n7 = b[p]
+    if n7 < 128:
+        p += 1
+    else:
+        n7, p = _ruv(b, p)
+    n7 -= 1
+    if n7 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e8 = p + n7
+        if e8 > L:
+            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+        x2 = b[p:e8].decode()
+        p = e8
+    x3, x4, = _S1.unpack_from(b, p)
+    p += 4
+    tn9 = b[p]
+    p += 1
+    if tn9:
+        if tn9 >= 128:
+            tn9, p = _ruv(b, p - 1)
+        if tn9 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn9):
+            tag10 = b[p]
+            if tag10 < 128:
+                p += 1
+            else:
+                tag10, p = _ruv(b, p)
+            tz11 = b[p]
+            if tz11 < 128:
+                p += 1
+            else:
+                tz11, p = _ruv(b, p)
+            te12 = p + tz11
+            if te12 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te12
+    j13 = _js(x1)
+    j14 = _js(x2)
+    return f'{{"name":{j13},"host":{j14},"port":{x3},"securityProtocol":{x4}}}', p
+
+
+def _t_BrokerFeature_0(b, p):
+    L = len(b)
+    n4 = b[p]
+    if n4 < 128:
+        p += 1
+    else:
+        n4, p = _ruv(b, p)
+    n4 -= 1
+    if n4 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e5 = p + n4
+        if e5 > L:
+            raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+        x1 = b[p:e5].decode()
+        p = e5
+    x2, x3, = _S3.unpack_from(b, p)
+    p += 4
+    tn6 = b[p]
+    p += 1
+    if tn6:
+        if tn6 >= 128:
+            tn6, p = _ruv(b, p - 1)
+        if tn6 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn6):
+            tag7 = b[p]
+            if tag7 < 128:
+                p += 1
+            else:
+                tag7, p = _ruv(b, p)
+            tz8 = b[p]
+            if tz8 < 128:
+                p += 1
+            else:
+                tz8, p = _ruv(b, p)
+            te9 = p + tz8
+            if te9 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te9
+    j10 = _js(x1)
+    return f'{{"name":{j10},"minSupportedVersion":{x2},"maxSupportedVersion":{x3}}}', p
+
+
+def _t_RegisterBrokerRecord_0(b, p):
+    L = len(b)
+    x1, x2, x3, = _S4.unpack_from(b, p)
+    p += 28
+    n8 = b[p]
+    if n8 < 128:
+        p += 1
+    else:
+        n8, p = _ruv(b, p)
+    n8 -= 1
+    if n8 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n8 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n8) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x4 = []
+        for _ in range(n8):
+            it, p = _t_BrokerEndpoint_0(b, p)
+            x4.append(it)
+    n9 = b[p]
+    if n9 < 128:
+        p += 1
+    else:
+        n9, p = _ruv(b, p)
+    n9 -= 1
+    if n9 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n9 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x5 = []
+        for _ in range(n9):
+            it, p = _t_BrokerFeature_0(b, p)
+            x5.append(it)
+    n10 = b[p]
+    if n10 < 128:
+        p += 1
+    else:
+        n10, p = _ruv(b, p)
+    n10 -= 1
+    if n10 < 0:
+        if n10 != -1:
+            raise _DecodeError('negative string length ' + str(n10), offset=p)
+        x6 = None
+    else:
+        e11 = p + n10
+        if e11 > L:
+            raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
+        x6 = b[p:e11].decode()
+        p = e11
+    x7, = _S8.unpack_from(b, p)
+    p += 1
+    tn12 = b[p]
+    p += 1
+    if tn12:
+        if tn12 >= 128:
+            tn12, p = _ruv(b, p - 1)
+        if tn12 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn12):
+            tag13 = b[p]
+            if tag13 < 128:
+                p += 1
+            else:
+                tag13, p = _ruv(b, p)
+            tz14 = b[p]
+            if tz14 < 128:
+                p += 1
+            else:
+                tz14, p = _ruv(b, p)
+            te15 = p + tz14
+            if te15 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag13 in (0,):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te15
+    j16 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j17 = '[' + ','.join(x4) + ']'
+    j18 = '[' + ','.join(x5) + ']'
+    j19 = 'null' if x6 is None else _js(x6)
+    return f'{{"brokerId":{x1},"incarnationId":{j16},"brokerEpoch":{x3},"endPoints":{j17},"features":{j18},"rack":{j19},"fenced":{"true" if x7 else "false"}}}', p
+
+
+def _t_RegisterBrokerRecord_1(b, p):
+    L = len(b)
+    x1, x2, x3, = _S4.unpack_from(b, p)
+    p += 28
+    n9 = b[p]
+    if n9 < 128:
+        p += 1
+    else:
+        n9, p = _ruv(b, p)
+    n9 -= 1
+    if n9 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n9 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n9) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x4 = []
+        for _ in range(n9):
+            it, p = _t_BrokerEndpoint_0(b, p)
+            x4.append(it)
+    n10 = b[p]
+    if n10 < 128:
+        p += 1
+    else:
+        n10, p = _ruv(b, p)
+    n10 -= 1
+    if n10 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n10 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x5 = []
+        for _ in range(n10):
+            it, p = _t_BrokerFeature_0(b, p)
+            x5.append(it)
+    n11 = b[p]
+    if n11 < 128:
+        p += 1
+    else:
+        n11, p = _ruv(b, p)
+    n11 -= 1
+    if n11 < 0:
+        if n11 != -1:
+            raise _DecodeError('negative string length ' + str(n11), offset=p)
+        x6 = None
+    else:
+        e12 = p + n11
+        if e12 > L:
+            raise _DecodeError('string' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+        x6 = b[p:e12].decode()
+        p = e12
+    x7, x8, = _S9.unpack_from(b, p)
+    p += 2
+    tn13 = b[p]
+    p += 1
+    if tn13:
+        if tn13 >= 128:
+            tn13, p = _ruv(b, p - 1)
+        if tn13 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn13):
+            tag14 = b[p]
+            if tag14 < 128:
+                p += 1
+            else:
+                tag14, p = _ruv(b, p)
+            tz15 = b[p]
+            if tz15 < 128:
+                p += 1
+            else:
+                tz15, p = _ruv(b, p)
+            te16 = p + tz15
+            if te16 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag14 in (0,):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te16
+    j17 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j18 = '[' + ','.join(x4) + ']'
+    j19 = '[' + ','.join(x5) + ']'
+    j20 = 'null' if x6 is None else _js(x6)
+    return f'{{"brokerId":{x1},"incarnationId":{j17},"brokerEpoch":{x3},"endPoints":{j18},"features":{j19},"rack":{j20},"fenced":{"true" if x7 else "false"},"inControlledShutdown":{"true" if x8 else "false"}}}', p
+
+
+def _t_RegisterBrokerRecord_2(b, p):
+    L = len(b)
+    x1, x2, x3, x4, = _S7.unpack_from(b, p)
+    p += 29
+    n10 = b[p]
+    if n10 < 128:
+        p += 1
+    else:
+        n10, p = _ruv(b, p)
+    n10 -= 1
+    if n10 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n10 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n10) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x5 = []
+        for _ in range(n10):
+            it, p = _t_BrokerEndpoint_0(b, p)
+            x5.append(it)
+    n11 = b[p]
+    if n11 < 128:
+        p += 1
+    else:
+        n11, p = _ruv(b, p)
+    n11 -= 1
+    if n11 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n11 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x6 = []
+        for _ in range(n11):
+            it, p = _t_BrokerFeature_0(b, p)
+            x6.append(it)
+    n12 = b[p]
+    if n12 < 128:
+        p += 1
+    else:
+        n12, p = _ruv(b, p)
+    n12 -= 1
+    if n12 < 0:
+        if n12 != -1:
+            raise _DecodeError('negative string length ' + str(n12), offset=p)
+        x7 = None
+    else:
+        e13 = p + n12
+        if e13 > L:
+            raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
+        x7 = b[p:e13].decode()
+        p = e13
+    x8, x9, = _S9.unpack_from(b, p)
+    p += 2
+    tn14 = b[p]
+    p += 1
+    if tn14:
+        if tn14 >= 128:
+            tn14, p = _ruv(b, p - 1)
+        if tn14 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn14):
+            tag15 = b[p]
+            if tag15 < 128:
+                p += 1
+            else:
+                tag15, p = _ruv(b, p)
+            tz16 = b[p]
+            if tz16 < 128:
+                p += 1
+            else:
+                tz16, p = _ruv(b, p)
+            te17 = p + tz16
+            if te17 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag15 in (0,):
+                raise _DecodeError('tag not valid for this version', offset=p)
+            p = te17
+    j18 = '"' + _b2a(x3, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j19 = '[' + ','.join(x5) + ']'
+    j20 = '[' + ','.join(x6) + ']'
+    j21 = 'null' if x7 is None else _js(x7)
+    return f'{{"brokerId":{x1},"isMigratingZkBroker":{"true" if x2 else "false"},"incarnationId":{j18},"brokerEpoch":{x4},"endPoints":{j19},"features":{j20},"rack":{j21},"fenced":{"true" if x8 else "false"},"inControlledShutdown":{"true" if x9 else "false"}}}', p
+
+
+def _t_RegisterBrokerRecord_3(b, p):
+    L = len(b)
+    x1, x2, x3, x4, = _S7.unpack_from(b, p)
+    p += 29
+    n11 = b[p]
+    if n11 < 128:
+        p += 1
+    else:
+        n11, p = _ruv(b, p)
+    n11 -= 1
+    if n11 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n11 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x5 = []
+        for _ in range(n11):
+            it, p = _t_BrokerEndpoint_0(b, p)
+            x5.append(it)
+    n12 = b[p]
+    if n12 < 128:
+        p += 1
+    else:
+        n12, p = _ruv(b, p)
+    n12 -= 1
+    if n12 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n12 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x6 = []
+        for _ in range(n12):
+            it, p = _t_BrokerFeature_0(b, p)
+            x6.append(it)
+    n13 = b[p]
+    if n13 < 128:
+        p += 1
+    else:
+        n13, p = _ruv(b, p)
+    n13 -= 1
+    if n13 < 0:
+        if n13 != -1:
+            raise _DecodeError('negative string length ' + str(n13), offset=p)
+        x7 = None
+    else:
+        e14 = p + n13
+        if e14 > L:
+            raise _DecodeError('string' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+        x7 = b[p:e14].decode()
+        p = e14
+    x8, x9, = _S9.unpack_from(b, p)
+    p += 2
+    x10 = []
+    tn15 = b[p]
+    p += 1
+    if tn15:
+        if tn15 >= 128:
+            tn15, p = _ruv(b, p - 1)
+        if tn15 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn15):
+            tag16 = b[p]
+            if tag16 < 128:
+                p += 1
+            else:
+                tag16, p = _ruv(b, p)
+            tz17 = b[p]
+            if tz17 < 128:
+                p += 1
+            else:
+                tz17, p = _ruv(b, p)
+            te18 = p + tz17
+            if te18 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            if tag16 == 0:
+                n19 = b[p]
+                if n19 < 128:
+                    p += 1
+                else:
+                    n19, p = _ruv(b, p)
+                n19 -= 1
+                if n19 < 0:
+                    raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+                else:
+                    if n19 * 16 > L - p:
+                        raise _DecodeError('array of ' + str(n19) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    x10 = [b[i:i + 16] for i in range(p, p + 16 * n19, 16)]
+                    p += 16 * n19
+                if p != te18:
+                    raise _DecodeError('tagged field size does not match its content', offset=p)
+            p = te18
+    j20 = '"' + _b2a(x3, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j21 = '[' + ','.join(x5) + ']'
+    j22 = '[' + ','.join(x6) + ']'
+    j23 = 'null' if x7 is None else _js(x7)
+    j24 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x10]) + ']'
+    r = f'{{"brokerId":{x1},"isMigratingZkBroker":{"true" if x2 else "false"},"incarnationId":{j20},"brokerEpoch":{x4},"endPoints":{j21},"features":{j22},"rack":{j23},"fenced":{"true" if x8 else "false"},"inControlledShutdown":{"true" if x9 else "false"}'
+    if x10:
+        r += f',"logDirs":{j24}'
+    return r + '}', p
+
+
 BrokerEndpoint._DECODERS = {0: _d_BrokerEndpoint_0, 1: _d_BrokerEndpoint_0, 2: _d_BrokerEndpoint_0, 3: _d_BrokerEndpoint_0}
 BrokerEndpoint._ENCODERS = {0: _e_BrokerEndpoint_0, 1: _e_BrokerEndpoint_1, 2: _e_BrokerEndpoint_2, 3: _e_BrokerEndpoint_3}
 BrokerEndpoint._JSON = {0: _j_BrokerEndpoint_0, 1: _j_BrokerEndpoint_0, 2: _j_BrokerEndpoint_0, 3: _j_BrokerEndpoint_0}
@@ -1549,6 +2009,7 @@ BrokerFeature._JSON = {0: _j_BrokerFeature_0, 1: _j_BrokerFeature_0, 2: _j_Broke
 RegisterBrokerRecord._DECODERS = {0: _d_RegisterBrokerRecord_0, 1: _d_RegisterBrokerRecord_1, 2: _d_RegisterBrokerRecord_2, 3: _d_RegisterBrokerRecord_3}
 RegisterBrokerRecord._ENCODERS = {0: _e_RegisterBrokerRecord_0, 1: _e_RegisterBrokerRecord_1, 2: _e_RegisterBrokerRecord_2, 3: _e_RegisterBrokerRecord_3}
 RegisterBrokerRecord._JSON = {0: _j_RegisterBrokerRecord_0, 1: _j_RegisterBrokerRecord_1, 2: _j_RegisterBrokerRecord_2, 3: _j_RegisterBrokerRecord_3}
+RegisterBrokerRecord._TEXT = {0: _t_RegisterBrokerRecord_0, 1: _t_RegisterBrokerRecord_1, 2: _t_RegisterBrokerRecord_2, 3: _t_RegisterBrokerRecord_3}
 BrokerEndpoint._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -109,6 +112,9 @@ _S1 = _St('>Hh')
 _S2 = _St('>hhB')
 _S3 = _St('>hh')
 _S4 = _St('>i16s?')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_ControllerEndpoint_0(b, p):
@@ -518,6 +524,171 @@ def _j_RegisterControllerRecord_0(o):
     return {'controllerId': o.controller_id, 'incarnationId': _ju(o.incarnation_id), 'zkMigrationReady': o.zk_migration_ready, 'endPoints': (None if o.end_points is None else [None if e is None else _j_ControllerEndpoint_0(e) for e in o.end_points]), 'features': (None if o.features is None else [None if e is None else _j_ControllerFeature_0(e) for e in o.features])}
 
 
+def _t_ControllerEndpoint_0(b, p):
+    L = len(b)
+    n5 = b[p]
+    if n5 < 128:
+        p += 1
+    else:
+        n5, p = _ruv(b, p)
+    n5 -= 1
+    if n5 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e6 = p + n5
+        if e6 > L:
+            raise _DecodeError('string' + ' of ' + str(n5) + ' bytes is truncated', offset=p)
+        x1 = b[p:e6].decode()
+        p = e6
+    n7 = b[p]
+    if n7 < 128:
+        p += 1
+    else:
+        n7, p = _ruv(b, p)
+    n7 -= 1
+    if n7 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e8 = p + n7
+        if e8 > L:
+            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+        x2 = b[p:e8].decode()
+        p = e8
+    x3, x4, = _S1.unpack_from(b, p)
+    p += 4
+    tn9 = b[p]
+    p += 1
+    if tn9:
+        if tn9 >= 128:
+            tn9, p = _ruv(b, p - 1)
+        if tn9 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn9):
+            tag10 = b[p]
+            if tag10 < 128:
+                p += 1
+            else:
+                tag10, p = _ruv(b, p)
+            tz11 = b[p]
+            if tz11 < 128:
+                p += 1
+            else:
+                tz11, p = _ruv(b, p)
+            te12 = p + tz11
+            if te12 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te12
+    j13 = _js(x1)
+    j14 = _js(x2)
+    return f'{{"name":{j13},"host":{j14},"port":{x3},"securityProtocol":{x4}}}', p
+
+
+def _t_ControllerFeature_0(b, p):
+    L = len(b)
+    n4 = b[p]
+    if n4 < 128:
+        p += 1
+    else:
+        n4, p = _ruv(b, p)
+    n4 -= 1
+    if n4 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e5 = p + n4
+        if e5 > L:
+            raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
+        x1 = b[p:e5].decode()
+        p = e5
+    x2, x3, = _S3.unpack_from(b, p)
+    p += 4
+    tn6 = b[p]
+    p += 1
+    if tn6:
+        if tn6 >= 128:
+            tn6, p = _ruv(b, p - 1)
+        if tn6 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn6):
+            tag7 = b[p]
+            if tag7 < 128:
+                p += 1
+            else:
+                tag7, p = _ruv(b, p)
+            tz8 = b[p]
+            if tz8 < 128:
+                p += 1
+            else:
+                tz8, p = _ruv(b, p)
+            te9 = p + tz8
+            if te9 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te9
+    j10 = _js(x1)
+    return f'{{"name":{j10},"minSupportedVersion":{x2},"maxSupportedVersion":{x3}}}', p
+
+
+def _t_RegisterControllerRecord_0(b, p):
+    L = len(b)
+    x1, x2, x3, = _S4.unpack_from(b, p)
+    p += 21
+    n6 = b[p]
+    if n6 < 128:
+        p += 1
+    else:
+        n6, p = _ruv(b, p)
+    n6 -= 1
+    if n6 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n6 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n6) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x4 = []
+        for _ in range(n6):
+            it, p = _t_ControllerEndpoint_0(b, p)
+            x4.append(it)
+    n7 = b[p]
+    if n7 < 128:
+        p += 1
+    else:
+        n7, p = _ruv(b, p)
+    n7 -= 1
+    if n7 < 0:
+        raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+    else:
+        if n7 * 1 > L - p:
+            raise _DecodeError('array of ' + str(n7) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x5 = []
+        for _ in range(n7):
+            it, p = _t_ControllerFeature_0(b, p)
+            x5.append(it)
+    tn8 = b[p]
+    p += 1
+    if tn8:
+        if tn8 >= 128:
+            tn8, p = _ruv(b, p - 1)
+        if tn8 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn8):
+            tag9 = b[p]
+            if tag9 < 128:
+                p += 1
+            else:
+                tag9, p = _ruv(b, p)
+            tz10 = b[p]
+            if tz10 < 128:
+                p += 1
+            else:
+                tz10, p = _ruv(b, p)
+            te11 = p + tz10
+            if te11 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te11
+    j12 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j13 = '[' + ','.join(x4) + ']'
+    j14 = '[' + ','.join(x5) + ']'
+    return f'{{"controllerId":{x1},"incarnationId":{j12},"zkMigrationReady":{"true" if x3 else "false"},"endPoints":{j13},"features":{j14}}}', p
+
+
 ControllerEndpoint._DECODERS = {0: _d_ControllerEndpoint_0}
 ControllerEndpoint._ENCODERS = {0: _e_ControllerEndpoint_0}
 ControllerEndpoint._JSON = {0: _j_ControllerEndpoint_0}
@@ -527,6 +698,7 @@ ControllerFeature._JSON = {0: _j_ControllerFeature_0}
 RegisterControllerRecord._DECODERS = {0: _d_RegisterControllerRecord_0}
 RegisterControllerRecord._ENCODERS = {0: _e_RegisterControllerRecord_0}
 RegisterControllerRecord._JSON = {0: _j_RegisterControllerRecord_0}
+RegisterControllerRecord._TEXT = {0: _t_RegisterControllerRecord_0}
 ControllerEndpoint._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -54,6 +57,9 @@ class RemoveTopicRecord(Message):
 
 _S0 = _St('>16sB')
 _S1 = _St('>16s')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_RemoveTopicRecord_0(b, p):
@@ -110,9 +116,40 @@ def _j_RemoveTopicRecord_0(o):
     return {'topicId': _ju(o.topic_id)}
 
 
+def _t_RemoveTopicRecord_0(b, p):
+    L = len(b)
+    x1, = _S1.unpack_from(b, p)
+    p += 16
+    tn2 = b[p]
+    p += 1
+    if tn2:
+        if tn2 >= 128:
+            tn2, p = _ruv(b, p - 1)
+        if tn2 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn2):
+            tag3 = b[p]
+            if tag3 < 128:
+                p += 1
+            else:
+                tag3, p = _ruv(b, p)
+            tz4 = b[p]
+            if tz4 < 128:
+                p += 1
+            else:
+                tz4, p = _ruv(b, p)
+            te5 = p + tz4
+            if te5 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te5
+    j6 = '"' + _b2a(x1, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    return f'{{"topicId":{j6}}}', p
+
+
 RemoveTopicRecord._DECODERS = {0: _d_RemoveTopicRecord_0}
 RemoveTopicRecord._ENCODERS = {0: _e_RemoveTopicRecord_0}
 RemoveTopicRecord._JSON = {0: _j_RemoveTopicRecord_0}
+RemoveTopicRecord._TEXT = {0: _t_RemoveTopicRecord_0}
 RemoveTopicRecord._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),
 )

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import uuid
+from binascii import b2a_base64 as _b2a
 from itertools import repeat as _repeat
+from json import JSONEncoder as _JE
+from json.encoder import encode_basestring as _js
 from struct import Struct as _St
 from struct import error as _StructError
 from struct import pack as _pack
@@ -65,6 +68,9 @@ class UserScramCredentialRecord(Message):
 _S0 = _St('>b')
 _S1 = _St('>iB')
 _S2 = _St('>i')
+_URLSAFE = bytes.maketrans(b'+/', b'-_')
+_Z16 = bytes(16)
+_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 
 
 def _d_UserScramCredentialRecord_0(b, p):
@@ -213,9 +219,101 @@ def _j_UserScramCredentialRecord_0(o):
     return {'name': o.name, 'mechanism': o.mechanism, 'salt': _jb(o.salt), 'storedKey': _jb(o.stored_key), 'serverKey': _jb(o.server_key), 'iterations': o.iterations}
 
 
+def _t_UserScramCredentialRecord_0(b, p):
+    L = len(b)
+    n7 = b[p]
+    if n7 < 128:
+        p += 1
+    else:
+        n7, p = _ruv(b, p)
+    n7 -= 1
+    if n7 < 0:
+        raise _DecodeError('null or negative length in a non-nullable string', offset=p)
+    else:
+        e8 = p + n7
+        if e8 > L:
+            raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
+        x1 = b[p:e8].decode()
+        p = e8
+    x2, = _S0.unpack_from(b, p)
+    p += 1
+    n9 = b[p]
+    if n9 < 128:
+        p += 1
+    else:
+        n9, p = _ruv(b, p)
+    n9 -= 1
+    if n9 < 0:
+        raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
+    else:
+        e10 = p + n9
+        if e10 > L:
+            raise _DecodeError('bytes' + ' of ' + str(n9) + ' bytes is truncated', offset=p)
+        x3 = b[p:e10]
+        p = e10
+    n11 = b[p]
+    if n11 < 128:
+        p += 1
+    else:
+        n11, p = _ruv(b, p)
+    n11 -= 1
+    if n11 < 0:
+        raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
+    else:
+        e12 = p + n11
+        if e12 > L:
+            raise _DecodeError('bytes' + ' of ' + str(n11) + ' bytes is truncated', offset=p)
+        x4 = b[p:e12]
+        p = e12
+    n13 = b[p]
+    if n13 < 128:
+        p += 1
+    else:
+        n13, p = _ruv(b, p)
+    n13 -= 1
+    if n13 < 0:
+        raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
+    else:
+        e14 = p + n13
+        if e14 > L:
+            raise _DecodeError('bytes' + ' of ' + str(n13) + ' bytes is truncated', offset=p)
+        x5 = b[p:e14]
+        p = e14
+    x6, = _S2.unpack_from(b, p)
+    p += 4
+    tn15 = b[p]
+    p += 1
+    if tn15:
+        if tn15 >= 128:
+            tn15, p = _ruv(b, p - 1)
+        if tn15 > L - p:
+            raise _DecodeError('tagged fields cannot fit', offset=p)
+        for _ in range(tn15):
+            tag16 = b[p]
+            if tag16 < 128:
+                p += 1
+            else:
+                tag16, p = _ruv(b, p)
+            tz17 = b[p]
+            if tz17 < 128:
+                p += 1
+            else:
+                tz17, p = _ruv(b, p)
+            te18 = p + tz17
+            if te18 > L:
+                raise _DecodeError('tagged field is truncated', offset=p)
+            p = te18
+    j19 = _js(x1)
+    j20 = '"' + _jb(x3) + '"'
+    j21 = '"' + _jb(x4) + '"'
+    j22 = '"' + _jb(x5) + '"'
+    return f'{{"name":{j19},"mechanism":{x2},"salt":{j20},"storedKey":{j21},"serverKey":{j22},"iterations":{x6}}}', p
+
+
 UserScramCredentialRecord._DECODERS = {0: _d_UserScramCredentialRecord_0}
 UserScramCredentialRecord._ENCODERS = {0: _e_UserScramCredentialRecord_0}
 UserScramCredentialRecord._JSON = {0: _j_UserScramCredentialRecord_0}
+UserScramCredentialRecord._TEXT = {0: _t_UserScramCredentialRecord_0}
 UserScramCredentialRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Mechanism', 'mechanism', 'int8', None, None, (0, 32767), None, None, None, 0, False),

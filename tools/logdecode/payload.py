@@ -1,33 +1,68 @@
 """Record values to Kafka's JSON: framed metadata records, control records, transaction log.
 
-All decoding is the protocol layer's (generated classes and their `to_json`); this module only
-picks the decoder for the record's kind and turns a failure into a message on the record.
+All decoding is the protocol layer's (generated decoders, `to_json` and the generated
+bytes -> JSON text functions); this module only picks the decoder for the record's kind and
+turns a failure into a message on the record. A record type's module is imported when the
+first record of that type is met, so a log of a few types loads a few codecs.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-from kraftpy.protocol import control_records, txn_log
+from kraftpy.protocol import control_records
 from kraftpy.protocol.errors import DecodeError
-from kraftpy.protocol.metadata_frame import decode_metadata_record
-from kraftpy.protocol.registry import record_type_name
+from kraftpy.protocol.message import Message
+from kraftpy.protocol.records import METADATA_TYPES
 
 from .dumptext import compact_json
 from .model import RecordInfo
 
-_TYPE_NAMES: dict[int, str] = {}
+_TYPE_NAMES: dict[int, str] = {t: row[2] for t, row in METADATA_TYPES.items()}
 
 
 def type_name(type_id: int) -> str:
-    name = _TYPE_NAMES.get(type_id)
-    if name is None:
-        try:
-            name = record_type_name(type_id)
-        except (KeyError, ValueError):
-            name = f"UNKNOWN_{type_id}"
-        _TYPE_NAMES[type_id] = name
-    return name
+    return _TYPE_NAMES.get(type_id) or f"UNKNOWN_{type_id}"
+
+
+# frame prefix (version 1, one-byte type, one-byte version) -> (decoder, text function or
+# None, version), or None when the prefix is not one of those (the full frame reader's case).
+Codec = tuple[Any, Any, int]
+_CODECS: dict[bytes, Codec | None] = {}
+
+
+def _codec(prefix: bytes) -> Codec | None:
+    hit = _CODECS.get(prefix, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    codec = None
+    if len(prefix) == 3 and prefix[0] == 1 and prefix[1] < 0x80 and prefix[2] < 0x80:
+        row = METADATA_TYPES.get(prefix[1])
+        if row is not None:
+            module = importlib.import_module(f"kraftpy.protocol.records.{row[0]}")
+            cls = getattr(module, row[1])
+            fn = cls._DECODERS.get(prefix[2])
+            if fn is not None:
+                codec = (fn, getattr(cls, "_TEXT", {}).get(prefix[2]), prefix[2])
+    _CODECS[bytes(prefix)] = codec
+    return codec
+
+
+def decode_value(value: bytes | bytearray | memoryview | None) -> tuple[Message, int]:
+    """`metadata_frame.decode_metadata_record`, loading only the codec the value needs; the
+    full frame reader (and its registry of every type) only for unusual or bad frames."""
+    if value is not None:
+        if type(value) is not bytes:
+            value = bytes(value)
+        codec = _codec(value[:3])
+        if codec is not None:
+            record, end = codec[0](value, 3)
+            if end == len(value):
+                return record, codec[2]
+    from kraftpy.protocol.metadata_frame import decode_metadata_record
+
+    return decode_metadata_record(value)  # type: ignore[arg-type]
 
 
 # Decoding depends only on a value's bytes, and metadata logs repeat themselves (NoOpRecords,
@@ -38,25 +73,33 @@ _CACHE: dict[bytes, Decoded] = {}
 _CACHE_LIMIT = 50_000
 
 
+def _skipped(value: bytes, types: frozenset[str] | None) -> tuple[int, str, int] | None:
+    """(type, name, version) of a value `types` leaves out, read off its frame's first three
+    uvarints (one byte each for every type Kafka defines); None when it is to be decoded."""
+    if types is not None and len(value) >= 3 and value[0] == 1 and value[1] < 0x80 \
+            and value[2] < 0x80:
+        name = type_name(value[1])
+        if name not in types:
+            return value[1], name, value[2]
+    return None
+
+
 def metadata_value(value: bytes | None, types: frozenset[str] | None = None) -> Decoded:
     """(type id, type name, version, data, JSON text, error) of a framed metadata value.
 
     With `types`, a record of another type keeps its type and version but is not decoded
-    (data and JSON None); the frame's first three uvarints are one byte each for every type
-    Kafka defines, so that costs three byte reads.
+    (data and JSON None).
     """
     if value is None:
         return -1, "", -1, None, None, "metadata record has a null value"
     hit = _CACHE.get(value)
     if hit is not None:
         return hit
-    if types is not None and len(value) >= 3 and value[0] == 1 and value[1] < 0x80 \
-            and value[2] < 0x80:
-        name = type_name(value[1])
-        if name not in types:
-            return value[1], name, value[2], None, None, ""
+    skipped = _skipped(value, types)
+    if skipped is not None:
+        return *skipped, None, None, ""
     try:
-        record, version = decode_metadata_record(value)
+        record, version = decode_value(value)
     except DecodeError as e:
         type_id = value[1] if len(value) > 1 and value[1] < 0x80 else -1
         return type_id, type_name(type_id) if type_id >= 0 else "", -1, None, None, str(e)
@@ -68,6 +111,32 @@ def metadata_value(value: bytes | None, types: frozenset[str] | None = None) -> 
     return decoded
 
 
+def metadata_text(value: bytes | None, types: frozenset[str] | None = None,
+                  ) -> tuple[int, str, int, str | None, str]:
+    """`metadata_value` without the data: (type id, type name, version, JSON text, error).
+
+    The text comes straight from the bytes (the generated `_TEXT` functions, the same text as
+    `compact_json(record.to_json(version))`). Those only agree with the object decoder on good
+    input, so on any failure the value goes the object way, whose DecodeError is the report.
+    """
+    if value is not None and len(value) >= 3:
+        if type(value) is not bytes:
+            value = bytes(value)
+        skipped = _skipped(value, types)
+        if skipped is not None:
+            return *skipped, None, ""
+        codec = _codec(value[:3])
+        if codec is not None and codec[1] is not None:
+            try:
+                text, end = codec[1](value, 3)
+            except Exception:  # noqa: BLE001 - decoded again below, which names the damage
+                end = -1
+            if end == len(value):
+                return value[1], _TYPE_NAMES[value[1]], codec[2], text, ""
+    type_id, name, version, _, text, error = metadata_value(value, types)
+    return type_id, name, version, text, error
+
+
 def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
                     types: frozenset[str] | None, objects: bool = False) -> None:
     """Fill in type, version, data and its JSON text; `objects` also keeps the decoded record
@@ -75,7 +144,7 @@ def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, pay
     rec.kind = "metadata"
     if objects and value is not None:
         try:
-            rec.record, rec.version = decode_metadata_record(value)
+            rec.record, rec.version = decode_value(value)
         except DecodeError as e:
             rec.error = str(e)
             return
@@ -124,6 +193,8 @@ def decode_control(rec: RecordInfo, key: bytes | None, value: bytes | None) -> N
 
 def decode_txn(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
                types: frozenset[str] | None, objects: bool = False) -> None:
+    from kraftpy.protocol import txn_log  # its codecs load only for __transaction_state
+
     rec.kind = "txn"
     rec.type_name = "TRANSACTION_LOG"
     try:

@@ -31,7 +31,7 @@ from kraftpy.protocol.record_batch import (
 
 from .model import Problem, RecordInfo
 from .paths import LogFile
-from .payload import decode_control, decode_txn, metadata_value
+from .payload import decode_control, decode_txn, metadata_text
 from .reader import crc_problem, read_file, walk_batches
 
 # control flag, record type, version, payload (JSON text), error: the last five row columns.
@@ -83,7 +83,7 @@ def _value_tail(value: bytes | None, types: frozenset[str] | None,
         hit = cache.get(value, False)
         if hit is not False:
             return hit  # type: ignore[return-value]
-    _, name, version, _, text, error = metadata_value(value, types)
+    _, name, version, text, error = metadata_text(value, types)
     tail: tuple[Cols, str] | None = None
     if types is None or name in types:
         cols: Cols = (False, name or None, version if version >= 0 else None, text, error or None)
