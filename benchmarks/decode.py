@@ -7,7 +7,9 @@
 
 Two mixes: `realistic` is shaped like real KRaft logs (a NoOpRecord alone in its batch every
 500 ms, >95% of records; the rest registrations, fencing, id blocks, topics and partitions);
-`dense` is a busy log of batches of up to 40 assorted records, 30% NoOps.
+`dense` is a busy log of batches of up to 40 assorted records, 30% NoOps. The dump-log target
+(as fast as kafka-python's bare reader, by CPU) is judged on the realistic mix; the dense mix
+is printed as a stress row beside it.
 
     python3 benchmarks/decode.py                 # 100 MB of each mix, generated once into /tmp
     python3 benchmarks/decode.py --mb 20 --mix realistic --no-spark
@@ -193,8 +195,12 @@ def run_mix(args: argparse.Namespace, mix: str) -> None:
         print(f"{name:52} {wall:7.2f} {cpu:7.2f} {records / wall:11,.0f} {per_cpu:11,.0f} "
               f"{ours_cpu / cpu if cpu else float('inf'):16.2f}x")
     kp_wall, kp_cpu = table[names[1]]
-    print(f"dump-log --json vs kafka-python's bare reader (target >= 1.0x): "
-          f"{kp_cpu / ours_cpu:.2f}x by CPU, {kp_wall / ours_wall:.2f}x by wall")
+    paired = sorted(k[1] / o[1] for o, k in zip(runs[names[0]], runs[names[1]], strict=True))
+    what = ("THE TARGET (>= 1.0x) is judged on this realistic mix, shaped like real KRaft logs"
+            if mix == "realistic" else "stress row: the target is judged on the realistic mix")
+    print(f"dump-log --json vs kafka-python's bare reader ({what}): {kp_cpu / ours_cpu:.2f}x "
+          f"by CPU (best of each; median of paired rounds {paired[len(paired) // 2]:.2f}x), "
+          f"{kp_wall / ours_wall:.2f}x by wall")
     if all(name in table for name in spark_names.values()):
         (w1, c1), (w2, _) = table[spark_names["local[1]"]], table[spark_names["local[2]"]]
         print(f"Spark local[1] vs dump-log, per core (target >= 0.8x): {ours_cpu / c1:.2f}x by CPU "
