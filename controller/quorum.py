@@ -1,8 +1,9 @@
 """The quorum: the only code that calls the QuorumController, and the task that commits.
 
 Theory of operation. trio runs one task at a time, so a call that does not await is atomic.
-`submit` runs a request through `handle`, appends the result's records (one batch per log)
-and applies them, all without awaiting: operations are serialized exactly as if one task
+`submit` runs a request through `handle`, appends the result's records (to each log's open
+batch, which the operations of one commit round share, never splitting one) and applies
+them, all without awaiting: operations are serialized exactly as if one task
 ran them from a queue, in arrival order, and the next operation sees the new state, as in
 Kafka's controller. It costs no task switch, so a request that writes nothing (most
 InitProducerId answers) is answered at once. Durability is the commit task's job (`run`):
@@ -39,7 +40,8 @@ class Storage(Protocol):
     def txn_end_offset(self) -> int: ...
 
     def append(self, result: ControllerResult, now_ms: int) -> tuple[int, int]:
-        """Write the result's records (one batch per log, not yet durable); base offsets."""
+        """Add the result's records to each log's open batch (never split, not yet durable);
+        the offsets of its first records."""
 
     def flush(self) -> tuple[int, int]:
         """Write and fsync both logs; the (metadata, txn) high watermarks. Runs in a thread."""
@@ -76,16 +78,21 @@ class Quorum:
         """The response to `request`, once the rule for releasing it allows."""
         if self._failed is not None or self._stopping:
             self._check_running()
+        storage = self.storage
         now = self.clock_ms()
         result = self.controller.handle(
             request, api_version, now_ms=now,
-            next_offset=self.storage.metadata_end_offset(), listener=listener,
+            next_offset=storage.metadata_end_offset(), listener=listener,
         )
         if result.records or result.txn_records or result.events:  # most answers write nothing
             self._write(result, now)
         if not result.respond_before_commit:
-            await self._wait_durable(
-                (self.storage.metadata_end_offset(), self.storage.txn_end_offset()))
+            # Inline (no coroutine per answer): wait until everything appended so far is durable.
+            end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
+            while self.hwm[0] < end or self.hwm[1] < txn_end:
+                if self._failed is not None:
+                    raise NodeStopped("the write of this request failed") from self._failed
+                await self._committed.wait()
         return result.response
 
     def stop(self) -> None:
@@ -98,12 +105,6 @@ class Quorum:
             raise NodeStopped("the controller stopped after a failed write") from self._failed
         if self._stopping:
             raise NodeStopped("the controller is shutting down")
-
-    async def _wait_durable(self, target: tuple[int, int]) -> None:
-        while self.hwm[0] < target[0] or self.hwm[1] < target[1]:
-            if self._failed is not None:
-                raise NodeStopped("the write of this request failed") from self._failed
-            await self._committed.wait()
 
     def _write(self, result: ControllerResult, now_ms: int) -> bool:
         for line in result.events:

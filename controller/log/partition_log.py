@@ -10,8 +10,12 @@ damage, not a torn write: `open` refuses with `LogCorruptError` naming file and 
 touches nothing.
 
 `append` builds one batch (all of an operation's records, so it is atomic) and keeps its bytes
-in memory; `flush` writes everything pending with one write and fsyncs, and only then moves
-the high watermark. `begin_flush` / `FlushTicket.sync` / `complete_flush` split that so the
+in memory. `accumulate` is Kafka's BatchAccumulator: an operation's records get their offsets
+at once and join the open batch, which later operations share until the next flush (or until
+the next one would not fit in `max_batch_bytes`); an operation is never split across batches,
+so a torn batch drops whole operations, none of them acknowledged. `flush` seals the open
+batch, writes everything pending with one write and fsyncs, and only then moves the high
+watermark. `begin_flush` / `FlushTicket.sync` / `complete_flush` split that so the
 fsync can run in a worker thread while the owner keeps appending.
 """
 
@@ -41,6 +45,9 @@ log = logging.getLogger("kraftpy.log")
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
+# Most a record adds to a batch beyond its key and value: length, attributes, timestamp
+# delta, offset delta, key length, value length (varints), header count.
+RECORD_OVERHEAD_BOUND = 5 + 1 + 1 + 5 + 5 + 5 + 1
 LEFTOVER_SUFFIXES = (".deleted", ".tmp", ".cleaned", ".swap")
 
 
@@ -88,9 +95,11 @@ class PartitionLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         read_only: bool = False,
         contiguous: bool = True,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
     ) -> None:
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
+        self.max_batch_bytes = max_batch_bytes
         self.read_only = read_only
         self.contiguous = contiguous
         self.segments: list[Segment] = []
@@ -101,6 +110,13 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._checkpointed_epochs: list[tuple[int, int]] = []
         self._cut_at: int | None = None
+        # The open batch of `accumulate`: its base offset, leader epoch, timestamp, records.
+        self._open_base = 0
+        self._open_epoch = 0
+        self._open_timestamp = 0
+        self._open_values: list[bytes | None] = []
+        self._open_keys: list[bytes | None] | None = None  # None while every key is null
+        self._open_bytes = 0
 
     # --- opening -------------------------------------------------------------------------
     @classmethod
@@ -116,6 +132,7 @@ class PartitionLog:
         read_only: bool = False,
         contiguous: bool = True,
         create: bool = True,
+        max_batch_bytes: int = MAX_BATCH_BYTES,
     ) -> PartitionLog:
         """Open (creating when `create`) and recover a partition directory.
 
@@ -126,7 +143,11 @@ class PartitionLog:
         empty directory starts at `start_offset`.
         """
         self = cls(
-            directory, segment_bytes=segment_bytes, read_only=read_only, contiguous=contiguous
+            directory,
+            segment_bytes=segment_bytes,
+            read_only=read_only,
+            contiguous=contiguous,
+            max_batch_bytes=max_batch_bytes,
         )
         d = self.directory
         if not d.is_dir():
@@ -360,6 +381,11 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         """The offset the next appended record gets (Kafka's LEO)."""
+        # The open batch is replaced (never emptied in place) when sealed, after the
+        # segment's next offset moved: a reader in another thread sees either, both right.
+        waiting = len(self._open_values)
+        if waiting:
+            return self._open_base + waiting
         return self.segments[-1].next_offset if self.segments else self.high_watermark
 
     @property
@@ -389,6 +415,97 @@ class PartitionLog:
         self._add(raw, base, base + len(values), leader_epoch, timestamp)
         return base
 
+    def accumulate(
+        self,
+        values: Sequence[bytes | None],
+        *,
+        leader_epoch: int,
+        timestamp: int,
+        keys: Sequence[bytes | None] | None = None,
+    ) -> int:
+        """Add one operation's records to the open batch (not yet durable); the first's offset.
+
+        The batch takes the leader epoch and timestamp of its first operation, as KRaft's
+        accumulator does; another epoch, or a batch that would grow past `max_batch_bytes`,
+        seals it first. An operation that cannot fit any batch raises ValueError, and then
+        nothing changed.
+        """
+        if self.read_only:
+            raise files.LogDirError(f"{self.directory} is open read-only")
+        count = len(values)
+        if not count:
+            raise ValueError("an operation needs at least one record")
+        if keys is not None and len(keys) != count:
+            raise ValueError(f"{len(keys)} keys for {count} values")
+        epochs = self.leader_epochs
+        if epochs and leader_epoch < epochs[-1][0]:
+            raise ValueError(f"leader epoch {leader_epoch} below {epochs[-1][0]}")
+        size = RECORD_OVERHEAD_BOUND * count
+        for value in values:
+            if value is not None:
+                size += len(value)
+        if keys is not None:
+            for key in keys:
+                if key is not None:
+                    size += len(key)
+        room = self.max_batch_bytes - RECORD_BATCH_OVERHEAD
+        with self._lock:
+            if self._open_values and (
+                leader_epoch != self._open_epoch or self._open_bytes + size > room
+            ):
+                self._seal()
+            if size > room:  # alone it may still fit: build it exactly, as `append` would
+                base = self.log_end_offset
+                raw = build_record_batch(
+                    values,
+                    base_offset=base,
+                    partition_leader_epoch=leader_epoch,
+                    timestamp=timestamp,
+                    keys=keys,
+                )
+                self._check_size(raw)
+                self._place(raw, base, base + count, timestamp)
+            else:
+                opened = self._open_values
+                if not opened:
+                    base = self.segments[-1].next_offset
+                    self._open_base = base
+                    self._open_epoch = leader_epoch
+                    self._open_timestamp = timestamp
+                else:
+                    base = self._open_base + len(opened)
+                if keys is not None:
+                    if self._open_keys is None:
+                        self._open_keys = [None] * len(opened)
+                    self._open_keys.extend(keys)
+                elif self._open_keys is not None:
+                    self._open_keys.extend([None] * count)
+                opened.extend(values)
+                self._open_bytes += size
+        if not epochs or leader_epoch > epochs[-1][0]:
+            epochs.append((leader_epoch, base))
+            files.write_leader_epochs(self.directory, epochs)
+        return base
+
+    def _seal(self) -> None:
+        """Build the open batch and queue its bytes (called with the lock held)."""
+        values = self._open_values
+        if not values:
+            return
+        base = self._open_base
+        raw = build_record_batch(
+            values,
+            base_offset=base,
+            partition_leader_epoch=self._open_epoch,
+            timestamp=self._open_timestamp,
+            keys=self._open_keys,
+        )
+        # No size check: RECORD_OVERHEAD_BOUND keeps the open batch within max_batch_bytes.
+        self._place(raw, base, base + len(values), self._open_timestamp)
+        self._open_values = []  # after the segment's next offset moved (log_end_offset)
+        self._open_keys = None
+        self._open_bytes = 0
+
     def append_batch(self, raw: bytes) -> int:
         """Add one pre-built batch whose base offset must be the log end offset."""
         (batch,) = iter_record_batches(raw)
@@ -401,22 +518,31 @@ class PartitionLog:
     def _add(self, raw: bytes, base: int, next_offset: int, epoch: int, max_timestamp: int) -> None:
         if self.read_only:
             raise files.LogDirError(f"{self.directory} is open read-only")
-        if len(raw) > MAX_BATCH_BYTES:
-            raise ValueError(f"batch of {len(raw)} bytes exceeds {MAX_BATCH_BYTES}")
+        self._check_size(raw)
         epochs = self.leader_epochs
         if epochs and epoch < epochs[-1][0]:
             raise ValueError(f"leader epoch {epoch} below {epochs[-1][0]}")
         with self._lock:
-            seg = self.segments[-1]
-            if seg.size > 0 and seg.size + len(raw) > self.segment_bytes:
-                seg = self._roll()
-            seg.indexes.on_batch(next_offset - 1, seg.size, len(raw), max_timestamp)
-            self._pending += raw
-            seg.size += len(raw)
-            seg.next_offset = next_offset
+            self._seal()
+            self._place(raw, base, next_offset, max_timestamp)
         if not epochs or epoch > epochs[-1][0]:
             epochs.append((epoch, base))
             files.write_leader_epochs(self.directory, epochs)
+
+    @staticmethod
+    def _check_size(raw: bytes) -> None:
+        if len(raw) > MAX_BATCH_BYTES:
+            raise ValueError(f"batch of {len(raw)} bytes exceeds {MAX_BATCH_BYTES}")
+
+    def _place(self, raw: bytes, base: int, next_offset: int, max_timestamp: int) -> None:
+        """Queue a built batch at the log end (lock held), rolling the segment if full."""
+        seg = self.segments[-1]
+        if seg.size > 0 and seg.size + len(raw) > self.segment_bytes:
+            seg = self._roll()
+        seg.indexes.on_batch(next_offset - 1, seg.size, len(raw), max_timestamp)
+        self._pending += raw
+        seg.size += len(raw)
+        seg.next_offset = next_offset
 
     def _roll(self) -> Segment:
         # Called with the lock held: the old segment's pending bytes go out first.
@@ -443,6 +569,7 @@ class PartitionLog:
     def begin_flush(self) -> FlushTicket:
         """Write what is pending (one write) and hand back what an fsync must cover."""
         with self._lock:
+            self._seal()
             self._write_pending()
             ticket = FlushTicket(self.log_end_offset, [os.dup(s.fd) for s in self._dirty])
             self._dirty = []
@@ -464,8 +591,9 @@ class PartitionLog:
         self, start_offset: int | None = None, *, committed_only: bool = False
     ) -> Iterator[RecordBatch]:
         """Batches holding offsets >= `start_offset`, in order (the first may begin earlier)."""
-        if not self.read_only and self._pending:
+        if not self.read_only and (self._pending or self._open_values):
             with self._lock:
+                self._seal()
                 self._write_pending()
         start = self.log_start_offset if start_offset is None else start_offset
         limit = self.high_watermark if committed_only else None
@@ -513,6 +641,9 @@ class PartitionLog:
         """Drop every segment and start empty at `offset` (a snapshot newer than the log)."""
         with self._lock:
             self._pending = bytearray()
+            self._open_values = []
+            self._open_keys = None
+            self._open_bytes = 0
             for seg in self.segments:
                 seg.close()
                 for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):

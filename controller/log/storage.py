@@ -142,6 +142,29 @@ def read_bootstrap(log_dir: Path) -> tuple[int | None, dict[str, int]]:
 
 # --- the running storage ---------------------------------------------------------------------
 
+# (record class, version) -> (frame prefix, the generated encoder), once a record of that
+# class and version has been encoded through `encode_metadata_record` (which checks it).
+_FRAMES: dict[tuple[type, int], tuple[bytes, Any]] = {}
+
+
+def _encode_value(record: Any, version: int) -> bytes:
+    """`encode_metadata_record`, without its per-call checks once a class has passed them."""
+    frame = _FRAMES.get((type(record), version))
+    if frame is not None:
+        parts = [frame[0]]
+        try:
+            frame[1](record, parts.append)
+            return b"".join(parts)
+        except Exception:  # noqa: BLE001 - the checked path below names the problem
+            pass
+    from kraftpy.protocol.metadata_frame import encode_metadata_record
+    from kraftpy.protocol.primitives import uvarint_bytes
+
+    value = encode_metadata_record(record, version)
+    prefix = uvarint_bytes(1) + uvarint_bytes(record.API_KEY) + uvarint_bytes(version)
+    _FRAMES[(type(record), version)] = (prefix, type(record)._ENCODERS[version])
+    return value
+
 
 @dataclass
 class SnapshotPolicy:
@@ -366,14 +389,17 @@ class MetadataStorage:
         return self.txn.log_end_offset if self.txn is not None else 0
 
     def append(self, result: Any, now_ms: int) -> tuple[int, int]:
-        """One batch per log for a ControllerResult; returns the base offsets."""
-        from kraftpy.protocol.metadata_frame import encode_metadata_record
-
-        offset = self.metadata.log_end_offset
-        txn_offset = self.txn_end_offset()
-        if result.records:
-            values = [encode_metadata_record(r, v) for r, v in result.records]
-            offset = self.metadata.append(values, leader_epoch=self.leader_epoch, timestamp=now_ms)
+        """A ControllerResult's records, each log's together in one batch (which later results
+        may share until the next flush); returns the offsets of its first records."""
+        records = result.records
+        if records:
+            values = [_encode_value(r, v) for r, v in records]
+            offset = self.metadata.accumulate(
+                values, leader_epoch=self.leader_epoch, timestamp=now_ms
+            )
+        else:
+            offset = self.metadata.log_end_offset
+        txn_offset = self.txn.log_end_offset if self.txn is not None else 0
         if result.txn_records:
             from kraftpy.protocol.txn_log import encode_key, encode_value
 
@@ -381,7 +407,7 @@ class MetadataStorage:
                 raise RuntimeError("transaction records but no transaction log is open")
             keys = [encode_key(k) for k, _ in result.txn_records]
             values = [None if v is None else encode_value(v) for _, v in result.txn_records]
-            txn_offset = self.txn.append(
+            txn_offset = self.txn.accumulate(
                 values, keys=keys, leader_epoch=self.leader_epoch, timestamp=now_ms
             )
         return offset, txn_offset

@@ -1,6 +1,8 @@
 """The writer that crash tests kill: append, fsync, acknowledge, in a loop, until killed.
 
 Offset o always holds the value b"<o>", so a checker can verify order and completeness.
+With `ops_per_flush` > 1, each round accumulates 1 to `ops_per_flush` operations of
+`per_batch` records (they share one batch) before its flush and acknowledgement.
 Every `snapshot_every` batches it writes a snapshot (one value: its last offset) and deletes
 the segments below it, so kills also land inside snapshot writes and deletions. Runs as a
 script (a fresh interpreter) or via `run` in a forked child.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -31,17 +34,28 @@ def run(
     per_batch: int = 5,
     segment_bytes: int = 16384,
     snapshot_every: int = 40,
+    ops_per_flush: int = 1,
 ) -> None:
     directory.mkdir(exist_ok=True)
     clean_partial_snapshots(directory)
     plog = PartitionLog.open(directory, topic_id=TOPIC_ID, segment_bytes=segment_bytes)
     os.write(out_fd, b"START %d\n" % plog.log_end_offset)
     batches = 0
+    rng = random.Random(os.getpid())
     while True:
         base = plog.log_end_offset
-        plog.append(
-            [b"%d" % o for o in range(base, base + per_batch)], leader_epoch=1, timestamp=base
-        )
+        if ops_per_flush == 1:
+            plog.append(
+                [b"%d" % o for o in range(base, base + per_batch)], leader_epoch=1, timestamp=base
+            )
+        else:
+            for _ in range(rng.randint(1, ops_per_flush)):
+                base = plog.log_end_offset
+                plog.accumulate(
+                    [b"%d" % o for o in range(base, base + per_batch)],
+                    leader_epoch=1,
+                    timestamp=base,
+                )
         end = plog.flush()
         os.write(out_fd, b"ACK %d\n" % end)  # only after the fsync returned
         batches += 1
@@ -58,5 +72,11 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", type=Path)
     parser.add_argument("--per-batch", type=int, default=5)
+    parser.add_argument("--ops-per-flush", type=int, default=1)
     args = parser.parse_args()
-    run(args.directory, sys.stdout.fileno(), per_batch=args.per_batch)
+    run(
+        args.directory,
+        sys.stdout.fileno(),
+        per_batch=args.per_batch,
+        ops_per_flush=args.ops_per_flush,
+    )
