@@ -57,6 +57,22 @@ class ProducerIdManager:
         self.current.next_id += 1
         return pid
 
+    def next_quiet_id(self) -> int | None:
+        """`next_id()` when that returns an id and leaves `wants_block()` false (the usual
+        case, which the controller answers without looking further); otherwise None, and
+        nothing has changed."""
+        cur = self.current
+        if cur is None:
+            return None
+        pid = cur.next_id
+        if pid - cur.first >= cur.size:
+            return None
+        if pid + 1 - cur.first >= self.prefetch_at and self.claim is None \
+                and self.next_block is None and not self.exhausted:
+            return None
+        cur.next_id = pid + 1
+        return pid
+
     def wants_block(self) -> bool:
         if self.claim is not None or self.next_block is not None or self.exhausted:
             return False

@@ -18,6 +18,7 @@ a socket or a clock. The managers each own one part of the state:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kraftpy.controller import image
@@ -75,6 +76,10 @@ LIST_TRANSACTIONS = 66
 ALLOCATE_PRODUCER_IDS = 67
 
 
+_NONE = ErrorCode.NONE
+_reply = ControllerResult.reply
+
+
 class UnsupportedRequest(ValueError):
     """An API key the controller does not answer (the handlers should never send one)."""
 
@@ -104,6 +109,7 @@ class QuorumController:
         self.txn_high_watermark = 0
         self.log_end_offset = 0  # one past the last record replayed
         self.last_now_ms = 0
+        self._commands = self._command_table()
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -125,40 +131,47 @@ class QuorumController:
 
     def handle(self, request: Any, api_version: int, *, now_ms: int, next_offset: int,
                listener: str | None = None) -> ControllerResult:
-        self._clock(now_ms)
-        key = getattr(request, "API_KEY", None)
-        if key not in self.SERVED_API_KEYS:
-            raise UnsupportedRequest(f"the controller does not answer {type(request).__name__}")
-        if key == INIT_PRODUCER_ID:
-            return self._init_producer_id(request, api_version, now_ms, next_offset)
-        if key == ALLOCATE_PRODUCER_IDS:
-            return self.producer_ids.allocate(request, now_ms)
-        if key == BROKER_REGISTRATION:
-            if not self.features.metadata_version:  # not bootstrapped yet: retry shortly
-                return ControllerResult.reply(BrokerRegistrationResponse(
-                    error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1))
-            return self.cluster.register_broker(request, now_ms, next_offset)
-        if key == BROKER_HEARTBEAT:
-            return self.cluster.heartbeat(request, now_ms)
-        if key == UNREGISTER_BROKER_API:
-            return self.cluster.unregister_broker(request)
-        if key == DESCRIBE_CLUSTER:
-            return ControllerResult.reply(image.describe_cluster(self, request, api_version,
-                                                                 listener))
-        if key == DESCRIBE_QUORUM:
-            return ControllerResult.reply(image.describe_quorum(self, request, api_version,
-                                                                now_ms, next_offset))
-        if key == DESCRIBE_PRODUCERS:
-            return ControllerResult.reply(image.describe_producers(self, request))
-        if key == DESCRIBE_TRANSACTIONS:
-            return self.transactions.describe_transactions(request)
-        if key == LIST_TRANSACTIONS:
-            return self.transactions.list_transactions(request, api_version, now_ms)
-        if key == CREATE_ACLS:
-            return self.acls.create_acls(request, api_version)
-        if key == DELETE_ACLS:
-            return self.acls.delete_acls(request, api_version)
-        return self.acls.describe_acls(request, api_version)
+        if now_ms > self.last_now_ms or not self.active:  # else _clock would change nothing
+            self._clock(now_ms)
+        try:
+            command = self._commands[request.API_KEY]
+        except (AttributeError, KeyError, TypeError):
+            raise UnsupportedRequest(
+                f"the controller does not answer {type(request).__name__}") from None
+        return command(request, api_version, now_ms, next_offset, listener)
+
+    def _command_table(self) -> dict[int, Callable[..., ControllerResult]]:
+        """API key -> the command answering it, all called (request, version, now_ms,
+        next_offset, listener)."""
+        table: dict[int, Callable[..., ControllerResult]] = {
+            INIT_PRODUCER_ID: self._init_producer_id,
+            ALLOCATE_PRODUCER_IDS: lambda r, v, now, off, lis: self.producer_ids.allocate(r, now),
+            BROKER_REGISTRATION: self._register_broker,
+            BROKER_HEARTBEAT: lambda r, v, now, off, lis: self.cluster.heartbeat(r, now),
+            UNREGISTER_BROKER_API: lambda r, v, now, off, lis: self.cluster.unregister_broker(r),
+            DESCRIBE_CLUSTER: lambda r, v, now, off, lis: ControllerResult.reply(
+                image.describe_cluster(self, r, v, lis)),
+            DESCRIBE_QUORUM: lambda r, v, now, off, lis: ControllerResult.reply(
+                image.describe_quorum(self, r, v, now, off)),
+            DESCRIBE_PRODUCERS: lambda r, v, now, off, lis: ControllerResult.reply(
+                image.describe_producers(self, r)),
+            DESCRIBE_TRANSACTIONS: lambda r, v, now, off, lis:
+                self.transactions.describe_transactions(r),
+            LIST_TRANSACTIONS: lambda r, v, now, off, lis:
+                self.transactions.list_transactions(r, v, now),
+            CREATE_ACLS: lambda r, v, now, off, lis: self.acls.create_acls(r, v),
+            DELETE_ACLS: lambda r, v, now, off, lis: self.acls.delete_acls(r, v),
+            DESCRIBE_ACLS: lambda r, v, now, off, lis: self.acls.describe_acls(r, v),
+        }
+        assert table.keys() == self.SERVED_API_KEYS
+        return table
+
+    def _register_broker(self, request: Any, api_version: int, now_ms: int, next_offset: int,
+                         listener: str | None) -> ControllerResult:
+        if not self.features.metadata_version:  # not bootstrapped yet: retry shortly
+            return ControllerResult.reply(BrokerRegistrationResponse(
+                error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1))
+        return self.cluster.register_broker(request, now_ms, next_offset)
 
     def tick(self, *, now_ms: int, next_offset: int) -> ControllerResult:
         """Timers: the bootstrap of an empty log, session fencing, this node's id prefetch."""
@@ -171,7 +184,15 @@ class QuorumController:
         return result.merge(self._maybe_claim_block(next_offset + len(result.records)))
 
     def _init_producer_id(self, request: Any, api_version: int, now_ms: int,
-                          next_offset: int) -> ControllerResult:
+                          next_offset: int, listener: str | None = None) -> ControllerResult:
+        if request.transactional_id is None and (
+                api_version < 3 or (request.producer_id == -1) == (request.producer_epoch == -1)):
+            # Idempotent, the usual case: a fresh id at epoch 0, no record. While the id leaves
+            # no prefetch claim due (nearly always), nothing else is looked at.
+            pid = self.own_ids.next_quiet_id()
+            if pid is not None:
+                return _reply(InitProducerIdResponse(error_code=_NONE, producer_id=pid,
+                                                     producer_epoch=0))
         if api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
             return ControllerResult.reply(InitProducerIdResponse(
                 error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))

@@ -124,6 +124,16 @@ class Message:
             raise DecodeError("offset outside the buffer", offset=offset)
         return fn(data, offset)
 
+    @classmethod
+    def decoder(cls, version: int) -> Any:
+        """The generated `(data: bytes, offset) -> (obj, end)` of one version, for a caller that
+        resolves it once and checks the offset and trailing bytes itself (the server's routes).
+        Offsets in its DecodeErrors count from the start of `data`."""
+        try:
+            return cls._DECODERS[version]
+        except (KeyError, TypeError):
+            raise DecodeError(f"{cls.__name__} has no version {version!r}") from None
+
     def encode(self, version: int) -> bytes:
         parts: list[bytes] = []
         self.encode_into(parts.append, version)
