@@ -12,7 +12,9 @@ in a worker thread, while requests keep being handled and appended for the next 
 calls `on_committed` and releases every waiting answer the new high watermarks cover. Answers
 follow ControllerResult's rule: at once when they depend on nothing uncommitted, otherwise
 after the fsync that covers everything appended up to and including their own records.
-Timers run through `tick` every 100 ms and right after each commit. A failed write or fsync
+Timers run through `tick` every 100 ms and right after each commit. A snapshot's records are
+taken on the loop right after a commit (the state there is the replay of everything appended),
+and its file is written in a worker thread, beside later commits, once its offset is durable. A failed write or fsync
 stops the node: memory is then ahead of disk, and only a restart (which replays the log) makes
 them agree again.
 """
@@ -47,7 +49,9 @@ class Storage(Protocol):
         """Write and fsync both logs; the (metadata, txn) high watermarks. Runs in a thread."""
 
     def after_commit(self, controller: Any, now_ms: int) -> Any:
-        """Housekeeping once durable (snapshots by policy). Runs on the event loop."""
+        """Housekeeping after each commit (snapshots by policy), on the event loop. May return
+        a job (`end_offset`, `write()` for a worker thread once `end_offset` is committed,
+        `finish()` back on the loop, `abandon()`), which runs beside the commits."""
 
 
 class NodeStopped(RuntimeError):
@@ -72,6 +76,7 @@ class Quorum:
         self._committed = trio.Event()  # replaced after every commit round
         self._stopping = False
         self._failed: BaseException | None = None
+        self._background: trio.Nursery  # run's nursery: snapshot writes
 
     # --- callers -------------------------------------------------------------------------------
     async def submit(self, request: Any, api_version: int, listener: str | None = None) -> Any:
@@ -121,19 +126,20 @@ class Quorum:
         task_status.started()
         next_tick = trio.current_time()
         try:
-            while True:
-                with trio.move_on_at(next_tick):
-                    await self._appended.wait()
-                if trio.current_time() >= next_tick:
-                    self._tick()
-                    next_tick = trio.current_time() + TICK_INTERVAL_S
-                if self._pending():
-                    await self._commit()
-                    self._tick()  # timers the commit made due (e.g. id prefetch)
+            async with trio.open_nursery() as self._background:  # snapshot writes
+                while True:
+                    with trio.move_on_at(next_tick):
+                        await self._appended.wait()
+                    if trio.current_time() >= next_tick:
+                        self._tick()
+                        next_tick = trio.current_time() + TICK_INTERVAL_S
                     if self._pending():
-                        continue
-                if self._stopping and not self._pending():
-                    return
+                        await self._commit()
+                        self._tick()  # timers the commit made due (e.g. id prefetch)
+                        if self._pending():
+                            continue
+                    if self._stopping and not self._pending():
+                        break
         except BaseException as exc:
             self._failed = exc
             raise
@@ -161,5 +167,21 @@ class Quorum:
         self.controller.on_committed(hwm, txn_hwm)
         done, self._committed = self._committed, trio.Event()
         done.set()
-        if not self._pending():  # a snapshot must hold exactly the committed state
-            self.storage.after_commit(self.controller, self.clock_ms())
+        job = self.storage.after_commit(self.controller, self.clock_ms())
+        if callable(getattr(job, "write", None)):
+            self._background.start_soon(self._write_snapshot, job)
+
+    async def _write_snapshot(self, job: Any) -> None:
+        """A snapshot taken on the loop, written in a worker thread once its end offset is
+        committed; commits and requests go on meanwhile. A failed write stops the node."""
+        try:
+            while self.hwm[0] < job.end_offset:
+                if self._failed is not None:
+                    job.abandon()
+                    return
+                await self._committed.wait()
+            await trio.to_thread.run_sync(job.write)
+        except BaseException:
+            job.abandon()
+            raise
+        job.finish()

@@ -107,6 +107,7 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
             log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
             policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
                                   interval_ms=config.snapshot_interval_ms),
+            background_snapshots=True,  # written in a worker thread beside the commits
         )
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
         raise RecoveryError(str(exc)) from None

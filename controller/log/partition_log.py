@@ -482,10 +482,23 @@ class PartitionLog:
                     self._open_keys.extend([None] * count)
                 opened.extend(values)
                 self._open_bytes += size
-        if not epochs or leader_epoch > epochs[-1][0]:
-            epochs.append((leader_epoch, base))
-            files.write_leader_epochs(self.directory, epochs)
+            self._note_new_epoch(leader_epoch, base)
         return base
+
+    def _note_new_epoch(self, epoch: int, base: int) -> None:
+        """leader-epoch-checkpoint gains an entry when an epoch's first record is appended."""
+        epochs = self.leader_epochs
+        if not epochs or epoch > epochs[-1][0]:
+            epochs.append((epoch, base))
+            files.write_leader_epochs(self.directory, epochs)
+
+    @property
+    def last_append_timestamp(self) -> int | None:
+        """The timestamp of the newest batch, sealed or open (None for an empty segment)."""
+        if self._open_values:
+            return self._open_timestamp
+        ts = self.segments[-1].indexes.max_timestamp if self.segments else -1
+        return ts if ts >= 0 else None
 
     def _seal(self) -> None:
         """Build the open batch and queue its bytes (called with the lock held)."""
@@ -525,9 +538,7 @@ class PartitionLog:
         with self._lock:
             self._seal()
             self._place(raw, base, next_offset, max_timestamp)
-        if not epochs or epoch > epochs[-1][0]:
-            epochs.append((epoch, base))
-            files.write_leader_epochs(self.directory, epochs)
+            self._note_new_epoch(epoch, base)
 
     @staticmethod
     def _check_size(raw: bytes) -> None:
@@ -611,12 +622,21 @@ class PartitionLog:
 
     # --- retention -----------------------------------------------------------------------
     def delete_segments_below(self, offset: int) -> list[Path]:
-        """Delete segments wholly below `offset` (the newest snapshot's end offset)."""
+        """Delete segments wholly below `offset` (the newest snapshot's end offset).
+
+        Safe in a worker thread while the owner appends: the segment list is replaced, never
+        changed in place, and the active segment is never deleted.
+        """
+        with self._lock:
+            segs = self.segments
+            k = 0
+            while k + 1 < len(segs) and segs[k + 1].base_offset <= offset:
+                k += 1
+            doomed = segs[:k]
+            if doomed:
+                self.segments = segs[k:]
         deleted: list[Path] = []
-        segments = 0
-        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
-            seg = self.segments.pop(0)
-            segments += 1
+        for seg in doomed:
             seg.close()
             for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
                 if path.exists():
@@ -626,12 +646,12 @@ class PartitionLog:
                     deleted.append(path)
         if deleted:
             files.fsync_dir(self.directory)
-            start = self.log_start_offset
-            self.leader_epochs = _epochs_from(self.leader_epochs, start)
-            files.write_leader_epochs(self.directory, self.leader_epochs)
+            with self._lock:
+                self.leader_epochs = _epochs_from(self.leader_epochs, self.log_start_offset)
+                files.write_leader_epochs(self.directory, self.leader_epochs)
             log.info(
                 "deleted %d segment files of %s below offset %d",
-                segments,
+                len(doomed),
                 self.directory.name,
                 offset,
             )

@@ -142,6 +142,46 @@ def read_bootstrap(log_dir: Path) -> tuple[int | None, dict[str, int]]:
 
 # --- the running storage ---------------------------------------------------------------------
 
+
+@dataclass
+class SnapshotJob:
+    """A snapshot whose records were taken on the event loop: `end_offset` must be committed
+    before `write` (a worker thread: file, fsync, rename, then the segments and older
+    snapshots it covers are deleted); `finish` runs back on the event loop."""
+
+    storage: MetadataStorage
+    snapshot_id: SnapshotId
+    values: list[bytes]
+    last_contained_log_timestamp: int
+    now_ms: int
+
+    @property
+    def end_offset(self) -> int:
+        return self.snapshot_id.end_offset
+
+    def write(self) -> None:
+        storage, sid = self.storage, self.snapshot_id
+        if storage.metadata.high_watermark < sid.end_offset:
+            raise RuntimeError(f"snapshot {sid.file_name} written before its offsets are durable")
+        mdir = storage.log_dir / METADATA_PARTITION
+        write_snapshot(
+            mdir,
+            sid,
+            self.values,
+            last_contained_log_timestamp=self.last_contained_log_timestamp,
+            timestamp=self.now_ms,
+        )
+        log.info("snapshot %s written (%d records)", sid.file_name, len(self.values))
+        storage.metadata.delete_segments_below(sid.end_offset)  # only now that it is renamed
+        delete_snapshots_before(mdir, sid, keep=1)
+
+    def finish(self) -> None:
+        self.storage._snapshot_written(self)
+
+    def abandon(self) -> None:
+        """The write failed or never ran: a later commit may try again."""
+        self.storage._job = None
+
 # (record class, version) -> (frame prefix, the generated encoder), once a record of that
 # class and version has been encoded through `encode_metadata_record` (which checks it).
 _FRAMES: dict[tuple[type, int], tuple[bytes, Any]] = {}
@@ -201,8 +241,12 @@ class MetadataStorage:
         policy: SnapshotPolicy | None = None,
         read_only: bool = False,
         with_txn_log: bool = True,
+        background_snapshots: bool = False,
     ) -> None:
         self.log_dir = Path(log_dir)
+        # True (the node): `after_commit` hands back a SnapshotJob for a worker thread.
+        self.background_snapshots = background_snapshots
+        self._job: SnapshotJob | None = None
         self.segment_bytes = segment_bytes
         self.policy = policy or SnapshotPolicy()
         self.read_only = read_only
@@ -418,8 +462,15 @@ class MetadataStorage:
         txn_hwm = self.txn.flush() if self.txn is not None else 0
         return hwm, txn_hwm
 
-    def after_commit(self, controller: Any, now_ms: int) -> SnapshotId | None:
-        """Take a snapshot when the policy says so (on the loop: the state is the committed one)."""
+    def after_commit(self, controller: Any, now_ms: int) -> SnapshotId | SnapshotJob | None:
+        """Snapshot when the policy says so. On the event loop, right after a commit.
+
+        In place (the default) only when nothing is appended past the high watermark, so the
+        controller's state is the committed one; with `background_snapshots` a `SnapshotJob`
+        is returned instead (its records taken now, its file written in a worker thread).
+        """
+        if self._job is not None:  # one snapshot at a time
+            return None
         if self._last_snapshot_ms is None:
             self._last_snapshot_ms = now_ms
         hwm = self.metadata.high_watermark
@@ -430,7 +481,32 @@ class MetadataStorage:
             new_records=hwm > self._last_snapshot_offset,
         ):
             return None
+        if self.background_snapshots:
+            return self.begin_snapshot(controller, now_ms)
+        if self.metadata.log_end_offset > hwm:
+            return None
         return self.take_snapshot(controller, now_ms)
+
+    def begin_snapshot(self, controller: Any, now_ms: int) -> SnapshotJob:
+        """Take the controller's records now, at the log end offset: the state there is exactly
+        the replay of every record appended so far (durable or not yet). They are encoded here,
+        as bytes nothing can change later; writing them waits for the commit of that offset."""
+        end = self.metadata.log_end_offset
+        values = [_encode_value(r, v) for r, v in controller.snapshot_records()]
+        last_ts = self.metadata.last_append_timestamp
+        if last_ts is None:
+            last_ts = self.snapshot.last_contained_log_timestamp if self.snapshot else 0
+        self._job = SnapshotJob(
+            self, SnapshotId(end, self._epoch_of(end - 1)), values, last_ts, now_ms
+        )
+        return self._job
+
+    def _snapshot_written(self, job: SnapshotJob) -> None:
+        self._job = None
+        end = job.snapshot_id.end_offset
+        self._last_snapshot_offset = end
+        self._last_snapshot_ms = job.now_ms
+        self._last_snapshot_bytes = self._bytes_at(end)
 
     def take_snapshot(self, controller: Any, now_ms: int) -> SnapshotId:
         """Write a snapshot of the committed state at the high watermark, then trim the log."""

@@ -1,0 +1,194 @@
+"""Snapshots taken on the event loop and written in a worker thread, under unbroken load.
+
+A real MetadataStorage and QuorumController behind the Quorum, writers that never pause: the
+snapshot is still written (off the loop, while answers keep coming), the segments it covers go
+only after its rename, and a restart from it plus the log suffix equals replaying every record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.log.snapshots import list_snapshots
+from kraftpy.controller.log.storage import (
+    METADATA_PARTITION,
+    MetadataStorage,
+    SnapshotJob,
+    SnapshotPolicy,
+    format_storage,
+)
+from kraftpy.controller.quorum import Quorum
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.settings import ControllerSettings
+from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraftpy.protocol.messages.broker_registration_request import (
+    BrokerRegistrationRequest,
+    Feature,
+    Listener,
+)
+
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+WRITERS = 8
+OPS_PER_WRITER = 150
+
+
+def _settings() -> ControllerSettings:
+    return ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
+
+
+def _registration(broker_id: int) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(
+        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id,
+                            security_protocol=0)],
+        features=[Feature(name="metadata.version", min_supported_version=7,
+                          max_supported_version=27)],
+        rack=None, log_dirs=[uuid.uuid4()],
+    )
+
+
+def _image(controller: QuorumController) -> dict:
+    image = controller.describe()
+    for broker in image.get("brokers", []):
+        broker.pop("last_contact_ms", None)  # a session clock, not replayed state
+    return image
+
+
+def _open(d: Path) -> tuple[MetadataStorage, QuorumController]:
+    storage = MetadataStorage.open(
+        d, node_id=1, segment_bytes=4096, background_snapshots=True,
+        policy=SnapshotPolicy(max_record_bytes=6000, interval_ms=0),
+    )
+    controller = QuorumController(_settings())
+    storage.replay_into(controller)
+    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    epoch = storage.begin_epoch(now_ms=int(time.time() * 1000))
+    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    controller.activate(leader_epoch=epoch, now_ms=int(time.time() * 1000))
+    return storage, controller
+
+
+async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = tmp_path / "data"
+    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    storage, controller = _open(d)
+    quorum = Quorum(controller, storage)
+    mdir = d / METADATA_PARTITION
+    appended: list[tuple[object, int, int]] = []  # every record at its offset
+    acked = 0
+    writes: list[dict] = []
+
+    real_append = storage.append
+
+    def recording_append(result, now_ms):
+        offset, txn_offset = real_append(result, now_ms)
+        appended.extend((r, v, offset + i) for i, (r, v) in enumerate(result.records))
+        return offset, txn_offset
+
+    monkeypatch.setattr(storage, "append", recording_append)
+    real_write = SnapshotJob.write
+
+    def observed_write(job: SnapshotJob) -> None:
+        seen = acked
+        deadline = time.monotonic() + 5
+        while acked < seen + 10 and acked < WRITERS * OPS_PER_WRITER and \
+                time.monotonic() < deadline:
+            time.sleep(0.002)  # answers must keep coming while this thread holds the snapshot
+        writes.append({
+            "end": job.end_offset,
+            "answered_meanwhile": acked - seen,
+            "in_worker_thread": threading.current_thread() is not threading.main_thread(),
+            "durable": storage.metadata.high_watermark >= job.end_offset,
+        })
+        real_write(job)
+
+    monkeypatch.setattr(SnapshotJob, "write", observed_write)
+    real_delete = PartitionLog.delete_segments_below
+
+    def checked_delete(plog: PartitionLog, offset: int):
+        # Segments go only once the snapshot covering them is renamed into place.
+        assert any(sid.end_offset == offset for sid, _ in list_snapshots(mdir))
+        assert not list(mdir.glob("*.part"))
+        return real_delete(plog, offset)
+
+    monkeypatch.setattr(PartitionLog, "delete_segments_below", checked_delete)
+
+    async def writer(broker_id: int) -> None:
+        nonlocal acked
+        registered = await quorum.submit(_registration(broker_id), 4)
+        assert registered.error_code == 0, registered
+        beat = await quorum.submit(BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=registered.broker_epoch,
+            current_metadata_offset=storage.metadata_end_offset(), want_fence=False,
+            want_shut_down=False), 1)
+        assert not beat.is_fenced
+        request = AllocateProducerIdsRequest(broker_id=broker_id,
+                                             broker_epoch=registered.broker_epoch)
+        for _ in range(OPS_PER_WRITER):  # never a pause: something always awaits an fsync
+            reply = await quorum.submit(request, 0)
+            assert reply.error_code == 0
+            acked += 1
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            async with trio.open_nursery() as writing:
+                for broker_id in range(2, WRITERS + 2):
+                    writing.start_soon(writer, broker_id)
+            quorum.stop()
+    assert acked == WRITERS * OPS_PER_WRITER
+    assert len(writes) >= 2, writes
+    assert all(w["in_worker_thread"] and w["durable"] for w in writes), writes
+    assert any(w["answered_meanwhile"] >= 10 for w in writes), writes  # the loop went on
+    assert storage.metadata.log_start_offset > 0  # covered segments were deleted
+    live = _image(controller)
+    storage.close()
+
+    snaps = list_snapshots(mdir)
+    assert snaps and snaps[-1][0].end_offset == max(w["end"] for w in writes)
+    again = MetadataStorage.open(d, node_id=1)
+    restarted = QuorumController(_settings())
+    stats = again.replay_into(restarted)
+    again.close()
+    assert stats.snapshot == snaps[-1][0] and stats.log_records > 0
+    full = QuorumController(_settings())
+    for record, version, offset in appended:
+        full.replay(record, version, offset)
+    assert _image(restarted) == _image(full)
+    # This node's own id block is volatile (a restart claims a fresh one); the rest is state.
+    assert {k: v for k, v in _image(restarted)["producer_ids"].items() if "own" not in k} == {
+        k: v for k, v in live["producer_ids"].items() if "own" not in k}
+    assert _image(restarted)["brokers"] == live["brokers"]
+
+
+def test_in_place_snapshots_still_wait_for_a_quiet_moment(tmp_path: Path) -> None:
+    """Without background_snapshots (tools, tests), after_commit snapshots only the committed
+    state: never while records wait past the high watermark."""
+    from types import SimpleNamespace
+
+    from kraftpy.protocol.records.no_op_record import NoOpRecord
+
+    d = tmp_path / "data"
+    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    storage = MetadataStorage.open(d, node_id=1, policy=SnapshotPolicy(max_record_bytes=1,
+                                                                      interval_ms=0))
+    controller = QuorumController(_settings())
+    storage.begin_epoch(now_ms=1)
+    op = SimpleNamespace(records=[(NoOpRecord(), 0)], txn_records=[])
+    storage.append(op, 5)
+    storage.flush()
+    storage.append(op, 6)  # pending: the controller would be ahead of the high watermark
+    assert storage.after_commit(controller, 7) is None
+    storage.flush()
+    sid = storage.after_commit(controller, 8)
+    assert sid is not None and sid.end_offset == storage.metadata_end_offset()
+    storage.close()
