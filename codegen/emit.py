@@ -634,6 +634,32 @@ class ModuleEmitter:
         c(ind, "else:")
         c(ind + 1, f"{app}(b'\\x00')")
 
+    def bytes_fn(self, struct: Struct, version: int) -> str | None:
+        """`o -> bytes` of a version whose fields are all fixed-size and untagged: one pack, no
+        list of pieces (the server's answers). Returns None for unknown tagged fields, so the
+        caller takes the encoder, which writes them or names the error; absent fields raise
+        as in the encoder. None when the version's layout is not of that shape."""
+        live = self.fields_at(struct, version)
+        if not live or any(not f.type.fixed or version in f.nullable or version in f.tagged
+                           for f in live):
+            return None
+        self.tmp = 0
+        c = _Code()
+        for f in struct.fields:
+            if version not in f.versions and not f.ignorable:
+                c(1, f"if {_is_default_check(f, 'o.' + f.attr, self.names)}:")
+                c(2, f"raise _Absent({f.name!r})")
+        codes = "".join(STRUCT_CODES[f.type.kind] for f in live)
+        args = ", ".join(f"o.{f.attr}.bytes" if f.type.kind == "uuid" else f"o.{f.attr}"
+                         for f in live)
+        c(1, "if o.unknown_tagged_fields:")
+        c(2, "return None")
+        if version in self.spec.flexible:
+            c(1, f"return {self.fmt(codes + 'B')}.pack({args}, 0)")
+        else:
+            c(1, f"return {self.fmt(codes)}.pack({args})")
+        return self._register("b", struct, version, c.lines, "o")
+
     # --- JSON -------------------------------------------------------------------------------
 
     def json_fn(self, struct: Struct, version: int) -> str:
@@ -787,6 +813,9 @@ class ModuleEmitter:
             tables.append(f"{n}._ENCODERS = {{{', '.join(f'{v}: {fn}' for v, fn in enc.items())}}}")
             js = {v: self.json_fn(s, v) for v in live}
             tables.append(f"{n}._JSON = {{{', '.join(f'{v}: {fn}' for v, fn in js.items())}}}")
+            if s is spec.top and spec.type != "metadata":  # wire messages: requests, answers
+                packs = {v: self.bytes_fn(s, v) for v in live}
+                tables.append(f"{n}._BYTES = {{{', '.join(f'{v}: {fn}' for v, fn in packs.items() if fn)}}}")
         text = spec.type == "metadata"
         if text:
             texts = self.text_fns(spec.top, range(spec.valid.lo, spec.valid.hi + 1))

@@ -23,6 +23,7 @@ from kraftpy.protocol.registry import (
 _SIZE = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 _RESP_V0 = struct.Struct(">ii")  # size, correlation id
+_RESP_V1 = struct.Struct(">iiB")  # size, correlation id, empty tag section
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default (104857600)
 
 
@@ -132,6 +133,11 @@ def frame_response(correlation_id: int, flexible_header: bool, response: Message
                    api_version: int) -> bytes:
     """Size, response header (v1 when `flexible_header`: an empty tag section) and body, joined
     once. For callers that resolved the header version already (the server's routing table)."""
+    body = response.encode_fixed(api_version)
+    if body is not None:  # one pack, the usual small answer
+        if flexible_header:
+            return _RESP_V1.pack(len(body) + 5, correlation_id, 0) + body
+        return _RESP_V0.pack(len(body) + 4, correlation_id) + body
     parts: list[bytes] = [b"", b"\x00"] if flexible_header else [b""]
     response.encode_into(parts.append, api_version)
     parts[0] = _RESP_V0.pack(sum(map(len, parts)) + 4, correlation_id)

@@ -1,7 +1,8 @@
 """The base of every generated message, header and record class.
 
 Generated modules supply, per class, `_DECODERS` / `_ENCODERS` (version -> offset-based
-function), `_JSON` (version -> JsonConverter dict builder) and `_FIELDS` (what the generic
+function), `_JSON` (version -> JsonConverter dict builder), for requests and responses `_BYTES`
+(version -> one-pack encoder of fixed layouts) and `_FIELDS` (what the generic
 to_json, ==, repr and tests need to know about each field);
 the behaviour shared by all of them lives here once.
 """
@@ -92,6 +93,7 @@ class Message:
     _DECODERS: ClassVar[dict[int, Any]] = {}
     _ENCODERS: ClassVar[dict[int, Any]] = {}
     _JSON: ClassVar[dict[int, Any]] = {}
+    _BYTES: ClassVar[dict[int, Any]] = {}  # version -> o -> bytes | None (fixed layouts)
     _CONSTRUCTS: ClassVar[dict[int, OffsetConstruct]]
 
     # --- codecs ---------------------------------------------------------------------------
@@ -135,9 +137,22 @@ class Message:
             raise DecodeError(f"{cls.__name__} has no version {version!r}") from None
 
     def encode(self, version: int) -> bytes:
+        data = self.encode_fixed(version)
+        if data is not None:
+            return data
         parts: list[bytes] = []
         self.encode_into(parts.append, version)
         return b"".join(parts)
+
+    def encode_fixed(self, version: int) -> bytes | None:
+        """The encoding in one pack when this version's fields are all fixed-size and untagged
+        and nothing stands in the way; None sends the caller to `encode_into`, which writes
+        unknown tagged fields or raises the error that says why."""
+        try:
+            fn = self._BYTES.get(version)
+            return None if fn is None else fn(self)
+        except Exception:  # the checked path raises it again, as EncodeError
+            return None
 
     def encode_into(self, append: Any, version: int) -> None:
         """Append the encoded pieces to a list (framing joins once)."""

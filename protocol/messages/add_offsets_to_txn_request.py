@@ -299,6 +299,7 @@ def _j_AddOffsetsToTxnRequest_0(o):
 AddOffsetsToTxnRequest._DECODERS = {0: _d_AddOffsetsToTxnRequest_0, 1: _d_AddOffsetsToTxnRequest_0, 2: _d_AddOffsetsToTxnRequest_0, 3: _d_AddOffsetsToTxnRequest_3, 4: _d_AddOffsetsToTxnRequest_3}
 AddOffsetsToTxnRequest._ENCODERS = {0: _e_AddOffsetsToTxnRequest_0, 1: _e_AddOffsetsToTxnRequest_1, 2: _e_AddOffsetsToTxnRequest_2, 3: _e_AddOffsetsToTxnRequest_3, 4: _e_AddOffsetsToTxnRequest_4}
 AddOffsetsToTxnRequest._JSON = {0: _j_AddOffsetsToTxnRequest_0, 1: _j_AddOffsetsToTxnRequest_0, 2: _j_AddOffsetsToTxnRequest_0, 3: _j_AddOffsetsToTxnRequest_0, 4: _j_AddOffsetsToTxnRequest_0}
+AddOffsetsToTxnRequest._BYTES = {}
 AddOffsetsToTxnRequest._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),

@@ -135,9 +135,22 @@ def _j_AddOffsetsToTxnResponse_0(o):
     return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code}
 
 
+def _b_AddOffsetsToTxnResponse_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.throttle_time_ms, o.error_code)
+
+
+def _b_AddOffsetsToTxnResponse_3(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S1.pack(o.throttle_time_ms, o.error_code, 0)
+
+
 AddOffsetsToTxnResponse._DECODERS = {0: _d_AddOffsetsToTxnResponse_0, 1: _d_AddOffsetsToTxnResponse_0, 2: _d_AddOffsetsToTxnResponse_0, 3: _d_AddOffsetsToTxnResponse_3, 4: _d_AddOffsetsToTxnResponse_3}
 AddOffsetsToTxnResponse._ENCODERS = {0: _e_AddOffsetsToTxnResponse_0, 1: _e_AddOffsetsToTxnResponse_0, 2: _e_AddOffsetsToTxnResponse_0, 3: _e_AddOffsetsToTxnResponse_3, 4: _e_AddOffsetsToTxnResponse_3}
 AddOffsetsToTxnResponse._JSON = {0: _j_AddOffsetsToTxnResponse_0, 1: _j_AddOffsetsToTxnResponse_0, 2: _j_AddOffsetsToTxnResponse_0, 3: _j_AddOffsetsToTxnResponse_0, 4: _j_AddOffsetsToTxnResponse_0}
+AddOffsetsToTxnResponse._BYTES = {0: _b_AddOffsetsToTxnResponse_0, 1: _b_AddOffsetsToTxnResponse_0, 2: _b_AddOffsetsToTxnResponse_0, 3: _b_AddOffsetsToTxnResponse_3, 4: _b_AddOffsetsToTxnResponse_3}
 AddOffsetsToTxnResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -1077,6 +1077,7 @@ AddPartitionsToTxnTopic._JSON = {0: _j_AddPartitionsToTxnTopic_4, 1: _j_AddParti
 AddPartitionsToTxnRequest._DECODERS = {0: _d_AddPartitionsToTxnRequest_0, 1: _d_AddPartitionsToTxnRequest_0, 2: _d_AddPartitionsToTxnRequest_0, 3: _d_AddPartitionsToTxnRequest_3, 4: _d_AddPartitionsToTxnRequest_4, 5: _d_AddPartitionsToTxnRequest_4}
 AddPartitionsToTxnRequest._ENCODERS = {0: _e_AddPartitionsToTxnRequest_0, 1: _e_AddPartitionsToTxnRequest_1, 2: _e_AddPartitionsToTxnRequest_2, 3: _e_AddPartitionsToTxnRequest_3, 4: _e_AddPartitionsToTxnRequest_4, 5: _e_AddPartitionsToTxnRequest_5}
 AddPartitionsToTxnRequest._JSON = {0: _j_AddPartitionsToTxnRequest_0, 1: _j_AddPartitionsToTxnRequest_0, 2: _j_AddPartitionsToTxnRequest_0, 3: _j_AddPartitionsToTxnRequest_0, 4: _j_AddPartitionsToTxnRequest_4, 5: _j_AddPartitionsToTxnRequest_4}
+AddPartitionsToTxnRequest._BYTES = {}
 AddPartitionsToTxnTransaction._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (4, 32767), None, None, None, '', False),
     _F('ProducerId', 'producer_id', 'int64', None, None, (4, 32767), None, None, None, 0, False),

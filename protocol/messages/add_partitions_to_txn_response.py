@@ -914,6 +914,7 @@ AddPartitionsToTxnPartitionResult._JSON = {0: _j_AddPartitionsToTxnPartitionResu
 AddPartitionsToTxnResponse._DECODERS = {0: _d_AddPartitionsToTxnResponse_0, 1: _d_AddPartitionsToTxnResponse_0, 2: _d_AddPartitionsToTxnResponse_0, 3: _d_AddPartitionsToTxnResponse_3, 4: _d_AddPartitionsToTxnResponse_4, 5: _d_AddPartitionsToTxnResponse_4}
 AddPartitionsToTxnResponse._ENCODERS = {0: _e_AddPartitionsToTxnResponse_0, 1: _e_AddPartitionsToTxnResponse_1, 2: _e_AddPartitionsToTxnResponse_2, 3: _e_AddPartitionsToTxnResponse_3, 4: _e_AddPartitionsToTxnResponse_4, 5: _e_AddPartitionsToTxnResponse_5}
 AddPartitionsToTxnResponse._JSON = {0: _j_AddPartitionsToTxnResponse_0, 1: _j_AddPartitionsToTxnResponse_0, 2: _j_AddPartitionsToTxnResponse_0, 3: _j_AddPartitionsToTxnResponse_0, 4: _j_AddPartitionsToTxnResponse_4, 5: _j_AddPartitionsToTxnResponse_4}
+AddPartitionsToTxnResponse._BYTES = {}
 AddPartitionsToTxnResult._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (4, 32767), None, None, None, '', False),
     _F('TopicResults', 'topic_results', 'array', 'struct', AddPartitionsToTxnTopicResult, (4, 32767), None, None, None, [], False),

@@ -113,9 +113,16 @@ def _j_AllocateProducerIdsRequest_0(o):
     return {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch}
 
 
+def _b_AllocateProducerIdsRequest_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.broker_id, o.broker_epoch, 0)
+
+
 AllocateProducerIdsRequest._DECODERS = {0: _d_AllocateProducerIdsRequest_0}
 AllocateProducerIdsRequest._ENCODERS = {0: _e_AllocateProducerIdsRequest_0}
 AllocateProducerIdsRequest._JSON = {0: _j_AllocateProducerIdsRequest_0}
+AllocateProducerIdsRequest._BYTES = {0: _b_AllocateProducerIdsRequest_0}
 AllocateProducerIdsRequest._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('BrokerEpoch', 'broker_epoch', 'int64', None, None, (0, 32767), None, None, None, -1, False),

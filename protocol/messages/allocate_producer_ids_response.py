@@ -115,9 +115,16 @@ def _j_AllocateProducerIdsResponse_0(o):
     return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'producerIdStart': o.producer_id_start, 'producerIdLen': o.producer_id_len}
 
 
+def _b_AllocateProducerIdsResponse_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.throttle_time_ms, o.error_code, o.producer_id_start, o.producer_id_len, 0)
+
+
 AllocateProducerIdsResponse._DECODERS = {0: _d_AllocateProducerIdsResponse_0}
 AllocateProducerIdsResponse._ENCODERS = {0: _e_AllocateProducerIdsResponse_0}
 AllocateProducerIdsResponse._JSON = {0: _j_AllocateProducerIdsResponse_0}
+AllocateProducerIdsResponse._BYTES = {0: _b_AllocateProducerIdsResponse_0}
 AllocateProducerIdsResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

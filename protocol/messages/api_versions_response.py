@@ -972,6 +972,7 @@ FinalizedFeatureKey._JSON = {3: _j_FinalizedFeatureKey_3, 4: _j_FinalizedFeature
 ApiVersionsResponse._DECODERS = {0: _d_ApiVersionsResponse_0, 1: _d_ApiVersionsResponse_1, 2: _d_ApiVersionsResponse_1, 3: _d_ApiVersionsResponse_3, 4: _d_ApiVersionsResponse_3}
 ApiVersionsResponse._ENCODERS = {0: _e_ApiVersionsResponse_0, 1: _e_ApiVersionsResponse_1, 2: _e_ApiVersionsResponse_2, 3: _e_ApiVersionsResponse_3, 4: _e_ApiVersionsResponse_4}
 ApiVersionsResponse._JSON = {0: _j_ApiVersionsResponse_0, 1: _j_ApiVersionsResponse_1, 2: _j_ApiVersionsResponse_1, 3: _j_ApiVersionsResponse_3, 4: _j_ApiVersionsResponse_3}
+ApiVersionsResponse._BYTES = {}
 ApiVersion._FIELDS = (
     _F('ApiKey', 'api_key', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('MinVersion', 'min_version', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -811,6 +811,7 @@ LeaderEndpoint._JSON = {1: _j_LeaderEndpoint_1}
 BeginQuorumEpochRequest._DECODERS = {0: _d_BeginQuorumEpochRequest_0, 1: _d_BeginQuorumEpochRequest_1}
 BeginQuorumEpochRequest._ENCODERS = {0: _e_BeginQuorumEpochRequest_0, 1: _e_BeginQuorumEpochRequest_1}
 BeginQuorumEpochRequest._JSON = {0: _j_BeginQuorumEpochRequest_0, 1: _j_BeginQuorumEpochRequest_1}
+BeginQuorumEpochRequest._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

@@ -732,6 +732,7 @@ NodeEndpoint._JSON = {1: _j_NodeEndpoint_1}
 BeginQuorumEpochResponse._DECODERS = {0: _d_BeginQuorumEpochResponse_0, 1: _d_BeginQuorumEpochResponse_1}
 BeginQuorumEpochResponse._ENCODERS = {0: _e_BeginQuorumEpochResponse_0, 1: _e_BeginQuorumEpochResponse_1}
 BeginQuorumEpochResponse._JSON = {0: _j_BeginQuorumEpochResponse_0, 1: _j_BeginQuorumEpochResponse_1}
+BeginQuorumEpochResponse._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

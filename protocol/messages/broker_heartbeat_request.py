@@ -228,9 +228,18 @@ def _j_BrokerHeartbeatRequest_1(o):
     return r
 
 
+def _b_BrokerHeartbeatRequest_0(o):
+    if o.offline_log_dirs:
+        raise _Absent('OfflineLogDirs')
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down, 0)
+
+
 BrokerHeartbeatRequest._DECODERS = {0: _d_BrokerHeartbeatRequest_0, 1: _d_BrokerHeartbeatRequest_1}
 BrokerHeartbeatRequest._ENCODERS = {0: _e_BrokerHeartbeatRequest_0, 1: _e_BrokerHeartbeatRequest_1}
 BrokerHeartbeatRequest._JSON = {0: _j_BrokerHeartbeatRequest_0, 1: _j_BrokerHeartbeatRequest_1}
+BrokerHeartbeatRequest._BYTES = {0: _b_BrokerHeartbeatRequest_0}
 BrokerHeartbeatRequest._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('BrokerEpoch', 'broker_epoch', 'int64', None, None, (0, 32767), None, None, None, -1, False),

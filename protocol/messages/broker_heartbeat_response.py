@@ -117,9 +117,16 @@ def _j_BrokerHeartbeatResponse_0(o):
     return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'isCaughtUp': o.is_caught_up, 'isFenced': o.is_fenced, 'shouldShutDown': o.should_shut_down}
 
 
+def _b_BrokerHeartbeatResponse_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.throttle_time_ms, o.error_code, o.is_caught_up, o.is_fenced, o.should_shut_down, 0)
+
+
 BrokerHeartbeatResponse._DECODERS = {0: _d_BrokerHeartbeatResponse_0, 1: _d_BrokerHeartbeatResponse_0}
 BrokerHeartbeatResponse._ENCODERS = {0: _e_BrokerHeartbeatResponse_0, 1: _e_BrokerHeartbeatResponse_0}
 BrokerHeartbeatResponse._JSON = {0: _j_BrokerHeartbeatResponse_0, 1: _j_BrokerHeartbeatResponse_0}
+BrokerHeartbeatResponse._BYTES = {0: _b_BrokerHeartbeatResponse_0, 1: _b_BrokerHeartbeatResponse_0}
 BrokerHeartbeatResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -1778,6 +1778,7 @@ Feature._JSON = {0: _j_Feature_0, 1: _j_Feature_0, 2: _j_Feature_0, 3: _j_Featur
 BrokerRegistrationRequest._DECODERS = {0: _d_BrokerRegistrationRequest_0, 1: _d_BrokerRegistrationRequest_1, 2: _d_BrokerRegistrationRequest_2, 3: _d_BrokerRegistrationRequest_3, 4: _d_BrokerRegistrationRequest_3}
 BrokerRegistrationRequest._ENCODERS = {0: _e_BrokerRegistrationRequest_0, 1: _e_BrokerRegistrationRequest_1, 2: _e_BrokerRegistrationRequest_2, 3: _e_BrokerRegistrationRequest_3, 4: _e_BrokerRegistrationRequest_4}
 BrokerRegistrationRequest._JSON = {0: _j_BrokerRegistrationRequest_0, 1: _j_BrokerRegistrationRequest_1, 2: _j_BrokerRegistrationRequest_2, 3: _j_BrokerRegistrationRequest_3, 4: _j_BrokerRegistrationRequest_3}
+BrokerRegistrationRequest._BYTES = {}
 Listener._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

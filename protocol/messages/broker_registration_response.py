@@ -113,9 +113,16 @@ def _j_BrokerRegistrationResponse_0(o):
     return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'brokerEpoch': o.broker_epoch}
 
 
+def _b_BrokerRegistrationResponse_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.throttle_time_ms, o.error_code, o.broker_epoch, 0)
+
+
 BrokerRegistrationResponse._DECODERS = {0: _d_BrokerRegistrationResponse_0, 1: _d_BrokerRegistrationResponse_0, 2: _d_BrokerRegistrationResponse_0, 3: _d_BrokerRegistrationResponse_0, 4: _d_BrokerRegistrationResponse_0}
 BrokerRegistrationResponse._ENCODERS = {0: _e_BrokerRegistrationResponse_0, 1: _e_BrokerRegistrationResponse_0, 2: _e_BrokerRegistrationResponse_0, 3: _e_BrokerRegistrationResponse_0, 4: _e_BrokerRegistrationResponse_0}
 BrokerRegistrationResponse._JSON = {0: _j_BrokerRegistrationResponse_0, 1: _j_BrokerRegistrationResponse_0, 2: _j_BrokerRegistrationResponse_0, 3: _j_BrokerRegistrationResponse_0, 4: _j_BrokerRegistrationResponse_0}
+BrokerRegistrationResponse._BYTES = {0: _b_BrokerRegistrationResponse_0, 1: _b_BrokerRegistrationResponse_0, 2: _b_BrokerRegistrationResponse_0, 3: _b_BrokerRegistrationResponse_0, 4: _b_BrokerRegistrationResponse_0}
 BrokerRegistrationResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

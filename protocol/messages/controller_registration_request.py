@@ -529,6 +529,7 @@ Feature._JSON = {0: _j_Feature_0}
 ControllerRegistrationRequest._DECODERS = {0: _d_ControllerRegistrationRequest_0}
 ControllerRegistrationRequest._ENCODERS = {0: _e_ControllerRegistrationRequest_0}
 ControllerRegistrationRequest._JSON = {0: _j_ControllerRegistrationRequest_0}
+ControllerRegistrationRequest._BYTES = {}
 Listener._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -142,6 +142,7 @@ def _j_ControllerRegistrationResponse_0(o):
 ControllerRegistrationResponse._DECODERS = {0: _d_ControllerRegistrationResponse_0}
 ControllerRegistrationResponse._ENCODERS = {0: _e_ControllerRegistrationResponse_0}
 ControllerRegistrationResponse._JSON = {0: _j_ControllerRegistrationResponse_0}
+ControllerRegistrationResponse._BYTES = {}
 ControllerRegistrationResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

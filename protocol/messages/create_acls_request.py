@@ -680,6 +680,7 @@ AclCreation._JSON = {1: _j_AclCreation_1, 2: _j_AclCreation_1, 3: _j_AclCreation
 CreateAclsRequest._DECODERS = {1: _d_CreateAclsRequest_1, 2: _d_CreateAclsRequest_2, 3: _d_CreateAclsRequest_2}
 CreateAclsRequest._ENCODERS = {1: _e_CreateAclsRequest_1, 2: _e_CreateAclsRequest_2, 3: _e_CreateAclsRequest_3}
 CreateAclsRequest._JSON = {1: _j_CreateAclsRequest_1, 2: _j_CreateAclsRequest_1, 3: _j_CreateAclsRequest_1}
+CreateAclsRequest._BYTES = {}
 AclCreation._FIELDS = (
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceName', 'resource_name', 'string', None, None, (0, 32767), None, None, None, '', False),

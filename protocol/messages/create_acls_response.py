@@ -443,6 +443,7 @@ AclCreationResult._JSON = {1: _j_AclCreationResult_1, 2: _j_AclCreationResult_1,
 CreateAclsResponse._DECODERS = {1: _d_CreateAclsResponse_1, 2: _d_CreateAclsResponse_2, 3: _d_CreateAclsResponse_2}
 CreateAclsResponse._ENCODERS = {1: _e_CreateAclsResponse_1, 2: _e_CreateAclsResponse_2, 3: _e_CreateAclsResponse_3}
 CreateAclsResponse._JSON = {1: _j_CreateAclsResponse_1, 2: _j_CreateAclsResponse_1, 3: _j_CreateAclsResponse_1}
+CreateAclsResponse._BYTES = {}
 AclCreationResult._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorMessage', 'error_message', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

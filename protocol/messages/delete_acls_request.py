@@ -669,6 +669,7 @@ DeleteAclsFilter._JSON = {1: _j_DeleteAclsFilter_1, 2: _j_DeleteAclsFilter_1, 3:
 DeleteAclsRequest._DECODERS = {1: _d_DeleteAclsRequest_1, 2: _d_DeleteAclsRequest_2, 3: _d_DeleteAclsRequest_2}
 DeleteAclsRequest._ENCODERS = {1: _e_DeleteAclsRequest_1, 2: _e_DeleteAclsRequest_2, 3: _e_DeleteAclsRequest_3}
 DeleteAclsRequest._JSON = {1: _j_DeleteAclsRequest_1, 2: _j_DeleteAclsRequest_1, 3: _j_DeleteAclsRequest_1}
+DeleteAclsRequest._BYTES = {}
 DeleteAclsFilter._FIELDS = (
     _F('ResourceTypeFilter', 'resource_type_filter', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceNameFilter', 'resource_name_filter', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

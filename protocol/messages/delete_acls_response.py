@@ -1035,6 +1035,7 @@ DeleteAclsMatchingAcl._JSON = {1: _j_DeleteAclsMatchingAcl_1, 2: _j_DeleteAclsMa
 DeleteAclsResponse._DECODERS = {1: _d_DeleteAclsResponse_1, 2: _d_DeleteAclsResponse_2, 3: _d_DeleteAclsResponse_2}
 DeleteAclsResponse._ENCODERS = {1: _e_DeleteAclsResponse_1, 2: _e_DeleteAclsResponse_2, 3: _e_DeleteAclsResponse_3}
 DeleteAclsResponse._JSON = {1: _j_DeleteAclsResponse_1, 2: _j_DeleteAclsResponse_1, 3: _j_DeleteAclsResponse_1}
+DeleteAclsResponse._BYTES = {}
 DeleteAclsFilterResult._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorMessage', 'error_message', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

@@ -306,6 +306,7 @@ def _j_DescribeAclsRequest_1(o):
 DescribeAclsRequest._DECODERS = {1: _d_DescribeAclsRequest_1, 2: _d_DescribeAclsRequest_2, 3: _d_DescribeAclsRequest_2}
 DescribeAclsRequest._ENCODERS = {1: _e_DescribeAclsRequest_1, 2: _e_DescribeAclsRequest_2, 3: _e_DescribeAclsRequest_2}
 DescribeAclsRequest._JSON = {1: _j_DescribeAclsRequest_1, 2: _j_DescribeAclsRequest_1, 3: _j_DescribeAclsRequest_1}
+DescribeAclsRequest._BYTES = {}
 DescribeAclsRequest._FIELDS = (
     _F('ResourceTypeFilter', 'resource_type_filter', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceNameFilter', 'resource_name_filter', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

@@ -839,6 +839,7 @@ AclDescription._JSON = {1: _j_AclDescription_1, 2: _j_AclDescription_1, 3: _j_Ac
 DescribeAclsResponse._DECODERS = {1: _d_DescribeAclsResponse_1, 2: _d_DescribeAclsResponse_2, 3: _d_DescribeAclsResponse_2}
 DescribeAclsResponse._ENCODERS = {1: _e_DescribeAclsResponse_1, 2: _e_DescribeAclsResponse_2, 3: _e_DescribeAclsResponse_3}
 DescribeAclsResponse._JSON = {1: _j_DescribeAclsResponse_1, 2: _j_DescribeAclsResponse_1, 3: _j_DescribeAclsResponse_1}
+DescribeAclsResponse._BYTES = {}
 DescribeAclsResource._FIELDS = (
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('ResourceName', 'resource_name', 'string', None, None, (0, 32767), None, None, None, '', False),

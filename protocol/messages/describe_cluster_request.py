@@ -234,9 +234,34 @@ def _j_DescribeClusterRequest_2(o):
     return {'includeClusterAuthorizedOperations': o.include_cluster_authorized_operations, 'endpointType': o.endpoint_type, 'includeFencedBrokers': o.include_fenced_brokers}
 
 
+def _b_DescribeClusterRequest_0(o):
+    if o.endpoint_type != 1:
+        raise _Absent('EndpointType')
+    if o.include_fenced_brokers is not False and o.include_fenced_brokers != False:
+        raise _Absent('IncludeFencedBrokers')
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.include_cluster_authorized_operations, 0)
+
+
+def _b_DescribeClusterRequest_1(o):
+    if o.include_fenced_brokers is not False and o.include_fenced_brokers != False:
+        raise _Absent('IncludeFencedBrokers')
+    if o.unknown_tagged_fields:
+        return None
+    return _S1.pack(o.include_cluster_authorized_operations, o.endpoint_type, 0)
+
+
+def _b_DescribeClusterRequest_2(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S2.pack(o.include_cluster_authorized_operations, o.endpoint_type, o.include_fenced_brokers, 0)
+
+
 DescribeClusterRequest._DECODERS = {0: _d_DescribeClusterRequest_0, 1: _d_DescribeClusterRequest_1, 2: _d_DescribeClusterRequest_2}
 DescribeClusterRequest._ENCODERS = {0: _e_DescribeClusterRequest_0, 1: _e_DescribeClusterRequest_1, 2: _e_DescribeClusterRequest_2}
 DescribeClusterRequest._JSON = {0: _j_DescribeClusterRequest_0, 1: _j_DescribeClusterRequest_1, 2: _j_DescribeClusterRequest_2}
+DescribeClusterRequest._BYTES = {0: _b_DescribeClusterRequest_0, 1: _b_DescribeClusterRequest_1, 2: _b_DescribeClusterRequest_2}
 DescribeClusterRequest._FIELDS = (
     _F('IncludeClusterAuthorizedOperations', 'include_cluster_authorized_operations', 'bool', None, None, (0, 32767), None, None, None, False, False),
     _F('EndpointType', 'endpoint_type', 'int8', None, None, (1, 32767), None, None, None, 1, False),

@@ -1012,6 +1012,7 @@ DescribeClusterBroker._JSON = {0: _j_DescribeClusterBroker_0, 1: _j_DescribeClus
 DescribeClusterResponse._DECODERS = {0: _d_DescribeClusterResponse_0, 1: _d_DescribeClusterResponse_1, 2: _d_DescribeClusterResponse_2}
 DescribeClusterResponse._ENCODERS = {0: _e_DescribeClusterResponse_0, 1: _e_DescribeClusterResponse_1, 2: _e_DescribeClusterResponse_2}
 DescribeClusterResponse._JSON = {0: _j_DescribeClusterResponse_0, 1: _j_DescribeClusterResponse_1, 2: _j_DescribeClusterResponse_2}
+DescribeClusterResponse._BYTES = {}
 DescribeClusterBroker._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -339,6 +339,7 @@ TopicRequest._JSON = {0: _j_TopicRequest_0}
 DescribeProducersRequest._DECODERS = {0: _d_DescribeProducersRequest_0}
 DescribeProducersRequest._ENCODERS = {0: _e_DescribeProducersRequest_0}
 DescribeProducersRequest._JSON = {0: _j_DescribeProducersRequest_0}
+DescribeProducersRequest._BYTES = {}
 TopicRequest._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('PartitionIndexes', 'partition_indexes', 'array', 'int32', None, (0, 32767), None, None, None, [], False),

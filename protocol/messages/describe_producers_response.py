@@ -516,6 +516,7 @@ ProducerState._JSON = {0: _j_ProducerState_0}
 DescribeProducersResponse._DECODERS = {0: _d_DescribeProducersResponse_0}
 DescribeProducersResponse._ENCODERS = {0: _e_DescribeProducersResponse_0}
 DescribeProducersResponse._JSON = {0: _j_DescribeProducersResponse_0}
+DescribeProducersResponse._BYTES = {}
 TopicResponse._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionResponse, (0, 32767), None, None, None, [], False),

@@ -459,6 +459,7 @@ PartitionData._JSON = {0: _j_PartitionData_0, 1: _j_PartitionData_0, 2: _j_Parti
 DescribeQuorumRequest._DECODERS = {0: _d_DescribeQuorumRequest_0, 1: _d_DescribeQuorumRequest_0, 2: _d_DescribeQuorumRequest_0}
 DescribeQuorumRequest._ENCODERS = {0: _e_DescribeQuorumRequest_0, 1: _e_DescribeQuorumRequest_1, 2: _e_DescribeQuorumRequest_2}
 DescribeQuorumRequest._JSON = {0: _j_DescribeQuorumRequest_0, 1: _j_DescribeQuorumRequest_0, 2: _j_DescribeQuorumRequest_0}
+DescribeQuorumRequest._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

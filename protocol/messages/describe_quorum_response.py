@@ -1813,6 +1813,7 @@ Listener._JSON = {2: _j_Listener_2}
 DescribeQuorumResponse._DECODERS = {0: _d_DescribeQuorumResponse_0, 1: _d_DescribeQuorumResponse_1, 2: _d_DescribeQuorumResponse_2}
 DescribeQuorumResponse._ENCODERS = {0: _e_DescribeQuorumResponse_0, 1: _e_DescribeQuorumResponse_1, 2: _e_DescribeQuorumResponse_2}
 DescribeQuorumResponse._JSON = {0: _j_DescribeQuorumResponse_0, 1: _j_DescribeQuorumResponse_1, 2: _j_DescribeQuorumResponse_2}
+DescribeQuorumResponse._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

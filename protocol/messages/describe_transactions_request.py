@@ -155,6 +155,7 @@ def _j_DescribeTransactionsRequest_0(o):
 DescribeTransactionsRequest._DECODERS = {0: _d_DescribeTransactionsRequest_0}
 DescribeTransactionsRequest._ENCODERS = {0: _e_DescribeTransactionsRequest_0}
 DescribeTransactionsRequest._JSON = {0: _j_DescribeTransactionsRequest_0}
+DescribeTransactionsRequest._BYTES = {}
 DescribeTransactionsRequest._FIELDS = (
     _F('TransactionalIds', 'transactional_ids', 'array', 'string', None, (0, 32767), None, None, None, [], False),
 )

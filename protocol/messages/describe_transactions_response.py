@@ -510,6 +510,7 @@ TopicData._JSON = {0: _j_TopicData_0}
 DescribeTransactionsResponse._DECODERS = {0: _d_DescribeTransactionsResponse_0}
 DescribeTransactionsResponse._ENCODERS = {0: _e_DescribeTransactionsResponse_0}
 DescribeTransactionsResponse._JSON = {0: _j_DescribeTransactionsResponse_0}
+DescribeTransactionsResponse._BYTES = {}
 TransactionState._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), None, None, None, '', False),

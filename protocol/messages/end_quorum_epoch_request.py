@@ -936,6 +936,7 @@ LeaderEndpoint._JSON = {1: _j_LeaderEndpoint_1}
 EndQuorumEpochRequest._DECODERS = {0: _d_EndQuorumEpochRequest_0, 1: _d_EndQuorumEpochRequest_1}
 EndQuorumEpochRequest._ENCODERS = {0: _e_EndQuorumEpochRequest_0, 1: _e_EndQuorumEpochRequest_1}
 EndQuorumEpochRequest._JSON = {0: _j_EndQuorumEpochRequest_0, 1: _j_EndQuorumEpochRequest_1}
+EndQuorumEpochRequest._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

@@ -732,6 +732,7 @@ NodeEndpoint._JSON = {1: _j_NodeEndpoint_1}
 EndQuorumEpochResponse._DECODERS = {0: _d_EndQuorumEpochResponse_0, 1: _d_EndQuorumEpochResponse_1}
 EndQuorumEpochResponse._ENCODERS = {0: _e_EndQuorumEpochResponse_0, 1: _e_EndQuorumEpochResponse_1}
 EndQuorumEpochResponse._JSON = {0: _j_EndQuorumEpochResponse_0, 1: _j_EndQuorumEpochResponse_1}
+EndQuorumEpochResponse._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

@@ -249,6 +249,7 @@ def _j_EndTxnRequest_0(o):
 EndTxnRequest._DECODERS = {0: _d_EndTxnRequest_0, 1: _d_EndTxnRequest_0, 2: _d_EndTxnRequest_0, 3: _d_EndTxnRequest_3, 4: _d_EndTxnRequest_3, 5: _d_EndTxnRequest_3}
 EndTxnRequest._ENCODERS = {0: _e_EndTxnRequest_0, 1: _e_EndTxnRequest_1, 2: _e_EndTxnRequest_2, 3: _e_EndTxnRequest_3, 4: _e_EndTxnRequest_4, 5: _e_EndTxnRequest_5}
 EndTxnRequest._JSON = {0: _j_EndTxnRequest_0, 1: _j_EndTxnRequest_0, 2: _j_EndTxnRequest_0, 3: _j_EndTxnRequest_0, 4: _j_EndTxnRequest_0, 5: _j_EndTxnRequest_0}
+EndTxnRequest._BYTES = {}
 EndTxnRequest._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),

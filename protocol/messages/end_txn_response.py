@@ -198,9 +198,28 @@ def _j_EndTxnResponse_5(o):
     return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch}
 
 
+def _b_EndTxnResponse_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.throttle_time_ms, o.error_code)
+
+
+def _b_EndTxnResponse_3(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S1.pack(o.throttle_time_ms, o.error_code, 0)
+
+
+def _b_EndTxnResponse_5(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S2.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, 0)
+
+
 EndTxnResponse._DECODERS = {0: _d_EndTxnResponse_0, 1: _d_EndTxnResponse_0, 2: _d_EndTxnResponse_0, 3: _d_EndTxnResponse_3, 4: _d_EndTxnResponse_3, 5: _d_EndTxnResponse_5}
 EndTxnResponse._ENCODERS = {0: _e_EndTxnResponse_0, 1: _e_EndTxnResponse_0, 2: _e_EndTxnResponse_0, 3: _e_EndTxnResponse_3, 4: _e_EndTxnResponse_3, 5: _e_EndTxnResponse_5}
 EndTxnResponse._JSON = {0: _j_EndTxnResponse_0, 1: _j_EndTxnResponse_0, 2: _j_EndTxnResponse_0, 3: _j_EndTxnResponse_0, 4: _j_EndTxnResponse_0, 5: _j_EndTxnResponse_5}
+EndTxnResponse._BYTES = {0: _b_EndTxnResponse_0, 1: _b_EndTxnResponse_0, 2: _b_EndTxnResponse_0, 3: _b_EndTxnResponse_3, 4: _b_EndTxnResponse_3, 5: _b_EndTxnResponse_5}
 EndTxnResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -182,6 +182,7 @@ def _j_EnvelopeRequest_0(o):
 EnvelopeRequest._DECODERS = {0: _d_EnvelopeRequest_0}
 EnvelopeRequest._ENCODERS = {0: _e_EnvelopeRequest_0}
 EnvelopeRequest._JSON = {0: _j_EnvelopeRequest_0}
+EnvelopeRequest._BYTES = {}
 EnvelopeRequest._FIELDS = (
     _F('RequestData', 'request_data', 'bytes', None, None, (0, 32767), None, None, None, b'', False),
     _F('RequestPrincipal', 'request_principal', 'bytes', None, None, (0, 32767), (0, 32767), None, None, b'', False),

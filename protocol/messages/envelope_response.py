@@ -138,6 +138,7 @@ def _j_EnvelopeResponse_0(o):
 EnvelopeResponse._DECODERS = {0: _d_EnvelopeResponse_0}
 EnvelopeResponse._ENCODERS = {0: _e_EnvelopeResponse_0}
 EnvelopeResponse._JSON = {0: _j_EnvelopeResponse_0}
+EnvelopeResponse._BYTES = {}
 EnvelopeResponse._FIELDS = (
     _F('ResponseData', 'response_data', 'bytes', None, None, (0, 32767), (0, 32767), None, None, None, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

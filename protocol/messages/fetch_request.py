@@ -4769,6 +4769,7 @@ ForgottenTopic._JSON = {7: _j_ForgottenTopic_7, 8: _j_ForgottenTopic_7, 9: _j_Fo
 FetchRequest._DECODERS = {4: _d_FetchRequest_4, 5: _d_FetchRequest_5, 6: _d_FetchRequest_5, 7: _d_FetchRequest_7, 8: _d_FetchRequest_7, 9: _d_FetchRequest_9, 10: _d_FetchRequest_9, 11: _d_FetchRequest_11, 12: _d_FetchRequest_12, 13: _d_FetchRequest_13, 14: _d_FetchRequest_14, 15: _d_FetchRequest_15, 16: _d_FetchRequest_16, 17: _d_FetchRequest_17, 18: _d_FetchRequest_18}
 FetchRequest._ENCODERS = {4: _e_FetchRequest_4, 5: _e_FetchRequest_5, 6: _e_FetchRequest_6, 7: _e_FetchRequest_7, 8: _e_FetchRequest_8, 9: _e_FetchRequest_9, 10: _e_FetchRequest_10, 11: _e_FetchRequest_11, 12: _e_FetchRequest_12, 13: _e_FetchRequest_13, 14: _e_FetchRequest_14, 15: _e_FetchRequest_15, 16: _e_FetchRequest_16, 17: _e_FetchRequest_17, 18: _e_FetchRequest_18}
 FetchRequest._JSON = {4: _j_FetchRequest_4, 5: _j_FetchRequest_5, 6: _j_FetchRequest_5, 7: _j_FetchRequest_7, 8: _j_FetchRequest_7, 9: _j_FetchRequest_9, 10: _j_FetchRequest_9, 11: _j_FetchRequest_11, 12: _j_FetchRequest_12, 13: _j_FetchRequest_13, 14: _j_FetchRequest_13, 15: _j_FetchRequest_15, 16: _j_FetchRequest_15, 17: _j_FetchRequest_17, 18: _j_FetchRequest_18}
+FetchRequest._BYTES = {}
 ReplicaState._FIELDS = (
     _F('ReplicaId', 'replica_id', 'int32', None, None, (15, 32767), None, None, None, -1, False),
     _F('ReplicaEpoch', 'replica_epoch', 'int64', None, None, (15, 32767), None, None, None, -1, False),

@@ -2634,6 +2634,7 @@ NodeEndpoint._JSON = {16: _j_NodeEndpoint_16, 17: _j_NodeEndpoint_16, 18: _j_Nod
 FetchResponse._DECODERS = {4: _d_FetchResponse_4, 5: _d_FetchResponse_5, 6: _d_FetchResponse_5, 7: _d_FetchResponse_7, 8: _d_FetchResponse_7, 9: _d_FetchResponse_7, 10: _d_FetchResponse_7, 11: _d_FetchResponse_11, 12: _d_FetchResponse_12, 13: _d_FetchResponse_13, 14: _d_FetchResponse_14, 15: _d_FetchResponse_15, 16: _d_FetchResponse_16, 17: _d_FetchResponse_16, 18: _d_FetchResponse_16}
 FetchResponse._ENCODERS = {4: _e_FetchResponse_4, 5: _e_FetchResponse_5, 6: _e_FetchResponse_6, 7: _e_FetchResponse_7, 8: _e_FetchResponse_8, 9: _e_FetchResponse_9, 10: _e_FetchResponse_10, 11: _e_FetchResponse_11, 12: _e_FetchResponse_12, 13: _e_FetchResponse_13, 14: _e_FetchResponse_14, 15: _e_FetchResponse_15, 16: _e_FetchResponse_16, 17: _e_FetchResponse_17, 18: _e_FetchResponse_18}
 FetchResponse._JSON = {4: _j_FetchResponse_4, 5: _j_FetchResponse_5, 6: _j_FetchResponse_5, 7: _j_FetchResponse_7, 8: _j_FetchResponse_7, 9: _j_FetchResponse_7, 10: _j_FetchResponse_7, 11: _j_FetchResponse_11, 12: _j_FetchResponse_12, 13: _j_FetchResponse_13, 14: _j_FetchResponse_13, 15: _j_FetchResponse_13, 16: _j_FetchResponse_16, 17: _j_FetchResponse_16, 18: _j_FetchResponse_16}
+FetchResponse._BYTES = {}
 FetchableTopicResponse._FIELDS = (
     _F('Topic', 'topic', 'string', None, None, (0, 12), None, None, None, '', True),
     _F('TopicId', 'topic_id', 'uuid', None, None, (13, 32767), None, None, None, 'uuid0', True),

@@ -787,6 +787,7 @@ SnapshotId._JSON = {0: _j_SnapshotId_0, 1: _j_SnapshotId_0}
 FetchSnapshotRequest._DECODERS = {0: _d_FetchSnapshotRequest_0, 1: _d_FetchSnapshotRequest_1}
 FetchSnapshotRequest._ENCODERS = {0: _e_FetchSnapshotRequest_0, 1: _e_FetchSnapshotRequest_1}
 FetchSnapshotRequest._JSON = {0: _j_FetchSnapshotRequest_0, 1: _j_FetchSnapshotRequest_1}
+FetchSnapshotRequest._BYTES = {}
 TopicSnapshot._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionSnapshot, (0, 32767), None, None, None, [], False),

@@ -900,6 +900,7 @@ NodeEndpoint._JSON = {1: _j_NodeEndpoint_1}
 FetchSnapshotResponse._DECODERS = {0: _d_FetchSnapshotResponse_0, 1: _d_FetchSnapshotResponse_1}
 FetchSnapshotResponse._ENCODERS = {0: _e_FetchSnapshotResponse_0, 1: _e_FetchSnapshotResponse_1}
 FetchSnapshotResponse._JSON = {0: _j_FetchSnapshotResponse_0, 1: _j_FetchSnapshotResponse_1}
+FetchSnapshotResponse._BYTES = {}
 TopicSnapshot._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionSnapshot, (0, 32767), None, None, None, [], False),

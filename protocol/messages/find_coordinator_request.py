@@ -411,6 +411,7 @@ def _j_FindCoordinatorRequest_4(o):
 FindCoordinatorRequest._DECODERS = {0: _d_FindCoordinatorRequest_0, 1: _d_FindCoordinatorRequest_1, 2: _d_FindCoordinatorRequest_1, 3: _d_FindCoordinatorRequest_3, 4: _d_FindCoordinatorRequest_4, 5: _d_FindCoordinatorRequest_4, 6: _d_FindCoordinatorRequest_4}
 FindCoordinatorRequest._ENCODERS = {0: _e_FindCoordinatorRequest_0, 1: _e_FindCoordinatorRequest_1, 2: _e_FindCoordinatorRequest_2, 3: _e_FindCoordinatorRequest_3, 4: _e_FindCoordinatorRequest_4, 5: _e_FindCoordinatorRequest_5, 6: _e_FindCoordinatorRequest_6}
 FindCoordinatorRequest._JSON = {0: _j_FindCoordinatorRequest_0, 1: _j_FindCoordinatorRequest_1, 2: _j_FindCoordinatorRequest_1, 3: _j_FindCoordinatorRequest_1, 4: _j_FindCoordinatorRequest_4, 5: _j_FindCoordinatorRequest_4, 6: _j_FindCoordinatorRequest_4}
+FindCoordinatorRequest._BYTES = {}
 FindCoordinatorRequest._FIELDS = (
     _F('Key', 'key', 'string', None, None, (0, 3), None, None, None, '', False),
     _F('KeyType', 'key_type', 'int8', None, None, (1, 32767), None, None, None, 0, False),

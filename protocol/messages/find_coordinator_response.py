@@ -876,6 +876,7 @@ Coordinator._JSON = {4: _j_Coordinator_4, 5: _j_Coordinator_4, 6: _j_Coordinator
 FindCoordinatorResponse._DECODERS = {0: _d_FindCoordinatorResponse_0, 1: _d_FindCoordinatorResponse_1, 2: _d_FindCoordinatorResponse_1, 3: _d_FindCoordinatorResponse_3, 4: _d_FindCoordinatorResponse_4, 5: _d_FindCoordinatorResponse_4, 6: _d_FindCoordinatorResponse_4}
 FindCoordinatorResponse._ENCODERS = {0: _e_FindCoordinatorResponse_0, 1: _e_FindCoordinatorResponse_1, 2: _e_FindCoordinatorResponse_2, 3: _e_FindCoordinatorResponse_3, 4: _e_FindCoordinatorResponse_4, 5: _e_FindCoordinatorResponse_5, 6: _e_FindCoordinatorResponse_6}
 FindCoordinatorResponse._JSON = {0: _j_FindCoordinatorResponse_0, 1: _j_FindCoordinatorResponse_1, 2: _j_FindCoordinatorResponse_1, 3: _j_FindCoordinatorResponse_1, 4: _j_FindCoordinatorResponse_4, 5: _j_FindCoordinatorResponse_4, 6: _j_FindCoordinatorResponse_4}
+FindCoordinatorResponse._BYTES = {}
 Coordinator._FIELDS = (
     _F('Key', 'key', 'string', None, None, (4, 32767), None, None, None, '', False),
     _F('NodeId', 'node_id', 'int32', None, None, (4, 32767), None, None, None, 0, False),

@@ -385,6 +385,7 @@ def _j_InitProducerIdRequest_6(o):
 InitProducerIdRequest._DECODERS = {0: _d_InitProducerIdRequest_0, 1: _d_InitProducerIdRequest_0, 2: _d_InitProducerIdRequest_2, 3: _d_InitProducerIdRequest_3, 4: _d_InitProducerIdRequest_3, 5: _d_InitProducerIdRequest_3, 6: _d_InitProducerIdRequest_6}
 InitProducerIdRequest._ENCODERS = {0: _e_InitProducerIdRequest_0, 1: _e_InitProducerIdRequest_0, 2: _e_InitProducerIdRequest_2, 3: _e_InitProducerIdRequest_3, 4: _e_InitProducerIdRequest_3, 5: _e_InitProducerIdRequest_3, 6: _e_InitProducerIdRequest_6}
 InitProducerIdRequest._JSON = {0: _j_InitProducerIdRequest_0, 1: _j_InitProducerIdRequest_0, 2: _j_InitProducerIdRequest_0, 3: _j_InitProducerIdRequest_3, 4: _j_InitProducerIdRequest_3, 5: _j_InitProducerIdRequest_3, 6: _j_InitProducerIdRequest_6}
+InitProducerIdRequest._BYTES = {}
 InitProducerIdRequest._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),
     _F('TransactionTimeoutMs', 'transaction_timeout_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),

@@ -210,9 +210,36 @@ def _j_InitProducerIdResponse_6(o):
     return {'throttleTimeMs': o.throttle_time_ms, 'errorCode': o.error_code, 'producerId': o.producer_id, 'producerEpoch': o.producer_epoch, 'ongoingTxnProducerId': o.ongoing_txn_producer_id, 'ongoingTxnProducerEpoch': o.ongoing_txn_producer_epoch}
 
 
+def _b_InitProducerIdResponse_0(o):
+    if o.ongoing_txn_producer_id != -1:
+        raise _Absent('OngoingTxnProducerId')
+    if o.ongoing_txn_producer_epoch != -1:
+        raise _Absent('OngoingTxnProducerEpoch')
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
+
+
+def _b_InitProducerIdResponse_2(o):
+    if o.ongoing_txn_producer_id != -1:
+        raise _Absent('OngoingTxnProducerId')
+    if o.ongoing_txn_producer_epoch != -1:
+        raise _Absent('OngoingTxnProducerEpoch')
+    if o.unknown_tagged_fields:
+        return None
+    return _S1.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, 0)
+
+
+def _b_InitProducerIdResponse_6(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S2.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch, 0)
+
+
 InitProducerIdResponse._DECODERS = {0: _d_InitProducerIdResponse_0, 1: _d_InitProducerIdResponse_0, 2: _d_InitProducerIdResponse_2, 3: _d_InitProducerIdResponse_2, 4: _d_InitProducerIdResponse_2, 5: _d_InitProducerIdResponse_2, 6: _d_InitProducerIdResponse_6}
 InitProducerIdResponse._ENCODERS = {0: _e_InitProducerIdResponse_0, 1: _e_InitProducerIdResponse_0, 2: _e_InitProducerIdResponse_2, 3: _e_InitProducerIdResponse_2, 4: _e_InitProducerIdResponse_2, 5: _e_InitProducerIdResponse_2, 6: _e_InitProducerIdResponse_6}
 InitProducerIdResponse._JSON = {0: _j_InitProducerIdResponse_0, 1: _j_InitProducerIdResponse_0, 2: _j_InitProducerIdResponse_0, 3: _j_InitProducerIdResponse_0, 4: _j_InitProducerIdResponse_0, 5: _j_InitProducerIdResponse_0, 6: _j_InitProducerIdResponse_6}
+InitProducerIdResponse._BYTES = {0: _b_InitProducerIdResponse_0, 1: _b_InitProducerIdResponse_0, 2: _b_InitProducerIdResponse_2, 3: _b_InitProducerIdResponse_2, 4: _b_InitProducerIdResponse_2, 5: _b_InitProducerIdResponse_2, 6: _b_InitProducerIdResponse_6}
 InitProducerIdResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, True),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

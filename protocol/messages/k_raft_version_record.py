@@ -111,9 +111,16 @@ def _j_KRaftVersionRecord_0(o):
     return {'version': o.version, 'kRaftVersion': o.k_raft_version}
 
 
+def _b_KRaftVersionRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.version, o.k_raft_version, 0)
+
+
 KRaftVersionRecord._DECODERS = {0: _d_KRaftVersionRecord_0}
 KRaftVersionRecord._ENCODERS = {0: _e_KRaftVersionRecord_0}
 KRaftVersionRecord._JSON = {0: _j_KRaftVersionRecord_0}
+KRaftVersionRecord._BYTES = {0: _b_KRaftVersionRecord_0}
 KRaftVersionRecord._FIELDS = (
     _F('Version', 'version', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('KRaftVersion', 'k_raft_version', 'int16', None, None, (0, 32767), None, None, None, 0, False),

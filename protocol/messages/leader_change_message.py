@@ -556,6 +556,7 @@ Voter._JSON = {0: _j_Voter_0, 1: _j_Voter_1}
 LeaderChangeMessage._DECODERS = {0: _d_LeaderChangeMessage_0, 1: _d_LeaderChangeMessage_1}
 LeaderChangeMessage._ENCODERS = {0: _e_LeaderChangeMessage_0, 1: _e_LeaderChangeMessage_1}
 LeaderChangeMessage._JSON = {0: _j_LeaderChangeMessage_0, 1: _j_LeaderChangeMessage_1}
+LeaderChangeMessage._BYTES = {}
 Voter._FIELDS = (
     _F('VoterId', 'voter_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('VoterDirectoryId', 'voter_directory_id', 'uuid', None, None, (1, 32767), None, None, None, 'uuid0', False),

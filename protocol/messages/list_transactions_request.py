@@ -483,6 +483,7 @@ def _j_ListTransactionsRequest_2(o):
 ListTransactionsRequest._DECODERS = {0: _d_ListTransactionsRequest_0, 1: _d_ListTransactionsRequest_1, 2: _d_ListTransactionsRequest_2}
 ListTransactionsRequest._ENCODERS = {0: _e_ListTransactionsRequest_0, 1: _e_ListTransactionsRequest_1, 2: _e_ListTransactionsRequest_2}
 ListTransactionsRequest._JSON = {0: _j_ListTransactionsRequest_0, 1: _j_ListTransactionsRequest_1, 2: _j_ListTransactionsRequest_2}
+ListTransactionsRequest._BYTES = {}
 ListTransactionsRequest._FIELDS = (
     _F('StateFilters', 'state_filters', 'array', 'string', None, (0, 32767), None, None, None, [], False),
     _F('ProducerIdFilters', 'producer_id_filters', 'array', 'int64', None, (0, 32767), None, None, None, [], False),

@@ -546,6 +546,7 @@ TransactionState._JSON = {0: _j_TransactionState_0, 1: _j_TransactionState_0, 2:
 ListTransactionsResponse._DECODERS = {0: _d_ListTransactionsResponse_0, 1: _d_ListTransactionsResponse_0, 2: _d_ListTransactionsResponse_0}
 ListTransactionsResponse._ENCODERS = {0: _e_ListTransactionsResponse_0, 1: _e_ListTransactionsResponse_1, 2: _e_ListTransactionsResponse_2}
 ListTransactionsResponse._JSON = {0: _j_ListTransactionsResponse_0, 1: _j_ListTransactionsResponse_0, 2: _j_ListTransactionsResponse_0}
+ListTransactionsResponse._BYTES = {}
 TransactionState._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),

@@ -1232,6 +1232,7 @@ MetadataRequestTopic._JSON = {0: _j_MetadataRequestTopic_0, 1: _j_MetadataReques
 MetadataRequest._DECODERS = {0: _d_MetadataRequest_0, 1: _d_MetadataRequest_1, 2: _d_MetadataRequest_1, 3: _d_MetadataRequest_1, 4: _d_MetadataRequest_4, 5: _d_MetadataRequest_4, 6: _d_MetadataRequest_4, 7: _d_MetadataRequest_4, 8: _d_MetadataRequest_8, 9: _d_MetadataRequest_9, 10: _d_MetadataRequest_10, 11: _d_MetadataRequest_11, 12: _d_MetadataRequest_11, 13: _d_MetadataRequest_11}
 MetadataRequest._ENCODERS = {0: _e_MetadataRequest_0, 1: _e_MetadataRequest_1, 2: _e_MetadataRequest_2, 3: _e_MetadataRequest_3, 4: _e_MetadataRequest_4, 5: _e_MetadataRequest_5, 6: _e_MetadataRequest_6, 7: _e_MetadataRequest_7, 8: _e_MetadataRequest_8, 9: _e_MetadataRequest_9, 10: _e_MetadataRequest_10, 11: _e_MetadataRequest_11, 12: _e_MetadataRequest_11, 13: _e_MetadataRequest_11}
 MetadataRequest._JSON = {0: _j_MetadataRequest_0, 1: _j_MetadataRequest_0, 2: _j_MetadataRequest_0, 3: _j_MetadataRequest_0, 4: _j_MetadataRequest_4, 5: _j_MetadataRequest_4, 6: _j_MetadataRequest_4, 7: _j_MetadataRequest_4, 8: _j_MetadataRequest_8, 9: _j_MetadataRequest_8, 10: _j_MetadataRequest_10, 11: _j_MetadataRequest_11, 12: _j_MetadataRequest_11, 13: _j_MetadataRequest_11}
+MetadataRequest._BYTES = {}
 MetadataRequestTopic._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', None, None, (10, 32767), None, None, None, 'uuid0', True),
     _F('Name', 'name', 'string', None, None, (0, 32767), (10, 32767), None, None, '', False),

@@ -5030,6 +5030,7 @@ MetadataResponsePartition._JSON = {0: _j_MetadataResponsePartition_0, 1: _j_Meta
 MetadataResponse._DECODERS = {0: _d_MetadataResponse_0, 1: _d_MetadataResponse_1, 2: _d_MetadataResponse_2, 3: _d_MetadataResponse_3, 4: _d_MetadataResponse_3, 5: _d_MetadataResponse_5, 6: _d_MetadataResponse_5, 7: _d_MetadataResponse_7, 8: _d_MetadataResponse_8, 9: _d_MetadataResponse_9, 10: _d_MetadataResponse_10, 11: _d_MetadataResponse_11, 12: _d_MetadataResponse_12, 13: _d_MetadataResponse_13}
 MetadataResponse._ENCODERS = {0: _e_MetadataResponse_0, 1: _e_MetadataResponse_1, 2: _e_MetadataResponse_2, 3: _e_MetadataResponse_3, 4: _e_MetadataResponse_4, 5: _e_MetadataResponse_5, 6: _e_MetadataResponse_6, 7: _e_MetadataResponse_7, 8: _e_MetadataResponse_8, 9: _e_MetadataResponse_9, 10: _e_MetadataResponse_10, 11: _e_MetadataResponse_11, 12: _e_MetadataResponse_12, 13: _e_MetadataResponse_13}
 MetadataResponse._JSON = {0: _j_MetadataResponse_0, 1: _j_MetadataResponse_1, 2: _j_MetadataResponse_2, 3: _j_MetadataResponse_3, 4: _j_MetadataResponse_3, 5: _j_MetadataResponse_5, 6: _j_MetadataResponse_5, 7: _j_MetadataResponse_7, 8: _j_MetadataResponse_8, 9: _j_MetadataResponse_8, 10: _j_MetadataResponse_10, 11: _j_MetadataResponse_11, 12: _j_MetadataResponse_11, 13: _j_MetadataResponse_13}
+MetadataResponse._BYTES = {}
 MetadataResponseBroker._FIELDS = (
     _F('NodeId', 'node_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('Host', 'host', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -2159,6 +2159,7 @@ OffsetFetchRequestTopics._JSON = {8: _j_OffsetFetchRequestTopics_8, 9: _j_Offset
 OffsetFetchRequest._DECODERS = {1: _d_OffsetFetchRequest_1, 2: _d_OffsetFetchRequest_2, 3: _d_OffsetFetchRequest_2, 4: _d_OffsetFetchRequest_2, 5: _d_OffsetFetchRequest_2, 6: _d_OffsetFetchRequest_6, 7: _d_OffsetFetchRequest_7, 8: _d_OffsetFetchRequest_8, 9: _d_OffsetFetchRequest_9, 10: _d_OffsetFetchRequest_10}
 OffsetFetchRequest._ENCODERS = {1: _e_OffsetFetchRequest_1, 2: _e_OffsetFetchRequest_2, 3: _e_OffsetFetchRequest_3, 4: _e_OffsetFetchRequest_4, 5: _e_OffsetFetchRequest_5, 6: _e_OffsetFetchRequest_6, 7: _e_OffsetFetchRequest_7, 8: _e_OffsetFetchRequest_8, 9: _e_OffsetFetchRequest_9, 10: _e_OffsetFetchRequest_10}
 OffsetFetchRequest._JSON = {1: _j_OffsetFetchRequest_1, 2: _j_OffsetFetchRequest_1, 3: _j_OffsetFetchRequest_1, 4: _j_OffsetFetchRequest_1, 5: _j_OffsetFetchRequest_1, 6: _j_OffsetFetchRequest_1, 7: _j_OffsetFetchRequest_7, 8: _j_OffsetFetchRequest_8, 9: _j_OffsetFetchRequest_9, 10: _j_OffsetFetchRequest_10}
+OffsetFetchRequest._BYTES = {}
 OffsetFetchRequestTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 7), None, None, None, '', False),
     _F('PartitionIndexes', 'partition_indexes', 'array', 'int32', None, (0, 7), None, None, None, [], False),

@@ -2011,6 +2011,7 @@ OffsetFetchResponsePartitions._JSON = {8: _j_OffsetFetchResponsePartitions_8, 9:
 OffsetFetchResponse._DECODERS = {1: _d_OffsetFetchResponse_1, 2: _d_OffsetFetchResponse_2, 3: _d_OffsetFetchResponse_3, 4: _d_OffsetFetchResponse_3, 5: _d_OffsetFetchResponse_5, 6: _d_OffsetFetchResponse_6, 7: _d_OffsetFetchResponse_6, 8: _d_OffsetFetchResponse_8, 9: _d_OffsetFetchResponse_8, 10: _d_OffsetFetchResponse_10}
 OffsetFetchResponse._ENCODERS = {1: _e_OffsetFetchResponse_1, 2: _e_OffsetFetchResponse_2, 3: _e_OffsetFetchResponse_3, 4: _e_OffsetFetchResponse_4, 5: _e_OffsetFetchResponse_5, 6: _e_OffsetFetchResponse_6, 7: _e_OffsetFetchResponse_7, 8: _e_OffsetFetchResponse_8, 9: _e_OffsetFetchResponse_9, 10: _e_OffsetFetchResponse_10}
 OffsetFetchResponse._JSON = {1: _j_OffsetFetchResponse_1, 2: _j_OffsetFetchResponse_2, 3: _j_OffsetFetchResponse_3, 4: _j_OffsetFetchResponse_3, 5: _j_OffsetFetchResponse_5, 6: _j_OffsetFetchResponse_5, 7: _j_OffsetFetchResponse_5, 8: _j_OffsetFetchResponse_8, 9: _j_OffsetFetchResponse_8, 10: _j_OffsetFetchResponse_10}
+OffsetFetchResponse._BYTES = {}
 OffsetFetchResponseTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 7), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', OffsetFetchResponsePartition, (0, 7), None, None, None, [], False),

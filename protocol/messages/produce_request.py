@@ -1332,6 +1332,7 @@ PartitionProduceData._JSON = {3: _j_PartitionProduceData_3, 4: _j_PartitionProdu
 ProduceRequest._DECODERS = {3: _d_ProduceRequest_3, 4: _d_ProduceRequest_3, 5: _d_ProduceRequest_3, 6: _d_ProduceRequest_3, 7: _d_ProduceRequest_3, 8: _d_ProduceRequest_3, 9: _d_ProduceRequest_9, 10: _d_ProduceRequest_9, 11: _d_ProduceRequest_9, 12: _d_ProduceRequest_9, 13: _d_ProduceRequest_13}
 ProduceRequest._ENCODERS = {3: _e_ProduceRequest_3, 4: _e_ProduceRequest_4, 5: _e_ProduceRequest_5, 6: _e_ProduceRequest_6, 7: _e_ProduceRequest_7, 8: _e_ProduceRequest_8, 9: _e_ProduceRequest_9, 10: _e_ProduceRequest_10, 11: _e_ProduceRequest_11, 12: _e_ProduceRequest_12, 13: _e_ProduceRequest_13}
 ProduceRequest._JSON = {3: _j_ProduceRequest_3, 4: _j_ProduceRequest_3, 5: _j_ProduceRequest_3, 6: _j_ProduceRequest_3, 7: _j_ProduceRequest_3, 8: _j_ProduceRequest_3, 9: _j_ProduceRequest_3, 10: _j_ProduceRequest_3, 11: _j_ProduceRequest_3, 12: _j_ProduceRequest_3, 13: _j_ProduceRequest_13}
+ProduceRequest._BYTES = {}
 TopicProduceData._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 12), None, None, None, '', True),
     _F('TopicId', 'topic_id', 'uuid', None, None, (13, 32767), None, None, None, 'uuid0', True),

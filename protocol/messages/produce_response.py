@@ -2636,6 +2636,7 @@ NodeEndpoint._JSON = {10: _j_NodeEndpoint_10, 11: _j_NodeEndpoint_10, 12: _j_Nod
 ProduceResponse._DECODERS = {3: _d_ProduceResponse_3, 4: _d_ProduceResponse_3, 5: _d_ProduceResponse_5, 6: _d_ProduceResponse_5, 7: _d_ProduceResponse_5, 8: _d_ProduceResponse_8, 9: _d_ProduceResponse_9, 10: _d_ProduceResponse_10, 11: _d_ProduceResponse_10, 12: _d_ProduceResponse_10, 13: _d_ProduceResponse_13}
 ProduceResponse._ENCODERS = {3: _e_ProduceResponse_3, 4: _e_ProduceResponse_4, 5: _e_ProduceResponse_5, 6: _e_ProduceResponse_6, 7: _e_ProduceResponse_7, 8: _e_ProduceResponse_8, 9: _e_ProduceResponse_9, 10: _e_ProduceResponse_10, 11: _e_ProduceResponse_11, 12: _e_ProduceResponse_12, 13: _e_ProduceResponse_13}
 ProduceResponse._JSON = {3: _j_ProduceResponse_3, 4: _j_ProduceResponse_3, 5: _j_ProduceResponse_5, 6: _j_ProduceResponse_5, 7: _j_ProduceResponse_5, 8: _j_ProduceResponse_8, 9: _j_ProduceResponse_8, 10: _j_ProduceResponse_10, 11: _j_ProduceResponse_10, 12: _j_ProduceResponse_10, 13: _j_ProduceResponse_13}
+ProduceResponse._BYTES = {}
 TopicProduceResponse._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 12), None, None, None, '', True),
     _F('TopicId', 'topic_id', 'uuid', None, None, (13, 32767), None, None, None, 'uuid0', True),

@@ -212,9 +212,16 @@ def _j_RequestHeader_1(o):
     return {'requestApiKey': o.request_api_key, 'requestApiVersion': o.request_api_version, 'correlationId': o.correlation_id, 'clientId': o.client_id}
 
 
+def _b_RequestHeader_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.request_api_key, o.request_api_version, o.correlation_id)
+
+
 RequestHeader._DECODERS = {0: _d_RequestHeader_0, 1: _d_RequestHeader_1, 2: _d_RequestHeader_2}
 RequestHeader._ENCODERS = {0: _e_RequestHeader_0, 1: _e_RequestHeader_1, 2: _e_RequestHeader_2}
 RequestHeader._JSON = {0: _j_RequestHeader_0, 1: _j_RequestHeader_1, 2: _j_RequestHeader_1}
+RequestHeader._BYTES = {0: _b_RequestHeader_0}
 RequestHeader._FIELDS = (
     _F('RequestApiKey', 'request_api_key', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('RequestApiVersion', 'request_api_version', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -133,9 +133,22 @@ def _j_ResponseHeader_0(o):
     return {'correlationId': o.correlation_id}
 
 
+def _b_ResponseHeader_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.correlation_id)
+
+
+def _b_ResponseHeader_1(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S1.pack(o.correlation_id, 0)
+
+
 ResponseHeader._DECODERS = {0: _d_ResponseHeader_0, 1: _d_ResponseHeader_1}
 ResponseHeader._ENCODERS = {0: _e_ResponseHeader_0, 1: _e_ResponseHeader_1}
 ResponseHeader._JSON = {0: _j_ResponseHeader_0, 1: _j_ResponseHeader_0}
+ResponseHeader._BYTES = {0: _b_ResponseHeader_0, 1: _b_ResponseHeader_1}
 ResponseHeader._FIELDS = (
     _F('CorrelationId', 'correlation_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
 )

@@ -183,6 +183,7 @@ def _j_SaslAuthenticateRequest_0(o):
 SaslAuthenticateRequest._DECODERS = {0: _d_SaslAuthenticateRequest_0, 1: _d_SaslAuthenticateRequest_0, 2: _d_SaslAuthenticateRequest_2}
 SaslAuthenticateRequest._ENCODERS = {0: _e_SaslAuthenticateRequest_0, 1: _e_SaslAuthenticateRequest_1, 2: _e_SaslAuthenticateRequest_2}
 SaslAuthenticateRequest._JSON = {0: _j_SaslAuthenticateRequest_0, 1: _j_SaslAuthenticateRequest_0, 2: _j_SaslAuthenticateRequest_0}
+SaslAuthenticateRequest._BYTES = {}
 SaslAuthenticateRequest._FIELDS = (
     _F('AuthBytes', 'auth_bytes', 'bytes', None, None, (0, 32767), None, None, None, b'', False),
 )

@@ -306,6 +306,7 @@ def _j_SaslAuthenticateResponse_1(o):
 SaslAuthenticateResponse._DECODERS = {0: _d_SaslAuthenticateResponse_0, 1: _d_SaslAuthenticateResponse_1, 2: _d_SaslAuthenticateResponse_2}
 SaslAuthenticateResponse._ENCODERS = {0: _e_SaslAuthenticateResponse_0, 1: _e_SaslAuthenticateResponse_1, 2: _e_SaslAuthenticateResponse_2}
 SaslAuthenticateResponse._JSON = {0: _j_SaslAuthenticateResponse_0, 1: _j_SaslAuthenticateResponse_1, 2: _j_SaslAuthenticateResponse_1}
+SaslAuthenticateResponse._BYTES = {}
 SaslAuthenticateResponse._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorMessage', 'error_message', 'string', None, None, (0, 32767), (0, 32767), None, None, '', False),

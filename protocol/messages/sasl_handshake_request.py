@@ -116,6 +116,7 @@ def _j_SaslHandshakeRequest_0(o):
 SaslHandshakeRequest._DECODERS = {0: _d_SaslHandshakeRequest_0, 1: _d_SaslHandshakeRequest_0}
 SaslHandshakeRequest._ENCODERS = {0: _e_SaslHandshakeRequest_0, 1: _e_SaslHandshakeRequest_1}
 SaslHandshakeRequest._JSON = {0: _j_SaslHandshakeRequest_0, 1: _j_SaslHandshakeRequest_0}
+SaslHandshakeRequest._BYTES = {}
 SaslHandshakeRequest._FIELDS = (
     _F('Mechanism', 'mechanism', 'string', None, None, (0, 32767), None, None, None, '', False),
 )

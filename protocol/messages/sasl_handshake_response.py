@@ -147,6 +147,7 @@ def _j_SaslHandshakeResponse_0(o):
 SaslHandshakeResponse._DECODERS = {0: _d_SaslHandshakeResponse_0, 1: _d_SaslHandshakeResponse_0}
 SaslHandshakeResponse._ENCODERS = {0: _e_SaslHandshakeResponse_0, 1: _e_SaslHandshakeResponse_1}
 SaslHandshakeResponse._JSON = {0: _j_SaslHandshakeResponse_0, 1: _j_SaslHandshakeResponse_0}
+SaslHandshakeResponse._BYTES = {}
 SaslHandshakeResponse._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('Mechanisms', 'mechanisms', 'array', 'string', None, (0, 32767), None, None, None, [], False),

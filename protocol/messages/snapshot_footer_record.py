@@ -109,9 +109,16 @@ def _j_SnapshotFooterRecord_0(o):
     return {'version': o.version}
 
 
+def _b_SnapshotFooterRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.version, 0)
+
+
 SnapshotFooterRecord._DECODERS = {0: _d_SnapshotFooterRecord_0}
 SnapshotFooterRecord._ENCODERS = {0: _e_SnapshotFooterRecord_0}
 SnapshotFooterRecord._JSON = {0: _j_SnapshotFooterRecord_0}
+SnapshotFooterRecord._BYTES = {0: _b_SnapshotFooterRecord_0}
 SnapshotFooterRecord._FIELDS = (
     _F('Version', 'version', 'int16', None, None, (0, 32767), None, None, None, 0, False),
 )

@@ -111,9 +111,16 @@ def _j_SnapshotHeaderRecord_0(o):
     return {'version': o.version, 'lastContainedLogTimestamp': o.last_contained_log_timestamp}
 
 
+def _b_SnapshotHeaderRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.version, o.last_contained_log_timestamp, 0)
+
+
 SnapshotHeaderRecord._DECODERS = {0: _d_SnapshotHeaderRecord_0}
 SnapshotHeaderRecord._ENCODERS = {0: _e_SnapshotHeaderRecord_0}
 SnapshotHeaderRecord._JSON = {0: _j_SnapshotHeaderRecord_0}
+SnapshotHeaderRecord._BYTES = {0: _b_SnapshotHeaderRecord_0}
 SnapshotHeaderRecord._FIELDS = (
     _F('Version', 'version', 'int16', None, None, (0, 32767), None, None, None, 0, False),
     _F('LastContainedLogTimestamp', 'last_contained_log_timestamp', 'int64', None, None, (0, 32767), None, None, None, 0, False),

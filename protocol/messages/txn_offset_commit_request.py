@@ -1236,6 +1236,7 @@ TxnOffsetCommitRequestPartition._JSON = {0: _j_TxnOffsetCommitRequestPartition_0
 TxnOffsetCommitRequest._DECODERS = {0: _d_TxnOffsetCommitRequest_0, 1: _d_TxnOffsetCommitRequest_0, 2: _d_TxnOffsetCommitRequest_2, 3: _d_TxnOffsetCommitRequest_3, 4: _d_TxnOffsetCommitRequest_3, 5: _d_TxnOffsetCommitRequest_3}
 TxnOffsetCommitRequest._ENCODERS = {0: _e_TxnOffsetCommitRequest_0, 1: _e_TxnOffsetCommitRequest_1, 2: _e_TxnOffsetCommitRequest_2, 3: _e_TxnOffsetCommitRequest_3, 4: _e_TxnOffsetCommitRequest_4, 5: _e_TxnOffsetCommitRequest_5}
 TxnOffsetCommitRequest._JSON = {0: _j_TxnOffsetCommitRequest_0, 1: _j_TxnOffsetCommitRequest_0, 2: _j_TxnOffsetCommitRequest_2, 3: _j_TxnOffsetCommitRequest_3, 4: _j_TxnOffsetCommitRequest_3, 5: _j_TxnOffsetCommitRequest_3}
+TxnOffsetCommitRequest._BYTES = {}
 TxnOffsetCommitRequestTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', TxnOffsetCommitRequestPartition, (0, 32767), None, None, None, [], False),

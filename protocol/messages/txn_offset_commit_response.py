@@ -685,6 +685,7 @@ TxnOffsetCommitResponsePartition._JSON = {0: _j_TxnOffsetCommitResponsePartition
 TxnOffsetCommitResponse._DECODERS = {0: _d_TxnOffsetCommitResponse_0, 1: _d_TxnOffsetCommitResponse_0, 2: _d_TxnOffsetCommitResponse_0, 3: _d_TxnOffsetCommitResponse_3, 4: _d_TxnOffsetCommitResponse_3, 5: _d_TxnOffsetCommitResponse_3}
 TxnOffsetCommitResponse._ENCODERS = {0: _e_TxnOffsetCommitResponse_0, 1: _e_TxnOffsetCommitResponse_1, 2: _e_TxnOffsetCommitResponse_2, 3: _e_TxnOffsetCommitResponse_3, 4: _e_TxnOffsetCommitResponse_4, 5: _e_TxnOffsetCommitResponse_5}
 TxnOffsetCommitResponse._JSON = {0: _j_TxnOffsetCommitResponse_0, 1: _j_TxnOffsetCommitResponse_0, 2: _j_TxnOffsetCommitResponse_0, 3: _j_TxnOffsetCommitResponse_0, 4: _j_TxnOffsetCommitResponse_0, 5: _j_TxnOffsetCommitResponse_0}
+TxnOffsetCommitResponse._BYTES = {}
 TxnOffsetCommitResponseTopic._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', TxnOffsetCommitResponsePartition, (0, 32767), None, None, None, [], False),

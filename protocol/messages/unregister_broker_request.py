@@ -111,9 +111,16 @@ def _j_UnregisterBrokerRequest_0(o):
     return {'brokerId': o.broker_id}
 
 
+def _b_UnregisterBrokerRequest_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.broker_id, 0)
+
+
 UnregisterBrokerRequest._DECODERS = {0: _d_UnregisterBrokerRequest_0}
 UnregisterBrokerRequest._ENCODERS = {0: _e_UnregisterBrokerRequest_0}
 UnregisterBrokerRequest._JSON = {0: _j_UnregisterBrokerRequest_0}
+UnregisterBrokerRequest._BYTES = {0: _b_UnregisterBrokerRequest_0}
 UnregisterBrokerRequest._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
 )

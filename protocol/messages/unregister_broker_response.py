@@ -142,6 +142,7 @@ def _j_UnregisterBrokerResponse_0(o):
 UnregisterBrokerResponse._DECODERS = {0: _d_UnregisterBrokerResponse_0}
 UnregisterBrokerResponse._ENCODERS = {0: _e_UnregisterBrokerResponse_0}
 UnregisterBrokerResponse._JSON = {0: _j_UnregisterBrokerResponse_0}
+UnregisterBrokerResponse._BYTES = {}
 UnregisterBrokerResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('ErrorCode', 'error_code', 'int16', None, None, (0, 32767), None, None, None, 0, False),

@@ -1039,6 +1039,7 @@ PartitionData._JSON = {0: _j_PartitionData_0, 1: _j_PartitionData_1, 2: _j_Parti
 VoteRequest._DECODERS = {0: _d_VoteRequest_0, 1: _d_VoteRequest_1, 2: _d_VoteRequest_2}
 VoteRequest._ENCODERS = {0: _e_VoteRequest_0, 1: _e_VoteRequest_1, 2: _e_VoteRequest_2}
 VoteRequest._JSON = {0: _j_VoteRequest_0, 1: _j_VoteRequest_1, 2: _j_VoteRequest_2}
+VoteRequest._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

@@ -793,6 +793,7 @@ NodeEndpoint._JSON = {1: _j_NodeEndpoint_1, 2: _j_NodeEndpoint_1}
 VoteResponse._DECODERS = {0: _d_VoteResponse_0, 1: _d_VoteResponse_1, 2: _d_VoteResponse_1}
 VoteResponse._ENCODERS = {0: _e_VoteResponse_0, 1: _e_VoteResponse_1, 2: _e_VoteResponse_2}
 VoteResponse._JSON = {0: _j_VoteResponse_0, 1: _j_VoteResponse_1, 2: _j_VoteResponse_1}
+VoteResponse._BYTES = {}
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('Partitions', 'partitions', 'array', 'struct', PartitionData, (0, 32767), None, None, None, [], False),

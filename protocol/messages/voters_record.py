@@ -529,6 +529,7 @@ KRaftVersionFeature._JSON = {0: _j_KRaftVersionFeature_0}
 VotersRecord._DECODERS = {0: _d_VotersRecord_0}
 VotersRecord._ENCODERS = {0: _e_VotersRecord_0}
 VotersRecord._JSON = {0: _j_VotersRecord_0}
+VotersRecord._BYTES = {}
 Voter._FIELDS = (
     _F('VoterId', 'voter_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('VoterDirectoryId', 'voter_directory_id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

@@ -716,6 +716,7 @@ WritableTxnMarkerTopic._JSON = {1: _j_WritableTxnMarkerTopic_1, 2: _j_WritableTx
 WriteTxnMarkersRequest._DECODERS = {1: _d_WriteTxnMarkersRequest_1, 2: _d_WriteTxnMarkersRequest_2}
 WriteTxnMarkersRequest._ENCODERS = {1: _e_WriteTxnMarkersRequest_1, 2: _e_WriteTxnMarkersRequest_2}
 WriteTxnMarkersRequest._JSON = {1: _j_WriteTxnMarkersRequest_1, 2: _j_WriteTxnMarkersRequest_2}
+WriteTxnMarkersRequest._BYTES = {}
 WritableTxnMarker._FIELDS = (
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),
     _F('ProducerEpoch', 'producer_epoch', 'int16', None, None, (0, 32767), None, None, None, 0, False),

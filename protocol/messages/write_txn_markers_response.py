@@ -534,6 +534,7 @@ WritableTxnMarkerPartitionResult._JSON = {1: _j_WritableTxnMarkerPartitionResult
 WriteTxnMarkersResponse._DECODERS = {1: _d_WriteTxnMarkersResponse_1, 2: _d_WriteTxnMarkersResponse_1}
 WriteTxnMarkersResponse._ENCODERS = {1: _e_WriteTxnMarkersResponse_1, 2: _e_WriteTxnMarkersResponse_2}
 WriteTxnMarkersResponse._JSON = {1: _j_WriteTxnMarkersResponse_1, 2: _j_WriteTxnMarkersResponse_1}
+WriteTxnMarkersResponse._BYTES = {}
 WritableTxnMarkerResult._FIELDS = (
     _F('ProducerId', 'producer_id', 'int64', None, None, (0, 32767), None, None, None, 0, False),
     _F('Topics', 'topics', 'array', 'struct', WritableTxnMarkerTopicResult, (0, 32767), None, None, None, [], False),
