@@ -29,6 +29,13 @@ PREAMBLE_DEFS = (
     "_URLSAFE = bytes.maketrans(b'+/', b'-_')",
     "_Z16 = bytes(16)",
     "_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode",
+    "_UT = {}  # uuid bytes -> text; topic and broker ids recur",
+    "\n\ndef _tu(r):\n"
+    "    t = '\"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '\"'\n"
+    "    if len(_UT) >= 65536:\n"
+    "        _UT.clear()\n"
+    "    _UT[r] = t\n"
+    "    return t",
 )
 
 
@@ -37,7 +44,7 @@ class Unsupported(Exception):
 
 
 def _uuid_text(x: str) -> str:
-    return f"'\"' + _b2a({x}, newline=False)[:22].translate(_URLSAFE).decode() + '\"'"
+    return f"(_UT.get({x}) or _tu({x}))"
 
 
 def _scalar_text(kind: str, x: str) -> str:
@@ -192,7 +199,7 @@ class TextEmitter:
             c(4, "raise _DecodeError('tag not valid for this version', offset=p)")
         c(3, f"p = {e}")
 
-    def _value_text(self, c: _Code, f: Field, version: int, x: str) -> str:
+    def _value_text(self, c: _Code, f: Field, version: int, x: str, ind: int = 1) -> str:
         """Statements that leave the field's text in a local (or an inline expression)."""
         t = f.type
         nullable = version in f.nullable
@@ -209,53 +216,56 @@ class TextEmitter:
             if el.kind == "struct":
                 items = x
             elif el.kind in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
-                items = f"map(str, {x})"
+                items = None  # a list of ints prints as JSON but for its spaces
             elif el.kind in ("string",):
                 items = f"map(_js, {x})"
             else:
                 items = f"[{_scalar_text(el.kind, 'e')} for e in {x}]"
-            expr = f"'[' + ','.join({items}) + ']'"
+            if items is None:
+                expr = f"(str({x}).replace(' ', '') if {x} else '[]')"
+            else:
+                expr = f"'[' + ','.join({items}) + ']'"
         else:
             expr = _scalar_text(k, x)
         if nullable or k == "struct":
-            c(1, f"{j} = 'null' if {x} is None else {expr}")
+            c(ind, f"{j} = 'null' if {x} is None else {expr}")
         else:
-            c(1, f"{j} = {expr}")
+            c(ind, f"{j} = {expr}")
         return j
 
     def _assemble(self, c: _Code, live: list[Field], version: int, local: dict[str, str]) -> None:
         if not live:
             c(1, "return '{}', p")
             return
-        pieces: list[tuple[str | None, str]] = []  # (condition, text of '"key":value')
-        for f in live:
-            x = local[f.name]
-            cond = _default_check(f, x) if version in f.tagged else None
-            value = self._value_text(c, f, version, x)
-            pieces.append((cond, f'"{lower_camel(f.name)}":{{{value}}}'))
-        if pieces[0][0] is not None:
+        tagged = [version in f.tagged for f in live]
+        if tagged[0]:
             c(1, "q = []")
-            for cond, text in pieces:
-                if cond is None:
-                    c(1, f"q.append(f'{text}')")
-                else:
-                    c(1, f"if {cond}:")
-                    c(2, f"q.append(f'{text}')")
-            c(1, "return '{' + ','.join(q) + '}', p")
-            return
         head: list[str] = []
-        i = 0
-        while i < len(pieces) and pieces[i][0] is None:
-            head.append(pieces[i][1])
-            i += 1
-        if i == len(pieces):
-            c(1, f"return f'{{{{{','.join(head)}}}}}', p")
-            return
-        c(1, f"r = f'{{{{{','.join(head)}'")
-        for cond, text in pieces[i:]:
-            if cond is None:
-                c(1, f"r += f',{text}'")
+        opened = False
+        for f, is_tagged in zip(live, tagged, strict=True):
+            x = local[f.name]
+            key = f'"{lower_camel(f.name)}":'
+            if not is_tagged:
+                value = self._value_text(c, f, version, x)
+                if tagged[0]:
+                    c(1, f"q.append(f'{key}{{{value}}}')")
+                elif not opened:
+                    head.append(f"{key}{{{value}}}")
+                else:
+                    c(1, f"r += f',{key}{{{value}}}'")
+                continue
+            if not tagged[0] and not opened:
+                c(1, f"r = f'{{{{{','.join(head)}'")
+                opened = True
+            c(1, f"if {_default_check(f, x)}:")
+            value = self._value_text(c, f, version, x, ind=2)
+            if tagged[0]:
+                c(2, f"q.append(f'{key}{{{value}}}')")
             else:
-                c(1, f"if {cond}:")
-                c(2, f"r += f',{text}'")
-        c(1, "return r + '}', p")
+                c(2, f"r += f',{key}{{{value}}}'")
+        if tagged[0]:
+            c(1, "return '{' + ','.join(q) + '}', p")
+        elif not opened:
+            c(1, f"return f'{{{{{','.join(head)}}}}}', p")
+        else:
+            c(1, "return r + '}', p")

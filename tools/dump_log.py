@@ -150,6 +150,7 @@ def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> No
     append = lines.append
     last_batch = None
     records = batches = 0
+    start, last_start = "", -1  # the current batch's line start, up to the offset
     for position, base, offset, epoch, timestamp, cols, tail in scan(file):
         error = cols[4]
         if error is None:
@@ -168,8 +169,10 @@ def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> No
         if tail is None:
             append(row_json((cluster, path, kind, position, base, offset, epoch, timestamp, *cols)))
         else:
-            append(f'{head}{position},"batch_base_offset":{base},"offset":{offset},'
-                   f'"leader_epoch":{epoch},"timestamp_ms":{timestamp},{tail}')
+            if position != last_start:
+                last_start = position
+                start = f'{head}{position},"batch_base_offset":{base},"offset":'
+            append(f'{start}{offset},"leader_epoch":{epoch},"timestamp_ms":{timestamp},{tail}')
         if len(lines) >= 4096:
             out.write("\n".join(lines))
             out.write("\n")

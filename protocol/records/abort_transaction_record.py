@@ -58,6 +58,15 @@ class AbortTransactionRecord(Message):
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_AbortTransactionRecord_0(b, p):
@@ -195,9 +204,9 @@ def _t_AbortTransactionRecord_0(b, p):
                 if p != te5:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             p = te5
-    j8 = 'null' if x1 is None else _js(x1)
     q = []
     if x1 is not None:
+        j8 = 'null' if x1 is None else _js(x1)
         q.append(f'"reason":{j8}')
     return '{' + ','.join(q) + '}', p
 

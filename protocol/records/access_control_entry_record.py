@@ -76,6 +76,15 @@ _S3 = _St('>bb')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_AccessControlEntryRecord_0(b, p):
@@ -282,7 +291,7 @@ def _t_AccessControlEntryRecord_0(b, p):
             if te18 > L:
                 raise _DecodeError('tagged field is truncated', offset=p)
             p = te18
-    j19 = '"' + _b2a(x1, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j19 = (_UT.get(x1) or _tu(x1))
     j20 = _js(x3)
     j21 = _js(x5)
     j22 = _js(x6)

@@ -69,6 +69,15 @@ _S2 = _St('>iq')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_BrokerRegistrationChangeRecord_0(b, p):
@@ -511,13 +520,13 @@ def _t_BrokerRegistrationChangeRecord_2(b, p):
                 if p != te9:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             p = te9
-    j11 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x5]) + ']'
     r = f'{{"brokerId":{x1},"brokerEpoch":{x2}'
     if x3 != 0:
         r += f',"fenced":{x3}'
     if x4 != 0:
         r += f',"inControlledShutdown":{x4}'
     if x5:
+        j11 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x5]) + ']'
         r += f',"logDirs":{j11}'
     return r + '}', p
 

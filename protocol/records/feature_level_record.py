@@ -62,6 +62,15 @@ _S1 = _St('>h')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_FeatureLevelRecord_0(b, p):

@@ -83,6 +83,15 @@ _A_int32 = _ARRAY['i']
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_PartitionChangeRecord_0(b, p):
@@ -1161,21 +1170,21 @@ def _t_PartitionChangeRecord_0(b, p):
             elif tag10 in (6, 7, 8):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te12
-    j17 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
-    j18 = 'null' if x3 is None else '[' + ','.join(map(str, x3)) + ']'
-    j19 = 'null' if x5 is None else '[' + ','.join(map(str, x5)) + ']'
-    j20 = 'null' if x6 is None else '[' + ','.join(map(str, x6)) + ']'
-    j21 = 'null' if x7 is None else '[' + ','.join(map(str, x7)) + ']'
+    j17 = (_UT.get(x2) or _tu(x2))
     r = f'{{"partitionId":{x1},"topicId":{j17}'
     if x3 is not None:
+        j18 = 'null' if x3 is None else (str(x3).replace(' ', '') if x3 else '[]')
         r += f',"isr":{j18}'
     if x4 != -2:
         r += f',"leader":{x4}'
     if x5 is not None:
+        j19 = 'null' if x5 is None else (str(x5).replace(' ', '') if x5 else '[]')
         r += f',"replicas":{j19}'
     if x6 is not None:
+        j20 = 'null' if x6 is None else (str(x6).replace(' ', '') if x6 else '[]')
         r += f',"removingReplicas":{j20}'
     if x7 is not None:
+        j21 = 'null' if x7 is None else (str(x7).replace(' ', '') if x7 else '[]')
         r += f',"addingReplicas":{j21}'
     if x8 != -1:
         r += f',"leaderRecoveryState":{x8}'
@@ -1349,26 +1358,26 @@ def _t_PartitionChangeRecord_1(b, p):
             elif tag11 in (6, 7):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te13
-    j19 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
-    j20 = 'null' if x3 is None else '[' + ','.join(map(str, x3)) + ']'
-    j21 = 'null' if x5 is None else '[' + ','.join(map(str, x5)) + ']'
-    j22 = 'null' if x6 is None else '[' + ','.join(map(str, x6)) + ']'
-    j23 = 'null' if x7 is None else '[' + ','.join(map(str, x7)) + ']'
-    j24 = 'null' if x9 is None else '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x9]) + ']'
+    j19 = (_UT.get(x2) or _tu(x2))
     r = f'{{"partitionId":{x1},"topicId":{j19}'
     if x3 is not None:
+        j20 = 'null' if x3 is None else (str(x3).replace(' ', '') if x3 else '[]')
         r += f',"isr":{j20}'
     if x4 != -2:
         r += f',"leader":{x4}'
     if x5 is not None:
+        j21 = 'null' if x5 is None else (str(x5).replace(' ', '') if x5 else '[]')
         r += f',"replicas":{j21}'
     if x6 is not None:
+        j22 = 'null' if x6 is None else (str(x6).replace(' ', '') if x6 else '[]')
         r += f',"removingReplicas":{j22}'
     if x7 is not None:
+        j23 = 'null' if x7 is None else (str(x7).replace(' ', '') if x7 else '[]')
         r += f',"addingReplicas":{j23}'
     if x8 != -1:
         r += f',"leaderRecoveryState":{x8}'
     if x9 is not None:
+        j24 = 'null' if x9 is None else '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x9]) + ']'
         r += f',"directories":{j24}'
     return r + '}', p
 
@@ -1592,32 +1601,32 @@ def _t_PartitionChangeRecord_2(b, p):
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             p = te15
-    j23 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
-    j24 = 'null' if x3 is None else '[' + ','.join(map(str, x3)) + ']'
-    j25 = 'null' if x5 is None else '[' + ','.join(map(str, x5)) + ']'
-    j26 = 'null' if x6 is None else '[' + ','.join(map(str, x6)) + ']'
-    j27 = 'null' if x7 is None else '[' + ','.join(map(str, x7)) + ']'
-    j28 = 'null' if x9 is None else '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x9]) + ']'
-    j29 = 'null' if x10 is None else '[' + ','.join(map(str, x10)) + ']'
-    j30 = 'null' if x11 is None else '[' + ','.join(map(str, x11)) + ']'
+    j23 = (_UT.get(x2) or _tu(x2))
     r = f'{{"partitionId":{x1},"topicId":{j23}'
     if x3 is not None:
+        j24 = 'null' if x3 is None else (str(x3).replace(' ', '') if x3 else '[]')
         r += f',"isr":{j24}'
     if x4 != -2:
         r += f',"leader":{x4}'
     if x5 is not None:
+        j25 = 'null' if x5 is None else (str(x5).replace(' ', '') if x5 else '[]')
         r += f',"replicas":{j25}'
     if x6 is not None:
+        j26 = 'null' if x6 is None else (str(x6).replace(' ', '') if x6 else '[]')
         r += f',"removingReplicas":{j26}'
     if x7 is not None:
+        j27 = 'null' if x7 is None else (str(x7).replace(' ', '') if x7 else '[]')
         r += f',"addingReplicas":{j27}'
     if x8 != -1:
         r += f',"leaderRecoveryState":{x8}'
     if x9 is not None:
+        j28 = 'null' if x9 is None else '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x9]) + ']'
         r += f',"directories":{j28}'
     if x10 is not None:
+        j29 = 'null' if x10 is None else (str(x10).replace(' ', '') if x10 else '[]')
         r += f',"eligibleLeaderReplicas":{j29}'
     if x11 is not None:
+        j30 = 'null' if x11 is None else (str(x11).replace(' ', '') if x11 else '[]')
         r += f',"lastKnownElr":{j30}'
     return r + '}', p
 

@@ -87,6 +87,15 @@ _A_int32 = _ARRAY['i']
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_PartitionRecord_0(b, p):
@@ -968,11 +977,11 @@ def _t_PartitionRecord_0(b, p):
             elif tag16 in (1, 2):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te18
-    j19 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
-    j20 = '[' + ','.join(map(str, x3)) + ']'
-    j21 = '[' + ','.join(map(str, x4)) + ']'
-    j22 = '[' + ','.join(map(str, x5)) + ']'
-    j23 = '[' + ','.join(map(str, x6)) + ']'
+    j19 = (_UT.get(x2) or _tu(x2))
+    j20 = (str(x3).replace(' ', '') if x3 else '[]')
+    j21 = (str(x4).replace(' ', '') if x4 else '[]')
+    j22 = (str(x5).replace(' ', '') if x5 else '[]')
+    j23 = (str(x6).replace(' ', '') if x6 else '[]')
     r = f'{{"partitionId":{x1},"topicId":{j19},"replicas":{j20},"isr":{j21},"removingReplicas":{j22},"addingReplicas":{j23},"leader":{x7}'
     if x8 != 0:
         r += f',"leaderRecoveryState":{x8}'
@@ -1114,17 +1123,17 @@ def _t_PartitionRecord_1(b, p):
             elif tag18 in (1, 2):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te20
-    j21 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
-    j22 = '[' + ','.join(map(str, x3)) + ']'
-    j23 = '[' + ','.join(map(str, x4)) + ']'
-    j24 = '[' + ','.join(map(str, x5)) + ']'
-    j25 = '[' + ','.join(map(str, x6)) + ']'
-    j26 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x11]) + ']'
+    j21 = (_UT.get(x2) or _tu(x2))
+    j22 = (str(x3).replace(' ', '') if x3 else '[]')
+    j23 = (str(x4).replace(' ', '') if x4 else '[]')
+    j24 = (str(x5).replace(' ', '') if x5 else '[]')
+    j25 = (str(x6).replace(' ', '') if x6 else '[]')
     r = f'{{"partitionId":{x1},"topicId":{j21},"replicas":{j22},"isr":{j23},"removingReplicas":{j24},"addingReplicas":{j25},"leader":{x7}'
     if x8 != 0:
         r += f',"leaderRecoveryState":{x8}'
     r += f',"leaderEpoch":{x9}'
     r += f',"partitionEpoch":{x10}'
+    j26 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x11]) + ']'
     r += f',"directories":{j26}'
     return r + '}', p
 
@@ -1314,23 +1323,23 @@ def _t_PartitionRecord_2(b, p):
                 if p != te22:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             p = te22
-    j25 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
-    j26 = '[' + ','.join(map(str, x3)) + ']'
-    j27 = '[' + ','.join(map(str, x4)) + ']'
-    j28 = '[' + ','.join(map(str, x5)) + ']'
-    j29 = '[' + ','.join(map(str, x6)) + ']'
-    j30 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x11]) + ']'
-    j31 = 'null' if x12 is None else '[' + ','.join(map(str, x12)) + ']'
-    j32 = 'null' if x13 is None else '[' + ','.join(map(str, x13)) + ']'
+    j25 = (_UT.get(x2) or _tu(x2))
+    j26 = (str(x3).replace(' ', '') if x3 else '[]')
+    j27 = (str(x4).replace(' ', '') if x4 else '[]')
+    j28 = (str(x5).replace(' ', '') if x5 else '[]')
+    j29 = (str(x6).replace(' ', '') if x6 else '[]')
     r = f'{{"partitionId":{x1},"topicId":{j25},"replicas":{j26},"isr":{j27},"removingReplicas":{j28},"addingReplicas":{j29},"leader":{x7}'
     if x8 != 0:
         r += f',"leaderRecoveryState":{x8}'
     r += f',"leaderEpoch":{x9}'
     r += f',"partitionEpoch":{x10}'
+    j30 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x11]) + ']'
     r += f',"directories":{j30}'
     if x12 is not None:
+        j31 = 'null' if x12 is None else (str(x12).replace(' ', '') if x12 else '[]')
         r += f',"eligibleLeaderReplicas":{j31}'
     if x13 is not None:
+        j32 = 'null' if x13 is None else (str(x13).replace(' ', '') if x13 else '[]')
         r += f',"lastKnownElr":{j32}'
     return r + '}', p
 

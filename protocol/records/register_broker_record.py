@@ -130,6 +130,15 @@ _S9 = _St('>??')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_BrokerEndpoint_0(b, p):
@@ -1725,7 +1734,7 @@ def _t_RegisterBrokerRecord_0(b, p):
             if tag13 in (0,):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te15
-    j16 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j16 = (_UT.get(x2) or _tu(x2))
     j17 = '[' + ','.join(x4) + ']'
     j18 = '[' + ','.join(x5) + ']'
     j19 = 'null' if x6 is None else _js(x6)
@@ -1808,7 +1817,7 @@ def _t_RegisterBrokerRecord_1(b, p):
             if tag14 in (0,):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te16
-    j17 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j17 = (_UT.get(x2) or _tu(x2))
     j18 = '[' + ','.join(x4) + ']'
     j19 = '[' + ','.join(x5) + ']'
     j20 = 'null' if x6 is None else _js(x6)
@@ -1891,7 +1900,7 @@ def _t_RegisterBrokerRecord_2(b, p):
             if tag15 in (0,):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te17
-    j18 = '"' + _b2a(x3, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j18 = (_UT.get(x3) or _tu(x3))
     j19 = '[' + ','.join(x5) + ']'
     j20 = '[' + ','.join(x6) + ']'
     j21 = 'null' if x7 is None else _js(x7)
@@ -1989,13 +1998,13 @@ def _t_RegisterBrokerRecord_3(b, p):
                 if p != te18:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             p = te18
-    j20 = '"' + _b2a(x3, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j20 = (_UT.get(x3) or _tu(x3))
     j21 = '[' + ','.join(x5) + ']'
     j22 = '[' + ','.join(x6) + ']'
     j23 = 'null' if x7 is None else _js(x7)
-    j24 = '[' + ','.join(['"' + _b2a(e, newline=False)[:22].translate(_URLSAFE).decode() + '"' for e in x10]) + ']'
     r = f'{{"brokerId":{x1},"isMigratingZkBroker":{"true" if x2 else "false"},"incarnationId":{j20},"brokerEpoch":{x4},"endPoints":{j21},"features":{j22},"rack":{j23},"fenced":{"true" if x8 else "false"},"inControlledShutdown":{"true" if x9 else "false"}'
     if x10:
+        j24 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x10]) + ']'
         r += f',"logDirs":{j24}'
     return r + '}', p
 

@@ -115,6 +115,15 @@ _S4 = _St('>i16s?')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_ControllerEndpoint_0(b, p):
@@ -683,7 +692,7 @@ def _t_RegisterControllerRecord_0(b, p):
             if te11 > L:
                 raise _DecodeError('tagged field is truncated', offset=p)
             p = te11
-    j12 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j12 = (_UT.get(x2) or _tu(x2))
     j13 = '[' + ','.join(x4) + ']'
     j14 = '[' + ','.join(x5) + ']'
     return f'{{"controllerId":{x1},"incarnationId":{j12},"zkMigrationReady":{"true" if x3 else "false"},"endPoints":{j13},"features":{j14}}}', p

@@ -60,6 +60,15 @@ _S1 = _St('>16s')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_RemoveAccessControlEntryRecord_0(b, p):
@@ -142,7 +151,7 @@ def _t_RemoveAccessControlEntryRecord_0(b, p):
             if te5 > L:
                 raise _DecodeError('tagged field is truncated', offset=p)
             p = te5
-    j6 = '"' + _b2a(x1, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j6 = (_UT.get(x1) or _tu(x1))
     return f'{{"id":{j6}}}', p
 
 

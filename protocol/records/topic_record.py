@@ -62,6 +62,15 @@ _S1 = _St('>16s')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
+_UT = {}  # uuid bytes -> text; topic and broker ids recur
+
+
+def _tu(r):
+    t = '"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    if len(_UT) >= 65536:
+        _UT.clear()
+    _UT[r] = t
+    return t
 
 
 def _d_TopicRecord_0(b, p):
@@ -182,7 +191,7 @@ def _t_TopicRecord_0(b, p):
                 raise _DecodeError('tagged field is truncated', offset=p)
             p = te8
     j9 = _js(x1)
-    j10 = '"' + _b2a(x2, newline=False)[:22].translate(_URLSAFE).decode() + '"'
+    j10 = (_UT.get(x2) or _tu(x2))
     return f'{{"name":{j9},"topicId":{j10}}}', p
 
 

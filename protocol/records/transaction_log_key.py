@@ -101,6 +101,7 @@ def _j_TransactionLogKey_0(o):
 TransactionLogKey._DECODERS = {0: _d_TransactionLogKey_0}
 TransactionLogKey._ENCODERS = {0: _e_TransactionLogKey_0}
 TransactionLogKey._JSON = {0: _j_TransactionLogKey_0}
+TransactionLogKey._BYTES = {}
 TransactionLogKey._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', None, None, (0, 0), None, None, None, '', False),
 )

@@ -582,6 +582,7 @@ PartitionsSchema._JSON = {0: _j_PartitionsSchema_0, 1: _j_PartitionsSchema_0}
 TransactionLogValue._DECODERS = {0: _d_TransactionLogValue_0, 1: _d_TransactionLogValue_1}
 TransactionLogValue._ENCODERS = {0: _e_TransactionLogValue_0, 1: _e_TransactionLogValue_1}
 TransactionLogValue._JSON = {0: _j_TransactionLogValue_0, 1: _j_TransactionLogValue_1}
+TransactionLogValue._BYTES = {}
 PartitionsSchema._FIELDS = (
     _F('Topic', 'topic', 'string', None, None, (0, 32767), None, None, None, '', False),
     _F('PartitionIds', 'partition_ids', 'array', 'int32', None, (0, 32767), None, None, None, [], False),

@@ -111,6 +111,15 @@ def metadata_value(value: bytes | None, types: frozenset[str] | None = None) -> 
     return decoded
 
 
+def text_codec(prefix: bytes) -> tuple[Any, int, str, int] | None:
+    """(text function, type id, type name, version) for values framed with this 3-byte
+    prefix, when a generated text function serves them (see `metadata_text` for its use)."""
+    codec = _codec(prefix)
+    if codec is None or codec[1] is None:
+        return None
+    return codec[1], prefix[1], _TYPE_NAMES[prefix[1]], codec[2]
+
+
 def metadata_text(value: bytes | None, types: frozenset[str] | None = None,
                   ) -> tuple[int, str, int, str | None, str]:
     """`metadata_value` without the data: (type id, type name, version, JSON text, error).

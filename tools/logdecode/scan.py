@@ -31,7 +31,7 @@ from kraftpy.protocol.record_batch import (
 
 from .model import Problem, RecordInfo
 from .paths import LogFile
-from .payload import decode_control, decode_txn, metadata_text
+from .payload import decode_control, decode_txn, metadata_text, text_codec
 from .reader import crc_problem, read_file, walk_batches
 
 # control flag, record type, version, payload (JSON text), error: the last five row columns.
@@ -65,15 +65,33 @@ def json_text(value: str) -> str:
 
 
 class _Caches:
-    """Per `types` filter: tails by value bytes, and (offset delta, timestamp delta, tail) by
-    the record bytes of one-record batches. Bounded: emptied when full."""
+    """Per `types` filter: tails by value bytes, (offset delta, timestamp delta, tail) by the
+    record bytes of one-record batches, and what a frame prefix (type and version) needs to
+    write a tail: the text function and the tail's start (or False: not kept by `types`, None:
+    the general way). Bounded: emptied when full."""
 
     def __init__(self) -> None:
         self.values: dict[bytes, tuple[Cols, str] | None] = {}
         self.singles: dict[bytes, tuple[int, int, Cols | None, str | None]] = {}
+        self.prefixes: dict[bytes, tuple[Any, str, int, str] | bool | None] = {}
 
 
 _CACHES: dict[frozenset[str] | None, _Caches] = {}
+
+
+def _prefix_way(prefix: bytes, types: frozenset[str] | None,
+                prefixes: dict[bytes, tuple[Any, str, int, str] | bool | None],
+                ) -> tuple[Any, str, int, str] | bool | None:
+    found = text_codec(prefix) if len(prefix) == 3 else None
+    way: tuple[Any, str, int, str] | bool | None = None
+    if found is not None:
+        fn, _, name, version = found
+        if types is not None and name not in types:
+            way = False
+        else:
+            way = (fn, name, version, json_tail((False, name, version, "", None))[:-14])
+    prefixes[bytes(prefix)] = way
+    return way
 
 
 def _value_tail(value: bytes | None, types: frozenset[str] | None,
@@ -83,6 +101,24 @@ def _value_tail(value: bytes | None, types: frozenset[str] | None,
         hit = cache.get(value, False)
         if hit is not False:
             return hit  # type: ignore[return-value]
+        prefixes = _CACHES[types].prefixes
+        way = prefixes.get(value[:3], True)
+        if way is True:
+            way = _prefix_way(value[:3], types, prefixes)
+        if way is False:
+            return None
+        if way is not None:  # the usual case: text straight from the bytes
+            fn, name, version, lead = way  # type: ignore[misc]
+            try:
+                text, end = fn(value, 3)
+            except Exception:  # noqa: BLE001 - the general way below names the damage
+                end = -1
+            if end == len(value):
+                tail = ((False, name, version, text, None), f'{lead}{text},"error":null}}')
+                if len(cache) >= _CACHE_LIMIT:
+                    cache.clear()
+                cache[value if type(value) is bytes else bytes(value)] = tail
+                return tail
     _, name, version, text, error = metadata_text(value, types)
     tail: tuple[Cols, str] | None = None
     if types is None or name in types:
@@ -108,8 +144,8 @@ def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None
     if caches is None:
         caches = _CACHES[types] = _Caches()
     values, singles = caches.values, caches.singles
-    txn = file.is_transaction_log
-    single = -1 if txn else 1  # the record count that takes the fast path (none for txn)
+    txn = file.is_transaction_log  # its batches all take the general way
+    get = values.get
     unpack = _HEADER.unpack_from
     view = memoryview(data)
     crc_of = crc32c.crc32c
@@ -120,17 +156,31 @@ def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None
         stop = pos + LOG_OVERHEAD + length
         if length < _MIN_LENGTH or magic != 2 or stop > end or count < 0 or delta < 0:
             break
-        if count == single and not attrs & _PLAIN_DATA \
-                and crc_of(view[pos + _CRC_START:stop]) == crc:
-            key = data[pos + RECORD_BATCH_OVERHEAD:stop]
-            hit = singles.get(key)
-            if hit is None:
-                hit = _learn_single(RecordBatch(data, pos), key, types, values, singles)
-            if hit is not None:
-                if hit[2] is not None:
-                    yield pos, base, base + hit[0], epoch, base_ts + hit[1], hit[2], hit[3]
-                pos = stop
-                continue
+        if not attrs & _PLAIN_DATA and not txn and crc_of(view[pos + _CRC_START:stop]) == crc:
+            if count == 1:
+                key = data[pos + RECORD_BATCH_OVERHEAD:stop]
+                hit = singles.get(key)
+                if hit is None:
+                    hit = _learn_single(RecordBatch(data, pos), key, types, values, singles)
+                if hit is not None:
+                    if hit[2] is not None:
+                        yield pos, base, base + hit[0], epoch, base_ts + hit[1], hit[2], hit[3]
+                    pos = stop
+                    continue
+            else:  # a plain batch of several metadata records: their tails, inline
+                try:
+                    records = RecordBatch(data, pos).records()
+                except DecodeError:
+                    records = None  # the general way reports it
+                if records is not None:
+                    for offset, timestamp, _key, value, _headers in records:
+                        tail = get(value, False) if value is not None else False
+                        if tail is False:
+                            tail = _value_tail(value, types, values)
+                        if tail is not None:
+                            yield pos, base, offset, epoch, timestamp, tail[0], tail[1]
+                    pos = stop
+                    continue
         yield from _batch(path, RecordBatch(data, pos), types, values, txn)
         pos = stop
     if pos < end:  # a header that does not frame: the general walk reports it
@@ -186,8 +236,11 @@ def _batch(path: str, batch: RecordBatch, types: frozenset[str] | None,
                           None if rec.error else rec.json, rec.error or None)
             yield position, base, offset, epoch, timestamp, cols, json_tail(cols)
         return
+    get = values.get
     for offset, timestamp, _key, value, _headers in records:
-        tail = _value_tail(value, types, values)
+        tail = get(value, False) if value is not None else False  # type: ignore[call-overload]
+        if tail is False:
+            tail = _value_tail(value, types, values)
         if tail is not None:
             yield position, base, offset, epoch, timestamp, tail[0], tail[1]
 
