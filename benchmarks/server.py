@@ -5,12 +5,15 @@
 The peer is the Python networking limit on this machine: a trio server that reads Kafka frames
 with kraftpy's own FrameReader and answers each with fixed bytes, deciding nothing. Both run as
 their own processes; the load comes from this one (a selector loop over pre-encoded requests,
-cheaper per answer than either server, so it is not what limits them: the last column shows
-its CPU time per answer in the echo runs). Printed per row: requests/s, p50/p99 latency and
-server CPU time per request for both, the ratio of rates (best of alternating runs) and of CPU
-costs (median), and kraftpy's p99/p50. Rows: InitProducerId with 1, 8 and 64 connections (one
-request in flight each) and 64 connections with 16 pipelined each; then AllocateProducerIds/s
-from 16 registered brokers (each block fsynced before its answer).
+cheaper per answer than either server, so it is not what limits them: the `load us` column
+shows its CPU time per answer in the echo runs). Printed per row: requests/s, p50/p99 latency
+and server CPU time per request for both, the ratio of rates (best of alternating runs) and of
+CPU costs (median), kraftpy's p99/p50, and the share of kraftpy's answers that carry an error
+code (median): COORDINATOR_LOAD_IN_PROGRESS while the next id block's record is not yet
+fsynced, which a fast enough load reaches (the node claims 1000 ids at a time, the next one
+at 90% used). Rows: InitProducerId with 1, 8 and 64 connections (one request in flight each)
+and 64 connections with 16 pipelined each; then AllocateProducerIds/s from 16 registered
+brokers (each block fsynced before its answer).
 """
 
 from __future__ import annotations
@@ -98,9 +101,15 @@ class FrameStream:
             self.buf += data
 
 
+# Where an InitProducerId v4 answer's error code sits: size, correlation id, the header's
+# empty tag section, ThrottleTimeMs.
+ERROR_AT = 4 + 4 + 1 + 4
+
+
 def load(port: int, connections: int, depth: int, seconds: float, request: bytes
-         ) -> tuple[int, list[float]]:
-    """Keep `depth` requests in flight on each connection for `seconds`.
+         ) -> tuple[int, list[float], int]:
+    """Keep `depth` requests in flight on each connection for `seconds`; (answers, latencies,
+    answers with an error code).
 
     A plain selector loop, not trio: per answer it costs a few microseconds, well below what
     either server spends, so the servers and not the load decide the rate (a trio client
@@ -111,7 +120,7 @@ def load(port: int, connections: int, depth: int, seconds: float, request: bytes
     append = latencies.append
     size_at = struct.Struct(">i").unpack_from
     now = time.perf_counter
-    done = 0
+    done = errors = 0
     socks = []
     for _ in range(connections):
         sock = socket.create_connection((HOST, port))
@@ -139,6 +148,8 @@ def load(port: int, connections: int, depth: int, seconds: float, request: bytes
                     size = size_at(buf, pos)[0]
                     if length - pos - 4 < size:
                         break
+                    if size > ERROR_AT and (buf[pos + ERROR_AT] or buf[pos + ERROR_AT + 1]):
+                        errors += 1
                     pos += 4 + size
                     n += 1
                 if not n:
@@ -158,7 +169,7 @@ def load(port: int, connections: int, depth: int, seconds: float, request: bytes
         sel.close()
         for sock in socks:
             sock.close()
-    return done, latencies
+    return done, latencies, errors
 
 
 def summary(done: int, latencies: list[float], seconds: float) -> tuple[float, float, float]:
@@ -179,18 +190,19 @@ class Run:
     p99_ms: float
     server_us: float  # server CPU per request
     client_us: float  # load generator CPU per request
+    error_share: float  # answers with an error code (no id ready: COORDINATOR_LOAD_IN_PROGRESS)
 
 
 def measure(pid: int, port: int, conns: int, depth: int, seconds: float, request: bytes) -> Run:
     own = os.times()
     cpu0, t0 = cpu_seconds(pid), time.perf_counter()
-    done, lat = load(port, conns, depth, seconds, request)
+    done, lat, errors = load(port, conns, depth, seconds, request)
     elapsed = time.perf_counter() - t0
     cpu = cpu_seconds(pid) - cpu0
     after = os.times()
     client = (after.user - own.user) + (after.system - own.system)
     rate, p50, p99 = summary(done, lat, elapsed)
-    return Run(rate, p50, p99, cpu / done * 1e6, client / done * 1e6)
+    return Run(rate, p50, p99, cpu / done * 1e6, client / done * 1e6, errors / done)
 
 
 # --- brokers -----------------------------------------------------------------------------------
@@ -322,7 +334,7 @@ def main() -> int:
             print(f"{'conns x in flight':>17} | {'kraftpy req/s':>13} {'p50 ms':>7} "
                   f"{'p99 ms':>7} {'CPU us':>6} | {'echo req/s':>10} {'p50 ms':>7} "
                   f"{'p99 ms':>7} {'CPU us':>6} | {'ratio':>5} {'by CPU':>6} "
-                  f"{'p99/p50':>7} {'load us':>7}")
+                  f"{'p99/p50':>7} {'load us':>7} {'errors':>6}")
             for conns, depth in ((1, 1), (8, 1), (64, 1), (64, 16)):
                 # Alternate the two servers (and who goes first) and keep each one's best
                 # run: the machine is shared, and a burst of someone else's work should not
@@ -338,10 +350,12 @@ def main() -> int:
                 k_cpu = statistics.median(run.server_us for run in runs[client])
                 e_cpu = statistics.median(run.server_us for run in runs[echo_port])
                 load_us = max(run.client_us for run in runs[echo_port])
+                errors = statistics.median(run.error_share for run in runs[client])
                 print(f"{f'{conns} x {depth}':>17} | {k.rate:>13,.0f} {k.p50_ms:>7.2f} "
                       f"{k.p99_ms:>7.2f} {k_cpu:>6.1f} | {e.rate:>10,.0f} {e.p50_ms:>7.2f} "
                       f"{e.p99_ms:>7.2f} {e_cpu:>6.1f} | {k.rate / e.rate:>5.0%} "
-                      f"{e_cpu / k_cpu:>6.0%} {k.p99_ms / k.p50_ms:>6.1f}x {load_us:>7.1f}")
+                      f"{e_cpu / k_cpu:>6.0%} {k.p99_ms / k.p50_ms:>6.1f}x {load_us:>7.1f} "
+                      f"{errors:>6.0%}")
             done, lat = trio.run(allocate_load, controller, cluster_id(data), 16, args.seconds)
             rate, p50, p99 = summary(done, lat, args.seconds)
             print(f"AllocateProducerIds, 16 brokers (durable): {rate:,.0f} blocks/s, "

@@ -248,6 +248,7 @@ class Server:
         # on the connection, so frames are never interleaved and no lock is needed.
         outgoing: list[bytes] = []
         idle = self._idle
+        now = trio.lowlevel.current_clock().current_time  # trio.current_time, resolved once
         while True:
             try:
                 frame = reader.next_frame()
@@ -263,7 +264,7 @@ class Server:
                     return
                 # Waiting costs no cancel scope per request: `_reap_idle` (and `drain`)
                 # close the socket of a connection that waits too long.
-                idle[raw] = (conn, trio.current_time())
+                idle[raw] = (conn, now())
                 try:
                     data = await io.receive()
                 except (trio.ClosedResourceError, trio.BrokenResourceError):
