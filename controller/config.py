@@ -34,6 +34,9 @@ KAFKA_DEFAULTS: dict[str, str] = {
     "socket.request.max.bytes": "104857600",
     "connections.max.idle.ms": "600000",
     "metadata.log.segment.bytes": str(1024 * 1024 * 1024),
+    "metadata.log.segment.ms": str(7 * 24 * 60 * 60 * 1000),
+    "metadata.max.retention.bytes": str(100 * 1024 * 1024),
+    "metadata.max.retention.ms": str(7 * 24 * 60 * 60 * 1000),
     "metadata.log.max.record.bytes.between.snapshots": str(20 * 1024 * 1024),
     "metadata.log.max.snapshot.interval.ms": "3600000",
     "metadata.max.idle.interval.ms": "500",
@@ -81,6 +84,9 @@ class ServerConfig:
     snapshot_interval_ms: int
     metadata_max_idle_interval_ms: int
     producer_id_quota_per_broker: float
+    metadata_log_segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    metadata_max_retention_bytes: int = 100 * 1024 * 1024  # -1: no size limit
+    metadata_max_retention_ms: int = 7 * 24 * 60 * 60 * 1000  # -1: no time limit
     extra: dict[str, str] = field(default_factory=dict)
 
     def is_controller_listener(self, name: str) -> bool:
@@ -300,6 +306,9 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
         snapshot_interval_ms=_int(merged, "metadata.log.max.snapshot.interval.ms"),
         metadata_max_idle_interval_ms=_int(merged, "metadata.max.idle.interval.ms"),
         producer_id_quota_per_broker=_float(merged, "producer.id.allocation.quota.per.broker"),
+        metadata_log_segment_ms=_int(merged, "metadata.log.segment.ms", minimum=1),
+        metadata_max_retention_bytes=_int(merged, "metadata.max.retention.bytes", minimum=-1),
+        metadata_max_retention_ms=_int(merged, "metadata.max.retention.ms", minimum=-1),
         extra={k: v for k, v in merged.items() if k not in known},
     )
 

@@ -20,6 +20,7 @@ from kraftpy.controller.config import ServerConfig
 from kraftpy.controller.feature_control import SUPPORTED_FEATURES
 from kraftpy.controller.log import files
 from kraftpy.controller.log.partition_log import LogCorruptError
+from kraftpy.controller.log.retention import RetentionPolicy
 from kraftpy.controller.log.snapshots import SnapshotError
 from kraftpy.controller.log.storage import (
     MetadataStorage,
@@ -108,6 +109,9 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
             policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
                                   interval_ms=config.snapshot_interval_ms),
             background_snapshots=True,  # written in a worker thread beside the commits
+            segment_ms=config.metadata_log_segment_ms,
+            retention=RetentionPolicy(max_bytes=config.metadata_max_retention_bytes,
+                                      max_ms=config.metadata_max_retention_ms),
         )
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
         raise RecoveryError(str(exc)) from None

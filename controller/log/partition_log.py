@@ -96,9 +96,11 @@ class PartitionLog:
         read_only: bool = False,
         contiguous: bool = True,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        segment_ms: int | None = None,
     ) -> None:
         self.directory = Path(directory)
         self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms
         self.max_batch_bytes = max_batch_bytes
         self.read_only = read_only
         self.contiguous = contiguous
@@ -133,6 +135,7 @@ class PartitionLog:
         contiguous: bool = True,
         create: bool = True,
         max_batch_bytes: int = MAX_BATCH_BYTES,
+        segment_ms: int | None = None,
     ) -> PartitionLog:
         """Open (creating when `create`) and recover a partition directory.
 
@@ -148,6 +151,7 @@ class PartitionLog:
             read_only=read_only,
             contiguous=contiguous,
             max_batch_bytes=max_batch_bytes,
+            segment_ms=segment_ms,
         )
         d = self.directory
         if not d.is_dir():
@@ -392,6 +396,15 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
+    def size_from(self, offset: int) -> int:
+        """The log's size once the segments wholly below `offset` are deleted."""
+        segs = self.segments
+        return sum(
+            seg.size
+            for i, seg in enumerate(segs)
+            if not (i + 1 < len(segs) and segs[i + 1].base_offset <= offset)
+        )
+
     # --- appending -----------------------------------------------------------------------
     def append(
         self,
@@ -430,6 +443,25 @@ class PartitionLog:
         seals it first. An operation that cannot fit any batch raises ValueError, and then
         nothing changed.
         """
+        if keys is None and values and not self.read_only:
+            # The common case first: null keys, joining an open batch of the same epoch.
+            try:
+                size = RECORD_OVERHEAD_BOUND * len(values) + sum(map(len, values))
+            except TypeError:  # a null value: the general path below
+                size = -1
+            if size >= 0:
+                with self._lock:
+                    opened = self._open_values
+                    if (
+                        opened
+                        and self._open_keys is None
+                        and leader_epoch == self._open_epoch
+                        and self._open_bytes + size <= self.max_batch_bytes - RECORD_BATCH_OVERHEAD
+                    ):
+                        base = self._open_base + len(opened)
+                        opened.extend(values)
+                        self._open_bytes += size
+                        return base
         if self.read_only:
             raise files.LogDirError(f"{self.directory} is open read-only")
         count = len(values)
@@ -548,12 +580,24 @@ class PartitionLog:
     def _place(self, raw: bytes, base: int, next_offset: int, max_timestamp: int) -> None:
         """Queue a built batch at the log end (lock held), rolling the segment if full."""
         seg = self.segments[-1]
-        if seg.size > 0 and seg.size + len(raw) > self.segment_bytes:
+        if seg.size > 0 and (
+            seg.size + len(raw) > self.segment_bytes or self._aged(seg, max_timestamp)
+        ):
             seg = self._roll()
+        if seg.size == 0:
+            seg.first_timestamp = max_timestamp
         seg.indexes.on_batch(next_offset - 1, seg.size, len(raw), max_timestamp)
         self._pending += raw
         seg.size += len(raw)
         seg.next_offset = next_offset
+
+    def _aged(self, seg: Segment, timestamp: int) -> bool:
+        """segment.ms, as Kafka's LogSegment.shouldRoll: the new batch's timestamp is more than
+        segment_ms past the segment's first batch's."""
+        if self.segment_ms is None:
+            return False
+        first = seg.first_batch_timestamp()
+        return first is not None and first >= 0 and timestamp - first > self.segment_ms
 
     def _roll(self) -> Segment:
         # Called with the lock held: the old segment's pending bytes go out first.

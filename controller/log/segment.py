@@ -71,7 +71,20 @@ class Segment:
         self.indexes = SegmentIndexes(self.path, base_offset)
         self.size = self.path.stat().st_size if self.path.exists() else 0
         self.next_offset = base_offset  # set by recovery / appends
+        self.first_timestamp: int | None = None  # the first batch's max timestamp, once known
         self._fd: int | None = None
+
+    def first_batch_timestamp(self) -> int | None:
+        """The first batch's max timestamp (what segment.ms is measured from), read once."""
+        if self.first_timestamp is None and self.size > 0:
+            try:
+                with open(self.path, "rb") as f:
+                    head = f.read(RECORD_BATCH_OVERHEAD)
+                if len(head) == RECORD_BATCH_OVERHEAD:
+                    self.first_timestamp = RecordBatch(head).max_timestamp
+            except OSError:
+                return None
+        return self.first_timestamp
 
     @property
     def fd(self) -> int:
@@ -97,6 +110,8 @@ class Segment:
             f.flush()
             os.fsync(f.fileno())
         self.size = position
+        if position == 0:
+            self.first_timestamp = None
         self.indexes.truncate_after(position)
 
     def close(self) -> None:

@@ -231,6 +231,29 @@ def read_snapshot(path: Path, snapshot_id: SnapshotId | None = None) -> Snapshot
     return Snapshot(path, snapshot_id, header_ts, values, control)
 
 
+def read_snapshot_timestamp(path: Path) -> int | None:
+    """The LastContainedLogTimestamp of a snapshot's header, reading its first batch only
+    (retention by time); None when that batch does not read back."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12:
+                return None
+            length = int.from_bytes(head[8:12], "big", signed=True)
+            if not 0 < length <= MAX_BATCH_BYTES:
+                return None
+            data = head + f.read(length)
+        for batch in iter_record_batches(data):
+            if batch.base_offset == 0 and batch.is_control:
+                for record in batch.records():
+                    if parse_control_key(record.key) == ControlType.SNAPSHOT_HEADER:
+                        return int.from_bytes((record.value or b"")[2:10], "big", signed=True)
+            break
+    except (OSError, DecodeError):
+        return None
+    return None
+
+
 def load_newest_snapshot(directory: Path, *, below_or_at: int | None = None) -> Snapshot | None:
     """The newest snapshot that reads back whole, skipping damaged ones with a warning."""
     for sid, path in reversed(list_snapshots(directory)):

@@ -26,14 +26,17 @@ from typing import Any
 
 from kraftpy.controller.log import files
 from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.log.retention import RetentionPolicy, SnapshotInfo, snapshots_to_drop
 from kraftpy.controller.log.snapshots import (
     Snapshot,
     SnapshotId,
     clean_partial_snapshots,
     delete_snapshots_before,
     encode_snapshot,
+    list_snapshots,
     load_newest_snapshot,
     read_snapshot,
+    read_snapshot_timestamp,
     write_checkpoint_file,
     write_snapshot,
 )
@@ -172,14 +175,35 @@ class SnapshotJob:
             timestamp=self.now_ms,
         )
         log.info("snapshot %s written (%d records)", sid.file_name, len(self.values))
-        storage.metadata.delete_segments_below(sid.end_offset)  # only now that it is renamed
-        delete_snapshots_before(mdir, sid, keep=1)
+        storage._trim_after_snapshot(sid, self.last_contained_log_timestamp, self.now_ms)
 
     def finish(self) -> None:
         self.storage._snapshot_written(self)
 
     def abandon(self) -> None:
         """The write failed or never ran: a later commit may try again."""
+        self.storage._job = None
+
+
+@dataclass
+class RetentionJob:
+    """Deleting what metadata.max.retention.* let go, in a worker thread (nothing to wait for:
+    every snapshot on disk is committed)."""
+
+    storage: MetadataStorage
+    now_ms: int
+    end_offset: int = 0
+
+    def write(self) -> None:
+        self.storage._apply_retention(self.now_ms)
+
+    def finish(self) -> None:
+        self.storage._job = None
+        self.storage._last_snapshot_bytes = self.storage._bytes_at(
+            self.storage._last_snapshot_offset
+        )
+
+    def abandon(self) -> None:
         self.storage._job = None
 
 # (record class, version) -> (frame prefix, the generated encoder), once a record of that
@@ -242,8 +266,16 @@ class MetadataStorage:
         read_only: bool = False,
         with_txn_log: bool = True,
         background_snapshots: bool = False,
+        segment_ms: int | None = None,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
+        # metadata.log.segment.ms: a segment older than this (by record timestamps) is rolled.
+        self.segment_ms = segment_ms
+        # metadata.max.retention.*: None keeps only the newest snapshot's suffix and one older
+        # snapshot; a policy keeps older snapshots and segments until it lets them go (Kafka).
+        self.retention = retention
+        self._snapshots: list[tuple[SnapshotId, SnapshotInfo]] = []
         # True (the node): `after_commit` hands back a SnapshotJob for a worker thread.
         self.background_snapshots = background_snapshots
         self._job: SnapshotJob | None = None
@@ -302,8 +334,15 @@ class MetadataStorage:
             recovery_point=recovery_point,
             start_offset=newest.snapshot_id.end_offset if newest else 0,
             segment_bytes=self.segment_bytes,
+            segment_ms=self.segment_ms,
             read_only=self.read_only,
         )
+        if self.retention is not None and mdir.is_dir():
+            self._snapshots = [
+                (sid, SnapshotInfo(sid.end_offset, path.stat().st_size,
+                                   read_snapshot_timestamp(path)))
+                for sid, path in list_snapshots(mdir)
+            ]
         if newest is not None and newest.snapshot_id.end_offset > self.metadata.log_end_offset:
             if self.read_only:
                 log.warning("%s: snapshot %s is past the log end", mdir, newest.path.name)
@@ -437,7 +476,10 @@ class MetadataStorage:
         may share until the next flush); returns the offsets of its first records."""
         records = result.records
         if records:
-            values = [_encode_value(r, v) for r, v in records]
+            if len(records) == 1:
+                values = [_encode_value(*records[0])]
+            else:
+                values = [_encode_value(r, v) for r, v in records]
             offset = self.metadata.accumulate(
                 values, leader_epoch=self.leader_epoch, timestamp=now_ms
             )
@@ -480,6 +522,13 @@ class MetadataStorage:
             ms_since=now_ms - self._last_snapshot_ms,
             new_records=hwm > self._last_snapshot_offset,
         ):
+            if self._retention_due(now_ms) == 0:
+                return None
+            if self.background_snapshots:
+                self._job = RetentionJob(self, now_ms)
+                return self._job
+            self._apply_retention(now_ms)
+            self._last_snapshot_bytes = self._bytes_at(self._last_snapshot_offset)
             return None
         if self.background_snapshots:
             return self.begin_snapshot(controller, now_ms)
@@ -527,10 +576,45 @@ class MetadataStorage:
         log.info("snapshot %s written (%d records)", sid.file_name, len(values))
         self._last_snapshot_offset = hwm
         self._last_snapshot_ms = now_ms
-        self.metadata.delete_segments_below(hwm)
-        delete_snapshots_before(self.log_dir / METADATA_PARTITION, sid, keep=1)
+        self._trim_after_snapshot(sid, last_ts, now_ms)
         self._last_snapshot_bytes = self._bytes_at(hwm)
         return sid
+
+    def _trim_after_snapshot(self, sid: SnapshotId, last_ts: int, now_ms: int) -> None:
+        """Once a snapshot is renamed into place: what it (or retention) lets go."""
+        mdir = self.log_dir / METADATA_PARTITION
+        if self.retention is None:
+            self.metadata.delete_segments_below(sid.end_offset)
+            delete_snapshots_before(mdir, sid, keep=1)
+            return
+        size = (mdir / sid.file_name).stat().st_size
+        self._snapshots = [*self._snapshots, (sid, SnapshotInfo(sid.end_offset, size, last_ts))]
+        self._apply_retention(now_ms)
+
+    def _retention_due(self, now_ms: int) -> int:
+        """How many snapshots retention lets go now (0 without a policy)."""
+        if self.retention is None or len(self._snapshots) < 2:
+            return 0
+        return snapshots_to_drop(
+            [info for _, info in self._snapshots],
+            log_bytes=self.metadata.size_bytes,
+            log_bytes_from=self.metadata.size_from,
+            now_ms=now_ms,
+            policy=self.retention,
+        )
+
+    def _apply_retention(self, now_ms: int) -> None:
+        """Kafka's deleteBeforeSnapshot: segments wholly below the oldest kept snapshot, then
+        the older snapshots."""
+        dropped = self._retention_due(now_ms)
+        if not dropped:
+            return
+        keep_from, _ = self._snapshots[dropped]
+        self.metadata.delete_segments_below(keep_from.end_offset)
+        delete_snapshots_before(self.log_dir / METADATA_PARTITION, keep_from, keep=0)
+        self._snapshots = self._snapshots[dropped:]
+        log.info("retention: %d older snapshot(s) deleted; the log now starts at or before %d",
+                 dropped, keep_from.end_offset)
 
     def _epoch_of(self, offset: int) -> int:
         epoch = 0
