@@ -100,7 +100,7 @@ def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, wr
     batch: BatchInfo | None = None
     pending: list[str] = []  # the current batch's line and its records' lines
     hidden = 0  # NoOpRecords of the current batch left out by --skip-noop
-    for event in read_log_file(file, payloads=write):
+    for event in read_log_file(file, payloads=write, with_data=False):
         if type(event) is RecordInfo:
             assert batch is not None
             name = event.type_name or event.kind

@@ -170,6 +170,17 @@ def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, pay
         metadata_value(value, types)
 
 
+def decode_metadata_text(rec: RecordInfo, key: bytes | None, value: bytes | None,
+                         payloads: bool, types: frozenset[str] | None,
+                         objects: bool = False) -> None:
+    """`decode_metadata` for readers of the JSON text only: `data` stays None."""
+    if objects or not payloads:
+        decode_metadata(rec, key, value, payloads, types, objects)
+        return
+    rec.kind = "metadata"
+    rec.type_id, rec.type_name, rec.version, rec.json, rec.error = metadata_text(value, types)
+
+
 # Kafka's names for the control types, as its dump tool prints them.
 CONTROL_NAMES = {0: "ABORT", 1: "COMMIT", 2: "LeaderChange", 3: "SnapshotHeader",
                  4: "SnapshotFooter", 5: "KRaftVersion", 6: "KRaftVoters"}

@@ -22,7 +22,7 @@ from kraftpy.protocol.record_batch import (
 
 from .model import BatchInfo, Problem, RecordInfo, batch_info
 from .paths import LogFile
-from .payload import decode_control, decode_metadata, decode_txn
+from .payload import decode_control, decode_metadata, decode_metadata_text, decode_txn
 
 Event = BatchInfo | RecordInfo | Problem
 
@@ -59,15 +59,22 @@ def crc_problem(path: str, batch: RecordBatch) -> Problem:
 
 
 def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = True,
-                  types: frozenset[str] | None = None, objects: bool = False) -> Iterator[Event]:
+                  types: frozenset[str] | None = None, objects: bool = False,
+                  with_data: bool = True) -> Iterator[Event]:
     """Yield each batch, then its records, with Problems where the bytes are damaged.
 
     `payloads=False` skips value decoding (type names are still read); `types` limits full
     decoding to those record type names (others keep type and version, no data); `objects`
-    keeps each decoded record object on `RecordInfo.record` (for replay).
+    keeps each decoded record object on `RecordInfo.record` (for replay); `with_data=False`
+    leaves a metadata record's `data` None and writes only its JSON text (faster).
     """
     path = str(file.path)
-    decode_value = decode_txn if file.is_transaction_log else decode_metadata
+    if file.is_transaction_log:
+        decode_value = decode_txn
+    elif with_data:
+        decode_value = decode_metadata
+    else:
+        decode_value = decode_metadata_text
     for batch in walk_batches(file, data):
         if type(batch) is Problem:
             yield batch
