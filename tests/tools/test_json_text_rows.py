@@ -89,3 +89,23 @@ def test_dump_log_loads_only_the_codecs_it_needs(tmp_path: Path) -> None:
     assert "kraftpy.protocol.registry" not in loaded
     assert not [m for m in loaded if m.startswith("kraftpy.protocol.messages.")]
     assert "kraftpy.protocol.records.transaction_log_value" not in loaded
+
+
+def test_reader_without_data_gives_the_same_text(tmp_path: Path) -> None:
+    from kraftpy.tools.logdecode.model import RecordInfo
+    from kraftpy.tools.logdecode.paths import expand
+    from kraftpy.tools.logdecode.reader import read_log_file
+
+    log_dir = tmp_path / "c" / "__cluster_metadata-0"
+    realistic_cluster(log_dir, records=2000, seed=3)
+    records = 0
+    for file in expand([log_dir]):
+        full = [e for e in read_log_file(file) if type(e) is RecordInfo]
+        lean = [e for e in read_log_file(file, with_data=False) if type(e) is RecordInfo]
+        assert len(full) == len(lean)
+        for a, b in zip(full, lean, strict=True):
+            assert (a.type_id, a.type_name, a.version, a.json, a.error) == \
+                (b.type_id, b.type_name, b.version, b.json, b.error)
+            assert b.data is None and a.data is not None
+        records += len(full)
+    assert records >= 2000
