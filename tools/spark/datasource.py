@@ -110,15 +110,14 @@ def _arrow_schema():
 
 
 def _to_arrow(pa, schema, head: tuple[str, str, str], items: list[Item]):
-    """cluster, file and file_kind are the same on every row of a file; the last five columns
-    come from few distinct (shared) tails, so each is built once and gathered by index."""
+    """cluster, file and file_kind are the same on every row of a file. The last five columns
+    come from the decoder's shared column tuples, converted as one struct column in a single
+    pass and split (cheaper than a list per column, or a gather of distinct values when most
+    of them are distinct)."""
     n = len(items)
-    types = schema.types
-    arrays = [pa.repeat(pa.scalar(value, types[i]), n) for i, value in enumerate(head)]
-    arrays += [pa.array(list(map(itemgetter(i), items)), type=types[3 + i]) for i in range(5)]
-    tails = list(map(itemgetter(5), items))
-    distinct = list({id(t): t for t in tails}.values())
-    index = {id(t): i for i, t in enumerate(distinct)}
-    take = pa.array(list(map(index.__getitem__, map(id, tails))), type=pa.int32())
-    arrays += [pa.array([t[i] for t in distinct], type=types[8 + i]).take(take) for i in range(5)]
+    fields = list(schema)
+    arrays = [pa.repeat(pa.scalar(value, fields[i].type), n) for i, value in enumerate(head)]
+    arrays += [pa.array(list(map(itemgetter(i), items)), type=fields[3 + i].type) for i in range(5)]
+    tails = pa.array(list(map(itemgetter(5), items)), type=pa.struct(fields[8:]))
+    arrays += tails.flatten()
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
