@@ -15,6 +15,8 @@ from typing import Any
 
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 
+NOT_READY = -1  # next_quiet_id: no id until the pending claim is committed
+
 
 @dataclass
 class Block:
@@ -58,15 +60,16 @@ class ProducerIdManager:
         return pid
 
     def next_quiet_id(self) -> int | None:
-        """`next_id()` when that returns an id and leaves `wants_block()` false (the usual
-        case, which the controller answers without looking further); otherwise None, and
+        """`next_id()` when that leaves `wants_block()` false and needs no block switch (the
+        usual case, which the controller answers without looking further): a fresh id, or
+        NOT_READY while the claimed block's record waits for its fsync. Otherwise None, and
         nothing has changed."""
         cur = self.current
-        if cur is None:
+        if cur is None or cur.next_id - cur.first >= cur.size:
+            if self.next_block is None and self.claim is not None and not self.exhausted:
+                return NOT_READY
             return None
         pid = cur.next_id
-        if pid - cur.first >= cur.size:
-            return None
         if pid + 1 - cur.first >= self.prefetch_at and self.claim is None \
                 and self.next_block is None and not self.exhausted:
             return None

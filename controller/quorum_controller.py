@@ -32,7 +32,7 @@ from kraftpy.controller.producer_id_control import (
     ProducerIdControlManager,
     ProducerIdsExhausted,
 )
-from kraftpy.controller.producer_id_manager import ProducerIdManager
+from kraftpy.controller.producer_id_manager import NOT_READY, ProducerIdManager
 from kraftpy.controller.replication_control import ReplicationControlManager
 from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.retained_records import RECORD_TYPES as RETAINED_RECORD_TYPES
@@ -77,6 +77,7 @@ ALLOCATE_PRODUCER_IDS = 67
 
 
 _NONE = ErrorCode.NONE
+_LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 _reply = ControllerResult.reply
 
 
@@ -191,6 +192,9 @@ class QuorumController:
             # no prefetch claim due (nearly always), nothing else is looked at.
             pid = self.own_ids.next_quiet_id()
             if pid is not None:
+                if pid == NOT_READY:  # retriable: the next block's record awaits its fsync
+                    return _reply(InitProducerIdResponse(error_code=_LOAD_IN_PROGRESS,
+                                                         producer_id=-1, producer_epoch=-1))
                 return _reply(InitProducerIdResponse(error_code=_NONE, producer_id=pid,
                                                      producer_epoch=0))
         if api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):

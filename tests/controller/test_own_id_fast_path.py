@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kraftpy.controller.producer_id_manager import ProducerIdManager
+from kraftpy.controller.producer_id_manager import NOT_READY, ProducerIdManager
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 
 
@@ -40,6 +40,9 @@ def test_quiet_id_is_the_full_path_whenever_it_answers(steps, size, ratio) -> No
                 assert _state(fast) == before
                 pid = fast.next_id()
                 fast_wants = fast.wants_block()
+            elif pid == NOT_READY:  # as the full path: no id, no block wanted, no change
+                assert _state(fast) == before and not fast.exhausted
+                pid, fast_wants = None, False
             else:
                 fast_wants = False
             assert (pid, fast_wants) == _full_path(full)
