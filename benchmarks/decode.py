@@ -28,12 +28,13 @@ import os
 import resource
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+
+import decode_spark  # noqa: E402 - beside this file
 
 SEGMENT_BYTES = 4 << 20
 CLUSTERS = 2
@@ -100,52 +101,6 @@ def bench_crc(files: list[str]) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-SPARK_SCRIPT = textwrap.dedent("""
-    import json, os, sys, time
-    from kraftpy.tools.spark.session import local_session
-    from kraftpy.tools.spark.jobs import read_records
-
-    def tree_cpu(root):
-        # CPU seconds of this process and every descendant (JVM, Python workers), from /proc.
-        parent, cpu = {}, {}
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parent[int(pid)] = int(fields[1])
-            cpu[int(pid)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        def under(pid):
-            while pid in parent:
-                if pid == root:
-                    return True
-                pid = parent[pid]
-            return False
-        return sum(c for pid, c in cpu.items() if under(pid))
-
-    master, data, warm, reps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    spark = local_session(master, extra={"spark.sql.shuffle.partitions": "2"})
-    # Warm up the JVM's compiler and the Python workers on other data of the same mix.
-    read_records(spark, [warm]).write.format("noop").mode("overwrite").save()
-    for _ in range(reps):
-        cpu, start = tree_cpu(os.getpid()), time.perf_counter()
-        read_records(spark, [data]).write.format("noop").mode("overwrite").save()
-        seconds = time.perf_counter() - start
-        print(json.dumps({"seconds": seconds, "cpu": tree_cpu(os.getpid()) - cpu}), flush=True)
-    spark.stop()
-""")
-
-
-def bench_spark(master: str, directory: Path, warm: Path, reps: int) -> list[tuple[float, float]]:
-    """`reps` timed passes in one session (after a warm-up pass on other data)."""
-    proc = subprocess.run([sys.executable, "-c", SPARK_SCRIPT, master, str(directory), str(warm),
-                           str(reps)], capture_output=True, text=True, check=False)
-    timed = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    if not timed:
-        sys.stderr.write(proc.stderr[-2000:])
-    return [(t["seconds"], t["cpu"]) for t in timed]
-
-
 Timing = tuple[float, float]  # wall seconds, CPU seconds
 
 
@@ -172,19 +127,12 @@ def run_mix(args: argparse.Namespace, mix: str) -> None:
         assert n == records, (n, records)
         runs.setdefault(names[1], []).append((wall, cpu))
         runs.setdefault(names[2], []).append(bench_crc(files))
-    spark_names = {"local[1]": "Spark kraft-metadata source, local[1]",
-                   "local[2]": "Spark kraft-metadata source, local[2]"}
+    spark = None
     if not args.no_spark:
-        warm = Path(f"/tmp/kraftpy-bench-decode-warmup-{mix}")
-        if not warm.exists():
-            from support.metadata_logs import realistic_cluster, synthetic_cluster
-
-            make = realistic_cluster if mix == "realistic" else synthetic_cluster
-            make(warm / "cluster=w" / "__cluster_metadata-0", records=100_000, seed=99,
-                 segment_bytes=SEGMENT_BYTES)
-        for _ in range(args.spark_rounds):  # local[1] and local[2] alternate
-            for master, name in spark_names.items():
-                runs.setdefault(name, []).extend(bench_spark(master, directory, warm, 2))
+        spark = decode_spark.run(directory, mix, records, rounds=args.spark_rounds,
+                                 passes=args.spark_passes, segment_bytes=SEGMENT_BYTES,
+                                 dump_log=bench_dump_log)
+        runs.update(spark.table_rows())
 
     table = {name: best(timings) for name, timings in runs.items()}
     ours_wall, ours_cpu = table[names[0]]
@@ -201,13 +149,8 @@ def run_mix(args: argparse.Namespace, mix: str) -> None:
     print(f"dump-log --json vs kafka-python's bare reader ({what}): {kp_cpu / ours_cpu:.2f}x "
           f"by CPU (best of each; median of paired rounds {paired[len(paired) // 2]:.2f}x), "
           f"{kp_wall / ours_wall:.2f}x by wall")
-    if all(name in table for name in spark_names.values()):
-        (w1, c1), (w2, _) = table[spark_names["local[1]"]], table[spark_names["local[2]"]]
-        print(f"Spark local[1] vs dump-log, per core (target >= 0.8x): {ours_cpu / c1:.2f}x by CPU "
-              f"(whole Spark process tree), {ours_wall / w1:.2f}x by wall")
-        print(f"Spark local[2] / local[1] by wall (target >= 1.7x): {w1 / w2:.2f}x; local[1] "
-              f"keeps {c1 / w1:.2f} cores busy (JVM and Python worker run side by side), so two "
-              f"cores allow at most {2 * w1 / c1:.2f}x; load average now {os.getloadavg()[0]:.2f}")
+    if spark is not None:
+        spark.report()
 
 
 def main() -> None:
@@ -216,8 +159,10 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=100, help="size of the generated segments")
     parser.add_argument("--mix", choices=("realistic", "dense", "both"), default="both")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best kept)")
-    parser.add_argument("--spark-rounds", type=int, default=1,
-                        help="rounds of the Spark runs (one session per master, two passes each)")
+    parser.add_argument("--spark-rounds", type=int, default=3,
+                        help="rounds of Spark runs (dump-log, then one session per master)")
+    parser.add_argument("--spark-passes", type=int, default=2,
+                        help="timed passes per Spark session (best kept)")
     parser.add_argument("--data", type=Path, default=None, help="where to generate (cached)")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark runs")
     args = parser.parse_args()
