@@ -83,3 +83,24 @@ def test_strings_numbers_and_uuids_are_written_as_json_writes_them() -> None:
                                 key="k", value=number, remove=True)
         assert _text(encode_metadata_record(rec, 0)) == compact(rec.to_json(0))
 
+
+
+def test_long_arrays_and_strings_take_the_long_length_forms() -> None:
+    import uuid
+
+    from kraftpy.protocol.records.partition_change_record import PartitionChangeRecord
+    from kraftpy.protocol.records.partition_record import PartitionRecord
+    from kraftpy.protocol.records.topic_record import TopicRecord
+
+    ids = [uuid.UUID(int=i * 7919 + 1) for i in range(70)]
+    records = [
+        (PartitionRecord(partition_id=9, topic_id=ids[0], replicas=list(range(200)),
+                         isr=list(range(-64, 64)), directories=ids, eligible_leader_replicas=[],
+                         last_known_elr=list(range(66)), leader_recovery_state=1), 2),
+        (PartitionChangeRecord(partition_id=1, isr=list(range(130)), directories=ids[:65],
+                               leader=-1, eligible_leader_replicas=None), 2),
+        (TopicRecord(name="t" * 300, topic_id=ids[5]), 0),
+    ]
+    for record, version in records:
+        value = encode_metadata_record(record, version)
+        assert _text(value) == compact(record.to_json(version))
