@@ -150,7 +150,8 @@ def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> No
     append = lines.append
     last_batch = None
     records = batches = 0
-    start, last_start = "", -1  # the current batch's line start, up to the offset
+    start: str | None = None  # the current batch's line start, up to the offset
+    last_start = -1
     for position, base, offset, epoch, timestamp, cols, tail in scan(file):
         error = cols[4]
         if error is None:
@@ -168,9 +169,12 @@ def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> No
             tally.problems.append(Problem(path, position, "undecodable-record", error, offset))
         if tail is None:
             append(row_json((cluster, path, kind, position, base, offset, epoch, timestamp, *cols)))
-        else:
-            if position != last_start:
-                last_start = position
+        elif position != last_start:  # a batch's first line (most batches have one record)
+            last_start, start = position, None
+            append(f'{head}{position},"batch_base_offset":{base},"offset":{offset},'
+                   f'"leader_epoch":{epoch},"timestamp_ms":{timestamp},{tail}')
+        else:  # the batch's later records share the line start up to the offset
+            if start is None:
                 start = f'{head}{position},"batch_base_offset":{base},"offset":'
             append(f'{start}{offset},"leader_epoch":{epoch},"timestamp_ms":{timestamp},{tail}')
         if len(lines) >= 4096:
