@@ -78,7 +78,7 @@ ALLOCATE_PRODUCER_IDS = 67
 
 _NONE = ErrorCode.NONE
 _LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-_reply = ControllerResult.reply
+_answer = ControllerResult.answer
 
 
 class UnsupportedRequest(ValueError):
@@ -193,10 +193,10 @@ class QuorumController:
             pid = self.own_ids.next_quiet_id()
             if pid is not None:
                 if pid == NOT_READY:  # retriable: the next block's record awaits its fsync
-                    return _reply(InitProducerIdResponse(error_code=_LOAD_IN_PROGRESS,
-                                                         producer_id=-1, producer_epoch=-1))
-                return _reply(InitProducerIdResponse(error_code=_NONE, producer_id=pid,
-                                                     producer_epoch=0))
+                    return _answer(InitProducerIdResponse(error_code=_LOAD_IN_PROGRESS,
+                                                          producer_id=-1, producer_epoch=-1))
+                return _answer(InitProducerIdResponse(error_code=_NONE, producer_id=pid,
+                                                      producer_epoch=0))
         if api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
             return ControllerResult.reply(InitProducerIdResponse(
                 error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1))

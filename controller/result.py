@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _new = object.__new__
+_NOTHING: tuple[Any, ...] = ()
 
 
 @dataclass(slots=True)
@@ -46,6 +47,16 @@ class ControllerResult:
         result.txn_records = []
         result.respond_before_commit = True
         result.events = []
+        return result
+
+    @staticmethod
+    def answer(response: Any) -> ControllerResult:
+        """`reply` for a result nobody adds to (the idempotent InitProducerId path): empty
+        tuples stand for the lists, so it allocates nothing else. Never merge into it."""
+        result = _new(ControllerResult)
+        result.response = response
+        result.records = result.txn_records = result.events = _NOTHING  # type: ignore[assignment]
+        result.respond_before_commit = True
         return result
 
     def merge(self, other: ControllerResult) -> ControllerResult:
