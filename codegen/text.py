@@ -30,6 +30,7 @@ PREAMBLE_DEFS = (
     "_Z16 = bytes(16)",
     "_jv = _JE(separators=(',', ':'), ensure_ascii=False).encode",
     "_UT = {}  # uuid bytes -> text; topic and broker ids recur",
+    "_FI = tuple('[' + ','.join(['%d'] * n) + ']' for n in range(64))  # int arrays by count",
     "\n\ndef _tu(r):\n"
     "    t = '\"' + _b2a(r, newline=False)[:22].translate(_URLSAFE).decode() + '\"'\n"
     "    if len(_UT) >= 65536:\n"
@@ -74,10 +75,16 @@ def _default_check(f: Field, x: str) -> str:
     return _is_default_check(f, x, {})
 
 
+_INTS = ("int8", "int16", "uint16", "int32", "uint32", "int64")
+_ARRAY_NAMES = {"b": "int8", "h": "int16", "H": "uint16", "i": "int32", "I": "uint32",
+                "q": "int64"}
+
+
 class TextEmitter:
     def __init__(self, m: ModuleEmitter):
         self.m = m
         self.done: dict[str, dict[int, str]] = {}
+        self.texts: set[str] = set()  # locals that hold their field's text already
 
     def text_fn(self, struct: Struct, version: int) -> str:
         from kraftpy.codegen.emit import _Code
@@ -92,6 +99,7 @@ class TextEmitter:
                 if t.kind == "struct":
                     self.text_fn(m.spec.structs[t.struct], version)
         m.tmp = 0
+        self.texts = set()
         c = _Code()
         c(1, "L = len(b)")
         live = [f for f in struct.fields if version in f.versions]
@@ -137,6 +145,10 @@ class TextEmitter:
             else:
                 c(ind, f"{x}, p = {fn}(b, p)")
             return
+        if k == "array" and t.elem.kind in _INTS and f is not None and version in m.spec.flexible \
+                and (version not in f.tagged or f.default is None):
+            self._read_int_array_text(c, ind, f, t, nullable, version, x)
+            return
         if k != "array" or t.elem.kind not in ("uuid", "struct"):
             m._read(c, ind, f, t, nullable, version, x)
             return
@@ -155,6 +167,26 @@ class TextEmitter:
         c(ind + 1, f"for _ in range({n}):")
         c(ind + 2, f"it, p = {fn}(b, p)")
         c(ind + 2, f"{x}.append(it)")
+
+    def _read_int_array_text(self, c: _Code, ind: int, f: Field, t: FieldType, nullable: bool,
+                             version: int, x: str) -> None:
+        """An int array read straight into its text (None when null): the usual short one
+        formatted from the unpacked tuple, any other through the decoder's reading code."""
+        m = self.m
+        size, code = FIXED_SIZES[t.elem.kind], STRUCT_CODES[t.elem.kind]
+        m.arrays.add(code)
+        n, lst = m.var("n"), m.var("l")
+        c(ind, f"{n} = b[p]")
+        c(ind, f"if 0 < {n} < 65 and p + {size} * {n} - {size - 1} <= L:")
+        c(ind + 1, f"{x} = _FI[{n} - 1] % _A_{_ARRAY_NAMES[code]}[{n} - 1].unpack_from(b, p + 1)")
+        c(ind + 1, f"p += {size} * {n} - {size - 1}")
+        c(ind, "else:")
+        m._read(c, ind + 1, f, t, nullable, version, lst)
+        if nullable:
+            c(ind + 1, f"{x} = None if {lst} is None else str({lst}).replace(' ', '')")
+        else:
+            c(ind + 1, f"{x} = str({lst}).replace(' ', '')")
+        self.texts.add(x)
 
     def _read_tags(self, c: _Code, struct: Struct, tagged: list[Field], version: int,
                    local: dict[str, str]) -> None:
@@ -209,7 +241,7 @@ class TextEmitter:
         if k == "bool":
             return f"\"true\" if {x} else \"false\""
         j = self.m.var("j")
-        if k == "struct":
+        if k == "struct" or x in self.texts:
             expr = x
         elif k == "array":
             el = t.elem
@@ -227,6 +259,8 @@ class TextEmitter:
                 expr = f"'[' + ','.join({items}) + ']'"
         else:
             expr = _scalar_text(k, x)
+        if x in self.texts and not nullable:
+            return x
         if nullable or k == "struct":
             c(ind, f"{j} = 'null' if {x} is None else {expr}")
         else:

@@ -84,6 +84,7 @@ _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 _UT = {}  # uuid bytes -> text; topic and broker ids recur
+_FI = tuple('[' + ','.join(['%d'] * n) + ']' for n in range(64))  # int arrays by count
 
 
 def _tu(r):
@@ -1056,27 +1057,33 @@ def _t_PartitionChangeRecord_0(b, p):
             if tag10 == 0:
                 n13 = b[p]
                 if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
-                    x3 = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
+                    x3 = _FI[n13 - 1] % _A_int32[n13 - 1].unpack_from(b, p + 1)
                     p += 4 * n13 - 3
                 else:
-                    n13 = b[p]
-                    if n13 < 128:
-                        p += 1
+                    n15 = b[p]
+                    if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
+                        l14 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n15 - 3
                     else:
-                        n13, p = _ruv(b, p)
-                    n13 -= 1
-                    if n13 < 0:
-                        if n13 != -1:
-                            raise _DecodeError('negative array length ' + str(n13), offset=p)
-                        x3 = None
-                    else:
-                        if n13 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n13 < 64:
-                            x3 = [*_A_int32[n13].unpack_from(b, p)]
+                        n15 = b[p]
+                        if n15 < 128:
+                            p += 1
                         else:
-                            x3 = [*_unpack_from('>' + str(n13) + 'i', b, p)]
-                        p += n13 * 4
+                            n15, p = _ruv(b, p)
+                        n15 -= 1
+                        if n15 < 0:
+                            if n15 != -1:
+                                raise _DecodeError('negative array length ' + str(n15), offset=p)
+                            l14 = None
+                        else:
+                            if n15 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n15 < 64:
+                                l14 = [*_A_int32[n15].unpack_from(b, p)]
+                            else:
+                                l14 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
+                            p += n15 * 4
+                    x3 = None if l14 is None else str(l14).replace(' ', '')
                 if p != te12:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag10 == 1:
@@ -1085,81 +1092,99 @@ def _t_PartitionChangeRecord_0(b, p):
                 if p != te12:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag10 == 2:
-                n14 = b[p]
-                if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
-                    x5 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n14 - 3
+                n16 = b[p]
+                if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+                    x5 = _FI[n16 - 1] % _A_int32[n16 - 1].unpack_from(b, p + 1)
+                    p += 4 * n16 - 3
                 else:
-                    n14 = b[p]
-                    if n14 < 128:
-                        p += 1
+                    n18 = b[p]
+                    if 0 < n18 < 65 and p + 4 * n18 - 3 <= L:
+                        l17 = [*_A_int32[n18 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n18 - 3
                     else:
-                        n14, p = _ruv(b, p)
-                    n14 -= 1
-                    if n14 < 0:
-                        if n14 != -1:
-                            raise _DecodeError('negative array length ' + str(n14), offset=p)
-                        x5 = None
-                    else:
-                        if n14 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n14 < 64:
-                            x5 = [*_A_int32[n14].unpack_from(b, p)]
+                        n18 = b[p]
+                        if n18 < 128:
+                            p += 1
                         else:
-                            x5 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
-                        p += n14 * 4
+                            n18, p = _ruv(b, p)
+                        n18 -= 1
+                        if n18 < 0:
+                            if n18 != -1:
+                                raise _DecodeError('negative array length ' + str(n18), offset=p)
+                            l17 = None
+                        else:
+                            if n18 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n18 < 64:
+                                l17 = [*_A_int32[n18].unpack_from(b, p)]
+                            else:
+                                l17 = [*_unpack_from('>' + str(n18) + 'i', b, p)]
+                            p += n18 * 4
+                    x5 = None if l17 is None else str(l17).replace(' ', '')
                 if p != te12:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag10 == 3:
-                n15 = b[p]
-                if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
-                    x6 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n15 - 3
+                n19 = b[p]
+                if 0 < n19 < 65 and p + 4 * n19 - 3 <= L:
+                    x6 = _FI[n19 - 1] % _A_int32[n19 - 1].unpack_from(b, p + 1)
+                    p += 4 * n19 - 3
                 else:
-                    n15 = b[p]
-                    if n15 < 128:
-                        p += 1
+                    n21 = b[p]
+                    if 0 < n21 < 65 and p + 4 * n21 - 3 <= L:
+                        l20 = [*_A_int32[n21 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n21 - 3
                     else:
-                        n15, p = _ruv(b, p)
-                    n15 -= 1
-                    if n15 < 0:
-                        if n15 != -1:
-                            raise _DecodeError('negative array length ' + str(n15), offset=p)
-                        x6 = None
-                    else:
-                        if n15 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n15 < 64:
-                            x6 = [*_A_int32[n15].unpack_from(b, p)]
+                        n21 = b[p]
+                        if n21 < 128:
+                            p += 1
                         else:
-                            x6 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
-                        p += n15 * 4
+                            n21, p = _ruv(b, p)
+                        n21 -= 1
+                        if n21 < 0:
+                            if n21 != -1:
+                                raise _DecodeError('negative array length ' + str(n21), offset=p)
+                            l20 = None
+                        else:
+                            if n21 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n21) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n21 < 64:
+                                l20 = [*_A_int32[n21].unpack_from(b, p)]
+                            else:
+                                l20 = [*_unpack_from('>' + str(n21) + 'i', b, p)]
+                            p += n21 * 4
+                    x6 = None if l20 is None else str(l20).replace(' ', '')
                 if p != te12:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag10 == 4:
-                n16 = b[p]
-                if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
-                    x7 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n16 - 3
+                n22 = b[p]
+                if 0 < n22 < 65 and p + 4 * n22 - 3 <= L:
+                    x7 = _FI[n22 - 1] % _A_int32[n22 - 1].unpack_from(b, p + 1)
+                    p += 4 * n22 - 3
                 else:
-                    n16 = b[p]
-                    if n16 < 128:
-                        p += 1
+                    n24 = b[p]
+                    if 0 < n24 < 65 and p + 4 * n24 - 3 <= L:
+                        l23 = [*_A_int32[n24 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n24 - 3
                     else:
-                        n16, p = _ruv(b, p)
-                    n16 -= 1
-                    if n16 < 0:
-                        if n16 != -1:
-                            raise _DecodeError('negative array length ' + str(n16), offset=p)
-                        x7 = None
-                    else:
-                        if n16 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n16 < 64:
-                            x7 = [*_A_int32[n16].unpack_from(b, p)]
+                        n24 = b[p]
+                        if n24 < 128:
+                            p += 1
                         else:
-                            x7 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
-                        p += n16 * 4
+                            n24, p = _ruv(b, p)
+                        n24 -= 1
+                        if n24 < 0:
+                            if n24 != -1:
+                                raise _DecodeError('negative array length ' + str(n24), offset=p)
+                            l23 = None
+                        else:
+                            if n24 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n24) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n24 < 64:
+                                l23 = [*_A_int32[n24].unpack_from(b, p)]
+                            else:
+                                l23 = [*_unpack_from('>' + str(n24) + 'i', b, p)]
+                            p += n24 * 4
+                    x7 = None if l23 is None else str(l23).replace(' ', '')
                 if p != te12:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag10 == 5:
@@ -1170,22 +1195,22 @@ def _t_PartitionChangeRecord_0(b, p):
             elif tag10 in (6, 7, 8):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te12
-    j17 = (_UT.get(x2) or _tu(x2))
-    r = f'{{"partitionId":{x1},"topicId":{j17}'
+    j25 = (_UT.get(x2) or _tu(x2))
+    r = f'{{"partitionId":{x1},"topicId":{j25}'
     if x3 is not None:
-        j18 = 'null' if x3 is None else (str(x3).replace(' ', '') if x3 else '[]')
-        r += f',"isr":{j18}'
+        j26 = 'null' if x3 is None else x3
+        r += f',"isr":{j26}'
     if x4 != -2:
         r += f',"leader":{x4}'
     if x5 is not None:
-        j19 = 'null' if x5 is None else (str(x5).replace(' ', '') if x5 else '[]')
-        r += f',"replicas":{j19}'
+        j27 = 'null' if x5 is None else x5
+        r += f',"replicas":{j27}'
     if x6 is not None:
-        j20 = 'null' if x6 is None else (str(x6).replace(' ', '') if x6 else '[]')
-        r += f',"removingReplicas":{j20}'
+        j28 = 'null' if x6 is None else x6
+        r += f',"removingReplicas":{j28}'
     if x7 is not None:
-        j21 = 'null' if x7 is None else (str(x7).replace(' ', '') if x7 else '[]')
-        r += f',"addingReplicas":{j21}'
+        j29 = 'null' if x7 is None else x7
+        r += f',"addingReplicas":{j29}'
     if x8 != -1:
         r += f',"leaderRecoveryState":{x8}'
     return r + '}', p
@@ -1226,27 +1251,33 @@ def _t_PartitionChangeRecord_1(b, p):
             if tag11 == 0:
                 n14 = b[p]
                 if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
-                    x3 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+                    x3 = _FI[n14 - 1] % _A_int32[n14 - 1].unpack_from(b, p + 1)
                     p += 4 * n14 - 3
                 else:
-                    n14 = b[p]
-                    if n14 < 128:
-                        p += 1
+                    n16 = b[p]
+                    if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+                        l15 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n16 - 3
                     else:
-                        n14, p = _ruv(b, p)
-                    n14 -= 1
-                    if n14 < 0:
-                        if n14 != -1:
-                            raise _DecodeError('negative array length ' + str(n14), offset=p)
-                        x3 = None
-                    else:
-                        if n14 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n14 < 64:
-                            x3 = [*_A_int32[n14].unpack_from(b, p)]
+                        n16 = b[p]
+                        if n16 < 128:
+                            p += 1
                         else:
-                            x3 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
-                        p += n14 * 4
+                            n16, p = _ruv(b, p)
+                        n16 -= 1
+                        if n16 < 0:
+                            if n16 != -1:
+                                raise _DecodeError('negative array length ' + str(n16), offset=p)
+                            l15 = None
+                        else:
+                            if n16 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n16 < 64:
+                                l15 = [*_A_int32[n16].unpack_from(b, p)]
+                            else:
+                                l15 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+                            p += n16 * 4
+                    x3 = None if l15 is None else str(l15).replace(' ', '')
                 if p != te13:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag11 == 1:
@@ -1255,81 +1286,99 @@ def _t_PartitionChangeRecord_1(b, p):
                 if p != te13:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag11 == 2:
-                n15 = b[p]
-                if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
-                    x5 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n15 - 3
+                n17 = b[p]
+                if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
+                    x5 = _FI[n17 - 1] % _A_int32[n17 - 1].unpack_from(b, p + 1)
+                    p += 4 * n17 - 3
                 else:
-                    n15 = b[p]
-                    if n15 < 128:
-                        p += 1
+                    n19 = b[p]
+                    if 0 < n19 < 65 and p + 4 * n19 - 3 <= L:
+                        l18 = [*_A_int32[n19 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n19 - 3
                     else:
-                        n15, p = _ruv(b, p)
-                    n15 -= 1
-                    if n15 < 0:
-                        if n15 != -1:
-                            raise _DecodeError('negative array length ' + str(n15), offset=p)
-                        x5 = None
-                    else:
-                        if n15 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n15 < 64:
-                            x5 = [*_A_int32[n15].unpack_from(b, p)]
+                        n19 = b[p]
+                        if n19 < 128:
+                            p += 1
                         else:
-                            x5 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
-                        p += n15 * 4
+                            n19, p = _ruv(b, p)
+                        n19 -= 1
+                        if n19 < 0:
+                            if n19 != -1:
+                                raise _DecodeError('negative array length ' + str(n19), offset=p)
+                            l18 = None
+                        else:
+                            if n19 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n19) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n19 < 64:
+                                l18 = [*_A_int32[n19].unpack_from(b, p)]
+                            else:
+                                l18 = [*_unpack_from('>' + str(n19) + 'i', b, p)]
+                            p += n19 * 4
+                    x5 = None if l18 is None else str(l18).replace(' ', '')
                 if p != te13:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag11 == 3:
-                n16 = b[p]
-                if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
-                    x6 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n16 - 3
+                n20 = b[p]
+                if 0 < n20 < 65 and p + 4 * n20 - 3 <= L:
+                    x6 = _FI[n20 - 1] % _A_int32[n20 - 1].unpack_from(b, p + 1)
+                    p += 4 * n20 - 3
                 else:
-                    n16 = b[p]
-                    if n16 < 128:
-                        p += 1
+                    n22 = b[p]
+                    if 0 < n22 < 65 and p + 4 * n22 - 3 <= L:
+                        l21 = [*_A_int32[n22 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n22 - 3
                     else:
-                        n16, p = _ruv(b, p)
-                    n16 -= 1
-                    if n16 < 0:
-                        if n16 != -1:
-                            raise _DecodeError('negative array length ' + str(n16), offset=p)
-                        x6 = None
-                    else:
-                        if n16 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n16 < 64:
-                            x6 = [*_A_int32[n16].unpack_from(b, p)]
+                        n22 = b[p]
+                        if n22 < 128:
+                            p += 1
                         else:
-                            x6 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
-                        p += n16 * 4
+                            n22, p = _ruv(b, p)
+                        n22 -= 1
+                        if n22 < 0:
+                            if n22 != -1:
+                                raise _DecodeError('negative array length ' + str(n22), offset=p)
+                            l21 = None
+                        else:
+                            if n22 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n22) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n22 < 64:
+                                l21 = [*_A_int32[n22].unpack_from(b, p)]
+                            else:
+                                l21 = [*_unpack_from('>' + str(n22) + 'i', b, p)]
+                            p += n22 * 4
+                    x6 = None if l21 is None else str(l21).replace(' ', '')
                 if p != te13:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag11 == 4:
-                n17 = b[p]
-                if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
-                    x7 = [*_A_int32[n17 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n17 - 3
+                n23 = b[p]
+                if 0 < n23 < 65 and p + 4 * n23 - 3 <= L:
+                    x7 = _FI[n23 - 1] % _A_int32[n23 - 1].unpack_from(b, p + 1)
+                    p += 4 * n23 - 3
                 else:
-                    n17 = b[p]
-                    if n17 < 128:
-                        p += 1
+                    n25 = b[p]
+                    if 0 < n25 < 65 and p + 4 * n25 - 3 <= L:
+                        l24 = [*_A_int32[n25 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n25 - 3
                     else:
-                        n17, p = _ruv(b, p)
-                    n17 -= 1
-                    if n17 < 0:
-                        if n17 != -1:
-                            raise _DecodeError('negative array length ' + str(n17), offset=p)
-                        x7 = None
-                    else:
-                        if n17 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n17 < 64:
-                            x7 = [*_A_int32[n17].unpack_from(b, p)]
+                        n25 = b[p]
+                        if n25 < 128:
+                            p += 1
                         else:
-                            x7 = [*_unpack_from('>' + str(n17) + 'i', b, p)]
-                        p += n17 * 4
+                            n25, p = _ruv(b, p)
+                        n25 -= 1
+                        if n25 < 0:
+                            if n25 != -1:
+                                raise _DecodeError('negative array length ' + str(n25), offset=p)
+                            l24 = None
+                        else:
+                            if n25 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n25) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n25 < 64:
+                                l24 = [*_A_int32[n25].unpack_from(b, p)]
+                            else:
+                                l24 = [*_unpack_from('>' + str(n25) + 'i', b, p)]
+                            p += n25 * 4
+                    x7 = None if l24 is None else str(l24).replace(' ', '')
                 if p != te13:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag11 == 5:
@@ -1338,47 +1387,47 @@ def _t_PartitionChangeRecord_1(b, p):
                 if p != te13:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag11 == 8:
-                n18 = b[p]
-                if n18 < 128:
+                n26 = b[p]
+                if n26 < 128:
                     p += 1
                 else:
-                    n18, p = _ruv(b, p)
-                n18 -= 1
-                if n18 < 0:
-                    if n18 != -1:
-                        raise _DecodeError('negative array length ' + str(n18), offset=p)
+                    n26, p = _ruv(b, p)
+                n26 -= 1
+                if n26 < 0:
+                    if n26 != -1:
+                        raise _DecodeError('negative array length ' + str(n26), offset=p)
                     x9 = None
                 else:
-                    if n18 * 16 > L - p:
-                        raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    x9 = [b[i:i + 16] for i in range(p, p + 16 * n18, 16)]
-                    p += 16 * n18
+                    if n26 * 16 > L - p:
+                        raise _DecodeError('array of ' + str(n26) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    x9 = [b[i:i + 16] for i in range(p, p + 16 * n26, 16)]
+                    p += 16 * n26
                 if p != te13:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag11 in (6, 7):
                 raise _DecodeError('tag not valid for this version', offset=p)
             p = te13
-    j19 = (_UT.get(x2) or _tu(x2))
-    r = f'{{"partitionId":{x1},"topicId":{j19}'
+    j27 = (_UT.get(x2) or _tu(x2))
+    r = f'{{"partitionId":{x1},"topicId":{j27}'
     if x3 is not None:
-        j20 = 'null' if x3 is None else (str(x3).replace(' ', '') if x3 else '[]')
-        r += f',"isr":{j20}'
+        j28 = 'null' if x3 is None else x3
+        r += f',"isr":{j28}'
     if x4 != -2:
         r += f',"leader":{x4}'
     if x5 is not None:
-        j21 = 'null' if x5 is None else (str(x5).replace(' ', '') if x5 else '[]')
-        r += f',"replicas":{j21}'
+        j29 = 'null' if x5 is None else x5
+        r += f',"replicas":{j29}'
     if x6 is not None:
-        j22 = 'null' if x6 is None else (str(x6).replace(' ', '') if x6 else '[]')
-        r += f',"removingReplicas":{j22}'
+        j30 = 'null' if x6 is None else x6
+        r += f',"removingReplicas":{j30}'
     if x7 is not None:
-        j23 = 'null' if x7 is None else (str(x7).replace(' ', '') if x7 else '[]')
-        r += f',"addingReplicas":{j23}'
+        j31 = 'null' if x7 is None else x7
+        r += f',"addingReplicas":{j31}'
     if x8 != -1:
         r += f',"leaderRecoveryState":{x8}'
     if x9 is not None:
-        j24 = 'null' if x9 is None else '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x9]) + ']'
-        r += f',"directories":{j24}'
+        j32 = 'null' if x9 is None else '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x9]) + ']'
+        r += f',"directories":{j32}'
     return r + '}', p
 
 
@@ -1419,27 +1468,33 @@ def _t_PartitionChangeRecord_2(b, p):
             if tag13 == 0:
                 n16 = b[p]
                 if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
-                    x3 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+                    x3 = _FI[n16 - 1] % _A_int32[n16 - 1].unpack_from(b, p + 1)
                     p += 4 * n16 - 3
                 else:
-                    n16 = b[p]
-                    if n16 < 128:
-                        p += 1
+                    n18 = b[p]
+                    if 0 < n18 < 65 and p + 4 * n18 - 3 <= L:
+                        l17 = [*_A_int32[n18 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n18 - 3
                     else:
-                        n16, p = _ruv(b, p)
-                    n16 -= 1
-                    if n16 < 0:
-                        if n16 != -1:
-                            raise _DecodeError('negative array length ' + str(n16), offset=p)
-                        x3 = None
-                    else:
-                        if n16 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n16 < 64:
-                            x3 = [*_A_int32[n16].unpack_from(b, p)]
+                        n18 = b[p]
+                        if n18 < 128:
+                            p += 1
                         else:
-                            x3 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
-                        p += n16 * 4
+                            n18, p = _ruv(b, p)
+                        n18 -= 1
+                        if n18 < 0:
+                            if n18 != -1:
+                                raise _DecodeError('negative array length ' + str(n18), offset=p)
+                            l17 = None
+                        else:
+                            if n18 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n18 < 64:
+                                l17 = [*_A_int32[n18].unpack_from(b, p)]
+                            else:
+                                l17 = [*_unpack_from('>' + str(n18) + 'i', b, p)]
+                            p += n18 * 4
+                    x3 = None if l17 is None else str(l17).replace(' ', '')
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 1:
@@ -1448,81 +1503,99 @@ def _t_PartitionChangeRecord_2(b, p):
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 2:
-                n17 = b[p]
-                if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
-                    x5 = [*_A_int32[n17 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n17 - 3
+                n19 = b[p]
+                if 0 < n19 < 65 and p + 4 * n19 - 3 <= L:
+                    x5 = _FI[n19 - 1] % _A_int32[n19 - 1].unpack_from(b, p + 1)
+                    p += 4 * n19 - 3
                 else:
-                    n17 = b[p]
-                    if n17 < 128:
-                        p += 1
+                    n21 = b[p]
+                    if 0 < n21 < 65 and p + 4 * n21 - 3 <= L:
+                        l20 = [*_A_int32[n21 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n21 - 3
                     else:
-                        n17, p = _ruv(b, p)
-                    n17 -= 1
-                    if n17 < 0:
-                        if n17 != -1:
-                            raise _DecodeError('negative array length ' + str(n17), offset=p)
-                        x5 = None
-                    else:
-                        if n17 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n17 < 64:
-                            x5 = [*_A_int32[n17].unpack_from(b, p)]
+                        n21 = b[p]
+                        if n21 < 128:
+                            p += 1
                         else:
-                            x5 = [*_unpack_from('>' + str(n17) + 'i', b, p)]
-                        p += n17 * 4
+                            n21, p = _ruv(b, p)
+                        n21 -= 1
+                        if n21 < 0:
+                            if n21 != -1:
+                                raise _DecodeError('negative array length ' + str(n21), offset=p)
+                            l20 = None
+                        else:
+                            if n21 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n21) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n21 < 64:
+                                l20 = [*_A_int32[n21].unpack_from(b, p)]
+                            else:
+                                l20 = [*_unpack_from('>' + str(n21) + 'i', b, p)]
+                            p += n21 * 4
+                    x5 = None if l20 is None else str(l20).replace(' ', '')
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 3:
-                n18 = b[p]
-                if 0 < n18 < 65 and p + 4 * n18 - 3 <= L:
-                    x6 = [*_A_int32[n18 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n18 - 3
+                n22 = b[p]
+                if 0 < n22 < 65 and p + 4 * n22 - 3 <= L:
+                    x6 = _FI[n22 - 1] % _A_int32[n22 - 1].unpack_from(b, p + 1)
+                    p += 4 * n22 - 3
                 else:
-                    n18 = b[p]
-                    if n18 < 128:
-                        p += 1
+                    n24 = b[p]
+                    if 0 < n24 < 65 and p + 4 * n24 - 3 <= L:
+                        l23 = [*_A_int32[n24 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n24 - 3
                     else:
-                        n18, p = _ruv(b, p)
-                    n18 -= 1
-                    if n18 < 0:
-                        if n18 != -1:
-                            raise _DecodeError('negative array length ' + str(n18), offset=p)
-                        x6 = None
-                    else:
-                        if n18 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n18 < 64:
-                            x6 = [*_A_int32[n18].unpack_from(b, p)]
+                        n24 = b[p]
+                        if n24 < 128:
+                            p += 1
                         else:
-                            x6 = [*_unpack_from('>' + str(n18) + 'i', b, p)]
-                        p += n18 * 4
+                            n24, p = _ruv(b, p)
+                        n24 -= 1
+                        if n24 < 0:
+                            if n24 != -1:
+                                raise _DecodeError('negative array length ' + str(n24), offset=p)
+                            l23 = None
+                        else:
+                            if n24 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n24) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n24 < 64:
+                                l23 = [*_A_int32[n24].unpack_from(b, p)]
+                            else:
+                                l23 = [*_unpack_from('>' + str(n24) + 'i', b, p)]
+                            p += n24 * 4
+                    x6 = None if l23 is None else str(l23).replace(' ', '')
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 4:
-                n19 = b[p]
-                if 0 < n19 < 65 and p + 4 * n19 - 3 <= L:
-                    x7 = [*_A_int32[n19 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n19 - 3
+                n25 = b[p]
+                if 0 < n25 < 65 and p + 4 * n25 - 3 <= L:
+                    x7 = _FI[n25 - 1] % _A_int32[n25 - 1].unpack_from(b, p + 1)
+                    p += 4 * n25 - 3
                 else:
-                    n19 = b[p]
-                    if n19 < 128:
-                        p += 1
+                    n27 = b[p]
+                    if 0 < n27 < 65 and p + 4 * n27 - 3 <= L:
+                        l26 = [*_A_int32[n27 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n27 - 3
                     else:
-                        n19, p = _ruv(b, p)
-                    n19 -= 1
-                    if n19 < 0:
-                        if n19 != -1:
-                            raise _DecodeError('negative array length ' + str(n19), offset=p)
-                        x7 = None
-                    else:
-                        if n19 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n19) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n19 < 64:
-                            x7 = [*_A_int32[n19].unpack_from(b, p)]
+                        n27 = b[p]
+                        if n27 < 128:
+                            p += 1
                         else:
-                            x7 = [*_unpack_from('>' + str(n19) + 'i', b, p)]
-                        p += n19 * 4
+                            n27, p = _ruv(b, p)
+                        n27 -= 1
+                        if n27 < 0:
+                            if n27 != -1:
+                                raise _DecodeError('negative array length ' + str(n27), offset=p)
+                            l26 = None
+                        else:
+                            if n27 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n27) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n27 < 64:
+                                l26 = [*_A_int32[n27].unpack_from(b, p)]
+                            else:
+                                l26 = [*_unpack_from('>' + str(n27) + 'i', b, p)]
+                            p += n27 * 4
+                    x7 = None if l26 is None else str(l26).replace(' ', '')
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 5:
@@ -1531,103 +1604,115 @@ def _t_PartitionChangeRecord_2(b, p):
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 6:
-                n20 = b[p]
-                if 0 < n20 < 65 and p + 4 * n20 - 3 <= L:
-                    x10 = [*_A_int32[n20 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n20 - 3
+                n28 = b[p]
+                if 0 < n28 < 65 and p + 4 * n28 - 3 <= L:
+                    x10 = _FI[n28 - 1] % _A_int32[n28 - 1].unpack_from(b, p + 1)
+                    p += 4 * n28 - 3
                 else:
-                    n20 = b[p]
-                    if n20 < 128:
-                        p += 1
+                    n30 = b[p]
+                    if 0 < n30 < 65 and p + 4 * n30 - 3 <= L:
+                        l29 = [*_A_int32[n30 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n30 - 3
                     else:
-                        n20, p = _ruv(b, p)
-                    n20 -= 1
-                    if n20 < 0:
-                        if n20 != -1:
-                            raise _DecodeError('negative array length ' + str(n20), offset=p)
-                        x10 = None
-                    else:
-                        if n20 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n20) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n20 < 64:
-                            x10 = [*_A_int32[n20].unpack_from(b, p)]
+                        n30 = b[p]
+                        if n30 < 128:
+                            p += 1
                         else:
-                            x10 = [*_unpack_from('>' + str(n20) + 'i', b, p)]
-                        p += n20 * 4
+                            n30, p = _ruv(b, p)
+                        n30 -= 1
+                        if n30 < 0:
+                            if n30 != -1:
+                                raise _DecodeError('negative array length ' + str(n30), offset=p)
+                            l29 = None
+                        else:
+                            if n30 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n30) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n30 < 64:
+                                l29 = [*_A_int32[n30].unpack_from(b, p)]
+                            else:
+                                l29 = [*_unpack_from('>' + str(n30) + 'i', b, p)]
+                            p += n30 * 4
+                    x10 = None if l29 is None else str(l29).replace(' ', '')
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 7:
-                n21 = b[p]
-                if 0 < n21 < 65 and p + 4 * n21 - 3 <= L:
-                    x11 = [*_A_int32[n21 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n21 - 3
+                n31 = b[p]
+                if 0 < n31 < 65 and p + 4 * n31 - 3 <= L:
+                    x11 = _FI[n31 - 1] % _A_int32[n31 - 1].unpack_from(b, p + 1)
+                    p += 4 * n31 - 3
                 else:
-                    n21 = b[p]
-                    if n21 < 128:
-                        p += 1
+                    n33 = b[p]
+                    if 0 < n33 < 65 and p + 4 * n33 - 3 <= L:
+                        l32 = [*_A_int32[n33 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n33 - 3
                     else:
-                        n21, p = _ruv(b, p)
-                    n21 -= 1
-                    if n21 < 0:
-                        if n21 != -1:
-                            raise _DecodeError('negative array length ' + str(n21), offset=p)
-                        x11 = None
-                    else:
-                        if n21 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n21) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n21 < 64:
-                            x11 = [*_A_int32[n21].unpack_from(b, p)]
+                        n33 = b[p]
+                        if n33 < 128:
+                            p += 1
                         else:
-                            x11 = [*_unpack_from('>' + str(n21) + 'i', b, p)]
-                        p += n21 * 4
+                            n33, p = _ruv(b, p)
+                        n33 -= 1
+                        if n33 < 0:
+                            if n33 != -1:
+                                raise _DecodeError('negative array length ' + str(n33), offset=p)
+                            l32 = None
+                        else:
+                            if n33 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n33) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n33 < 64:
+                                l32 = [*_A_int32[n33].unpack_from(b, p)]
+                            else:
+                                l32 = [*_unpack_from('>' + str(n33) + 'i', b, p)]
+                            p += n33 * 4
+                    x11 = None if l32 is None else str(l32).replace(' ', '')
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             elif tag13 == 8:
-                n22 = b[p]
-                if n22 < 128:
+                n34 = b[p]
+                if n34 < 128:
                     p += 1
                 else:
-                    n22, p = _ruv(b, p)
-                n22 -= 1
-                if n22 < 0:
-                    if n22 != -1:
-                        raise _DecodeError('negative array length ' + str(n22), offset=p)
+                    n34, p = _ruv(b, p)
+                n34 -= 1
+                if n34 < 0:
+                    if n34 != -1:
+                        raise _DecodeError('negative array length ' + str(n34), offset=p)
                     x9 = None
                 else:
-                    if n22 * 16 > L - p:
-                        raise _DecodeError('array of ' + str(n22) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                    x9 = [b[i:i + 16] for i in range(p, p + 16 * n22, 16)]
-                    p += 16 * n22
+                    if n34 * 16 > L - p:
+                        raise _DecodeError('array of ' + str(n34) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                    x9 = [b[i:i + 16] for i in range(p, p + 16 * n34, 16)]
+                    p += 16 * n34
                 if p != te15:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
             p = te15
-    j23 = (_UT.get(x2) or _tu(x2))
-    r = f'{{"partitionId":{x1},"topicId":{j23}'
+    j35 = (_UT.get(x2) or _tu(x2))
+    r = f'{{"partitionId":{x1},"topicId":{j35}'
     if x3 is not None:
-        j24 = 'null' if x3 is None else (str(x3).replace(' ', '') if x3 else '[]')
-        r += f',"isr":{j24}'
+        j36 = 'null' if x3 is None else x3
+        r += f',"isr":{j36}'
     if x4 != -2:
         r += f',"leader":{x4}'
     if x5 is not None:
-        j25 = 'null' if x5 is None else (str(x5).replace(' ', '') if x5 else '[]')
-        r += f',"replicas":{j25}'
+        j37 = 'null' if x5 is None else x5
+        r += f',"replicas":{j37}'
     if x6 is not None:
-        j26 = 'null' if x6 is None else (str(x6).replace(' ', '') if x6 else '[]')
-        r += f',"removingReplicas":{j26}'
+        j38 = 'null' if x6 is None else x6
+        r += f',"removingReplicas":{j38}'
     if x7 is not None:
-        j27 = 'null' if x7 is None else (str(x7).replace(' ', '') if x7 else '[]')
-        r += f',"addingReplicas":{j27}'
+        j39 = 'null' if x7 is None else x7
+        r += f',"addingReplicas":{j39}'
     if x8 != -1:
         r += f',"leaderRecoveryState":{x8}'
     if x9 is not None:
-        j28 = 'null' if x9 is None else '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x9]) + ']'
-        r += f',"directories":{j28}'
+        j40 = 'null' if x9 is None else '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x9]) + ']'
+        r += f',"directories":{j40}'
     if x10 is not None:
-        j29 = 'null' if x10 is None else (str(x10).replace(' ', '') if x10 else '[]')
-        r += f',"eligibleLeaderReplicas":{j29}'
+        j41 = 'null' if x10 is None else x10
+        r += f',"eligibleLeaderReplicas":{j41}'
     if x11 is not None:
-        j30 = 'null' if x11 is None else (str(x11).replace(' ', '') if x11 else '[]')
-        r += f',"lastKnownElr":{j30}'
+        j42 = 'null' if x11 is None else x11
+        r += f',"lastKnownElr":{j42}'
     return r + '}', p
 
 

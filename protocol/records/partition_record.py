@@ -88,6 +88,7 @@ _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 _UT = {}  # uuid bytes -> text; topic and broker ids recur
+_FI = tuple('[' + ','.join(['%d'] * n) + ']' for n in range(64))  # int arrays by count
 
 
 def _tu(r):
@@ -863,126 +864,146 @@ def _t_PartitionRecord_0(b, p):
     p += 20
     n11 = b[p]
     if 0 < n11 < 65 and p + 4 * n11 - 3 <= L:
-        x3 = [*_A_int32[n11 - 1].unpack_from(b, p + 1)]
+        x3 = _FI[n11 - 1] % _A_int32[n11 - 1].unpack_from(b, p + 1)
         p += 4 * n11 - 3
     else:
-        n11 = b[p]
-        if n11 < 128:
-            p += 1
-        else:
-            n11, p = _ruv(b, p)
-        n11 -= 1
-        if n11 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n11 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n11) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n11 < 64:
-                x3 = [*_A_int32[n11].unpack_from(b, p)]
-            else:
-                x3 = [*_unpack_from('>' + str(n11) + 'i', b, p)]
-            p += n11 * 4
-    n12 = b[p]
-    if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
-        x4 = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
-        p += 4 * n12 - 3
-    else:
-        n12 = b[p]
-        if n12 < 128:
-            p += 1
-        else:
-            n12, p = _ruv(b, p)
-        n12 -= 1
-        if n12 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n12 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n12 < 64:
-                x4 = [*_A_int32[n12].unpack_from(b, p)]
-            else:
-                x4 = [*_unpack_from('>' + str(n12) + 'i', b, p)]
-            p += n12 * 4
-    n13 = b[p]
-    if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
-        x5 = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
-        p += 4 * n13 - 3
-    else:
         n13 = b[p]
-        if n13 < 128:
-            p += 1
+        if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
+            l12 = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
+            p += 4 * n13 - 3
         else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n13 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n13 < 64:
-                x5 = [*_A_int32[n13].unpack_from(b, p)]
+            n13 = b[p]
+            if n13 < 128:
+                p += 1
             else:
-                x5 = [*_unpack_from('>' + str(n13) + 'i', b, p)]
-            p += n13 * 4
+                n13, p = _ruv(b, p)
+            n13 -= 1
+            if n13 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n13 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n13 < 64:
+                    l12 = [*_A_int32[n13].unpack_from(b, p)]
+                else:
+                    l12 = [*_unpack_from('>' + str(n13) + 'i', b, p)]
+                p += n13 * 4
+        x3 = str(l12).replace(' ', '')
     n14 = b[p]
     if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
-        x6 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+        x4 = _FI[n14 - 1] % _A_int32[n14 - 1].unpack_from(b, p + 1)
         p += 4 * n14 - 3
     else:
-        n14 = b[p]
-        if n14 < 128:
-            p += 1
+        n16 = b[p]
+        if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+            l15 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+            p += 4 * n16 - 3
         else:
-            n14, p = _ruv(b, p)
-        n14 -= 1
-        if n14 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n14 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n14 < 64:
-                x6 = [*_A_int32[n14].unpack_from(b, p)]
+            n16 = b[p]
+            if n16 < 128:
+                p += 1
             else:
-                x6 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
-            p += n14 * 4
+                n16, p = _ruv(b, p)
+            n16 -= 1
+            if n16 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n16 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n16 < 64:
+                    l15 = [*_A_int32[n16].unpack_from(b, p)]
+                else:
+                    l15 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+                p += n16 * 4
+        x4 = str(l15).replace(' ', '')
+    n17 = b[p]
+    if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
+        x5 = _FI[n17 - 1] % _A_int32[n17 - 1].unpack_from(b, p + 1)
+        p += 4 * n17 - 3
+    else:
+        n19 = b[p]
+        if 0 < n19 < 65 and p + 4 * n19 - 3 <= L:
+            l18 = [*_A_int32[n19 - 1].unpack_from(b, p + 1)]
+            p += 4 * n19 - 3
+        else:
+            n19 = b[p]
+            if n19 < 128:
+                p += 1
+            else:
+                n19, p = _ruv(b, p)
+            n19 -= 1
+            if n19 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n19 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n19) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n19 < 64:
+                    l18 = [*_A_int32[n19].unpack_from(b, p)]
+                else:
+                    l18 = [*_unpack_from('>' + str(n19) + 'i', b, p)]
+                p += n19 * 4
+        x5 = str(l18).replace(' ', '')
+    n20 = b[p]
+    if 0 < n20 < 65 and p + 4 * n20 - 3 <= L:
+        x6 = _FI[n20 - 1] % _A_int32[n20 - 1].unpack_from(b, p + 1)
+        p += 4 * n20 - 3
+    else:
+        n22 = b[p]
+        if 0 < n22 < 65 and p + 4 * n22 - 3 <= L:
+            l21 = [*_A_int32[n22 - 1].unpack_from(b, p + 1)]
+            p += 4 * n22 - 3
+        else:
+            n22 = b[p]
+            if n22 < 128:
+                p += 1
+            else:
+                n22, p = _ruv(b, p)
+            n22 -= 1
+            if n22 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n22 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n22) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n22 < 64:
+                    l21 = [*_A_int32[n22].unpack_from(b, p)]
+                else:
+                    l21 = [*_unpack_from('>' + str(n22) + 'i', b, p)]
+                p += n22 * 4
+        x6 = str(l21).replace(' ', '')
     x7, x9, x10, = _S3.unpack_from(b, p)
     p += 12
     x8 = 0
-    tn15 = b[p]
+    tn23 = b[p]
     p += 1
-    if tn15:
-        if tn15 >= 128:
-            tn15, p = _ruv(b, p - 1)
-        if tn15 > L - p:
+    if tn23:
+        if tn23 >= 128:
+            tn23, p = _ruv(b, p - 1)
+        if tn23 > L - p:
             raise _DecodeError('tagged fields cannot fit', offset=p)
-        for _ in range(tn15):
-            tag16 = b[p]
-            if tag16 < 128:
+        for _ in range(tn23):
+            tag24 = b[p]
+            if tag24 < 128:
                 p += 1
             else:
-                tag16, p = _ruv(b, p)
-            tz17 = b[p]
-            if tz17 < 128:
+                tag24, p = _ruv(b, p)
+            tz25 = b[p]
+            if tz25 < 128:
                 p += 1
             else:
-                tz17, p = _ruv(b, p)
-            te18 = p + tz17
-            if te18 > L:
+                tz25, p = _ruv(b, p)
+            te26 = p + tz25
+            if te26 > L:
                 raise _DecodeError('tagged field is truncated', offset=p)
-            if tag16 == 0:
+            if tag24 == 0:
                 x8 = _S2.unpack_from(b, p)[0]
                 p += 1
-                if p != te18:
+                if p != te26:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
-            elif tag16 in (1, 2):
+            elif tag24 in (1, 2):
                 raise _DecodeError('tag not valid for this version', offset=p)
-            p = te18
-    j19 = (_UT.get(x2) or _tu(x2))
-    j20 = (str(x3).replace(' ', '') if x3 else '[]')
-    j21 = (str(x4).replace(' ', '') if x4 else '[]')
-    j22 = (str(x5).replace(' ', '') if x5 else '[]')
-    j23 = (str(x6).replace(' ', '') if x6 else '[]')
-    r = f'{{"partitionId":{x1},"topicId":{j19},"replicas":{j20},"isr":{j21},"removingReplicas":{j22},"addingReplicas":{j23},"leader":{x7}'
+            p = te26
+    j27 = (_UT.get(x2) or _tu(x2))
+    r = f'{{"partitionId":{x1},"topicId":{j27},"replicas":{x3},"isr":{x4},"removingReplicas":{x5},"addingReplicas":{x6},"leader":{x7}'
     if x8 != 0:
         r += f',"leaderRecoveryState":{x8}'
     r += f',"leaderEpoch":{x9}'
@@ -996,145 +1017,165 @@ def _t_PartitionRecord_1(b, p):
     p += 20
     n12 = b[p]
     if 0 < n12 < 65 and p + 4 * n12 - 3 <= L:
-        x3 = [*_A_int32[n12 - 1].unpack_from(b, p + 1)]
+        x3 = _FI[n12 - 1] % _A_int32[n12 - 1].unpack_from(b, p + 1)
         p += 4 * n12 - 3
     else:
-        n12 = b[p]
-        if n12 < 128:
-            p += 1
-        else:
-            n12, p = _ruv(b, p)
-        n12 -= 1
-        if n12 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n12 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n12) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n12 < 64:
-                x3 = [*_A_int32[n12].unpack_from(b, p)]
-            else:
-                x3 = [*_unpack_from('>' + str(n12) + 'i', b, p)]
-            p += n12 * 4
-    n13 = b[p]
-    if 0 < n13 < 65 and p + 4 * n13 - 3 <= L:
-        x4 = [*_A_int32[n13 - 1].unpack_from(b, p + 1)]
-        p += 4 * n13 - 3
-    else:
-        n13 = b[p]
-        if n13 < 128:
-            p += 1
-        else:
-            n13, p = _ruv(b, p)
-        n13 -= 1
-        if n13 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n13 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n13) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n13 < 64:
-                x4 = [*_A_int32[n13].unpack_from(b, p)]
-            else:
-                x4 = [*_unpack_from('>' + str(n13) + 'i', b, p)]
-            p += n13 * 4
-    n14 = b[p]
-    if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
-        x5 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
-        p += 4 * n14 - 3
-    else:
         n14 = b[p]
-        if n14 < 128:
-            p += 1
+        if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
+            l13 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+            p += 4 * n14 - 3
         else:
-            n14, p = _ruv(b, p)
-        n14 -= 1
-        if n14 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n14 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n14 < 64:
-                x5 = [*_A_int32[n14].unpack_from(b, p)]
+            n14 = b[p]
+            if n14 < 128:
+                p += 1
             else:
-                x5 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
-            p += n14 * 4
+                n14, p = _ruv(b, p)
+            n14 -= 1
+            if n14 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n14 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n14 < 64:
+                    l13 = [*_A_int32[n14].unpack_from(b, p)]
+                else:
+                    l13 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
+                p += n14 * 4
+        x3 = str(l13).replace(' ', '')
     n15 = b[p]
     if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
-        x6 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
+        x4 = _FI[n15 - 1] % _A_int32[n15 - 1].unpack_from(b, p + 1)
         p += 4 * n15 - 3
     else:
-        n15 = b[p]
-        if n15 < 128:
-            p += 1
+        n17 = b[p]
+        if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
+            l16 = [*_A_int32[n17 - 1].unpack_from(b, p + 1)]
+            p += 4 * n17 - 3
         else:
-            n15, p = _ruv(b, p)
-        n15 -= 1
-        if n15 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n15 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n15 < 64:
-                x6 = [*_A_int32[n15].unpack_from(b, p)]
+            n17 = b[p]
+            if n17 < 128:
+                p += 1
             else:
-                x6 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
-            p += n15 * 4
+                n17, p = _ruv(b, p)
+            n17 -= 1
+            if n17 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n17 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n17 < 64:
+                    l16 = [*_A_int32[n17].unpack_from(b, p)]
+                else:
+                    l16 = [*_unpack_from('>' + str(n17) + 'i', b, p)]
+                p += n17 * 4
+        x4 = str(l16).replace(' ', '')
+    n18 = b[p]
+    if 0 < n18 < 65 and p + 4 * n18 - 3 <= L:
+        x5 = _FI[n18 - 1] % _A_int32[n18 - 1].unpack_from(b, p + 1)
+        p += 4 * n18 - 3
+    else:
+        n20 = b[p]
+        if 0 < n20 < 65 and p + 4 * n20 - 3 <= L:
+            l19 = [*_A_int32[n20 - 1].unpack_from(b, p + 1)]
+            p += 4 * n20 - 3
+        else:
+            n20 = b[p]
+            if n20 < 128:
+                p += 1
+            else:
+                n20, p = _ruv(b, p)
+            n20 -= 1
+            if n20 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n20 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n20) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n20 < 64:
+                    l19 = [*_A_int32[n20].unpack_from(b, p)]
+                else:
+                    l19 = [*_unpack_from('>' + str(n20) + 'i', b, p)]
+                p += n20 * 4
+        x5 = str(l19).replace(' ', '')
+    n21 = b[p]
+    if 0 < n21 < 65 and p + 4 * n21 - 3 <= L:
+        x6 = _FI[n21 - 1] % _A_int32[n21 - 1].unpack_from(b, p + 1)
+        p += 4 * n21 - 3
+    else:
+        n23 = b[p]
+        if 0 < n23 < 65 and p + 4 * n23 - 3 <= L:
+            l22 = [*_A_int32[n23 - 1].unpack_from(b, p + 1)]
+            p += 4 * n23 - 3
+        else:
+            n23 = b[p]
+            if n23 < 128:
+                p += 1
+            else:
+                n23, p = _ruv(b, p)
+            n23 -= 1
+            if n23 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n23 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n23) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n23 < 64:
+                    l22 = [*_A_int32[n23].unpack_from(b, p)]
+                else:
+                    l22 = [*_unpack_from('>' + str(n23) + 'i', b, p)]
+                p += n23 * 4
+        x6 = str(l22).replace(' ', '')
     x7, x9, x10, = _S3.unpack_from(b, p)
     p += 12
-    n16 = b[p]
-    if n16 < 128:
+    n24 = b[p]
+    if n24 < 128:
         p += 1
     else:
-        n16, p = _ruv(b, p)
-    n16 -= 1
-    if n16 < 0:
+        n24, p = _ruv(b, p)
+    n24 -= 1
+    if n24 < 0:
         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
     else:
-        if n16 * 16 > L - p:
-            raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-        x11 = [b[i:i + 16] for i in range(p, p + 16 * n16, 16)]
-        p += 16 * n16
+        if n24 * 16 > L - p:
+            raise _DecodeError('array of ' + str(n24) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x11 = [b[i:i + 16] for i in range(p, p + 16 * n24, 16)]
+        p += 16 * n24
     x8 = 0
-    tn17 = b[p]
+    tn25 = b[p]
     p += 1
-    if tn17:
-        if tn17 >= 128:
-            tn17, p = _ruv(b, p - 1)
-        if tn17 > L - p:
+    if tn25:
+        if tn25 >= 128:
+            tn25, p = _ruv(b, p - 1)
+        if tn25 > L - p:
             raise _DecodeError('tagged fields cannot fit', offset=p)
-        for _ in range(tn17):
-            tag18 = b[p]
-            if tag18 < 128:
+        for _ in range(tn25):
+            tag26 = b[p]
+            if tag26 < 128:
                 p += 1
             else:
-                tag18, p = _ruv(b, p)
-            tz19 = b[p]
-            if tz19 < 128:
+                tag26, p = _ruv(b, p)
+            tz27 = b[p]
+            if tz27 < 128:
                 p += 1
             else:
-                tz19, p = _ruv(b, p)
-            te20 = p + tz19
-            if te20 > L:
+                tz27, p = _ruv(b, p)
+            te28 = p + tz27
+            if te28 > L:
                 raise _DecodeError('tagged field is truncated', offset=p)
-            if tag18 == 0:
+            if tag26 == 0:
                 x8 = _S2.unpack_from(b, p)[0]
                 p += 1
-                if p != te20:
+                if p != te28:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
-            elif tag18 in (1, 2):
+            elif tag26 in (1, 2):
                 raise _DecodeError('tag not valid for this version', offset=p)
-            p = te20
-    j21 = (_UT.get(x2) or _tu(x2))
-    j22 = (str(x3).replace(' ', '') if x3 else '[]')
-    j23 = (str(x4).replace(' ', '') if x4 else '[]')
-    j24 = (str(x5).replace(' ', '') if x5 else '[]')
-    j25 = (str(x6).replace(' ', '') if x6 else '[]')
-    r = f'{{"partitionId":{x1},"topicId":{j21},"replicas":{j22},"isr":{j23},"removingReplicas":{j24},"addingReplicas":{j25},"leader":{x7}'
+            p = te28
+    j29 = (_UT.get(x2) or _tu(x2))
+    r = f'{{"partitionId":{x1},"topicId":{j29},"replicas":{x3},"isr":{x4},"removingReplicas":{x5},"addingReplicas":{x6},"leader":{x7}'
     if x8 != 0:
         r += f',"leaderRecoveryState":{x8}'
     r += f',"leaderEpoch":{x9}'
     r += f',"partitionEpoch":{x10}'
-    j26 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x11]) + ']'
-    r += f',"directories":{j26}'
+    j34 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x11]) + ']'
+    r += f',"directories":{j34}'
     return r + '}', p
 
 
@@ -1144,203 +1185,235 @@ def _t_PartitionRecord_2(b, p):
     p += 20
     n14 = b[p]
     if 0 < n14 < 65 and p + 4 * n14 - 3 <= L:
-        x3 = [*_A_int32[n14 - 1].unpack_from(b, p + 1)]
+        x3 = _FI[n14 - 1] % _A_int32[n14 - 1].unpack_from(b, p + 1)
         p += 4 * n14 - 3
     else:
-        n14 = b[p]
-        if n14 < 128:
-            p += 1
-        else:
-            n14, p = _ruv(b, p)
-        n14 -= 1
-        if n14 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n14 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n14) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n14 < 64:
-                x3 = [*_A_int32[n14].unpack_from(b, p)]
-            else:
-                x3 = [*_unpack_from('>' + str(n14) + 'i', b, p)]
-            p += n14 * 4
-    n15 = b[p]
-    if 0 < n15 < 65 and p + 4 * n15 - 3 <= L:
-        x4 = [*_A_int32[n15 - 1].unpack_from(b, p + 1)]
-        p += 4 * n15 - 3
-    else:
-        n15 = b[p]
-        if n15 < 128:
-            p += 1
-        else:
-            n15, p = _ruv(b, p)
-        n15 -= 1
-        if n15 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n15 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n15) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n15 < 64:
-                x4 = [*_A_int32[n15].unpack_from(b, p)]
-            else:
-                x4 = [*_unpack_from('>' + str(n15) + 'i', b, p)]
-            p += n15 * 4
-    n16 = b[p]
-    if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
-        x5 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
-        p += 4 * n16 - 3
-    else:
         n16 = b[p]
-        if n16 < 128:
-            p += 1
+        if 0 < n16 < 65 and p + 4 * n16 - 3 <= L:
+            l15 = [*_A_int32[n16 - 1].unpack_from(b, p + 1)]
+            p += 4 * n16 - 3
         else:
-            n16, p = _ruv(b, p)
-        n16 -= 1
-        if n16 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n16 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n16 < 64:
-                x5 = [*_A_int32[n16].unpack_from(b, p)]
+            n16 = b[p]
+            if n16 < 128:
+                p += 1
             else:
-                x5 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
-            p += n16 * 4
+                n16, p = _ruv(b, p)
+            n16 -= 1
+            if n16 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n16 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n16) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n16 < 64:
+                    l15 = [*_A_int32[n16].unpack_from(b, p)]
+                else:
+                    l15 = [*_unpack_from('>' + str(n16) + 'i', b, p)]
+                p += n16 * 4
+        x3 = str(l15).replace(' ', '')
     n17 = b[p]
     if 0 < n17 < 65 and p + 4 * n17 - 3 <= L:
-        x6 = [*_A_int32[n17 - 1].unpack_from(b, p + 1)]
+        x4 = _FI[n17 - 1] % _A_int32[n17 - 1].unpack_from(b, p + 1)
         p += 4 * n17 - 3
     else:
-        n17 = b[p]
-        if n17 < 128:
-            p += 1
+        n19 = b[p]
+        if 0 < n19 < 65 and p + 4 * n19 - 3 <= L:
+            l18 = [*_A_int32[n19 - 1].unpack_from(b, p + 1)]
+            p += 4 * n19 - 3
         else:
-            n17, p = _ruv(b, p)
-        n17 -= 1
-        if n17 < 0:
-            raise _DecodeError('null or negative length in a non-nullable array', offset=p)
-        else:
-            if n17 * 4 > L - p:
-                raise _DecodeError('array of ' + str(n17) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-            if n17 < 64:
-                x6 = [*_A_int32[n17].unpack_from(b, p)]
+            n19 = b[p]
+            if n19 < 128:
+                p += 1
             else:
-                x6 = [*_unpack_from('>' + str(n17) + 'i', b, p)]
-            p += n17 * 4
+                n19, p = _ruv(b, p)
+            n19 -= 1
+            if n19 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n19 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n19) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n19 < 64:
+                    l18 = [*_A_int32[n19].unpack_from(b, p)]
+                else:
+                    l18 = [*_unpack_from('>' + str(n19) + 'i', b, p)]
+                p += n19 * 4
+        x4 = str(l18).replace(' ', '')
+    n20 = b[p]
+    if 0 < n20 < 65 and p + 4 * n20 - 3 <= L:
+        x5 = _FI[n20 - 1] % _A_int32[n20 - 1].unpack_from(b, p + 1)
+        p += 4 * n20 - 3
+    else:
+        n22 = b[p]
+        if 0 < n22 < 65 and p + 4 * n22 - 3 <= L:
+            l21 = [*_A_int32[n22 - 1].unpack_from(b, p + 1)]
+            p += 4 * n22 - 3
+        else:
+            n22 = b[p]
+            if n22 < 128:
+                p += 1
+            else:
+                n22, p = _ruv(b, p)
+            n22 -= 1
+            if n22 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n22 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n22) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n22 < 64:
+                    l21 = [*_A_int32[n22].unpack_from(b, p)]
+                else:
+                    l21 = [*_unpack_from('>' + str(n22) + 'i', b, p)]
+                p += n22 * 4
+        x5 = str(l21).replace(' ', '')
+    n23 = b[p]
+    if 0 < n23 < 65 and p + 4 * n23 - 3 <= L:
+        x6 = _FI[n23 - 1] % _A_int32[n23 - 1].unpack_from(b, p + 1)
+        p += 4 * n23 - 3
+    else:
+        n25 = b[p]
+        if 0 < n25 < 65 and p + 4 * n25 - 3 <= L:
+            l24 = [*_A_int32[n25 - 1].unpack_from(b, p + 1)]
+            p += 4 * n25 - 3
+        else:
+            n25 = b[p]
+            if n25 < 128:
+                p += 1
+            else:
+                n25, p = _ruv(b, p)
+            n25 -= 1
+            if n25 < 0:
+                raise _DecodeError('null or negative length in a non-nullable array', offset=p)
+            else:
+                if n25 * 4 > L - p:
+                    raise _DecodeError('array of ' + str(n25) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                if n25 < 64:
+                    l24 = [*_A_int32[n25].unpack_from(b, p)]
+                else:
+                    l24 = [*_unpack_from('>' + str(n25) + 'i', b, p)]
+                p += n25 * 4
+        x6 = str(l24).replace(' ', '')
     x7, x9, x10, = _S3.unpack_from(b, p)
     p += 12
-    n18 = b[p]
-    if n18 < 128:
+    n26 = b[p]
+    if n26 < 128:
         p += 1
     else:
-        n18, p = _ruv(b, p)
-    n18 -= 1
-    if n18 < 0:
+        n26, p = _ruv(b, p)
+    n26 -= 1
+    if n26 < 0:
         raise _DecodeError('null or negative length in a non-nullable array', offset=p)
     else:
-        if n18 * 16 > L - p:
-            raise _DecodeError('array of ' + str(n18) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-        x11 = [b[i:i + 16] for i in range(p, p + 16 * n18, 16)]
-        p += 16 * n18
+        if n26 * 16 > L - p:
+            raise _DecodeError('array of ' + str(n26) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+        x11 = [b[i:i + 16] for i in range(p, p + 16 * n26, 16)]
+        p += 16 * n26
     x8 = 0
     x12 = None
     x13 = None
-    tn19 = b[p]
+    tn27 = b[p]
     p += 1
-    if tn19:
-        if tn19 >= 128:
-            tn19, p = _ruv(b, p - 1)
-        if tn19 > L - p:
+    if tn27:
+        if tn27 >= 128:
+            tn27, p = _ruv(b, p - 1)
+        if tn27 > L - p:
             raise _DecodeError('tagged fields cannot fit', offset=p)
-        for _ in range(tn19):
-            tag20 = b[p]
-            if tag20 < 128:
+        for _ in range(tn27):
+            tag28 = b[p]
+            if tag28 < 128:
                 p += 1
             else:
-                tag20, p = _ruv(b, p)
-            tz21 = b[p]
-            if tz21 < 128:
+                tag28, p = _ruv(b, p)
+            tz29 = b[p]
+            if tz29 < 128:
                 p += 1
             else:
-                tz21, p = _ruv(b, p)
-            te22 = p + tz21
-            if te22 > L:
+                tz29, p = _ruv(b, p)
+            te30 = p + tz29
+            if te30 > L:
                 raise _DecodeError('tagged field is truncated', offset=p)
-            if tag20 == 0:
+            if tag28 == 0:
                 x8 = _S2.unpack_from(b, p)[0]
                 p += 1
-                if p != te22:
+                if p != te30:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
-            elif tag20 == 1:
-                n23 = b[p]
-                if 0 < n23 < 65 and p + 4 * n23 - 3 <= L:
-                    x12 = [*_A_int32[n23 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n23 - 3
+            elif tag28 == 1:
+                n31 = b[p]
+                if 0 < n31 < 65 and p + 4 * n31 - 3 <= L:
+                    x12 = _FI[n31 - 1] % _A_int32[n31 - 1].unpack_from(b, p + 1)
+                    p += 4 * n31 - 3
                 else:
-                    n23 = b[p]
-                    if n23 < 128:
-                        p += 1
+                    n33 = b[p]
+                    if 0 < n33 < 65 and p + 4 * n33 - 3 <= L:
+                        l32 = [*_A_int32[n33 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n33 - 3
                     else:
-                        n23, p = _ruv(b, p)
-                    n23 -= 1
-                    if n23 < 0:
-                        if n23 != -1:
-                            raise _DecodeError('negative array length ' + str(n23), offset=p)
-                        x12 = None
-                    else:
-                        if n23 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n23) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n23 < 64:
-                            x12 = [*_A_int32[n23].unpack_from(b, p)]
+                        n33 = b[p]
+                        if n33 < 128:
+                            p += 1
                         else:
-                            x12 = [*_unpack_from('>' + str(n23) + 'i', b, p)]
-                        p += n23 * 4
-                if p != te22:
+                            n33, p = _ruv(b, p)
+                        n33 -= 1
+                        if n33 < 0:
+                            if n33 != -1:
+                                raise _DecodeError('negative array length ' + str(n33), offset=p)
+                            l32 = None
+                        else:
+                            if n33 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n33) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n33 < 64:
+                                l32 = [*_A_int32[n33].unpack_from(b, p)]
+                            else:
+                                l32 = [*_unpack_from('>' + str(n33) + 'i', b, p)]
+                            p += n33 * 4
+                    x12 = None if l32 is None else str(l32).replace(' ', '')
+                if p != te30:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
-            elif tag20 == 2:
-                n24 = b[p]
-                if 0 < n24 < 65 and p + 4 * n24 - 3 <= L:
-                    x13 = [*_A_int32[n24 - 1].unpack_from(b, p + 1)]
-                    p += 4 * n24 - 3
+            elif tag28 == 2:
+                n34 = b[p]
+                if 0 < n34 < 65 and p + 4 * n34 - 3 <= L:
+                    x13 = _FI[n34 - 1] % _A_int32[n34 - 1].unpack_from(b, p + 1)
+                    p += 4 * n34 - 3
                 else:
-                    n24 = b[p]
-                    if n24 < 128:
-                        p += 1
+                    n36 = b[p]
+                    if 0 < n36 < 65 and p + 4 * n36 - 3 <= L:
+                        l35 = [*_A_int32[n36 - 1].unpack_from(b, p + 1)]
+                        p += 4 * n36 - 3
                     else:
-                        n24, p = _ruv(b, p)
-                    n24 -= 1
-                    if n24 < 0:
-                        if n24 != -1:
-                            raise _DecodeError('negative array length ' + str(n24), offset=p)
-                        x13 = None
-                    else:
-                        if n24 * 4 > L - p:
-                            raise _DecodeError('array of ' + str(n24) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
-                        if n24 < 64:
-                            x13 = [*_A_int32[n24].unpack_from(b, p)]
+                        n36 = b[p]
+                        if n36 < 128:
+                            p += 1
                         else:
-                            x13 = [*_unpack_from('>' + str(n24) + 'i', b, p)]
-                        p += n24 * 4
-                if p != te22:
+                            n36, p = _ruv(b, p)
+                        n36 -= 1
+                        if n36 < 0:
+                            if n36 != -1:
+                                raise _DecodeError('negative array length ' + str(n36), offset=p)
+                            l35 = None
+                        else:
+                            if n36 * 4 > L - p:
+                                raise _DecodeError('array of ' + str(n36) + ' elements cannot fit in ' + str(L - p) + ' bytes', offset=p)
+                            if n36 < 64:
+                                l35 = [*_A_int32[n36].unpack_from(b, p)]
+                            else:
+                                l35 = [*_unpack_from('>' + str(n36) + 'i', b, p)]
+                            p += n36 * 4
+                    x13 = None if l35 is None else str(l35).replace(' ', '')
+                if p != te30:
                     raise _DecodeError('tagged field size does not match its content', offset=p)
-            p = te22
-    j25 = (_UT.get(x2) or _tu(x2))
-    j26 = (str(x3).replace(' ', '') if x3 else '[]')
-    j27 = (str(x4).replace(' ', '') if x4 else '[]')
-    j28 = (str(x5).replace(' ', '') if x5 else '[]')
-    j29 = (str(x6).replace(' ', '') if x6 else '[]')
-    r = f'{{"partitionId":{x1},"topicId":{j25},"replicas":{j26},"isr":{j27},"removingReplicas":{j28},"addingReplicas":{j29},"leader":{x7}'
+            p = te30
+    j37 = (_UT.get(x2) or _tu(x2))
+    r = f'{{"partitionId":{x1},"topicId":{j37},"replicas":{x3},"isr":{x4},"removingReplicas":{x5},"addingReplicas":{x6},"leader":{x7}'
     if x8 != 0:
         r += f',"leaderRecoveryState":{x8}'
     r += f',"leaderEpoch":{x9}'
     r += f',"partitionEpoch":{x10}'
-    j30 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x11]) + ']'
-    r += f',"directories":{j30}'
+    j42 = '[' + ','.join([(_UT.get(e) or _tu(e)) for e in x11]) + ']'
+    r += f',"directories":{j42}'
     if x12 is not None:
-        j31 = 'null' if x12 is None else (str(x12).replace(' ', '') if x12 else '[]')
-        r += f',"eligibleLeaderReplicas":{j31}'
+        j43 = 'null' if x12 is None else x12
+        r += f',"eligibleLeaderReplicas":{j43}'
     if x13 is not None:
-        j32 = 'null' if x13 is None else (str(x13).replace(' ', '') if x13 else '[]')
-        r += f',"lastKnownElr":{j32}'
+        j44 = 'null' if x13 is None else x13
+        r += f',"lastKnownElr":{j44}'
     return r + '}', p
 
 

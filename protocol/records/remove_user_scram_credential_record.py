@@ -63,6 +63,7 @@ _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)
 _jv = _JE(separators=(',', ':'), ensure_ascii=False).encode
 _UT = {}  # uuid bytes -> text; topic and broker ids recur
+_FI = tuple('[' + ','.join(['%d'] * n) + ']' for n in range(64))  # int arrays by count
 
 
 def _tu(r):
