@@ -85,15 +85,25 @@ class Quorum:
             self._check_running()
         storage = self.storage
         now = self.clock_ms()
+        end = storage.metadata_end_offset()
         result = self.controller.handle(
-            request, api_version, now_ms=now,
-            next_offset=storage.metadata_end_offset(), listener=listener,
-        )
-        if result.records or result.txn_records or result.events:  # most answers write nothing
-            self._write(result, now)
+            request, api_version, now_ms=now, next_offset=end, listener=listener)
+        records, txn_records = result.records, result.txn_records
+        for line in result.events:
+            log.info("%s", line)
+        if records or txn_records:  # most answers write nothing
+            # `_write` inlined: append, apply, wake the commit task; the log ends are now
+            # just past this result's records (nothing ran in between).
+            offset, txn_offset = storage.append(result, now)
+            self.controller.apply(result, offset=offset, txn_offset=txn_offset)
+            self._appended.set()
+            end, txn_end = offset + len(records), txn_offset + len(txn_records)
+        elif result.respond_before_commit:
+            return result.response
+        else:
+            txn_end = storage.txn_end_offset()
         if not result.respond_before_commit:
             # Inline (no coroutine per answer): wait until everything appended so far is durable.
-            end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
             while self.hwm[0] < end or self.hwm[1] < txn_end:
                 if self._failed is not None:
                     raise NodeStopped("the write of this request failed") from self._failed

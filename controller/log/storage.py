@@ -149,12 +149,13 @@ def read_bootstrap(log_dir: Path) -> tuple[int | None, dict[str, int]]:
 @dataclass
 class SnapshotJob:
     """A snapshot whose records were taken on the event loop: `end_offset` must be committed
-    before `write` (a worker thread: file, fsync, rename, then the segments and older
-    snapshots it covers are deleted); `finish` runs back on the event loop."""
+    before `write` (a worker thread: encode, file, fsync, rename, then the segments and older
+    snapshots it covers are deleted); `finish` runs back on the event loop. The records are
+    the controller's own objects: it replaces what it keeps, never edits it, so they hold."""
 
     storage: MetadataStorage
     snapshot_id: SnapshotId
-    values: list[bytes]
+    records: list[tuple[Any, int]]
     last_contained_log_timestamp: int
     now_ms: int
 
@@ -167,14 +168,15 @@ class SnapshotJob:
         if storage.metadata.high_watermark < sid.end_offset:
             raise RuntimeError(f"snapshot {sid.file_name} written before its offsets are durable")
         mdir = storage.log_dir / METADATA_PARTITION
+        values = [_encode_value(r, v) for r, v in self.records]
         write_snapshot(
             mdir,
             sid,
-            self.values,
+            values,
             last_contained_log_timestamp=self.last_contained_log_timestamp,
             timestamp=self.now_ms,
         )
-        log.info("snapshot %s written (%d records)", sid.file_name, len(self.values))
+        log.info("snapshot %s written (%d records)", sid.file_name, len(values))
         storage._trim_after_snapshot(sid, self.last_contained_log_timestamp, self.now_ms)
 
     def finish(self) -> None:
@@ -538,15 +540,15 @@ class MetadataStorage:
 
     def begin_snapshot(self, controller: Any, now_ms: int) -> SnapshotJob:
         """Take the controller's records now, at the log end offset: the state there is exactly
-        the replay of every record appended so far (durable or not yet). They are encoded here,
-        as bytes nothing can change later; writing them waits for the commit of that offset."""
+        the replay of every record appended so far (durable or not yet). Encoding and writing
+        them wait for the commit of that offset, in a worker thread."""
         end = self.metadata.log_end_offset
-        values = [_encode_value(r, v) for r, v in controller.snapshot_records()]
+        records = controller.snapshot_records()
         last_ts = self.metadata.last_append_timestamp
         if last_ts is None:
             last_ts = self.snapshot.last_contained_log_timestamp if self.snapshot else 0
         self._job = SnapshotJob(
-            self, SnapshotId(end, self._epoch_of(end - 1)), values, last_ts, now_ms
+            self, SnapshotId(end, self._epoch_of(end - 1)), records, last_ts, now_ms
         )
         return self._job
 
