@@ -208,6 +208,7 @@ class RetentionJob:
     def abandon(self) -> None:
         self.storage._job = None
 
+
 # (record class, version) -> (frame prefix, the generated encoder), once a record of that
 # class and version has been encoded through `encode_metadata_record` (which checks it).
 _FRAMES: dict[tuple[type, int], tuple[bytes, Any]] = {}
