@@ -120,7 +120,13 @@ def broker_loop(srv: KraftpyServer, ledger: Ledger, stop: threading.Event, broke
 
 
 def test_kill9_under_load_never_hands_out_an_acknowledged_id_again(tmp_path) -> None:
-    srv = KraftpyServer(tmp_path, {"broker.session.timeout.ms": "30000"}, log_level="WARNING")
+    # Small snapshot, segment and retention limits: kills also land inside snapshot writes
+    # (worker thread), segment rolls and retention's deletions.
+    srv = KraftpyServer(tmp_path, {"broker.session.timeout.ms": "30000",
+                                   "metadata.log.max.record.bytes.between.snapshots": "8000",
+                                   "metadata.log.segment.bytes": "16384",
+                                   "metadata.max.retention.bytes": "60000"},
+                        log_level="WARNING")
     srv.start()
     cluster_id = srv.cluster_id()
     ledger = Ledger()
