@@ -235,19 +235,51 @@ class ModuleEmitter:
             if f is not None and f.type.fixed and version not in f.nullable:
                 run.append(f)
                 continue
+            n_read = None
             if run:
                 fused = f is None and count is not None
-                self._read_run(c, run, ind, obj, prefix, track, count if fused else None)
+                if f is not None and self._length_fuses(f, run, version):
+                    n_read = self._read_run_and_length(c, run, f, ind, obj, prefix, track)
+                else:
+                    self._read_run(c, run, ind, obj, prefix, track, count if fused else None)
                 run = []
             if f is not None:
                 if track:
                     c(ind, f"F = {prefix + f.name!r}")
                 self._read(c, ind, f, f.type, version in f.nullable, version, f"{obj}.{f.attr}",
-                           prefix + f.name + ".")
+                           prefix + f.name + ".", n_read)
         if flexible:
             self._read_tags(c, struct, tagged, version, ind, obj, prefix, track, count, fused)
         else:
             c(ind, f"{obj}.unknown_tagged_fields = {{}}")
+
+    def _length_fuses(self, f: Field, run: list[Field], version: int) -> bool:
+        """A string or bytes with an int16/int32 length right after a fixed run (the request
+        header's ClientId): the length is read with the run."""
+        return (f.type.kind in ("string", "bytes", "records")
+                and not self.compact(f, f.type, version)
+                and all(r.type.kind != "uuid" for r in run))
+
+    def _read_run_and_length(self, c: _Code, run: list[Field], f: Field, ind: int, obj: str,
+                             prefix: str, track: bool) -> str:
+        """One unpack for the run and the next field's length when the buffer holds both; else
+        the two reads one after the other, so a short buffer names the same field as before."""
+        code = "h" if f.type.kind == "string" else "i"
+        codes = "".join(STRUCT_CODES[r.type.kind] for r in run) + code
+        size = sum(FIXED_SIZES[r.type.kind] for r in run) + (2 if code == "h" else 4)
+        n = self.var("n")
+        if track:
+            c(ind, f"F = {prefix + run[0].name!r}")
+        c(ind, f"if p + {size} <= L:")
+        targets = ", ".join([f"{obj}.{r.attr}" for r in run] + [n])
+        c(ind + 1, f"{targets} = {self.fmt(codes)}.unpack_from(b, p)")
+        c(ind + 1, f"p += {size}")
+        c(ind, "else:")
+        self._read_run(c, run, ind + 1, obj, prefix, track=False)
+        if track:
+            c(ind + 1, f"F = {prefix + f.name!r}")
+        self._read_len(c, ind + 1, n, compact=False, wide=code == "i")
+        return n
 
     def _read_run(self, c: _Code, run: list[Field], ind: int, obj: str, prefix: str,
                   track: bool = True, count: str | None = None) -> None:
@@ -294,7 +326,8 @@ class ModuleEmitter:
         c(ind, "else:")
 
     def _read(self, c: _Code, ind: int, f: Field | None, t: FieldType, nullable: bool,
-              version: int, target: str, prefix: str = "") -> None:
+              version: int, target: str, prefix: str = "", n_read: str | None = None) -> None:
+        """Read one value into `target`; `n_read` names a length already read (a fused run)."""
         k = t.kind
         if t.fixed:
             s = self.fmt(STRUCT_CODES[k])
@@ -306,9 +339,10 @@ class ModuleEmitter:
             c(ind, f"p += {FIXED_SIZES[k]}")
             return
         if k in ("string", "bytes", "records"):
-            n = self.var("n")
             compact = self.compact(f, t, version)
-            self._read_len(c, ind, n, compact, wide=(k != "string"))
+            n = n_read or self.var("n")
+            if n_read is None:
+                self._read_len(c, ind, n, compact, wide=(k != "string"))
             self._null_or_neg(c, ind, n, target, nullable, k)
             e = self.var("e")
             c(ind + 1, f"{e} = p + {n}")

@@ -61,7 +61,8 @@ class AddOffsetsToTxnRequest(Message):
 
 
 _S0 = _St('>h')
-_S1 = _St('>qh')
+_S1 = _St('>qhh')
+_S2 = _St('>qh')
 
 
 def _d_AddOffsetsToTxnRequest_0(b, p):
@@ -81,11 +82,16 @@ def _d_AddOffsetsToTxnRequest_0(b, p):
             o.transactional_id = b[p:e2].decode()
             p = e2
         F = 'ProducerId'
-        o.producer_id, o.producer_epoch = _S1.unpack_from(b, p)
-        p += 10
+        if p + 12 <= L:
+            o.producer_id, o.producer_epoch, n3 = _S1.unpack_from(b, p)
+            p += 12
+        else:
+            o.producer_id, o.producer_epoch = _S2.unpack_from(b, p)
+            p += 10
+            F = 'GroupId'
+            n3 = _S0.unpack_from(b, p)[0]
+            p += 2
         F = 'GroupId'
-        n3 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -125,7 +131,7 @@ def _d_AddOffsetsToTxnRequest_3(b, p):
             o.transactional_id = b[p:e3].decode()
             p = e3
         F = 'ProducerId'
-        o.producer_id, o.producer_epoch = _S1.unpack_from(b, p)
+        o.producer_id, o.producer_epoch = _S2.unpack_from(b, p)
         p += 10
         F = 'GroupId'
         n4 = b[p]
@@ -185,7 +191,7 @@ def _e_AddOffsetsToTxnRequest_0(o, a):
         n2 = len(v1)
         a(_S0.pack(n2))
         a(v1)
-    a(_S1.pack(o.producer_id, o.producer_epoch))
+    a(_S2.pack(o.producer_id, o.producer_epoch))
     v3 = o.group_id
     if v3 is None:
         raise _EncodeError('null in non-nullable field GroupId at version 0')
@@ -207,7 +213,7 @@ def _e_AddOffsetsToTxnRequest_1(o, a):
         n2 = len(v1)
         a(_S0.pack(n2))
         a(v1)
-    a(_S1.pack(o.producer_id, o.producer_epoch))
+    a(_S2.pack(o.producer_id, o.producer_epoch))
     v3 = o.group_id
     if v3 is None:
         raise _EncodeError('null in non-nullable field GroupId at version 1')
@@ -229,7 +235,7 @@ def _e_AddOffsetsToTxnRequest_2(o, a):
         n2 = len(v1)
         a(_S0.pack(n2))
         a(v1)
-    a(_S1.pack(o.producer_id, o.producer_epoch))
+    a(_S2.pack(o.producer_id, o.producer_epoch))
     v3 = o.group_id
     if v3 is None:
         raise _EncodeError('null in non-nullable field GroupId at version 2')
@@ -251,7 +257,7 @@ def _e_AddOffsetsToTxnRequest_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.producer_id, o.producer_epoch))
+    a(_S2.pack(o.producer_id, o.producer_epoch))
     v3 = o.group_id
     if v3 is None:
         raise _EncodeError('null in non-nullable field GroupId at version 3')
@@ -276,7 +282,7 @@ def _e_AddOffsetsToTxnRequest_4(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.producer_id, o.producer_epoch))
+    a(_S2.pack(o.producer_id, o.producer_epoch))
     v3 = o.group_id
     if v3 is None:
         raise _EncodeError('null in non-nullable field GroupId at version 4')

@@ -83,11 +83,12 @@ class CreateAclsRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>b')
-_S1 = _St('>h')
-_S2 = _St('>bb')
-_S3 = _St('>bbB')
-_S4 = _St('>i')
+_S0 = _St('>bh')
+_S1 = _St('>b')
+_S2 = _St('>h')
+_S3 = _St('>bb')
+_S4 = _St('>bbB')
+_S5 = _St('>i')
 
 
 def _d_AclCreation_1(b, p):
@@ -96,11 +97,16 @@ def _d_AclCreation_1(b, p):
         L = len(b)
         o = _new(AclCreation)
         F = 'ResourceType'
-        o.resource_type = _S0.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.resource_type, n1 = _S0.unpack_from(b, p)
+            p += 3
+        else:
+            o.resource_type = _S1.unpack_from(b, p)[0]
+            p += 1
+            F = 'ResourceName'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'ResourceName'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -110,11 +116,16 @@ def _d_AclCreation_1(b, p):
             o.resource_name = b[p:e2].decode()
             p = e2
         F = 'ResourcePatternType'
-        o.resource_pattern_type = _S0.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.resource_pattern_type, n3 = _S0.unpack_from(b, p)
+            p += 3
+        else:
+            o.resource_pattern_type = _S1.unpack_from(b, p)[0]
+            p += 1
+            F = 'Principal'
+            n3 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Principal'
-        n3 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -124,7 +135,7 @@ def _d_AclCreation_1(b, p):
             o.principal = b[p:e4].decode()
             p = e4
         F = 'Host'
-        n5 = _S1.unpack_from(b, p)[0]
+        n5 = _S2.unpack_from(b, p)[0]
         p += 2
         if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -135,7 +146,7 @@ def _d_AclCreation_1(b, p):
             o.host = b[p:e6].decode()
             p = e6
         F = 'Operation'
-        o.operation, o.permission_type = _S2.unpack_from(b, p)
+        o.operation, o.permission_type = _S3.unpack_from(b, p)
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -153,7 +164,7 @@ def _d_AclCreation_2(b, p):
         L = len(b)
         o = _new(AclCreation)
         F = 'ResourceType'
-        o.resource_type = _S0.unpack_from(b, p)[0]
+        o.resource_type = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceName'
         n2 = b[p]
@@ -171,7 +182,7 @@ def _d_AclCreation_2(b, p):
             o.resource_name = b[p:e3].decode()
             p = e3
         F = 'ResourcePatternType'
-        o.resource_pattern_type = _S0.unpack_from(b, p)[0]
+        o.resource_pattern_type = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'Principal'
         n4 = b[p]
@@ -204,7 +215,7 @@ def _d_AclCreation_2(b, p):
             o.host = b[p:e7].decode()
             p = e7
         F = 'Operation'
-        o.operation, o.permission_type, tn1 = _S3.unpack_from(b, p)
+        o.operation, o.permission_type, tn1 = _S4.unpack_from(b, p)
         p += 3
         F = None
         u8 = o.unknown_tagged_fields = {}
@@ -239,23 +250,23 @@ def _d_AclCreation_2(b, p):
 
 
 def _e_AclCreation_1(o, a):
-    a(_S0.pack(o.resource_type))
+    a(_S1.pack(o.resource_type))
     v1 = o.resource_name
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 1')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.resource_pattern_type))
+    a(_S1.pack(o.resource_pattern_type))
     v3 = o.principal
     if v3 is None:
         raise _EncodeError('null in non-nullable field Principal at version 1')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     v5 = o.host
     if v5 is None:
@@ -263,15 +274,15 @@ def _e_AclCreation_1(o, a):
     else:
         v5 = v5.encode()
         n6 = len(v5)
-        a(_S1.pack(n6))
+        a(_S2.pack(n6))
         a(v5)
-    a(_S2.pack(o.operation, o.permission_type))
+    a(_S3.pack(o.operation, o.permission_type))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_AclCreation_2(o, a):
-    a(_S0.pack(o.resource_type))
+    a(_S1.pack(o.resource_type))
     v1 = o.resource_name
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 2')
@@ -280,7 +291,7 @@ def _e_AclCreation_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.resource_pattern_type))
+    a(_S1.pack(o.resource_pattern_type))
     v3 = o.principal
     if v3 is None:
         raise _EncodeError('null in non-nullable field Principal at version 2')
@@ -299,14 +310,14 @@ def _e_AclCreation_2(o, a):
         a(v5)
     u7 = o.unknown_tagged_fields
     if u7:
-        a(_S2.pack(o.operation, o.permission_type))
+        a(_S3.pack(o.operation, o.permission_type))
         _wtags(sorted(u7.items()), a)
     else:
-        a(_S3.pack(o.operation, o.permission_type, 0))
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _e_AclCreation_3(o, a):
-    a(_S0.pack(o.resource_type))
+    a(_S1.pack(o.resource_type))
     v1 = o.resource_name
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 3')
@@ -315,7 +326,7 @@ def _e_AclCreation_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.resource_pattern_type))
+    a(_S1.pack(o.resource_pattern_type))
     v3 = o.principal
     if v3 is None:
         raise _EncodeError('null in non-nullable field Principal at version 3')
@@ -334,10 +345,10 @@ def _e_AclCreation_3(o, a):
         a(v5)
     u7 = o.unknown_tagged_fields
     if u7:
-        a(_S2.pack(o.operation, o.permission_type))
+        a(_S3.pack(o.operation, o.permission_type))
         _wtags(sorted(u7.items()), a)
     else:
-        a(_S3.pack(o.operation, o.permission_type, 0))
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _j_AclCreation_1(o):
@@ -350,7 +361,7 @@ def _d_CreateAclsRequest_1(b, p):
         L = len(b)
         o = _new(CreateAclsRequest)
         F = 'Creations'
-        n1 = _S4.unpack_from(b, p)[0]
+        n1 = _S5.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -360,10 +371,14 @@ def _d_CreateAclsRequest_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(AclCreation)
-                s3.resource_type = _S0.unpack_from(b, p)[0]
-                p += 1
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 3 <= L:
+                    s3.resource_type, n4 = _S0.unpack_from(b, p)
+                    p += 3
+                else:
+                    s3.resource_type = _S1.unpack_from(b, p)[0]
+                    p += 1
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -372,10 +387,14 @@ def _d_CreateAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.resource_name = b[p:e5].decode()
                     p = e5
-                s3.resource_pattern_type = _S0.unpack_from(b, p)[0]
-                p += 1
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 3 <= L:
+                    s3.resource_pattern_type, n6 = _S0.unpack_from(b, p)
+                    p += 3
+                else:
+                    s3.resource_pattern_type = _S1.unpack_from(b, p)[0]
+                    p += 1
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -384,7 +403,7 @@ def _d_CreateAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s3.principal = b[p:e7].decode()
                     p = e7
-                n8 = _S1.unpack_from(b, p)[0]
+                n8 = _S2.unpack_from(b, p)[0]
                 p += 2
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -394,7 +413,7 @@ def _d_CreateAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e9].decode()
                     p = e9
-                s3.operation, s3.permission_type = _S2.unpack_from(b, p)
+                s3.operation, s3.permission_type = _S3.unpack_from(b, p)
                 p += 2
                 s3.unknown_tagged_fields = {}
                 l2.append(s3)
@@ -429,7 +448,7 @@ def _d_CreateAclsRequest_2(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(AclCreation)
-                s4.resource_type = _S0.unpack_from(b, p)[0]
+                s4.resource_type = _S1.unpack_from(b, p)[0]
                 p += 1
                 n6 = b[p]
                 if n6 < 128:
@@ -445,7 +464,7 @@ def _d_CreateAclsRequest_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s4.resource_name = b[p:e7].decode()
                     p = e7
-                s4.resource_pattern_type = _S0.unpack_from(b, p)[0]
+                s4.resource_pattern_type = _S1.unpack_from(b, p)[0]
                 p += 1
                 n8 = b[p]
                 if n8 < 128:
@@ -475,7 +494,7 @@ def _d_CreateAclsRequest_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
                     s4.host = b[p:e11].decode()
                     p = e11
-                s4.operation, s4.permission_type, tn5 = _S3.unpack_from(b, p)
+                s4.operation, s4.permission_type, tn5 = _S4.unpack_from(b, p)
                 p += 3
                 u12 = s4.unknown_tagged_fields = {}
                 if tn5:
@@ -541,25 +560,25 @@ def _e_CreateAclsRequest_1(o, a):
         raise _EncodeError('null in non-nullable field Creations at version 1')
     else:
         n2 = len(v1)
-        a(_S4.pack(n2))
+        a(_S5.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.resource_type))
+            a(_S1.pack(s3.resource_type))
             v4 = s3.resource_name
             if v4 is None:
                 raise _EncodeError('null in non-nullable field ResourceName at version 1')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.resource_pattern_type))
+            a(_S1.pack(s3.resource_pattern_type))
             v6 = s3.principal
             if v6 is None:
                 raise _EncodeError('null in non-nullable field Principal at version 1')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             v8 = s3.host
             if v8 is None:
@@ -567,9 +586,9 @@ def _e_CreateAclsRequest_1(o, a):
             else:
                 v8 = v8.encode()
                 n9 = len(v8)
-                a(_S1.pack(n9))
+                a(_S2.pack(n9))
                 a(v8)
-            a(_S2.pack(s3.operation, s3.permission_type))
+            a(_S3.pack(s3.operation, s3.permission_type))
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -584,7 +603,7 @@ def _e_CreateAclsRequest_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.resource_type))
+            a(_S1.pack(s3.resource_type))
             v4 = s3.resource_name
             if v4 is None:
                 raise _EncodeError('null in non-nullable field ResourceName at version 2')
@@ -593,7 +612,7 @@ def _e_CreateAclsRequest_2(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.resource_pattern_type))
+            a(_S1.pack(s3.resource_pattern_type))
             v6 = s3.principal
             if v6 is None:
                 raise _EncodeError('null in non-nullable field Principal at version 2')
@@ -612,10 +631,10 @@ def _e_CreateAclsRequest_2(o, a):
                 a(v8)
             u10 = s3.unknown_tagged_fields
             if u10:
-                a(_S2.pack(s3.operation, s3.permission_type))
+                a(_S3.pack(s3.operation, s3.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(_S3.pack(s3.operation, s3.permission_type, 0))
+                a(_S4.pack(s3.operation, s3.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -631,7 +650,7 @@ def _e_CreateAclsRequest_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.resource_type))
+            a(_S1.pack(s3.resource_type))
             v4 = s3.resource_name
             if v4 is None:
                 raise _EncodeError('null in non-nullable field ResourceName at version 3')
@@ -640,7 +659,7 @@ def _e_CreateAclsRequest_3(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.resource_pattern_type))
+            a(_S1.pack(s3.resource_pattern_type))
             v6 = s3.principal
             if v6 is None:
                 raise _EncodeError('null in non-nullable field Principal at version 3')
@@ -659,10 +678,10 @@ def _e_CreateAclsRequest_3(o, a):
                 a(v8)
             u10 = s3.unknown_tagged_fields
             if u10:
-                a(_S2.pack(s3.operation, s3.permission_type))
+                a(_S3.pack(s3.operation, s3.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(_S3.pack(s3.operation, s3.permission_type, 0))
+                a(_S4.pack(s3.operation, s3.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)

@@ -73,8 +73,9 @@ class CreateAclsResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>h')
-_S1 = _St('>i')
+_S0 = _St('>hh')
+_S1 = _St('>h')
+_S2 = _St('>i')
 
 
 def _d_AclCreationResult_1(b, p):
@@ -83,11 +84,16 @@ def _d_AclCreationResult_1(b, p):
         L = len(b)
         o = _new(AclCreationResult)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S0.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S1.unpack_from(b, p)[0]
+            p += 2
+            F = 'ErrorMessage'
+            n1 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'ErrorMessage'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -114,7 +120,7 @@ def _d_AclCreationResult_2(b, p):
         L = len(b)
         o = _new(AclCreationResult)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
+        o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
         n2 = b[p]
@@ -168,21 +174,21 @@ def _d_AclCreationResult_2(b, p):
 
 
 def _e_AclCreationResult_1(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(v1)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_AclCreationResult_2(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -208,10 +214,10 @@ def _d_CreateAclsResponse_1(b, p):
         L = len(b)
         o = _new(CreateAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Results'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -221,10 +227,14 @@ def _d_CreateAclsResponse_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(AclCreationResult)
-                s3.error_code = _S0.unpack_from(b, p)[0]
-                p += 2
-                n4 = _S0.unpack_from(b, p)[0]
-                p += 2
+                if p + 4 <= L:
+                    s3.error_code, n4 = _S0.unpack_from(b, p)
+                    p += 4
+                else:
+                    s3.error_code = _S1.unpack_from(b, p)[0]
+                    p += 2
+                    n4 = _S1.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     if n4 != -1:
                         raise _DecodeError('negative string length ' + str(n4), offset=p)
@@ -254,7 +264,7 @@ def _d_CreateAclsResponse_2(b, p):
         L = len(b)
         o = _new(CreateAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
         p += 4
         F = 'Results'
         n2 = b[p]
@@ -271,7 +281,7 @@ def _d_CreateAclsResponse_2(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(AclCreationResult)
-                s4.error_code = _S0.unpack_from(b, p)[0]
+                s4.error_code = _S1.unpack_from(b, p)[0]
                 p += 2
                 n6 = b[p]
                 if n6 < 128:
@@ -350,22 +360,22 @@ def _d_CreateAclsResponse_2(b, p):
 
 
 def _e_CreateAclsResponse_1(o, a):
-    a(_S1.pack(o.throttle_time_ms))
+    a(_S2.pack(o.throttle_time_ms))
     v1 = o.results
     if v1 is None:
         raise _EncodeError('null in non-nullable field Results at version 1')
     else:
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.error_code))
+            a(_S1.pack(s3.error_code))
             v4 = s3.error_message
             if v4 is None:
                 a(b'\xff\xff')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S0.pack(n5))
+                a(_S1.pack(n5))
                 a(v4)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -374,7 +384,7 @@ def _e_CreateAclsResponse_1(o, a):
 
 
 def _e_CreateAclsResponse_2(o, a):
-    a(_S1.pack(o.throttle_time_ms))
+    a(_S2.pack(o.throttle_time_ms))
     v1 = o.results
     if v1 is None:
         raise _EncodeError('null in non-nullable field Results at version 2')
@@ -382,7 +392,7 @@ def _e_CreateAclsResponse_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.error_code))
+            a(_S1.pack(s3.error_code))
             v4 = s3.error_message
             if v4 is None:
                 a(b'\x00')
@@ -404,7 +414,7 @@ def _e_CreateAclsResponse_2(o, a):
 
 
 def _e_CreateAclsResponse_3(o, a):
-    a(_S1.pack(o.throttle_time_ms))
+    a(_S2.pack(o.throttle_time_ms))
     v1 = o.results
     if v1 is None:
         raise _EncodeError('null in non-nullable field Results at version 3')
@@ -412,7 +422,7 @@ def _e_CreateAclsResponse_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.error_code))
+            a(_S1.pack(s3.error_code))
             v4 = s3.error_message
             if v4 is None:
                 a(b'\x00')

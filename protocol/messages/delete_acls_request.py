@@ -83,11 +83,12 @@ class DeleteAclsRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>b')
-_S1 = _St('>h')
-_S2 = _St('>bb')
-_S3 = _St('>bbB')
-_S4 = _St('>i')
+_S0 = _St('>bh')
+_S1 = _St('>b')
+_S2 = _St('>h')
+_S3 = _St('>bb')
+_S4 = _St('>bbB')
+_S5 = _St('>i')
 
 
 def _d_DeleteAclsFilter_1(b, p):
@@ -96,11 +97,16 @@ def _d_DeleteAclsFilter_1(b, p):
         L = len(b)
         o = _new(DeleteAclsFilter)
         F = 'ResourceTypeFilter'
-        o.resource_type_filter = _S0.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.resource_type_filter, n1 = _S0.unpack_from(b, p)
+            p += 3
+        else:
+            o.resource_type_filter = _S1.unpack_from(b, p)[0]
+            p += 1
+            F = 'ResourceNameFilter'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'ResourceNameFilter'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -112,11 +118,16 @@ def _d_DeleteAclsFilter_1(b, p):
             o.resource_name_filter = b[p:e2].decode()
             p = e2
         F = 'PatternTypeFilter'
-        o.pattern_type_filter = _S0.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.pattern_type_filter, n3 = _S0.unpack_from(b, p)
+            p += 3
+        else:
+            o.pattern_type_filter = _S1.unpack_from(b, p)[0]
+            p += 1
+            F = 'PrincipalFilter'
+            n3 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'PrincipalFilter'
-        n3 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n3 < 0:
             if n3 != -1:
                 raise _DecodeError('negative string length ' + str(n3), offset=p)
@@ -128,7 +139,7 @@ def _d_DeleteAclsFilter_1(b, p):
             o.principal_filter = b[p:e4].decode()
             p = e4
         F = 'HostFilter'
-        n5 = _S1.unpack_from(b, p)[0]
+        n5 = _S2.unpack_from(b, p)[0]
         p += 2
         if n5 < 0:
             if n5 != -1:
@@ -141,7 +152,7 @@ def _d_DeleteAclsFilter_1(b, p):
             o.host_filter = b[p:e6].decode()
             p = e6
         F = 'Operation'
-        o.operation, o.permission_type = _S2.unpack_from(b, p)
+        o.operation, o.permission_type = _S3.unpack_from(b, p)
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -159,7 +170,7 @@ def _d_DeleteAclsFilter_2(b, p):
         L = len(b)
         o = _new(DeleteAclsFilter)
         F = 'ResourceTypeFilter'
-        o.resource_type_filter = _S0.unpack_from(b, p)[0]
+        o.resource_type_filter = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceNameFilter'
         n2 = b[p]
@@ -179,7 +190,7 @@ def _d_DeleteAclsFilter_2(b, p):
             o.resource_name_filter = b[p:e3].decode()
             p = e3
         F = 'PatternTypeFilter'
-        o.pattern_type_filter = _S0.unpack_from(b, p)[0]
+        o.pattern_type_filter = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'PrincipalFilter'
         n4 = b[p]
@@ -216,7 +227,7 @@ def _d_DeleteAclsFilter_2(b, p):
             o.host_filter = b[p:e7].decode()
             p = e7
         F = 'Operation'
-        o.operation, o.permission_type, tn1 = _S3.unpack_from(b, p)
+        o.operation, o.permission_type, tn1 = _S4.unpack_from(b, p)
         p += 3
         F = None
         u8 = o.unknown_tagged_fields = {}
@@ -251,23 +262,23 @@ def _d_DeleteAclsFilter_2(b, p):
 
 
 def _e_DeleteAclsFilter_1(o, a):
-    a(_S0.pack(o.resource_type_filter))
+    a(_S1.pack(o.resource_type_filter))
     v1 = o.resource_name_filter
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.pattern_type_filter))
+    a(_S1.pack(o.pattern_type_filter))
     v3 = o.principal_filter
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     v5 = o.host_filter
     if v5 is None:
@@ -275,15 +286,15 @@ def _e_DeleteAclsFilter_1(o, a):
     else:
         v5 = v5.encode()
         n6 = len(v5)
-        a(_S1.pack(n6))
+        a(_S2.pack(n6))
         a(v5)
-    a(_S2.pack(o.operation, o.permission_type))
+    a(_S3.pack(o.operation, o.permission_type))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_DeleteAclsFilter_2(o, a):
-    a(_S0.pack(o.resource_type_filter))
+    a(_S1.pack(o.resource_type_filter))
     v1 = o.resource_name_filter
     if v1 is None:
         a(b'\x00')
@@ -292,7 +303,7 @@ def _e_DeleteAclsFilter_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.pattern_type_filter))
+    a(_S1.pack(o.pattern_type_filter))
     v3 = o.principal_filter
     if v3 is None:
         a(b'\x00')
@@ -311,10 +322,10 @@ def _e_DeleteAclsFilter_2(o, a):
         a(v5)
     u7 = o.unknown_tagged_fields
     if u7:
-        a(_S2.pack(o.operation, o.permission_type))
+        a(_S3.pack(o.operation, o.permission_type))
         _wtags(sorted(u7.items()), a)
     else:
-        a(_S3.pack(o.operation, o.permission_type, 0))
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _j_DeleteAclsFilter_1(o):
@@ -327,7 +338,7 @@ def _d_DeleteAclsRequest_1(b, p):
         L = len(b)
         o = _new(DeleteAclsRequest)
         F = 'Filters'
-        n1 = _S4.unpack_from(b, p)[0]
+        n1 = _S5.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -337,10 +348,14 @@ def _d_DeleteAclsRequest_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(DeleteAclsFilter)
-                s3.resource_type_filter = _S0.unpack_from(b, p)[0]
-                p += 1
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 3 <= L:
+                    s3.resource_type_filter, n4 = _S0.unpack_from(b, p)
+                    p += 3
+                else:
+                    s3.resource_type_filter = _S1.unpack_from(b, p)[0]
+                    p += 1
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     if n4 != -1:
                         raise _DecodeError('negative string length ' + str(n4), offset=p)
@@ -351,10 +366,14 @@ def _d_DeleteAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.resource_name_filter = b[p:e5].decode()
                     p = e5
-                s3.pattern_type_filter = _S0.unpack_from(b, p)[0]
-                p += 1
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 3 <= L:
+                    s3.pattern_type_filter, n6 = _S0.unpack_from(b, p)
+                    p += 3
+                else:
+                    s3.pattern_type_filter = _S1.unpack_from(b, p)[0]
+                    p += 1
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -365,7 +384,7 @@ def _d_DeleteAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s3.principal_filter = b[p:e7].decode()
                     p = e7
-                n8 = _S1.unpack_from(b, p)[0]
+                n8 = _S2.unpack_from(b, p)[0]
                 p += 2
                 if n8 < 0:
                     if n8 != -1:
@@ -377,7 +396,7 @@ def _d_DeleteAclsRequest_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s3.host_filter = b[p:e9].decode()
                     p = e9
-                s3.operation, s3.permission_type = _S2.unpack_from(b, p)
+                s3.operation, s3.permission_type = _S3.unpack_from(b, p)
                 p += 2
                 s3.unknown_tagged_fields = {}
                 l2.append(s3)
@@ -412,7 +431,7 @@ def _d_DeleteAclsRequest_2(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(DeleteAclsFilter)
-                s4.resource_type_filter = _S0.unpack_from(b, p)[0]
+                s4.resource_type_filter = _S1.unpack_from(b, p)[0]
                 p += 1
                 n6 = b[p]
                 if n6 < 128:
@@ -430,7 +449,7 @@ def _d_DeleteAclsRequest_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s4.resource_name_filter = b[p:e7].decode()
                     p = e7
-                s4.pattern_type_filter = _S0.unpack_from(b, p)[0]
+                s4.pattern_type_filter = _S1.unpack_from(b, p)[0]
                 p += 1
                 n8 = b[p]
                 if n8 < 128:
@@ -464,7 +483,7 @@ def _d_DeleteAclsRequest_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
                     s4.host_filter = b[p:e11].decode()
                     p = e11
-                s4.operation, s4.permission_type, tn5 = _S3.unpack_from(b, p)
+                s4.operation, s4.permission_type, tn5 = _S4.unpack_from(b, p)
                 p += 3
                 u12 = s4.unknown_tagged_fields = {}
                 if tn5:
@@ -530,25 +549,25 @@ def _e_DeleteAclsRequest_1(o, a):
         raise _EncodeError('null in non-nullable field Filters at version 1')
     else:
         n2 = len(v1)
-        a(_S4.pack(n2))
+        a(_S5.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.resource_type_filter))
+            a(_S1.pack(s3.resource_type_filter))
             v4 = s3.resource_name_filter
             if v4 is None:
                 a(b'\xff\xff')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.pattern_type_filter))
+            a(_S1.pack(s3.pattern_type_filter))
             v6 = s3.principal_filter
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             v8 = s3.host_filter
             if v8 is None:
@@ -556,9 +575,9 @@ def _e_DeleteAclsRequest_1(o, a):
             else:
                 v8 = v8.encode()
                 n9 = len(v8)
-                a(_S1.pack(n9))
+                a(_S2.pack(n9))
                 a(v8)
-            a(_S2.pack(s3.operation, s3.permission_type))
+            a(_S3.pack(s3.operation, s3.permission_type))
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -573,7 +592,7 @@ def _e_DeleteAclsRequest_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.resource_type_filter))
+            a(_S1.pack(s3.resource_type_filter))
             v4 = s3.resource_name_filter
             if v4 is None:
                 a(b'\x00')
@@ -582,7 +601,7 @@ def _e_DeleteAclsRequest_2(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.pattern_type_filter))
+            a(_S1.pack(s3.pattern_type_filter))
             v6 = s3.principal_filter
             if v6 is None:
                 a(b'\x00')
@@ -601,10 +620,10 @@ def _e_DeleteAclsRequest_2(o, a):
                 a(v8)
             u10 = s3.unknown_tagged_fields
             if u10:
-                a(_S2.pack(s3.operation, s3.permission_type))
+                a(_S3.pack(s3.operation, s3.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(_S3.pack(s3.operation, s3.permission_type, 0))
+                a(_S4.pack(s3.operation, s3.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -620,7 +639,7 @@ def _e_DeleteAclsRequest_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.resource_type_filter))
+            a(_S1.pack(s3.resource_type_filter))
             v4 = s3.resource_name_filter
             if v4 is None:
                 a(b'\x00')
@@ -629,7 +648,7 @@ def _e_DeleteAclsRequest_3(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.pattern_type_filter))
+            a(_S1.pack(s3.pattern_type_filter))
             v6 = s3.principal_filter
             if v6 is None:
                 a(b'\x00')
@@ -648,10 +667,10 @@ def _e_DeleteAclsRequest_3(o, a):
                 a(v8)
             u10 = s3.unknown_tagged_fields
             if u10:
-                a(_S2.pack(s3.operation, s3.permission_type))
+                a(_S3.pack(s3.operation, s3.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(_S3.pack(s3.operation, s3.permission_type, 0))
+                a(_S4.pack(s3.operation, s3.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)

@@ -108,11 +108,13 @@ class DeleteAclsResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>h')
-_S1 = _St('>b')
-_S2 = _St('>bb')
-_S3 = _St('>i')
-_S4 = _St('>bbB')
+_S0 = _St('>hh')
+_S1 = _St('>h')
+_S2 = _St('>bh')
+_S3 = _St('>b')
+_S4 = _St('>bb')
+_S5 = _St('>i')
+_S6 = _St('>bbB')
 
 
 def _d_DeleteAclsMatchingAcl_1(b, p):
@@ -121,11 +123,16 @@ def _d_DeleteAclsMatchingAcl_1(b, p):
         L = len(b)
         o = _new(DeleteAclsMatchingAcl)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S0.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S1.unpack_from(b, p)[0]
+            p += 2
+            F = 'ErrorMessage'
+            n1 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'ErrorMessage'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -137,11 +144,16 @@ def _d_DeleteAclsMatchingAcl_1(b, p):
             o.error_message = b[p:e2].decode()
             p = e2
         F = 'ResourceType'
-        o.resource_type = _S1.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.resource_type, n3 = _S2.unpack_from(b, p)
+            p += 3
+        else:
+            o.resource_type = _S3.unpack_from(b, p)[0]
+            p += 1
+            F = 'ResourceName'
+            n3 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'ResourceName'
-        n3 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -151,11 +163,16 @@ def _d_DeleteAclsMatchingAcl_1(b, p):
             o.resource_name = b[p:e4].decode()
             p = e4
         F = 'PatternType'
-        o.pattern_type = _S1.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.pattern_type, n5 = _S2.unpack_from(b, p)
+            p += 3
+        else:
+            o.pattern_type = _S3.unpack_from(b, p)[0]
+            p += 1
+            F = 'Principal'
+            n5 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'Principal'
-        n5 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -165,7 +182,7 @@ def _d_DeleteAclsMatchingAcl_1(b, p):
             o.principal = b[p:e6].decode()
             p = e6
         F = 'Host'
-        n7 = _S0.unpack_from(b, p)[0]
+        n7 = _S1.unpack_from(b, p)[0]
         p += 2
         if n7 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -176,7 +193,7 @@ def _d_DeleteAclsMatchingAcl_1(b, p):
             o.host = b[p:e8].decode()
             p = e8
         F = 'Operation'
-        o.operation, o.permission_type = _S2.unpack_from(b, p)
+        o.operation, o.permission_type = _S4.unpack_from(b, p)
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -194,11 +211,16 @@ def _d_DeleteAclsFilterResult_1(b, p):
         L = len(b)
         o = _new(DeleteAclsFilterResult)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S0.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S1.unpack_from(b, p)[0]
+            p += 2
+            F = 'ErrorMessage'
+            n1 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'ErrorMessage'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -210,7 +232,7 @@ def _d_DeleteAclsFilterResult_1(b, p):
             o.error_message = b[p:e2].decode()
             p = e2
         F = 'MatchingAcls'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S5.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -220,10 +242,14 @@ def _d_DeleteAclsFilterResult_1(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(DeleteAclsMatchingAcl)
-                s5.error_code = _S0.unpack_from(b, p)[0]
-                p += 2
-                n6 = _S0.unpack_from(b, p)[0]
-                p += 2
+                if p + 4 <= L:
+                    s5.error_code, n6 = _S0.unpack_from(b, p)
+                    p += 4
+                else:
+                    s5.error_code = _S1.unpack_from(b, p)[0]
+                    p += 2
+                    n6 = _S1.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -234,10 +260,14 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.error_message = b[p:e7].decode()
                     p = e7
-                s5.resource_type = _S1.unpack_from(b, p)[0]
-                p += 1
-                n8 = _S0.unpack_from(b, p)[0]
-                p += 2
+                if p + 3 <= L:
+                    s5.resource_type, n8 = _S2.unpack_from(b, p)
+                    p += 3
+                else:
+                    s5.resource_type = _S3.unpack_from(b, p)[0]
+                    p += 1
+                    n8 = _S1.unpack_from(b, p)[0]
+                    p += 2
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -246,10 +276,14 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s5.resource_name = b[p:e9].decode()
                     p = e9
-                s5.pattern_type = _S1.unpack_from(b, p)[0]
-                p += 1
-                n10 = _S0.unpack_from(b, p)[0]
-                p += 2
+                if p + 3 <= L:
+                    s5.pattern_type, n10 = _S2.unpack_from(b, p)
+                    p += 3
+                else:
+                    s5.pattern_type = _S3.unpack_from(b, p)[0]
+                    p += 1
+                    n10 = _S1.unpack_from(b, p)[0]
+                    p += 2
                 if n10 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -258,7 +292,7 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
                     s5.principal = b[p:e11].decode()
                     p = e11
-                n12 = _S0.unpack_from(b, p)[0]
+                n12 = _S1.unpack_from(b, p)[0]
                 p += 2
                 if n12 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -268,7 +302,7 @@ def _d_DeleteAclsFilterResult_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n12) + ' bytes is truncated', offset=p)
                     s5.host = b[p:e13].decode()
                     p = e13
-                s5.operation, s5.permission_type = _S2.unpack_from(b, p)
+                s5.operation, s5.permission_type = _S4.unpack_from(b, p)
                 p += 2
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -289,7 +323,7 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
         L = len(b)
         o = _new(DeleteAclsMatchingAcl)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
+        o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
         n2 = b[p]
@@ -309,7 +343,7 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
             o.error_message = b[p:e3].decode()
             p = e3
         F = 'ResourceType'
-        o.resource_type = _S1.unpack_from(b, p)[0]
+        o.resource_type = _S3.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceName'
         n4 = b[p]
@@ -327,7 +361,7 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
             o.resource_name = b[p:e5].decode()
             p = e5
         F = 'PatternType'
-        o.pattern_type = _S1.unpack_from(b, p)[0]
+        o.pattern_type = _S3.unpack_from(b, p)[0]
         p += 1
         F = 'Principal'
         n6 = b[p]
@@ -360,7 +394,7 @@ def _d_DeleteAclsMatchingAcl_2(b, p):
             o.host = b[p:e9].decode()
             p = e9
         F = 'Operation'
-        o.operation, o.permission_type, tn1 = _S4.unpack_from(b, p)
+        o.operation, o.permission_type, tn1 = _S6.unpack_from(b, p)
         p += 3
         F = None
         u10 = o.unknown_tagged_fields = {}
@@ -400,7 +434,7 @@ def _d_DeleteAclsFilterResult_2(b, p):
         L = len(b)
         o = _new(DeleteAclsFilterResult)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
+        o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
         n2 = b[p]
@@ -434,7 +468,7 @@ def _d_DeleteAclsFilterResult_2(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(DeleteAclsMatchingAcl)
-                s6.error_code = _S0.unpack_from(b, p)[0]
+                s6.error_code = _S1.unpack_from(b, p)[0]
                 p += 2
                 n8 = b[p]
                 if n8 < 128:
@@ -452,7 +486,7 @@ def _d_DeleteAclsFilterResult_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s6.error_message = b[p:e9].decode()
                     p = e9
-                s6.resource_type = _S1.unpack_from(b, p)[0]
+                s6.resource_type = _S3.unpack_from(b, p)[0]
                 p += 1
                 n10 = b[p]
                 if n10 < 128:
@@ -468,7 +502,7 @@ def _d_DeleteAclsFilterResult_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
                     s6.resource_name = b[p:e11].decode()
                     p = e11
-                s6.pattern_type = _S1.unpack_from(b, p)[0]
+                s6.pattern_type = _S3.unpack_from(b, p)[0]
                 p += 1
                 n12 = b[p]
                 if n12 < 128:
@@ -498,7 +532,7 @@ def _d_DeleteAclsFilterResult_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n14) + ' bytes is truncated', offset=p)
                     s6.host = b[p:e15].decode()
                     p = e15
-                s6.operation, s6.permission_type, tn7 = _S4.unpack_from(b, p)
+                s6.operation, s6.permission_type, tn7 = _S6.unpack_from(b, p)
                 p += 3
                 u16 = s6.unknown_tagged_fields = {}
                 if tn7:
@@ -559,32 +593,32 @@ def _d_DeleteAclsFilterResult_2(b, p):
 
 
 def _e_DeleteAclsMatchingAcl_1(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(v1)
-    a(_S1.pack(o.resource_type))
+    a(_S3.pack(o.resource_type))
     v3 = o.resource_name
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 1')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(v3)
-    a(_S1.pack(o.pattern_type))
+    a(_S3.pack(o.pattern_type))
     v5 = o.principal
     if v5 is None:
         raise _EncodeError('null in non-nullable field Principal at version 1')
     else:
         v5 = v5.encode()
         n6 = len(v5)
-        a(_S0.pack(n6))
+        a(_S1.pack(n6))
         a(v5)
     v7 = o.host
     if v7 is None:
@@ -592,56 +626,56 @@ def _e_DeleteAclsMatchingAcl_1(o, a):
     else:
         v7 = v7.encode()
         n8 = len(v7)
-        a(_S0.pack(n8))
+        a(_S1.pack(n8))
         a(v7)
-    a(_S2.pack(o.operation, o.permission_type))
+    a(_S4.pack(o.operation, o.permission_type))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_DeleteAclsFilterResult_1(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(v1)
     v3 = o.matching_acls
     if v3 is None:
         raise _EncodeError('null in non-nullable field MatchingAcls at version 1')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S5.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.error_code))
+            a(_S1.pack(s5.error_code))
             v6 = s5.error_message
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(v6)
-            a(_S1.pack(s5.resource_type))
+            a(_S3.pack(s5.resource_type))
             v8 = s5.resource_name
             if v8 is None:
                 raise _EncodeError('null in non-nullable field ResourceName at version 1')
             else:
                 v8 = v8.encode()
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(v8)
-            a(_S1.pack(s5.pattern_type))
+            a(_S3.pack(s5.pattern_type))
             v10 = s5.principal
             if v10 is None:
                 raise _EncodeError('null in non-nullable field Principal at version 1')
             else:
                 v10 = v10.encode()
                 n11 = len(v10)
-                a(_S0.pack(n11))
+                a(_S1.pack(n11))
                 a(v10)
             v12 = s5.host
             if v12 is None:
@@ -649,9 +683,9 @@ def _e_DeleteAclsFilterResult_1(o, a):
             else:
                 v12 = v12.encode()
                 n13 = len(v12)
-                a(_S0.pack(n13))
+                a(_S1.pack(n13))
                 a(v12)
-            a(_S2.pack(s5.operation, s5.permission_type))
+            a(_S4.pack(s5.operation, s5.permission_type))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -659,7 +693,7 @@ def _e_DeleteAclsFilterResult_1(o, a):
 
 
 def _e_DeleteAclsMatchingAcl_2(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -668,7 +702,7 @@ def _e_DeleteAclsMatchingAcl_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.resource_type))
+    a(_S3.pack(o.resource_type))
     v3 = o.resource_name
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 2')
@@ -677,7 +711,7 @@ def _e_DeleteAclsMatchingAcl_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S1.pack(o.pattern_type))
+    a(_S3.pack(o.pattern_type))
     v5 = o.principal
     if v5 is None:
         raise _EncodeError('null in non-nullable field Principal at version 2')
@@ -696,14 +730,14 @@ def _e_DeleteAclsMatchingAcl_2(o, a):
         a(v7)
     u9 = o.unknown_tagged_fields
     if u9:
-        a(_S2.pack(o.operation, o.permission_type))
+        a(_S4.pack(o.operation, o.permission_type))
         _wtags(sorted(u9.items()), a)
     else:
-        a(_S4.pack(o.operation, o.permission_type, 0))
+        a(_S6.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DeleteAclsFilterResult_2(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -719,7 +753,7 @@ def _e_DeleteAclsFilterResult_2(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.error_code))
+            a(_S1.pack(s5.error_code))
             v6 = s5.error_message
             if v6 is None:
                 a(b'\x00')
@@ -728,7 +762,7 @@ def _e_DeleteAclsFilterResult_2(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S1.pack(s5.resource_type))
+            a(_S3.pack(s5.resource_type))
             v8 = s5.resource_name
             if v8 is None:
                 raise _EncodeError('null in non-nullable field ResourceName at version 2')
@@ -737,7 +771,7 @@ def _e_DeleteAclsFilterResult_2(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S1.pack(s5.pattern_type))
+            a(_S3.pack(s5.pattern_type))
             v10 = s5.principal
             if v10 is None:
                 raise _EncodeError('null in non-nullable field Principal at version 2')
@@ -756,10 +790,10 @@ def _e_DeleteAclsFilterResult_2(o, a):
                 a(v12)
             u14 = s5.unknown_tagged_fields
             if u14:
-                a(_S2.pack(s5.operation, s5.permission_type))
+                a(_S4.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(_S4.pack(s5.operation, s5.permission_type, 0))
+                a(_S6.pack(s5.operation, s5.permission_type, 0))
     u15 = o.unknown_tagged_fields
     if u15:
         _wtags(sorted(u15.items()), a)
@@ -768,7 +802,7 @@ def _e_DeleteAclsFilterResult_2(o, a):
 
 
 def _e_DeleteAclsMatchingAcl_3(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -777,7 +811,7 @@ def _e_DeleteAclsMatchingAcl_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S1.pack(o.resource_type))
+    a(_S3.pack(o.resource_type))
     v3 = o.resource_name
     if v3 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 3')
@@ -786,7 +820,7 @@ def _e_DeleteAclsMatchingAcl_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S1.pack(o.pattern_type))
+    a(_S3.pack(o.pattern_type))
     v5 = o.principal
     if v5 is None:
         raise _EncodeError('null in non-nullable field Principal at version 3')
@@ -805,14 +839,14 @@ def _e_DeleteAclsMatchingAcl_3(o, a):
         a(v7)
     u9 = o.unknown_tagged_fields
     if u9:
-        a(_S2.pack(o.operation, o.permission_type))
+        a(_S4.pack(o.operation, o.permission_type))
         _wtags(sorted(u9.items()), a)
     else:
-        a(_S4.pack(o.operation, o.permission_type, 0))
+        a(_S6.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DeleteAclsFilterResult_3(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -828,7 +862,7 @@ def _e_DeleteAclsFilterResult_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.error_code))
+            a(_S1.pack(s5.error_code))
             v6 = s5.error_message
             if v6 is None:
                 a(b'\x00')
@@ -837,7 +871,7 @@ def _e_DeleteAclsFilterResult_3(o, a):
                 n7 = len(v6)
                 a(_UV1[n7 + 1] if n7 < 127 else _uvb(n7 + 1))
                 a(v6)
-            a(_S1.pack(s5.resource_type))
+            a(_S3.pack(s5.resource_type))
             v8 = s5.resource_name
             if v8 is None:
                 raise _EncodeError('null in non-nullable field ResourceName at version 3')
@@ -846,7 +880,7 @@ def _e_DeleteAclsFilterResult_3(o, a):
                 n9 = len(v8)
                 a(_UV1[n9 + 1] if n9 < 127 else _uvb(n9 + 1))
                 a(v8)
-            a(_S1.pack(s5.pattern_type))
+            a(_S3.pack(s5.pattern_type))
             v10 = s5.principal
             if v10 is None:
                 raise _EncodeError('null in non-nullable field Principal at version 3')
@@ -865,10 +899,10 @@ def _e_DeleteAclsFilterResult_3(o, a):
                 a(v12)
             u14 = s5.unknown_tagged_fields
             if u14:
-                a(_S2.pack(s5.operation, s5.permission_type))
+                a(_S4.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u14.items()), a)
             else:
-                a(_S4.pack(s5.operation, s5.permission_type, 0))
+                a(_S6.pack(s5.operation, s5.permission_type, 0))
     u15 = o.unknown_tagged_fields
     if u15:
         _wtags(sorted(u15.items()), a)
@@ -890,10 +924,10 @@ def _d_DeleteAclsResponse_1(b, p):
         L = len(b)
         o = _new(DeleteAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S5.unpack_from(b, p)[0]
         p += 4
         F = 'FilterResults'
-        n1 = _S3.unpack_from(b, p)[0]
+        n1 = _S5.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -921,7 +955,7 @@ def _d_DeleteAclsResponse_2(b, p):
         L = len(b)
         o = _new(DeleteAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S5.unpack_from(b, p)[0]
         p += 4
         F = 'FilterResults'
         n2 = b[p]
@@ -975,13 +1009,13 @@ def _d_DeleteAclsResponse_2(b, p):
 
 
 def _e_DeleteAclsResponse_1(o, a):
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S5.pack(o.throttle_time_ms))
     v1 = o.filter_results
     if v1 is None:
         raise _EncodeError('null in non-nullable field FilterResults at version 1')
     else:
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S5.pack(n2))
         for s3 in v1:
             _e_DeleteAclsFilterResult_1(s3, a)
     if o.unknown_tagged_fields:
@@ -989,7 +1023,7 @@ def _e_DeleteAclsResponse_1(o, a):
 
 
 def _e_DeleteAclsResponse_2(o, a):
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S5.pack(o.throttle_time_ms))
     v1 = o.filter_results
     if v1 is None:
         raise _EncodeError('null in non-nullable field FilterResults at version 2')
@@ -1006,7 +1040,7 @@ def _e_DeleteAclsResponse_2(o, a):
 
 
 def _e_DeleteAclsResponse_3(o, a):
-    a(_S3.pack(o.throttle_time_ms))
+    a(_S5.pack(o.throttle_time_ms))
     v1 = o.filter_results
     if v1 is None:
         raise _EncodeError('null in non-nullable field FilterResults at version 3')

@@ -66,10 +66,11 @@ class DescribeAclsRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>b')
-_S1 = _St('>h')
-_S2 = _St('>bb')
-_S3 = _St('>bbB')
+_S0 = _St('>bh')
+_S1 = _St('>b')
+_S2 = _St('>h')
+_S3 = _St('>bb')
+_S4 = _St('>bbB')
 
 
 def _d_DescribeAclsRequest_1(b, p):
@@ -78,11 +79,16 @@ def _d_DescribeAclsRequest_1(b, p):
         L = len(b)
         o = _new(DescribeAclsRequest)
         F = 'ResourceTypeFilter'
-        o.resource_type_filter = _S0.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.resource_type_filter, n1 = _S0.unpack_from(b, p)
+            p += 3
+        else:
+            o.resource_type_filter = _S1.unpack_from(b, p)[0]
+            p += 1
+            F = 'ResourceNameFilter'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'ResourceNameFilter'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -94,11 +100,16 @@ def _d_DescribeAclsRequest_1(b, p):
             o.resource_name_filter = b[p:e2].decode()
             p = e2
         F = 'PatternTypeFilter'
-        o.pattern_type_filter = _S0.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.pattern_type_filter, n3 = _S0.unpack_from(b, p)
+            p += 3
+        else:
+            o.pattern_type_filter = _S1.unpack_from(b, p)[0]
+            p += 1
+            F = 'PrincipalFilter'
+            n3 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'PrincipalFilter'
-        n3 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n3 < 0:
             if n3 != -1:
                 raise _DecodeError('negative string length ' + str(n3), offset=p)
@@ -110,7 +121,7 @@ def _d_DescribeAclsRequest_1(b, p):
             o.principal_filter = b[p:e4].decode()
             p = e4
         F = 'HostFilter'
-        n5 = _S1.unpack_from(b, p)[0]
+        n5 = _S2.unpack_from(b, p)[0]
         p += 2
         if n5 < 0:
             if n5 != -1:
@@ -123,7 +134,7 @@ def _d_DescribeAclsRequest_1(b, p):
             o.host_filter = b[p:e6].decode()
             p = e6
         F = 'Operation'
-        o.operation, o.permission_type = _S2.unpack_from(b, p)
+        o.operation, o.permission_type = _S3.unpack_from(b, p)
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -141,7 +152,7 @@ def _d_DescribeAclsRequest_2(b, p):
         L = len(b)
         o = _new(DescribeAclsRequest)
         F = 'ResourceTypeFilter'
-        o.resource_type_filter = _S0.unpack_from(b, p)[0]
+        o.resource_type_filter = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceNameFilter'
         n2 = b[p]
@@ -161,7 +172,7 @@ def _d_DescribeAclsRequest_2(b, p):
             o.resource_name_filter = b[p:e3].decode()
             p = e3
         F = 'PatternTypeFilter'
-        o.pattern_type_filter = _S0.unpack_from(b, p)[0]
+        o.pattern_type_filter = _S1.unpack_from(b, p)[0]
         p += 1
         F = 'PrincipalFilter'
         n4 = b[p]
@@ -198,7 +209,7 @@ def _d_DescribeAclsRequest_2(b, p):
             o.host_filter = b[p:e7].decode()
             p = e7
         F = 'Operation'
-        o.operation, o.permission_type, tn1 = _S3.unpack_from(b, p)
+        o.operation, o.permission_type, tn1 = _S4.unpack_from(b, p)
         p += 3
         F = None
         u8 = o.unknown_tagged_fields = {}
@@ -233,23 +244,23 @@ def _d_DescribeAclsRequest_2(b, p):
 
 
 def _e_DescribeAclsRequest_1(o, a):
-    a(_S0.pack(o.resource_type_filter))
+    a(_S1.pack(o.resource_type_filter))
     v1 = o.resource_name_filter
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.pattern_type_filter))
+    a(_S1.pack(o.pattern_type_filter))
     v3 = o.principal_filter
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     v5 = o.host_filter
     if v5 is None:
@@ -257,15 +268,15 @@ def _e_DescribeAclsRequest_1(o, a):
     else:
         v5 = v5.encode()
         n6 = len(v5)
-        a(_S1.pack(n6))
+        a(_S2.pack(n6))
         a(v5)
-    a(_S2.pack(o.operation, o.permission_type))
+    a(_S3.pack(o.operation, o.permission_type))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_DescribeAclsRequest_2(o, a):
-    a(_S0.pack(o.resource_type_filter))
+    a(_S1.pack(o.resource_type_filter))
     v1 = o.resource_name_filter
     if v1 is None:
         a(b'\x00')
@@ -274,7 +285,7 @@ def _e_DescribeAclsRequest_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.pattern_type_filter))
+    a(_S1.pack(o.pattern_type_filter))
     v3 = o.principal_filter
     if v3 is None:
         a(b'\x00')
@@ -293,10 +304,10 @@ def _e_DescribeAclsRequest_2(o, a):
         a(v5)
     u7 = o.unknown_tagged_fields
     if u7:
-        a(_S2.pack(o.operation, o.permission_type))
+        a(_S3.pack(o.operation, o.permission_type))
         _wtags(sorted(u7.items()), a)
     else:
-        a(_S3.pack(o.operation, o.permission_type, 0))
+        a(_S4.pack(o.operation, o.permission_type, 0))
 
 
 def _j_DescribeAclsRequest_1(o):

@@ -106,10 +106,12 @@ class DescribeAclsResponse(Message):
 
 _S0 = _St('>h')
 _S1 = _St('>bb')
-_S2 = _St('>b')
-_S3 = _St('>i')
-_S4 = _St('>bbB')
-_S5 = _St('>ih')
+_S2 = _St('>bh')
+_S3 = _St('>b')
+_S4 = _St('>i')
+_S5 = _St('>bbB')
+_S6 = _St('>ihh')
+_S7 = _St('>ih')
 
 
 def _d_AclDescription_1(b, p):
@@ -158,11 +160,16 @@ def _d_DescribeAclsResource_1(b, p):
         L = len(b)
         o = _new(DescribeAclsResource)
         F = 'ResourceType'
-        o.resource_type = _S2.unpack_from(b, p)[0]
-        p += 1
+        if p + 3 <= L:
+            o.resource_type, n1 = _S2.unpack_from(b, p)
+            p += 3
+        else:
+            o.resource_type = _S3.unpack_from(b, p)[0]
+            p += 1
+            F = 'ResourceName'
+            n1 = _S0.unpack_from(b, p)[0]
+            p += 2
         F = 'ResourceName'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -172,10 +179,10 @@ def _d_DescribeAclsResource_1(b, p):
             o.resource_name = b[p:e2].decode()
             p = e2
         F = 'PatternType'
-        o.pattern_type = _S2.unpack_from(b, p)[0]
+        o.pattern_type = _S3.unpack_from(b, p)[0]
         p += 1
         F = 'Acls'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -256,7 +263,7 @@ def _d_AclDescription_2(b, p):
             o.host = b[p:e5].decode()
             p = e5
         F = 'Operation'
-        o.operation, o.permission_type, tn1 = _S4.unpack_from(b, p)
+        o.operation, o.permission_type, tn1 = _S5.unpack_from(b, p)
         p += 3
         F = None
         u6 = o.unknown_tagged_fields = {}
@@ -296,7 +303,7 @@ def _d_DescribeAclsResource_2(b, p):
         L = len(b)
         o = _new(DescribeAclsResource)
         F = 'ResourceType'
-        o.resource_type = _S2.unpack_from(b, p)[0]
+        o.resource_type = _S3.unpack_from(b, p)[0]
         p += 1
         F = 'ResourceName'
         n2 = b[p]
@@ -314,7 +321,7 @@ def _d_DescribeAclsResource_2(b, p):
             o.resource_name = b[p:e3].decode()
             p = e3
         F = 'PatternType'
-        o.pattern_type = _S2.unpack_from(b, p)[0]
+        o.pattern_type = _S3.unpack_from(b, p)[0]
         p += 1
         F = 'Acls'
         n4 = b[p]
@@ -359,7 +366,7 @@ def _d_DescribeAclsResource_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n10) + ' bytes is truncated', offset=p)
                     s6.host = b[p:e11].decode()
                     p = e11
-                s6.operation, s6.permission_type, tn7 = _S4.unpack_from(b, p)
+                s6.operation, s6.permission_type, tn7 = _S5.unpack_from(b, p)
                 p += 3
                 u12 = s6.unknown_tagged_fields = {}
                 if tn7:
@@ -442,7 +449,7 @@ def _e_AclDescription_1(o, a):
 
 
 def _e_DescribeAclsResource_1(o, a):
-    a(_S2.pack(o.resource_type))
+    a(_S3.pack(o.resource_type))
     v1 = o.resource_name
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 1')
@@ -451,13 +458,13 @@ def _e_DescribeAclsResource_1(o, a):
         n2 = len(v1)
         a(_S0.pack(n2))
         a(v1)
-    a(_S2.pack(o.pattern_type))
+    a(_S3.pack(o.pattern_type))
     v3 = o.acls
     if v3 is None:
         raise _EncodeError('null in non-nullable field Acls at version 1')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             v6 = s5.principal
             if v6 is None:
@@ -504,11 +511,11 @@ def _e_AclDescription_2(o, a):
         a(_S1.pack(o.operation, o.permission_type))
         _wtags(sorted(u5.items()), a)
     else:
-        a(_S4.pack(o.operation, o.permission_type, 0))
+        a(_S5.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DescribeAclsResource_2(o, a):
-    a(_S2.pack(o.resource_type))
+    a(_S3.pack(o.resource_type))
     v1 = o.resource_name
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 2')
@@ -517,7 +524,7 @@ def _e_DescribeAclsResource_2(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S2.pack(o.pattern_type))
+    a(_S3.pack(o.pattern_type))
     v3 = o.acls
     if v3 is None:
         raise _EncodeError('null in non-nullable field Acls at version 2')
@@ -546,7 +553,7 @@ def _e_DescribeAclsResource_2(o, a):
                 a(_S1.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(_S4.pack(s5.operation, s5.permission_type, 0))
+                a(_S5.pack(s5.operation, s5.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -576,11 +583,11 @@ def _e_AclDescription_3(o, a):
         a(_S1.pack(o.operation, o.permission_type))
         _wtags(sorted(u5.items()), a)
     else:
-        a(_S4.pack(o.operation, o.permission_type, 0))
+        a(_S5.pack(o.operation, o.permission_type, 0))
 
 
 def _e_DescribeAclsResource_3(o, a):
-    a(_S2.pack(o.resource_type))
+    a(_S3.pack(o.resource_type))
     v1 = o.resource_name
     if v1 is None:
         raise _EncodeError('null in non-nullable field ResourceName at version 3')
@@ -589,7 +596,7 @@ def _e_DescribeAclsResource_3(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S2.pack(o.pattern_type))
+    a(_S3.pack(o.pattern_type))
     v3 = o.acls
     if v3 is None:
         raise _EncodeError('null in non-nullable field Acls at version 3')
@@ -618,7 +625,7 @@ def _e_DescribeAclsResource_3(o, a):
                 a(_S1.pack(s5.operation, s5.permission_type))
                 _wtags(sorted(u10.items()), a)
             else:
-                a(_S4.pack(s5.operation, s5.permission_type, 0))
+                a(_S5.pack(s5.operation, s5.permission_type, 0))
     u11 = o.unknown_tagged_fields
     if u11:
         _wtags(sorted(u11.items()), a)
@@ -640,11 +647,16 @@ def _d_DescribeAclsResponse_1(b, p):
         L = len(b)
         o = _new(DescribeAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S5.unpack_from(b, p)
-        p += 6
+        if p + 8 <= L:
+            o.throttle_time_ms, o.error_code, n1 = _S6.unpack_from(b, p)
+            p += 8
+        else:
+            o.throttle_time_ms, o.error_code = _S7.unpack_from(b, p)
+            p += 6
+            F = 'ErrorMessage'
+            n1 = _S0.unpack_from(b, p)[0]
+            p += 2
         F = 'ErrorMessage'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -656,7 +668,7 @@ def _d_DescribeAclsResponse_1(b, p):
             o.error_message = b[p:e2].decode()
             p = e2
         F = 'Resources'
-        n3 = _S3.unpack_from(b, p)[0]
+        n3 = _S4.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -684,7 +696,7 @@ def _d_DescribeAclsResponse_2(b, p):
         L = len(b)
         o = _new(DescribeAclsResponse)
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S5.unpack_from(b, p)
+        o.throttle_time_ms, o.error_code = _S7.unpack_from(b, p)
         p += 6
         F = 'ErrorMessage'
         n2 = b[p]
@@ -755,7 +767,7 @@ def _d_DescribeAclsResponse_2(b, p):
 
 
 def _e_DescribeAclsResponse_1(o, a):
-    a(_S5.pack(o.throttle_time_ms, o.error_code))
+    a(_S7.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\xff\xff')
@@ -769,7 +781,7 @@ def _e_DescribeAclsResponse_1(o, a):
         raise _EncodeError('null in non-nullable field Resources at version 1')
     else:
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         for s5 in v3:
             _e_DescribeAclsResource_1(s5, a)
     if o.unknown_tagged_fields:
@@ -777,7 +789,7 @@ def _e_DescribeAclsResponse_1(o, a):
 
 
 def _e_DescribeAclsResponse_2(o, a):
-    a(_S5.pack(o.throttle_time_ms, o.error_code))
+    a(_S7.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -802,7 +814,7 @@ def _e_DescribeAclsResponse_2(o, a):
 
 
 def _e_DescribeAclsResponse_3(o, a):
-    a(_S5.pack(o.throttle_time_ms, o.error_code))
+    a(_S7.pack(o.throttle_time_ms, o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')

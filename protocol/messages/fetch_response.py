@@ -222,14 +222,14 @@ _S1 = _St('>ihqq')
 _S2 = _St('>i')
 _S3 = _St('>h')
 _S4 = _St('>ihqqq')
-_S5 = _St('>iqB')
-_S6 = _St('>iiB')
-_S7 = _St('>qiB')
-_S8 = _St('>qqB')
-_S9 = _St('>qqx')
-_S10 = _St('>16s')
-_S11 = _St('>iq')
-_S12 = _St('>ii')
+_S5 = _St('>ii')
+_S6 = _St('>iqB')
+_S7 = _St('>iiB')
+_S8 = _St('>qiB')
+_S9 = _St('>qqB')
+_S10 = _St('>qqx')
+_S11 = _St('>16s')
+_S12 = _St('>iq')
 _S13 = _St('>qi')
 _S14 = _St('>ihi')
 _DEF_EpochEndOffset = EpochEndOffset()
@@ -496,11 +496,16 @@ def _d_PartitionData_11(b, p):
                     l2.append(s5)
             o.aborted_transactions = l2
         F = 'PreferredReadReplica'
-        o.preferred_read_replica = _S2.unpack_from(b, p)[0]
-        p += 4
+        if p + 8 <= L:
+            o.preferred_read_replica, n6 = _S5.unpack_from(b, p)
+            p += 8
+        else:
+            o.preferred_read_replica = _S2.unpack_from(b, p)[0]
+            p += 4
+            F = 'Records'
+            n6 = _S2.unpack_from(b, p)[0]
+            p += 4
         F = 'Records'
-        n6 = _S2.unpack_from(b, p)[0]
-        p += 4
         if n6 < 0:
             if n6 != -1:
                 raise _DecodeError('negative records length ' + str(n6), offset=p)
@@ -567,7 +572,7 @@ def _d_EpochEndOffset_12(b, p):
         L = len(b)
         o = _new(EpochEndOffset)
         F = 'Epoch'
-        o.epoch, o.end_offset, tn1 = _S5.unpack_from(b, p)
+        o.epoch, o.end_offset, tn1 = _S6.unpack_from(b, p)
         p += 13
         F = None
         u2 = o.unknown_tagged_fields = {}
@@ -607,7 +612,7 @@ def _d_LeaderIdAndEpoch_12(b, p):
         L = len(b)
         o = _new(LeaderIdAndEpoch)
         F = 'LeaderId'
-        o.leader_id, o.leader_epoch, tn1 = _S6.unpack_from(b, p)
+        o.leader_id, o.leader_epoch, tn1 = _S7.unpack_from(b, p)
         p += 9
         F = None
         u2 = o.unknown_tagged_fields = {}
@@ -647,7 +652,7 @@ def _d_SnapshotId_12(b, p):
         L = len(b)
         o = _new(SnapshotId)
         F = 'EndOffset'
-        o.end_offset, o.epoch, tn1 = _S7.unpack_from(b, p)
+        o.end_offset, o.epoch, tn1 = _S8.unpack_from(b, p)
         p += 13
         F = None
         u2 = o.unknown_tagged_fields = {}
@@ -687,7 +692,7 @@ def _d_AbortedTransaction_12(b, p):
         L = len(b)
         o = _new(AbortedTransaction)
         F = 'ProducerId'
-        o.producer_id, o.first_offset, tn1 = _S8.unpack_from(b, p)
+        o.producer_id, o.first_offset, tn1 = _S9.unpack_from(b, p)
         p += 17
         F = None
         u2 = o.unknown_tagged_fields = {}
@@ -747,14 +752,14 @@ def _d_PartitionData_12(b, p):
             e5 = p + 17 * n2
             if e5 <= L and b[p + 16:e5:17].count(0) == n2:
                 l3 = [*map(_new, _repeat(AbortedTransaction, n2))]
-                for s4, (s4.producer_id, s4.first_offset) in zip(l3, _S9.iter_unpack(b[p:e5])):
+                for s4, (s4.producer_id, s4.first_offset) in zip(l3, _S10.iter_unpack(b[p:e5])):
                     s4.unknown_tagged_fields = {}
                 p = e5
             if l3 is None:
                 l3 = []
                 for _ in range(n2):
                     s6 = _new(AbortedTransaction)
-                    s6.producer_id, s6.first_offset, tn7 = _S8.unpack_from(b, p)
+                    s6.producer_id, s6.first_offset, tn7 = _S9.unpack_from(b, p)
                     p += 17
                     u8 = s6.unknown_tagged_fields = {}
                     if tn7:
@@ -932,7 +937,7 @@ def _d_FetchableTopicResponse_13(b, p):
         o = _new(FetchableTopicResponse)
         o.topic = ''
         F = 'TopicId'
-        t2, = _S10.unpack_from(b, p)
+        t2, = _S11.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -1255,19 +1260,19 @@ def _e_FetchableTopicResponse_11(o, a):
 def _e_EpochEndOffset_12(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S11.pack(o.epoch, o.end_offset))
+        a(_S12.pack(o.epoch, o.end_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S5.pack(o.epoch, o.end_offset, 0))
+        a(_S6.pack(o.epoch, o.end_offset, 0))
 
 
 def _e_LeaderIdAndEpoch_12(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S12.pack(o.leader_id, o.leader_epoch))
+        a(_S5.pack(o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S6.pack(o.leader_id, o.leader_epoch, 0))
+        a(_S7.pack(o.leader_id, o.leader_epoch, 0))
 
 
 def _e_SnapshotId_12(o, a):
@@ -1276,7 +1281,7 @@ def _e_SnapshotId_12(o, a):
         a(_S13.pack(o.end_offset, o.epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S7.pack(o.end_offset, o.epoch, 0))
+        a(_S8.pack(o.end_offset, o.epoch, 0))
 
 
 def _e_AbortedTransaction_12(o, a):
@@ -1285,7 +1290,7 @@ def _e_AbortedTransaction_12(o, a):
         a(_S0.pack(o.producer_id, o.first_offset))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S8.pack(o.producer_id, o.first_offset, 0))
+        a(_S9.pack(o.producer_id, o.first_offset, 0))
 
 
 def _e_PartitionData_12(o, a):
@@ -1302,7 +1307,7 @@ def _e_PartitionData_12(o, a):
                 a(_S0.pack(s3.producer_id, s3.first_offset))
                 _wtags(sorted(u4.items()), a)
             else:
-                a(_S8.pack(s3.producer_id, s3.first_offset, 0))
+                a(_S9.pack(s3.producer_id, s3.first_offset, 0))
     a(_S2.pack(o.preferred_read_replica))
     v5 = o.records
     if v5 is None:
@@ -1362,7 +1367,7 @@ def _e_FetchableTopicResponse_12(o, a):
 
 
 def _e_FetchableTopicResponse_13(o, a):
-    a(_S10.pack(o.topic_id.bytes))
+    a(_S11.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -1379,7 +1384,7 @@ def _e_FetchableTopicResponse_13(o, a):
 
 
 def _e_FetchableTopicResponse_14(o, a):
-    a(_S10.pack(o.topic_id.bytes))
+    a(_S11.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 14')
@@ -1396,7 +1401,7 @@ def _e_FetchableTopicResponse_14(o, a):
 
 
 def _e_FetchableTopicResponse_15(o, a):
-    a(_S10.pack(o.topic_id.bytes))
+    a(_S11.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 15')
@@ -1413,7 +1418,7 @@ def _e_FetchableTopicResponse_15(o, a):
 
 
 def _e_FetchableTopicResponse_16(o, a):
-    a(_S10.pack(o.topic_id.bytes))
+    a(_S11.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 16')
@@ -1430,7 +1435,7 @@ def _e_FetchableTopicResponse_16(o, a):
 
 
 def _e_FetchableTopicResponse_17(o, a):
-    a(_S10.pack(o.topic_id.bytes))
+    a(_S11.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 17')
@@ -1447,7 +1452,7 @@ def _e_FetchableTopicResponse_17(o, a):
 
 
 def _e_FetchableTopicResponse_18(o, a):
-    a(_S10.pack(o.topic_id.bytes))
+    a(_S11.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 18')

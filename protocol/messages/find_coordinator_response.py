@@ -93,9 +93,11 @@ class FindCoordinatorResponse(Message):
 
 _S0 = _St('>i')
 _S1 = _St('>ih')
-_S2 = _St('>hi')
-_S3 = _St('>h')
-_S4 = _St('>iB')
+_S2 = _St('>hih')
+_S3 = _St('>hi')
+_S4 = _St('>h')
+_S5 = _St('>ihh')
+_S6 = _St('>iB')
 
 
 def _d_Coordinator_4(b, p):
@@ -305,11 +307,16 @@ def _d_FindCoordinatorResponse_0(b, p):
         o.error_message = ''
         o.coordinators = []
         F = 'ErrorCode'
-        o.error_code, o.node_id = _S2.unpack_from(b, p)
-        p += 6
+        if p + 8 <= L:
+            o.error_code, o.node_id, n1 = _S2.unpack_from(b, p)
+            p += 8
+        else:
+            o.error_code, o.node_id = _S3.unpack_from(b, p)
+            p += 6
+            F = 'Host'
+            n1 = _S4.unpack_from(b, p)[0]
+            p += 2
         F = 'Host'
-        n1 = _S3.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -338,11 +345,16 @@ def _d_FindCoordinatorResponse_1(b, p):
         o = _new(FindCoordinatorResponse)
         o.coordinators = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, o.error_code = _S1.unpack_from(b, p)
-        p += 6
+        if p + 8 <= L:
+            o.throttle_time_ms, o.error_code, n1 = _S5.unpack_from(b, p)
+            p += 8
+        else:
+            o.throttle_time_ms, o.error_code = _S1.unpack_from(b, p)
+            p += 6
+            F = 'ErrorMessage'
+            n1 = _S4.unpack_from(b, p)[0]
+            p += 2
         F = 'ErrorMessage'
-        n1 = _S3.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -354,11 +366,16 @@ def _d_FindCoordinatorResponse_1(b, p):
             o.error_message = b[p:e2].decode()
             p = e2
         F = 'NodeId'
-        o.node_id = _S0.unpack_from(b, p)[0]
-        p += 4
+        if p + 6 <= L:
+            o.node_id, n3 = _S1.unpack_from(b, p)
+            p += 6
+        else:
+            o.node_id = _S0.unpack_from(b, p)[0]
+            p += 4
+            F = 'Host'
+            n3 = _S4.unpack_from(b, p)[0]
+            p += 2
         F = 'Host'
-        n3 = _S3.unpack_from(b, p)[0]
-        p += 2
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -425,7 +442,7 @@ def _d_FindCoordinatorResponse_3(b, p):
             o.host = b[p:e5].decode()
             p = e5
         F = 'Port'
-        o.port, tn1 = _S4.unpack_from(b, p)
+        o.port, tn1 = _S6.unpack_from(b, p)
         p += 5
         F = None
         u6 = o.unknown_tagged_fields = {}
@@ -598,14 +615,14 @@ def _d_FindCoordinatorResponse_4(b, p):
 def _e_FindCoordinatorResponse_0(o, a):
     if o.coordinators:
         raise _Absent('Coordinators')
-    a(_S2.pack(o.error_code, o.node_id))
+    a(_S3.pack(o.error_code, o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 0')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         a(v1)
     a(_S0.pack(o.port))
     if o.unknown_tagged_fields:
@@ -622,7 +639,7 @@ def _e_FindCoordinatorResponse_1(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         a(v1)
     a(_S0.pack(o.node_id))
     v3 = o.host
@@ -631,7 +648,7 @@ def _e_FindCoordinatorResponse_1(o, a):
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         a(v3)
     a(_S0.pack(o.port))
     if o.unknown_tagged_fields:
@@ -648,7 +665,7 @@ def _e_FindCoordinatorResponse_2(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S3.pack(n2))
+        a(_S4.pack(n2))
         a(v1)
     a(_S0.pack(o.node_id))
     v3 = o.host
@@ -657,7 +674,7 @@ def _e_FindCoordinatorResponse_2(o, a):
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S3.pack(n4))
+        a(_S4.pack(n4))
         a(v3)
     a(_S0.pack(o.port))
     if o.unknown_tagged_fields:
@@ -690,7 +707,7 @@ def _e_FindCoordinatorResponse_3(o, a):
         a(_S0.pack(o.port))
         _wtags(sorted(u5.items()), a)
     else:
-        a(_S4.pack(o.port, 0))
+        a(_S6.pack(o.port, 0))
 
 
 def _e_FindCoordinatorResponse_4(o, a):

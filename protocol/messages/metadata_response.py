@@ -143,14 +143,16 @@ class MetadataResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>i')
-_S1 = _St('>h')
-_S2 = _St('>hii')
-_S3 = _St('>?')
-_S4 = _St('>hiii')
-_S5 = _St('>iB')
-_S6 = _St('>16s?')
-_S7 = _St('>hB')
+_S0 = _St('>ih')
+_S1 = _St('>i')
+_S2 = _St('>h')
+_S3 = _St('>hii')
+_S4 = _St('>hh')
+_S5 = _St('>?')
+_S6 = _St('>hiii')
+_S7 = _St('>iB')
+_S8 = _St('>16s?')
+_S9 = _St('>hB')
 _A_int32 = _ARRAY['i']
 
 
@@ -161,11 +163,16 @@ def _d_MetadataResponseBroker_0(b, p):
         o = _new(MetadataResponseBroker)
         o.rack = None
         F = 'NodeId'
-        o.node_id = _S0.unpack_from(b, p)[0]
-        p += 4
+        if p + 6 <= L:
+            o.node_id, n1 = _S0.unpack_from(b, p)
+            p += 6
+        else:
+            o.node_id = _S1.unpack_from(b, p)[0]
+            p += 4
+            F = 'Host'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Host'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -175,7 +182,7 @@ def _d_MetadataResponseBroker_0(b, p):
             o.host = b[p:e2].decode()
             p = e2
         F = 'Port'
-        o.port = _S0.unpack_from(b, p)[0]
+        o.port = _S1.unpack_from(b, p)[0]
         p += 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -193,11 +200,16 @@ def _d_MetadataResponseBroker_1(b, p):
         L = len(b)
         o = _new(MetadataResponseBroker)
         F = 'NodeId'
-        o.node_id = _S0.unpack_from(b, p)[0]
-        p += 4
+        if p + 6 <= L:
+            o.node_id, n1 = _S0.unpack_from(b, p)
+            p += 6
+        else:
+            o.node_id = _S1.unpack_from(b, p)[0]
+            p += 4
+            F = 'Host'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Host'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -207,11 +219,16 @@ def _d_MetadataResponseBroker_1(b, p):
             o.host = b[p:e2].decode()
             p = e2
         F = 'Port'
-        o.port = _S0.unpack_from(b, p)[0]
-        p += 4
+        if p + 6 <= L:
+            o.port, n3 = _S0.unpack_from(b, p)
+            p += 6
+        else:
+            o.port = _S1.unpack_from(b, p)[0]
+            p += 4
+            F = 'Rack'
+            n3 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Rack'
-        n3 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n3 < 0:
             if n3 != -1:
                 raise _DecodeError('negative string length ' + str(n3), offset=p)
@@ -238,7 +255,7 @@ def _d_MetadataResponseBroker_9(b, p):
         L = len(b)
         o = _new(MetadataResponseBroker)
         F = 'NodeId'
-        o.node_id = _S0.unpack_from(b, p)[0]
+        o.node_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Host'
         n2 = b[p]
@@ -256,7 +273,7 @@ def _d_MetadataResponseBroker_9(b, p):
             o.host = b[p:e3].decode()
             p = e3
         F = 'Port'
-        o.port = _S0.unpack_from(b, p)[0]
+        o.port = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Rack'
         n4 = b[p]
@@ -310,206 +327,206 @@ def _d_MetadataResponseBroker_9(b, p):
 
 
 def _e_MetadataResponseBroker_0(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 0')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_1(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 1')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_2(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 2')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_3(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 3')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_4(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 4')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_5(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 5')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_6(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 6')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_7(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 7')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_8(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 8')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\xff\xff')
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseBroker_9(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 9')
@@ -518,7 +535,7 @@ def _e_MetadataResponseBroker_9(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\x00')
@@ -535,7 +552,7 @@ def _e_MetadataResponseBroker_9(o, a):
 
 
 def _e_MetadataResponseBroker_10(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 10')
@@ -544,7 +561,7 @@ def _e_MetadataResponseBroker_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\x00')
@@ -561,7 +578,7 @@ def _e_MetadataResponseBroker_10(o, a):
 
 
 def _e_MetadataResponseBroker_11(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 11')
@@ -570,7 +587,7 @@ def _e_MetadataResponseBroker_11(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\x00')
@@ -587,7 +604,7 @@ def _e_MetadataResponseBroker_11(o, a):
 
 
 def _e_MetadataResponseBroker_12(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 12')
@@ -596,7 +613,7 @@ def _e_MetadataResponseBroker_12(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\x00')
@@ -613,7 +630,7 @@ def _e_MetadataResponseBroker_12(o, a):
 
 
 def _e_MetadataResponseBroker_13(o, a):
-    a(_S0.pack(o.node_id))
+    a(_S1.pack(o.node_id))
     v1 = o.host
     if v1 is None:
         raise _EncodeError('null in non-nullable field Host at version 13')
@@ -622,7 +639,7 @@ def _e_MetadataResponseBroker_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S0.pack(o.port))
+    a(_S1.pack(o.port))
     v3 = o.rack
     if v3 is None:
         a(b'\x00')
@@ -654,10 +671,10 @@ def _d_MetadataResponsePartition_0(b, p):
         o.leader_epoch = -1
         o.offline_replicas = []
         F = 'ErrorCode'
-        o.error_code, o.partition_index, o.leader_id = _S2.unpack_from(b, p)
+        o.error_code, o.partition_index, o.leader_id = _S3.unpack_from(b, p)
         p += 10
         F = 'ReplicaNodes'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -670,7 +687,7 @@ def _d_MetadataResponsePartition_0(b, p):
                 o.replica_nodes = [*_unpack_from('>' + str(n1) + 'i', b, p)]
             p += n1 * 4
         F = 'IsrNodes'
-        n2 = _S0.unpack_from(b, p)[0]
+        n2 = _S1.unpack_from(b, p)[0]
         p += 4
         if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -701,11 +718,16 @@ def _d_MetadataResponseTopic_0(b, p):
         o.is_internal = False
         o.topic_authorized_operations = -2147483648
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S4.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S2.unpack_from(b, p)[0]
+            p += 2
+            F = 'Name'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -715,7 +737,7 @@ def _d_MetadataResponseTopic_0(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -727,9 +749,9 @@ def _d_MetadataResponseTopic_0(b, p):
                 s5 = _new(MetadataResponsePartition)
                 s5.leader_epoch = -1
                 s5.offline_replicas = []
-                s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
+                s5.error_code, s5.partition_index, s5.leader_id = _S3.unpack_from(b, p)
                 p += 10
-                n6 = _S0.unpack_from(b, p)[0]
+                n6 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -741,7 +763,7 @@ def _d_MetadataResponseTopic_0(b, p):
                     else:
                         s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
-                n7 = _S0.unpack_from(b, p)[0]
+                n7 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -774,11 +796,16 @@ def _d_MetadataResponseTopic_1(b, p):
         o.topic_id = ZERO_UUID
         o.topic_authorized_operations = -2147483648
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S4.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S2.unpack_from(b, p)[0]
+            p += 2
+            F = 'Name'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -788,10 +815,10 @@ def _d_MetadataResponseTopic_1(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'IsInternal'
-        o.is_internal = _S3.unpack_from(b, p)[0]
+        o.is_internal = _S5.unpack_from(b, p)[0]
         p += 1
         F = 'Partitions'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -803,9 +830,9 @@ def _d_MetadataResponseTopic_1(b, p):
                 s5 = _new(MetadataResponsePartition)
                 s5.leader_epoch = -1
                 s5.offline_replicas = []
-                s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
+                s5.error_code, s5.partition_index, s5.leader_id = _S3.unpack_from(b, p)
                 p += 10
-                n6 = _S0.unpack_from(b, p)[0]
+                n6 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -817,7 +844,7 @@ def _d_MetadataResponseTopic_1(b, p):
                     else:
                         s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
-                n7 = _S0.unpack_from(b, p)[0]
+                n7 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -849,10 +876,10 @@ def _d_MetadataResponsePartition_5(b, p):
         o = _new(MetadataResponsePartition)
         o.leader_epoch = -1
         F = 'ErrorCode'
-        o.error_code, o.partition_index, o.leader_id = _S2.unpack_from(b, p)
+        o.error_code, o.partition_index, o.leader_id = _S3.unpack_from(b, p)
         p += 10
         F = 'ReplicaNodes'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -865,7 +892,7 @@ def _d_MetadataResponsePartition_5(b, p):
                 o.replica_nodes = [*_unpack_from('>' + str(n1) + 'i', b, p)]
             p += n1 * 4
         F = 'IsrNodes'
-        n2 = _S0.unpack_from(b, p)[0]
+        n2 = _S1.unpack_from(b, p)[0]
         p += 4
         if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -878,7 +905,7 @@ def _d_MetadataResponsePartition_5(b, p):
                 o.isr_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
             p += n2 * 4
         F = 'OfflineReplicas'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -908,11 +935,16 @@ def _d_MetadataResponseTopic_5(b, p):
         o.topic_id = ZERO_UUID
         o.topic_authorized_operations = -2147483648
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S4.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S2.unpack_from(b, p)[0]
+            p += 2
+            F = 'Name'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -922,10 +954,10 @@ def _d_MetadataResponseTopic_5(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'IsInternal'
-        o.is_internal = _S3.unpack_from(b, p)[0]
+        o.is_internal = _S5.unpack_from(b, p)[0]
         p += 1
         F = 'Partitions'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -936,9 +968,9 @@ def _d_MetadataResponseTopic_5(b, p):
             for _ in range(n3):
                 s5 = _new(MetadataResponsePartition)
                 s5.leader_epoch = -1
-                s5.error_code, s5.partition_index, s5.leader_id = _S2.unpack_from(b, p)
+                s5.error_code, s5.partition_index, s5.leader_id = _S3.unpack_from(b, p)
                 p += 10
-                n6 = _S0.unpack_from(b, p)[0]
+                n6 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -950,7 +982,7 @@ def _d_MetadataResponseTopic_5(b, p):
                     else:
                         s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
-                n7 = _S0.unpack_from(b, p)[0]
+                n7 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -962,7 +994,7 @@ def _d_MetadataResponseTopic_5(b, p):
                     else:
                         s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
-                n8 = _S0.unpack_from(b, p)[0]
+                n8 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -993,10 +1025,10 @@ def _d_MetadataResponsePartition_7(b, p):
         L = len(b)
         o = _new(MetadataResponsePartition)
         F = 'ErrorCode'
-        o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _S4.unpack_from(b, p)
+        o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _S6.unpack_from(b, p)
         p += 14
         F = 'ReplicaNodes'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1009,7 +1041,7 @@ def _d_MetadataResponsePartition_7(b, p):
                 o.replica_nodes = [*_unpack_from('>' + str(n1) + 'i', b, p)]
             p += n1 * 4
         F = 'IsrNodes'
-        n2 = _S0.unpack_from(b, p)[0]
+        n2 = _S1.unpack_from(b, p)[0]
         p += 4
         if n2 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1022,7 +1054,7 @@ def _d_MetadataResponsePartition_7(b, p):
                 o.isr_nodes = [*_unpack_from('>' + str(n2) + 'i', b, p)]
             p += n2 * 4
         F = 'OfflineReplicas'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1052,11 +1084,16 @@ def _d_MetadataResponseTopic_7(b, p):
         o.topic_id = ZERO_UUID
         o.topic_authorized_operations = -2147483648
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S4.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S2.unpack_from(b, p)[0]
+            p += 2
+            F = 'Name'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -1066,10 +1103,10 @@ def _d_MetadataResponseTopic_7(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'IsInternal'
-        o.is_internal = _S3.unpack_from(b, p)[0]
+        o.is_internal = _S5.unpack_from(b, p)[0]
         p += 1
         F = 'Partitions'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1079,9 +1116,9 @@ def _d_MetadataResponseTopic_7(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(MetadataResponsePartition)
-                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
+                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S6.unpack_from(b, p)
                 p += 14
-                n6 = _S0.unpack_from(b, p)[0]
+                n6 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1093,7 +1130,7 @@ def _d_MetadataResponseTopic_7(b, p):
                     else:
                         s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
-                n7 = _S0.unpack_from(b, p)[0]
+                n7 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1105,7 +1142,7 @@ def _d_MetadataResponseTopic_7(b, p):
                     else:
                         s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
-                n8 = _S0.unpack_from(b, p)[0]
+                n8 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1137,11 +1174,16 @@ def _d_MetadataResponseTopic_8(b, p):
         o = _new(MetadataResponseTopic)
         o.topic_id = ZERO_UUID
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S4.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S2.unpack_from(b, p)[0]
+            p += 2
+            F = 'Name'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
         else:
@@ -1151,10 +1193,10 @@ def _d_MetadataResponseTopic_8(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'IsInternal'
-        o.is_internal = _S3.unpack_from(b, p)[0]
+        o.is_internal = _S5.unpack_from(b, p)[0]
         p += 1
         F = 'Partitions'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1164,9 +1206,9 @@ def _d_MetadataResponseTopic_8(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(MetadataResponsePartition)
-                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S4.unpack_from(b, p)
+                s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch = _S6.unpack_from(b, p)
                 p += 14
-                n6 = _S0.unpack_from(b, p)[0]
+                n6 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n6 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1178,7 +1220,7 @@ def _d_MetadataResponseTopic_8(b, p):
                     else:
                         s5.replica_nodes = [*_unpack_from('>' + str(n6) + 'i', b, p)]
                     p += n6 * 4
-                n7 = _S0.unpack_from(b, p)[0]
+                n7 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n7 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1190,7 +1232,7 @@ def _d_MetadataResponseTopic_8(b, p):
                     else:
                         s5.isr_nodes = [*_unpack_from('>' + str(n7) + 'i', b, p)]
                     p += n7 * 4
-                n8 = _S0.unpack_from(b, p)[0]
+                n8 = _S1.unpack_from(b, p)[0]
                 p += 4
                 if n8 < 0:
                     raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1206,7 +1248,7 @@ def _d_MetadataResponseTopic_8(b, p):
                 l4.append(s5)
             o.partitions = l4
         F = 'TopicAuthorizedOperations'
-        o.topic_authorized_operations = _S0.unpack_from(b, p)[0]
+        o.topic_authorized_operations = _S1.unpack_from(b, p)[0]
         p += 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -1224,7 +1266,7 @@ def _d_MetadataResponsePartition_9(b, p):
         L = len(b)
         o = _new(MetadataResponsePartition)
         F = 'ErrorCode'
-        o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _S4.unpack_from(b, p)
+        o.error_code, o.partition_index, o.leader_id, o.leader_epoch = _S6.unpack_from(b, p)
         p += 14
         F = 'ReplicaNodes'
         n2 = b[p]
@@ -1333,7 +1375,7 @@ def _d_MetadataResponseTopic_9(b, p):
         o = _new(MetadataResponseTopic)
         o.topic_id = ZERO_UUID
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         F = 'Name'
         n2 = b[p]
@@ -1351,7 +1393,7 @@ def _d_MetadataResponseTopic_9(b, p):
             o.name = b[p:e3].decode()
             p = e3
         F = 'IsInternal'
-        o.is_internal = _S3.unpack_from(b, p)[0]
+        o.is_internal = _S5.unpack_from(b, p)[0]
         p += 1
         F = 'Partitions'
         n4 = b[p]
@@ -1368,7 +1410,7 @@ def _d_MetadataResponseTopic_9(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(MetadataResponsePartition)
-                s6.error_code, s6.partition_index, s6.leader_id, s6.leader_epoch = _S4.unpack_from(b, p)
+                s6.error_code, s6.partition_index, s6.leader_id, s6.leader_epoch = _S6.unpack_from(b, p)
                 p += 14
                 n8 = b[p]
                 if 0 < n8 < 65 and p + 4 * n8 - 3 <= L:
@@ -1460,7 +1502,7 @@ def _d_MetadataResponseTopic_9(b, p):
                 l5.append(s6)
             o.partitions = l5
         F = 'TopicAuthorizedOperations'
-        o.topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        o.topic_authorized_operations, tn1 = _S7.unpack_from(b, p)
         p += 5
         F = None
         u15 = o.unknown_tagged_fields = {}
@@ -1500,7 +1542,7 @@ def _d_MetadataResponseTopic_10(b, p):
         L = len(b)
         o = _new(MetadataResponseTopic)
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         F = 'Name'
         n2 = b[p]
@@ -1518,7 +1560,7 @@ def _d_MetadataResponseTopic_10(b, p):
             o.name = b[p:e3].decode()
             p = e3
         F = 'TopicId'
-        t4, t5, = _S6.unpack_from(b, p)
+        t4, t5, = _S8.unpack_from(b, p)
         o.topic_id = _UC.get(t4) or _uuid(t4)
         o.is_internal = t5
         p += 17
@@ -1537,7 +1579,7 @@ def _d_MetadataResponseTopic_10(b, p):
             l7 = []
             for _ in range(n6):
                 s8 = _new(MetadataResponsePartition)
-                s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S4.unpack_from(b, p)
+                s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S6.unpack_from(b, p)
                 p += 14
                 n10 = b[p]
                 if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
@@ -1629,7 +1671,7 @@ def _d_MetadataResponseTopic_10(b, p):
                 l7.append(s8)
             o.partitions = l7
         F = 'TopicAuthorizedOperations'
-        o.topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        o.topic_authorized_operations, tn1 = _S7.unpack_from(b, p)
         p += 5
         F = None
         u17 = o.unknown_tagged_fields = {}
@@ -1669,7 +1711,7 @@ def _d_MetadataResponseTopic_12(b, p):
         L = len(b)
         o = _new(MetadataResponseTopic)
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         F = 'Name'
         n2 = b[p]
@@ -1689,7 +1731,7 @@ def _d_MetadataResponseTopic_12(b, p):
             o.name = b[p:e3].decode()
             p = e3
         F = 'TopicId'
-        t4, t5, = _S6.unpack_from(b, p)
+        t4, t5, = _S8.unpack_from(b, p)
         o.topic_id = _UC.get(t4) or _uuid(t4)
         o.is_internal = t5
         p += 17
@@ -1708,7 +1750,7 @@ def _d_MetadataResponseTopic_12(b, p):
             l7 = []
             for _ in range(n6):
                 s8 = _new(MetadataResponsePartition)
-                s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S4.unpack_from(b, p)
+                s8.error_code, s8.partition_index, s8.leader_id, s8.leader_epoch = _S6.unpack_from(b, p)
                 p += 14
                 n10 = b[p]
                 if 0 < n10 < 65 and p + 4 * n10 - 3 <= L:
@@ -1800,7 +1842,7 @@ def _d_MetadataResponseTopic_12(b, p):
                 l7.append(s8)
             o.partitions = l7
         F = 'TopicAuthorizedOperations'
-        o.topic_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        o.topic_authorized_operations, tn1 = _S7.unpack_from(b, p)
         p += 5
         F = None
         u17 = o.unknown_tagged_fields = {}
@@ -1835,20 +1877,20 @@ def _d_MetadataResponseTopic_12(b, p):
 
 
 def _e_MetadataResponsePartition_0(o, a):
-    a(_S2.pack(o.error_code, o.partition_index, o.leader_id))
+    a(_S3.pack(o.error_code, o.partition_index, o.leader_id))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 0')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 0')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1857,36 +1899,36 @@ def _e_MetadataResponsePartition_0(o, a):
 def _e_MetadataResponseTopic_0(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 0')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 0')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            a(_S3.pack(s5.error_code, s5.partition_index, s5.leader_id))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 0')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 0')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -1895,20 +1937,20 @@ def _e_MetadataResponseTopic_0(o, a):
 
 
 def _e_MetadataResponsePartition_1(o, a):
-    a(_S2.pack(o.error_code, o.partition_index, o.leader_id))
+    a(_S3.pack(o.error_code, o.partition_index, o.leader_id))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 1')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 1')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1917,37 +1959,37 @@ def _e_MetadataResponsePartition_1(o, a):
 def _e_MetadataResponseTopic_1(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 1')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 1')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            a(_S3.pack(s5.error_code, s5.partition_index, s5.leader_id))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 1')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 1')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -1956,20 +1998,20 @@ def _e_MetadataResponseTopic_1(o, a):
 
 
 def _e_MetadataResponsePartition_2(o, a):
-    a(_S2.pack(o.error_code, o.partition_index, o.leader_id))
+    a(_S3.pack(o.error_code, o.partition_index, o.leader_id))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 2')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 2')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -1978,37 +2020,37 @@ def _e_MetadataResponsePartition_2(o, a):
 def _e_MetadataResponseTopic_2(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 2')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 2')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            a(_S3.pack(s5.error_code, s5.partition_index, s5.leader_id))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 2')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 2')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -2017,20 +2059,20 @@ def _e_MetadataResponseTopic_2(o, a):
 
 
 def _e_MetadataResponsePartition_3(o, a):
-    a(_S2.pack(o.error_code, o.partition_index, o.leader_id))
+    a(_S3.pack(o.error_code, o.partition_index, o.leader_id))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 3')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 3')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2039,37 +2081,37 @@ def _e_MetadataResponsePartition_3(o, a):
 def _e_MetadataResponseTopic_3(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 3')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 3')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            a(_S3.pack(s5.error_code, s5.partition_index, s5.leader_id))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 3')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 3')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -2078,20 +2120,20 @@ def _e_MetadataResponseTopic_3(o, a):
 
 
 def _e_MetadataResponsePartition_4(o, a):
-    a(_S2.pack(o.error_code, o.partition_index, o.leader_id))
+    a(_S3.pack(o.error_code, o.partition_index, o.leader_id))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 4')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 4')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2100,37 +2142,37 @@ def _e_MetadataResponsePartition_4(o, a):
 def _e_MetadataResponseTopic_4(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 4')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 4')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            a(_S3.pack(s5.error_code, s5.partition_index, s5.leader_id))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 4')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 4')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -2139,27 +2181,27 @@ def _e_MetadataResponseTopic_4(o, a):
 
 
 def _e_MetadataResponsePartition_5(o, a):
-    a(_S2.pack(o.error_code, o.partition_index, o.leader_id))
+    a(_S3.pack(o.error_code, o.partition_index, o.leader_id))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 5')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 5')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     v5 = o.offline_replicas
     if v5 is None:
         raise _EncodeError('null in non-nullable field OfflineReplicas at version 5')
     else:
         n6 = len(v5)
-        a(_S0.pack(n6))
+        a(_S1.pack(n6))
         a(_pack('>' + str(n6) + 'i', *v5))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2168,44 +2210,44 @@ def _e_MetadataResponsePartition_5(o, a):
 def _e_MetadataResponseTopic_5(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 5')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 5')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            a(_S3.pack(s5.error_code, s5.partition_index, s5.leader_id))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 5')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 5')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             v10 = s5.offline_replicas
             if v10 is None:
                 raise _EncodeError('null in non-nullable field OfflineReplicas at version 5')
             else:
                 n11 = len(v10)
-                a(_S0.pack(n11))
+                a(_S1.pack(n11))
                 a(_pack('>' + str(n11) + 'i', *v10))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -2214,27 +2256,27 @@ def _e_MetadataResponseTopic_5(o, a):
 
 
 def _e_MetadataResponsePartition_6(o, a):
-    a(_S2.pack(o.error_code, o.partition_index, o.leader_id))
+    a(_S3.pack(o.error_code, o.partition_index, o.leader_id))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 6')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 6')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     v5 = o.offline_replicas
     if v5 is None:
         raise _EncodeError('null in non-nullable field OfflineReplicas at version 6')
     else:
         n6 = len(v5)
-        a(_S0.pack(n6))
+        a(_S1.pack(n6))
         a(_pack('>' + str(n6) + 'i', *v5))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2243,44 +2285,44 @@ def _e_MetadataResponsePartition_6(o, a):
 def _e_MetadataResponseTopic_6(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 6')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 6')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S2.pack(s5.error_code, s5.partition_index, s5.leader_id))
+            a(_S3.pack(s5.error_code, s5.partition_index, s5.leader_id))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 6')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 6')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             v10 = s5.offline_replicas
             if v10 is None:
                 raise _EncodeError('null in non-nullable field OfflineReplicas at version 6')
             else:
                 n11 = len(v10)
-                a(_S0.pack(n11))
+                a(_S1.pack(n11))
                 a(_pack('>' + str(n11) + 'i', *v10))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -2289,27 +2331,27 @@ def _e_MetadataResponseTopic_6(o, a):
 
 
 def _e_MetadataResponsePartition_7(o, a):
-    a(_S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
+    a(_S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 7')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 7')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     v5 = o.offline_replicas
     if v5 is None:
         raise _EncodeError('null in non-nullable field OfflineReplicas at version 7')
     else:
         n6 = len(v5)
-        a(_S0.pack(n6))
+        a(_S1.pack(n6))
         a(_pack('>' + str(n6) + 'i', *v5))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -2318,44 +2360,44 @@ def _e_MetadataResponsePartition_7(o, a):
 def _e_MetadataResponseTopic_7(o, a):
     if o.topic_authorized_operations != -2147483648:
         raise _Absent('TopicAuthorizedOperations')
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 7')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 7')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            a(_S6.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 7')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 7')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             v10 = s5.offline_replicas
             if v10 is None:
                 raise _EncodeError('null in non-nullable field OfflineReplicas at version 7')
             else:
                 n11 = len(v10)
-                a(_S0.pack(n11))
+                a(_S1.pack(n11))
                 a(_pack('>' + str(n11) + 'i', *v10))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -2364,81 +2406,81 @@ def _e_MetadataResponseTopic_7(o, a):
 
 
 def _e_MetadataResponsePartition_8(o, a):
-    a(_S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
+    a(_S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 8')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(_pack('>' + str(n2) + 'i', *v1))
     v3 = o.isr_nodes
     if v3 is None:
         raise _EncodeError('null in non-nullable field IsrNodes at version 8')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         a(_pack('>' + str(n4) + 'i', *v3))
     v5 = o.offline_replicas
     if v5 is None:
         raise _EncodeError('null in non-nullable field OfflineReplicas at version 8')
     else:
         n6 = len(v5)
-        a(_S0.pack(n6))
+        a(_S1.pack(n6))
         a(_pack('>' + str(n6) + 'i', *v5))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponseTopic_8(o, a):
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 8')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 8')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            a(_S6.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 8')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(_pack('>' + str(n7) + 'i', *v6))
             v8 = s5.isr_nodes
             if v8 is None:
                 raise _EncodeError('null in non-nullable field IsrNodes at version 8')
             else:
                 n9 = len(v8)
-                a(_S0.pack(n9))
+                a(_S1.pack(n9))
                 a(_pack('>' + str(n9) + 'i', *v8))
             v10 = s5.offline_replicas
             if v10 is None:
                 raise _EncodeError('null in non-nullable field OfflineReplicas at version 8')
             else:
                 n11 = len(v10)
-                a(_S0.pack(n11))
+                a(_S1.pack(n11))
                 a(_pack('>' + str(n11) + 'i', *v10))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
-    a(_S0.pack(o.topic_authorized_operations))
+    a(_S1.pack(o.topic_authorized_operations))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponsePartition_9(o, a):
-    a(_S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
+    a(_S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 9')
@@ -2468,7 +2510,7 @@ def _e_MetadataResponsePartition_9(o, a):
 
 
 def _e_MetadataResponseTopic_9(o, a):
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 9')
@@ -2477,7 +2519,7 @@ def _e_MetadataResponseTopic_9(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.is_internal))
+    a(_S5.pack(o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 9')
@@ -2485,7 +2527,7 @@ def _e_MetadataResponseTopic_9(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            a(_S6.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 9')
@@ -2514,14 +2556,14 @@ def _e_MetadataResponseTopic_9(o, a):
                 a(b'\x00')
     u13 = o.unknown_tagged_fields
     if u13:
-        a(_S0.pack(o.topic_authorized_operations))
+        a(_S1.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(_S5.pack(o.topic_authorized_operations, 0))
+        a(_S7.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_10(o, a):
-    a(_S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
+    a(_S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 10')
@@ -2551,7 +2593,7 @@ def _e_MetadataResponsePartition_10(o, a):
 
 
 def _e_MetadataResponseTopic_10(o, a):
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 10')
@@ -2560,7 +2602,7 @@ def _e_MetadataResponseTopic_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S6.pack(o.topic_id.bytes, o.is_internal))
+    a(_S8.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 10')
@@ -2568,7 +2610,7 @@ def _e_MetadataResponseTopic_10(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            a(_S6.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 10')
@@ -2597,14 +2639,14 @@ def _e_MetadataResponseTopic_10(o, a):
                 a(b'\x00')
     u13 = o.unknown_tagged_fields
     if u13:
-        a(_S0.pack(o.topic_authorized_operations))
+        a(_S1.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(_S5.pack(o.topic_authorized_operations, 0))
+        a(_S7.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_11(o, a):
-    a(_S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
+    a(_S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 11')
@@ -2634,7 +2676,7 @@ def _e_MetadataResponsePartition_11(o, a):
 
 
 def _e_MetadataResponseTopic_11(o, a):
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         raise _EncodeError('null in non-nullable field Name at version 11')
@@ -2643,7 +2685,7 @@ def _e_MetadataResponseTopic_11(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S6.pack(o.topic_id.bytes, o.is_internal))
+    a(_S8.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 11')
@@ -2651,7 +2693,7 @@ def _e_MetadataResponseTopic_11(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            a(_S6.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 11')
@@ -2680,14 +2722,14 @@ def _e_MetadataResponseTopic_11(o, a):
                 a(b'\x00')
     u13 = o.unknown_tagged_fields
     if u13:
-        a(_S0.pack(o.topic_authorized_operations))
+        a(_S1.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(_S5.pack(o.topic_authorized_operations, 0))
+        a(_S7.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_12(o, a):
-    a(_S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
+    a(_S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 12')
@@ -2717,7 +2759,7 @@ def _e_MetadataResponsePartition_12(o, a):
 
 
 def _e_MetadataResponseTopic_12(o, a):
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         a(b'\x00')
@@ -2726,7 +2768,7 @@ def _e_MetadataResponseTopic_12(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S6.pack(o.topic_id.bytes, o.is_internal))
+    a(_S8.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 12')
@@ -2734,7 +2776,7 @@ def _e_MetadataResponseTopic_12(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            a(_S6.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 12')
@@ -2763,14 +2805,14 @@ def _e_MetadataResponseTopic_12(o, a):
                 a(b'\x00')
     u13 = o.unknown_tagged_fields
     if u13:
-        a(_S0.pack(o.topic_authorized_operations))
+        a(_S1.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(_S5.pack(o.topic_authorized_operations, 0))
+        a(_S7.pack(o.topic_authorized_operations, 0))
 
 
 def _e_MetadataResponsePartition_13(o, a):
-    a(_S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
+    a(_S6.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch))
     v1 = o.replica_nodes
     if v1 is None:
         raise _EncodeError('null in non-nullable field ReplicaNodes at version 13')
@@ -2800,7 +2842,7 @@ def _e_MetadataResponsePartition_13(o, a):
 
 
 def _e_MetadataResponseTopic_13(o, a):
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     v1 = o.name
     if v1 is None:
         a(b'\x00')
@@ -2809,7 +2851,7 @@ def _e_MetadataResponseTopic_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S6.pack(o.topic_id.bytes, o.is_internal))
+    a(_S8.pack(o.topic_id.bytes, o.is_internal))
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 13')
@@ -2817,7 +2859,7 @@ def _e_MetadataResponseTopic_13(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S4.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
+            a(_S6.pack(s5.error_code, s5.partition_index, s5.leader_id, s5.leader_epoch))
             v6 = s5.replica_nodes
             if v6 is None:
                 raise _EncodeError('null in non-nullable field ReplicaNodes at version 13')
@@ -2846,10 +2888,10 @@ def _e_MetadataResponseTopic_13(o, a):
                 a(b'\x00')
     u13 = o.unknown_tagged_fields
     if u13:
-        a(_S0.pack(o.topic_authorized_operations))
+        a(_S1.pack(o.topic_authorized_operations))
         _wtags(sorted(u13.items()), a)
     else:
-        a(_S5.pack(o.topic_authorized_operations, 0))
+        a(_S7.pack(o.topic_authorized_operations, 0))
 
 
 def _j_MetadataResponsePartition_0(o):
@@ -2899,7 +2941,7 @@ def _d_MetadataResponse_0(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'Brokers'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2910,10 +2952,14 @@ def _d_MetadataResponse_0(b, p):
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
                 s3.rack = None
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.node_id, n4 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.node_id = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -2922,13 +2968,13 @@ def _d_MetadataResponse_0(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                s3.port = _S0.unpack_from(b, p)[0]
+                s3.port = _S1.unpack_from(b, p)[0]
                 p += 4
                 s3.unknown_tagged_fields = {}
                 l2.append(s3)
             o.brokers = l2
         F = 'Topics'
-        n6 = _S0.unpack_from(b, p)[0]
+        n6 = _S1.unpack_from(b, p)[0]
         p += 4
         if n6 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2960,7 +3006,7 @@ def _d_MetadataResponse_1(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'Brokers'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -2970,10 +3016,14 @@ def _d_MetadataResponse_1(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.node_id, n4 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.node_id = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -2982,10 +3032,14 @@ def _d_MetadataResponse_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.port, n6 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.port = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -3000,10 +3054,10 @@ def _d_MetadataResponse_1(b, p):
                 l2.append(s3)
             o.brokers = l2
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n8 = _S0.unpack_from(b, p)[0]
+        n8 = _S1.unpack_from(b, p)[0]
         p += 4
         if n8 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3034,7 +3088,7 @@ def _d_MetadataResponse_2(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'Brokers'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3044,10 +3098,14 @@ def _d_MetadataResponse_2(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.node_id, n4 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.node_id = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -3056,10 +3114,14 @@ def _d_MetadataResponse_2(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.port, n6 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.port = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -3074,7 +3136,7 @@ def _d_MetadataResponse_2(b, p):
                 l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n8 = _S1.unpack_from(b, p)[0]
+        n8 = _S2.unpack_from(b, p)[0]
         p += 2
         if n8 < 0:
             if n8 != -1:
@@ -3087,10 +3149,10 @@ def _d_MetadataResponse_2(b, p):
             o.cluster_id = b[p:e9].decode()
             p = e9
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n10 = _S0.unpack_from(b, p)[0]
+        n10 = _S1.unpack_from(b, p)[0]
         p += 4
         if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3120,10 +3182,10 @@ def _d_MetadataResponse_3(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3133,10 +3195,14 @@ def _d_MetadataResponse_3(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.node_id, n4 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.node_id = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -3145,10 +3211,14 @@ def _d_MetadataResponse_3(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.port, n6 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.port = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -3163,7 +3233,7 @@ def _d_MetadataResponse_3(b, p):
                 l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n8 = _S1.unpack_from(b, p)[0]
+        n8 = _S2.unpack_from(b, p)[0]
         p += 2
         if n8 < 0:
             if n8 != -1:
@@ -3176,10 +3246,10 @@ def _d_MetadataResponse_3(b, p):
             o.cluster_id = b[p:e9].decode()
             p = e9
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n10 = _S0.unpack_from(b, p)[0]
+        n10 = _S1.unpack_from(b, p)[0]
         p += 4
         if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3209,10 +3279,10 @@ def _d_MetadataResponse_5(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3222,10 +3292,14 @@ def _d_MetadataResponse_5(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.node_id, n4 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.node_id = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -3234,10 +3308,14 @@ def _d_MetadataResponse_5(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.port, n6 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.port = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -3252,7 +3330,7 @@ def _d_MetadataResponse_5(b, p):
                 l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n8 = _S1.unpack_from(b, p)[0]
+        n8 = _S2.unpack_from(b, p)[0]
         p += 2
         if n8 < 0:
             if n8 != -1:
@@ -3265,10 +3343,10 @@ def _d_MetadataResponse_5(b, p):
             o.cluster_id = b[p:e9].decode()
             p = e9
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n10 = _S0.unpack_from(b, p)[0]
+        n10 = _S1.unpack_from(b, p)[0]
         p += 4
         if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3298,10 +3376,10 @@ def _d_MetadataResponse_7(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3311,10 +3389,14 @@ def _d_MetadataResponse_7(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.node_id, n4 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.node_id = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -3323,10 +3405,14 @@ def _d_MetadataResponse_7(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.port, n6 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.port = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -3341,7 +3427,7 @@ def _d_MetadataResponse_7(b, p):
                 l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n8 = _S1.unpack_from(b, p)[0]
+        n8 = _S2.unpack_from(b, p)[0]
         p += 2
         if n8 < 0:
             if n8 != -1:
@@ -3354,10 +3440,10 @@ def _d_MetadataResponse_7(b, p):
             o.cluster_id = b[p:e9].decode()
             p = e9
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n10 = _S0.unpack_from(b, p)[0]
+        n10 = _S1.unpack_from(b, p)[0]
         p += 4
         if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3386,10 +3472,10 @@ def _d_MetadataResponse_8(b, p):
         o = _new(MetadataResponse)
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
-        n1 = _S0.unpack_from(b, p)[0]
+        n1 = _S1.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3399,10 +3485,14 @@ def _d_MetadataResponse_8(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(MetadataResponseBroker)
-                s3.node_id = _S0.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.node_id, n4 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.node_id = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     raise _DecodeError('null or negative length in a non-nullable string', offset=p)
                 else:
@@ -3411,10 +3501,14 @@ def _d_MetadataResponse_8(b, p):
                         raise _DecodeError('string' + ' of ' + str(n4) + ' bytes is truncated', offset=p)
                     s3.host = b[p:e5].decode()
                     p = e5
-                s3.port = _S0.unpack_from(b, p)[0]
-                p += 4
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.port, n6 = _S0.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.port = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -3429,7 +3523,7 @@ def _d_MetadataResponse_8(b, p):
                 l2.append(s3)
             o.brokers = l2
         F = 'ClusterId'
-        n8 = _S1.unpack_from(b, p)[0]
+        n8 = _S2.unpack_from(b, p)[0]
         p += 2
         if n8 < 0:
             if n8 != -1:
@@ -3442,10 +3536,10 @@ def _d_MetadataResponse_8(b, p):
             o.cluster_id = b[p:e9].decode()
             p = e9
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n10 = _S0.unpack_from(b, p)[0]
+        n10 = _S1.unpack_from(b, p)[0]
         p += 4
         if n10 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -3458,7 +3552,7 @@ def _d_MetadataResponse_8(b, p):
                 l11.append(it)
             o.topics = l11
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations = _S0.unpack_from(b, p)[0]
+        o.cluster_authorized_operations = _S1.unpack_from(b, p)[0]
         p += 4
         o.unknown_tagged_fields = {}
         return o, p
@@ -3477,7 +3571,7 @@ def _d_MetadataResponse_9(b, p):
         o = _new(MetadataResponse)
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
         n2 = b[p]
@@ -3494,7 +3588,7 @@ def _d_MetadataResponse_9(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(MetadataResponseBroker)
-                s4.node_id = _S0.unpack_from(b, p)[0]
+                s4.node_id = _S1.unpack_from(b, p)[0]
                 p += 4
                 n6 = b[p]
                 if n6 < 128:
@@ -3510,7 +3604,7 @@ def _d_MetadataResponse_9(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s4.host = b[p:e7].decode()
                     p = e7
-                s4.port = _S0.unpack_from(b, p)[0]
+                s4.port = _S1.unpack_from(b, p)[0]
                 p += 4
                 n8 = b[p]
                 if n8 < 128:
@@ -3572,7 +3666,7 @@ def _d_MetadataResponse_9(b, p):
             o.cluster_id = b[p:e15].decode()
             p = e15
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n16 = b[p]
@@ -3592,7 +3686,7 @@ def _d_MetadataResponse_9(b, p):
                 l17.append(it)
             o.topics = l17
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        o.cluster_authorized_operations, tn1 = _S7.unpack_from(b, p)
         p += 5
         F = None
         u18 = o.unknown_tagged_fields = {}
@@ -3633,7 +3727,7 @@ def _d_MetadataResponse_10(b, p):
         o = _new(MetadataResponse)
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
         n2 = b[p]
@@ -3650,7 +3744,7 @@ def _d_MetadataResponse_10(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(MetadataResponseBroker)
-                s4.node_id = _S0.unpack_from(b, p)[0]
+                s4.node_id = _S1.unpack_from(b, p)[0]
                 p += 4
                 n6 = b[p]
                 if n6 < 128:
@@ -3666,7 +3760,7 @@ def _d_MetadataResponse_10(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s4.host = b[p:e7].decode()
                     p = e7
-                s4.port = _S0.unpack_from(b, p)[0]
+                s4.port = _S1.unpack_from(b, p)[0]
                 p += 4
                 n8 = b[p]
                 if n8 < 128:
@@ -3728,7 +3822,7 @@ def _d_MetadataResponse_10(b, p):
             o.cluster_id = b[p:e15].decode()
             p = e15
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n16 = b[p]
@@ -3748,7 +3842,7 @@ def _d_MetadataResponse_10(b, p):
                 l17.append(it)
             o.topics = l17
         F = 'ClusterAuthorizedOperations'
-        o.cluster_authorized_operations, tn1 = _S5.unpack_from(b, p)
+        o.cluster_authorized_operations, tn1 = _S7.unpack_from(b, p)
         p += 5
         F = None
         u18 = o.unknown_tagged_fields = {}
@@ -3790,7 +3884,7 @@ def _d_MetadataResponse_11(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
         n2 = b[p]
@@ -3807,7 +3901,7 @@ def _d_MetadataResponse_11(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(MetadataResponseBroker)
-                s4.node_id = _S0.unpack_from(b, p)[0]
+                s4.node_id = _S1.unpack_from(b, p)[0]
                 p += 4
                 n6 = b[p]
                 if n6 < 128:
@@ -3823,7 +3917,7 @@ def _d_MetadataResponse_11(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s4.host = b[p:e7].decode()
                     p = e7
-                s4.port = _S0.unpack_from(b, p)[0]
+                s4.port = _S1.unpack_from(b, p)[0]
                 p += 4
                 n8 = b[p]
                 if n8 < 128:
@@ -3885,7 +3979,7 @@ def _d_MetadataResponse_11(b, p):
             o.cluster_id = b[p:e15].decode()
             p = e15
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n16 = b[p]
@@ -3946,7 +4040,7 @@ def _d_MetadataResponse_12(b, p):
         o.cluster_authorized_operations = -2147483648
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
         n2 = b[p]
@@ -3963,7 +4057,7 @@ def _d_MetadataResponse_12(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(MetadataResponseBroker)
-                s4.node_id = _S0.unpack_from(b, p)[0]
+                s4.node_id = _S1.unpack_from(b, p)[0]
                 p += 4
                 n6 = b[p]
                 if n6 < 128:
@@ -3979,7 +4073,7 @@ def _d_MetadataResponse_12(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s4.host = b[p:e7].decode()
                     p = e7
-                s4.port = _S0.unpack_from(b, p)[0]
+                s4.port = _S1.unpack_from(b, p)[0]
                 p += 4
                 n8 = b[p]
                 if n8 < 128:
@@ -4041,7 +4135,7 @@ def _d_MetadataResponse_12(b, p):
             o.cluster_id = b[p:e15].decode()
             p = e15
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n16 = b[p]
@@ -4101,7 +4195,7 @@ def _d_MetadataResponse_13(b, p):
         o = _new(MetadataResponse)
         o.cluster_authorized_operations = -2147483648
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S0.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Brokers'
         n2 = b[p]
@@ -4118,7 +4212,7 @@ def _d_MetadataResponse_13(b, p):
             l3 = []
             for _ in range(n2):
                 s4 = _new(MetadataResponseBroker)
-                s4.node_id = _S0.unpack_from(b, p)[0]
+                s4.node_id = _S1.unpack_from(b, p)[0]
                 p += 4
                 n6 = b[p]
                 if n6 < 128:
@@ -4134,7 +4228,7 @@ def _d_MetadataResponse_13(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s4.host = b[p:e7].decode()
                     p = e7
-                s4.port = _S0.unpack_from(b, p)[0]
+                s4.port = _S1.unpack_from(b, p)[0]
                 p += 4
                 n8 = b[p]
                 if n8 < 128:
@@ -4196,7 +4290,7 @@ def _d_MetadataResponse_13(b, p):
             o.cluster_id = b[p:e15].decode()
             p = e15
         F = 'ControllerId'
-        o.controller_id = _S0.unpack_from(b, p)[0]
+        o.controller_id = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n16 = b[p]
@@ -4216,7 +4310,7 @@ def _d_MetadataResponse_13(b, p):
                 l17.append(it)
             o.topics = l17
         F = 'ErrorCode'
-        o.error_code, tn1 = _S7.unpack_from(b, p)
+        o.error_code, tn1 = _S9.unpack_from(b, p)
         p += 3
         F = None
         u18 = o.unknown_tagged_fields = {}
@@ -4258,18 +4352,18 @@ def _e_MetadataResponse_0(o, a):
         raise _EncodeError('null in non-nullable field Brokers at version 0')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 0')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     v6 = o.topics
@@ -4277,7 +4371,7 @@ def _e_MetadataResponse_0(o, a):
         raise _EncodeError('null in non-nullable field Topics at version 0')
     else:
         n7 = len(v6)
-        a(_S0.pack(n7))
+        a(_S1.pack(n7))
         for s8 in v6:
             _e_MetadataResponseTopic_0(s8, a)
     if o.unknown_tagged_fields:
@@ -4292,35 +4386,35 @@ def _e_MetadataResponse_1(o, a):
         raise _EncodeError('null in non-nullable field Brokers at version 1')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 1')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v8 = o.topics
     if v8 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
     else:
         n9 = len(v8)
-        a(_S0.pack(n9))
+        a(_S1.pack(n9))
         for s10 in v8:
             _e_MetadataResponseTopic_1(s10, a)
     if o.unknown_tagged_fields:
@@ -4335,25 +4429,25 @@ def _e_MetadataResponse_2(o, a):
         raise _EncodeError('null in non-nullable field Brokers at version 2')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 2')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4363,15 +4457,15 @@ def _e_MetadataResponse_2(o, a):
     else:
         v8 = v8.encode()
         n9 = len(v8)
-        a(_S1.pack(n9))
+        a(_S2.pack(n9))
         a(v8)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v10 = o.topics
     if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 2')
     else:
         n11 = len(v10)
-        a(_S0.pack(n11))
+        a(_S1.pack(n11))
         for s12 in v10:
             _e_MetadataResponseTopic_2(s12, a)
     if o.unknown_tagged_fields:
@@ -4381,31 +4475,31 @@ def _e_MetadataResponse_2(o, a):
 def _e_MetadataResponse_3(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 3')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 3')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4415,15 +4509,15 @@ def _e_MetadataResponse_3(o, a):
     else:
         v8 = v8.encode()
         n9 = len(v8)
-        a(_S1.pack(n9))
+        a(_S2.pack(n9))
         a(v8)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v10 = o.topics
     if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 3')
     else:
         n11 = len(v10)
-        a(_S0.pack(n11))
+        a(_S1.pack(n11))
         for s12 in v10:
             _e_MetadataResponseTopic_3(s12, a)
     if o.unknown_tagged_fields:
@@ -4433,31 +4527,31 @@ def _e_MetadataResponse_3(o, a):
 def _e_MetadataResponse_4(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 4')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 4')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4467,15 +4561,15 @@ def _e_MetadataResponse_4(o, a):
     else:
         v8 = v8.encode()
         n9 = len(v8)
-        a(_S1.pack(n9))
+        a(_S2.pack(n9))
         a(v8)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v10 = o.topics
     if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 4')
     else:
         n11 = len(v10)
-        a(_S0.pack(n11))
+        a(_S1.pack(n11))
         for s12 in v10:
             _e_MetadataResponseTopic_4(s12, a)
     if o.unknown_tagged_fields:
@@ -4485,31 +4579,31 @@ def _e_MetadataResponse_4(o, a):
 def _e_MetadataResponse_5(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 5')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 5')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4519,15 +4613,15 @@ def _e_MetadataResponse_5(o, a):
     else:
         v8 = v8.encode()
         n9 = len(v8)
-        a(_S1.pack(n9))
+        a(_S2.pack(n9))
         a(v8)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v10 = o.topics
     if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 5')
     else:
         n11 = len(v10)
-        a(_S0.pack(n11))
+        a(_S1.pack(n11))
         for s12 in v10:
             _e_MetadataResponseTopic_5(s12, a)
     if o.unknown_tagged_fields:
@@ -4537,31 +4631,31 @@ def _e_MetadataResponse_5(o, a):
 def _e_MetadataResponse_6(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 6')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 6')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4571,15 +4665,15 @@ def _e_MetadataResponse_6(o, a):
     else:
         v8 = v8.encode()
         n9 = len(v8)
-        a(_S1.pack(n9))
+        a(_S2.pack(n9))
         a(v8)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v10 = o.topics
     if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 6')
     else:
         n11 = len(v10)
-        a(_S0.pack(n11))
+        a(_S1.pack(n11))
         for s12 in v10:
             _e_MetadataResponseTopic_6(s12, a)
     if o.unknown_tagged_fields:
@@ -4589,31 +4683,31 @@ def _e_MetadataResponse_6(o, a):
 def _e_MetadataResponse_7(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 7')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 7')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4623,15 +4717,15 @@ def _e_MetadataResponse_7(o, a):
     else:
         v8 = v8.encode()
         n9 = len(v8)
-        a(_S1.pack(n9))
+        a(_S2.pack(n9))
         a(v8)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v10 = o.topics
     if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 7')
     else:
         n11 = len(v10)
-        a(_S0.pack(n11))
+        a(_S1.pack(n11))
         for s12 in v10:
             _e_MetadataResponseTopic_7(s12, a)
     if o.unknown_tagged_fields:
@@ -4639,31 +4733,31 @@ def _e_MetadataResponse_7(o, a):
 
 
 def _e_MetadataResponse_8(o, a):
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 8')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 8')
             else:
                 v4 = v4.encode()
                 n5 = len(v4)
-                a(_S1.pack(n5))
+                a(_S2.pack(n5))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s3.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -4673,24 +4767,24 @@ def _e_MetadataResponse_8(o, a):
     else:
         v8 = v8.encode()
         n9 = len(v8)
-        a(_S1.pack(n9))
+        a(_S2.pack(n9))
         a(v8)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v10 = o.topics
     if v10 is None:
         raise _EncodeError('null in non-nullable field Topics at version 8')
     else:
         n11 = len(v10)
-        a(_S0.pack(n11))
+        a(_S1.pack(n11))
         for s12 in v10:
             _e_MetadataResponseTopic_8(s12, a)
-    a(_S0.pack(o.cluster_authorized_operations))
+    a(_S1.pack(o.cluster_authorized_operations))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_MetadataResponse_9(o, a):
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 9')
@@ -4698,7 +4792,7 @@ def _e_MetadataResponse_9(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 9')
@@ -4707,7 +4801,7 @@ def _e_MetadataResponse_9(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\x00')
@@ -4729,7 +4823,7 @@ def _e_MetadataResponse_9(o, a):
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         a(v9)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v11 = o.topics
     if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 9')
@@ -4740,14 +4834,14 @@ def _e_MetadataResponse_9(o, a):
             _e_MetadataResponseTopic_9(s13, a)
     u14 = o.unknown_tagged_fields
     if u14:
-        a(_S0.pack(o.cluster_authorized_operations))
+        a(_S1.pack(o.cluster_authorized_operations))
         _wtags(sorted(u14.items()), a)
     else:
-        a(_S5.pack(o.cluster_authorized_operations, 0))
+        a(_S7.pack(o.cluster_authorized_operations, 0))
 
 
 def _e_MetadataResponse_10(o, a):
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 10')
@@ -4755,7 +4849,7 @@ def _e_MetadataResponse_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 10')
@@ -4764,7 +4858,7 @@ def _e_MetadataResponse_10(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\x00')
@@ -4786,7 +4880,7 @@ def _e_MetadataResponse_10(o, a):
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         a(v9)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v11 = o.topics
     if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 10')
@@ -4797,16 +4891,16 @@ def _e_MetadataResponse_10(o, a):
             _e_MetadataResponseTopic_10(s13, a)
     u14 = o.unknown_tagged_fields
     if u14:
-        a(_S0.pack(o.cluster_authorized_operations))
+        a(_S1.pack(o.cluster_authorized_operations))
         _wtags(sorted(u14.items()), a)
     else:
-        a(_S5.pack(o.cluster_authorized_operations, 0))
+        a(_S7.pack(o.cluster_authorized_operations, 0))
 
 
 def _e_MetadataResponse_11(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 11')
@@ -4814,7 +4908,7 @@ def _e_MetadataResponse_11(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 11')
@@ -4823,7 +4917,7 @@ def _e_MetadataResponse_11(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\x00')
@@ -4845,7 +4939,7 @@ def _e_MetadataResponse_11(o, a):
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         a(v9)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v11 = o.topics
     if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 11')
@@ -4864,7 +4958,7 @@ def _e_MetadataResponse_11(o, a):
 def _e_MetadataResponse_12(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 12')
@@ -4872,7 +4966,7 @@ def _e_MetadataResponse_12(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 12')
@@ -4881,7 +4975,7 @@ def _e_MetadataResponse_12(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\x00')
@@ -4903,7 +4997,7 @@ def _e_MetadataResponse_12(o, a):
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         a(v9)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v11 = o.topics
     if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 12')
@@ -4922,7 +5016,7 @@ def _e_MetadataResponse_12(o, a):
 def _e_MetadataResponse_13(o, a):
     if o.cluster_authorized_operations != -2147483648:
         raise _Absent('ClusterAuthorizedOperations')
-    a(_S0.pack(o.throttle_time_ms))
+    a(_S1.pack(o.throttle_time_ms))
     v1 = o.brokers
     if v1 is None:
         raise _EncodeError('null in non-nullable field Brokers at version 13')
@@ -4930,7 +5024,7 @@ def _e_MetadataResponse_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.node_id))
+            a(_S1.pack(s3.node_id))
             v4 = s3.host
             if v4 is None:
                 raise _EncodeError('null in non-nullable field Host at version 13')
@@ -4939,7 +5033,7 @@ def _e_MetadataResponse_13(o, a):
                 n5 = len(v4)
                 a(_UV1[n5 + 1] if n5 < 127 else _uvb(n5 + 1))
                 a(v4)
-            a(_S0.pack(s3.port))
+            a(_S1.pack(s3.port))
             v6 = s3.rack
             if v6 is None:
                 a(b'\x00')
@@ -4961,7 +5055,7 @@ def _e_MetadataResponse_13(o, a):
         n10 = len(v9)
         a(_UV1[n10 + 1] if n10 < 127 else _uvb(n10 + 1))
         a(v9)
-    a(_S0.pack(o.controller_id))
+    a(_S1.pack(o.controller_id))
     v11 = o.topics
     if v11 is None:
         raise _EncodeError('null in non-nullable field Topics at version 13')
@@ -4972,10 +5066,10 @@ def _e_MetadataResponse_13(o, a):
             _e_MetadataResponseTopic_13(s13, a)
     u14 = o.unknown_tagged_fields
     if u14:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u14.items()), a)
     else:
-        a(_S7.pack(o.error_code, 0))
+        a(_S9.pack(o.error_code, 0))
 
 
 def _j_MetadataResponse_0(o):

@@ -169,12 +169,14 @@ class OffsetFetchResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>iq')
-_S1 = _St('>h')
-_S2 = _St('>i')
-_S3 = _St('>iqi')
-_S4 = _St('>hB')
-_S5 = _St('>16s')
+_S0 = _St('>iqh')
+_S1 = _St('>iq')
+_S2 = _St('>h')
+_S3 = _St('>i')
+_S4 = _St('>iqih')
+_S5 = _St('>iqi')
+_S6 = _St('>hB')
+_S7 = _St('>16s')
 
 
 def _d_OffsetFetchResponsePartition_1(b, p):
@@ -184,11 +186,16 @@ def _d_OffsetFetchResponsePartition_1(b, p):
         o = _new(OffsetFetchResponsePartition)
         o.committed_leader_epoch = -1
         F = 'PartitionIndex'
-        o.partition_index, o.committed_offset = _S0.unpack_from(b, p)
-        p += 12
+        if p + 14 <= L:
+            o.partition_index, o.committed_offset, n1 = _S0.unpack_from(b, p)
+            p += 14
+        else:
+            o.partition_index, o.committed_offset = _S1.unpack_from(b, p)
+            p += 12
+            F = 'Metadata'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Metadata'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -200,7 +207,7 @@ def _d_OffsetFetchResponsePartition_1(b, p):
             o.metadata = b[p:e2].decode()
             p = e2
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -218,7 +225,7 @@ def _d_OffsetFetchResponseTopic_1(b, p):
         L = len(b)
         o = _new(OffsetFetchResponseTopic)
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -229,7 +236,7 @@ def _d_OffsetFetchResponseTopic_1(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S2.unpack_from(b, p)[0]
+        n3 = _S3.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -240,10 +247,14 @@ def _d_OffsetFetchResponseTopic_1(b, p):
             for _ in range(n3):
                 s5 = _new(OffsetFetchResponsePartition)
                 s5.committed_leader_epoch = -1
-                s5.partition_index, s5.committed_offset = _S0.unpack_from(b, p)
-                p += 12
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 14 <= L:
+                    s5.partition_index, s5.committed_offset, n6 = _S0.unpack_from(b, p)
+                    p += 14
+                else:
+                    s5.partition_index, s5.committed_offset = _S1.unpack_from(b, p)
+                    p += 12
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -254,7 +265,7 @@ def _d_OffsetFetchResponseTopic_1(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.metadata = b[p:e7].decode()
                     p = e7
-                s5.error_code = _S1.unpack_from(b, p)[0]
+                s5.error_code = _S2.unpack_from(b, p)[0]
                 p += 2
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -275,11 +286,16 @@ def _d_OffsetFetchResponsePartition_5(b, p):
         L = len(b)
         o = _new(OffsetFetchResponsePartition)
         F = 'PartitionIndex'
-        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
-        p += 16
+        if p + 18 <= L:
+            o.partition_index, o.committed_offset, o.committed_leader_epoch, n1 = _S4.unpack_from(b, p)
+            p += 18
+        else:
+            o.partition_index, o.committed_offset, o.committed_leader_epoch = _S5.unpack_from(b, p)
+            p += 16
+            F = 'Metadata'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'Metadata'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -291,7 +307,7 @@ def _d_OffsetFetchResponsePartition_5(b, p):
             o.metadata = b[p:e2].decode()
             p = e2
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -309,7 +325,7 @@ def _d_OffsetFetchResponseTopic_5(b, p):
         L = len(b)
         o = _new(OffsetFetchResponseTopic)
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -320,7 +336,7 @@ def _d_OffsetFetchResponseTopic_5(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S2.unpack_from(b, p)[0]
+        n3 = _S3.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -330,10 +346,14 @@ def _d_OffsetFetchResponseTopic_5(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(OffsetFetchResponsePartition)
-                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
-                p += 16
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 18 <= L:
+                    s5.partition_index, s5.committed_offset, s5.committed_leader_epoch, n6 = _S4.unpack_from(b, p)
+                    p += 18
+                else:
+                    s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S5.unpack_from(b, p)
+                    p += 16
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -344,7 +364,7 @@ def _d_OffsetFetchResponseTopic_5(b, p):
                         raise _DecodeError('string' + ' of ' + str(n6) + ' bytes is truncated', offset=p)
                     s5.metadata = b[p:e7].decode()
                     p = e7
-                s5.error_code = _S1.unpack_from(b, p)[0]
+                s5.error_code = _S2.unpack_from(b, p)[0]
                 p += 2
                 s5.unknown_tagged_fields = {}
                 l4.append(s5)
@@ -365,7 +385,7 @@ def _d_OffsetFetchResponsePartition_6(b, p):
         L = len(b)
         o = _new(OffsetFetchResponsePartition)
         F = 'PartitionIndex'
-        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S5.unpack_from(b, p)
         p += 16
         F = 'Metadata'
         n2 = b[p]
@@ -385,7 +405,7 @@ def _d_OffsetFetchResponsePartition_6(b, p):
             o.metadata = b[p:e3].decode()
             p = e3
         F = 'ErrorCode'
-        o.error_code, tn1 = _S4.unpack_from(b, p)
+        o.error_code, tn1 = _S6.unpack_from(b, p)
         p += 3
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -454,7 +474,7 @@ def _d_OffsetFetchResponseTopic_6(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(OffsetFetchResponsePartition)
-                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S3.unpack_from(b, p)
+                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S5.unpack_from(b, p)
                 p += 16
                 n8 = b[p]
                 if n8 < 128:
@@ -472,7 +492,7 @@ def _d_OffsetFetchResponseTopic_6(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s6.metadata = b[p:e9].decode()
                     p = e9
-                s6.error_code, tn7 = _S4.unpack_from(b, p)
+                s6.error_code, tn7 = _S6.unpack_from(b, p)
                 p += 3
                 u10 = s6.unknown_tagged_fields = {}
                 if tn7:
@@ -533,16 +553,16 @@ def _d_OffsetFetchResponseTopic_6(b, p):
 
 
 def _e_OffsetFetchResponsePartition_1(o, a):
-    a(_S0.pack(o.partition_index, o.committed_offset))
+    a(_S1.pack(o.partition_index, o.committed_offset))
     v1 = o.metadata
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -554,25 +574,25 @@ def _e_OffsetFetchResponseTopic_1(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 1')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            a(_S1.pack(s5.partition_index, s5.committed_offset))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
-            a(_S1.pack(s5.error_code))
+            a(_S2.pack(s5.error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -586,25 +606,25 @@ def _e_OffsetFetchResponseTopic_2(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 2')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            a(_S1.pack(s5.partition_index, s5.committed_offset))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
-            a(_S1.pack(s5.error_code))
+            a(_S2.pack(s5.error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -618,25 +638,25 @@ def _e_OffsetFetchResponseTopic_3(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 3')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            a(_S1.pack(s5.partition_index, s5.committed_offset))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
-            a(_S1.pack(s5.error_code))
+            a(_S2.pack(s5.error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -650,25 +670,25 @@ def _e_OffsetFetchResponseTopic_4(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 4')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            a(_S1.pack(s5.partition_index, s5.committed_offset))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
-            a(_S1.pack(s5.error_code))
+            a(_S2.pack(s5.error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -676,16 +696,16 @@ def _e_OffsetFetchResponseTopic_4(o, a):
 
 
 def _e_OffsetFetchResponsePartition_5(o, a):
-    a(_S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
+    a(_S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     v1 = o.metadata
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -697,25 +717,25 @@ def _e_OffsetFetchResponseTopic_5(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 5')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
-            a(_S1.pack(s5.error_code))
+            a(_S2.pack(s5.error_code))
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
     if o.unknown_tagged_fields:
@@ -723,7 +743,7 @@ def _e_OffsetFetchResponseTopic_5(o, a):
 
 
 def _e_OffsetFetchResponsePartition_6(o, a):
-    a(_S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
+    a(_S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     v1 = o.metadata
     if v1 is None:
         a(b'\x00')
@@ -734,10 +754,10 @@ def _e_OffsetFetchResponsePartition_6(o, a):
         a(v1)
     u3 = o.unknown_tagged_fields
     if u3:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u3.items()), a)
     else:
-        a(_S4.pack(o.error_code, 0))
+        a(_S6.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopic_6(o, a):
@@ -756,7 +776,7 @@ def _e_OffsetFetchResponseTopic_6(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\x00')
@@ -767,10 +787,10 @@ def _e_OffsetFetchResponseTopic_6(o, a):
                 a(v6)
             u8 = s5.unknown_tagged_fields
             if u8:
-                a(_S1.pack(s5.error_code))
+                a(_S2.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(_S4.pack(s5.error_code, 0))
+                a(_S6.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -794,7 +814,7 @@ def _e_OffsetFetchResponseTopic_7(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\x00')
@@ -805,10 +825,10 @@ def _e_OffsetFetchResponseTopic_7(o, a):
                 a(v6)
             u8 = s5.unknown_tagged_fields
             if u8:
-                a(_S1.pack(s5.error_code))
+                a(_S2.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(_S4.pack(s5.error_code, 0))
+                a(_S6.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -838,7 +858,7 @@ def _d_OffsetFetchResponsePartitions_8(b, p):
         L = len(b)
         o = _new(OffsetFetchResponsePartitions)
         F = 'PartitionIndex'
-        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S5.unpack_from(b, p)
         p += 16
         F = 'Metadata'
         n2 = b[p]
@@ -858,7 +878,7 @@ def _d_OffsetFetchResponsePartitions_8(b, p):
             o.metadata = b[p:e3].decode()
             p = e3
         F = 'ErrorCode'
-        o.error_code, tn1 = _S4.unpack_from(b, p)
+        o.error_code, tn1 = _S6.unpack_from(b, p)
         p += 3
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -928,7 +948,7 @@ def _d_OffsetFetchResponseTopics_8(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(OffsetFetchResponsePartitions)
-                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S3.unpack_from(b, p)
+                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S5.unpack_from(b, p)
                 p += 16
                 n8 = b[p]
                 if n8 < 128:
@@ -946,7 +966,7 @@ def _d_OffsetFetchResponseTopics_8(b, p):
                         raise _DecodeError('string' + ' of ' + str(n8) + ' bytes is truncated', offset=p)
                     s6.metadata = b[p:e9].decode()
                     p = e9
-                s6.error_code, tn7 = _S4.unpack_from(b, p)
+                s6.error_code, tn7 = _S6.unpack_from(b, p)
                 p += 3
                 u10 = s6.unknown_tagged_fields = {}
                 if tn7:
@@ -1044,7 +1064,7 @@ def _d_OffsetFetchResponseGroup_8(b, p):
                 l5.append(it)
             o.topics = l5
         F = 'ErrorCode'
-        o.error_code, tn1 = _S4.unpack_from(b, p)
+        o.error_code, tn1 = _S6.unpack_from(b, p)
         p += 3
         F = None
         u6 = o.unknown_tagged_fields = {}
@@ -1085,7 +1105,7 @@ def _d_OffsetFetchResponseTopics_10(b, p):
         o = _new(OffsetFetchResponseTopics)
         o.name = ''
         F = 'TopicId'
-        t2, = _S5.unpack_from(b, p)
+        t2, = _S7.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'Partitions'
@@ -1103,7 +1123,7 @@ def _d_OffsetFetchResponseTopics_10(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(OffsetFetchResponsePartitions)
-                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
+                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S5.unpack_from(b, p)
                 p += 16
                 n7 = b[p]
                 if n7 < 128:
@@ -1121,7 +1141,7 @@ def _d_OffsetFetchResponseTopics_10(b, p):
                         raise _DecodeError('string' + ' of ' + str(n7) + ' bytes is truncated', offset=p)
                     s5.metadata = b[p:e8].decode()
                     p = e8
-                s5.error_code, tn6 = _S4.unpack_from(b, p)
+                s5.error_code, tn6 = _S6.unpack_from(b, p)
                 p += 3
                 u9 = s5.unknown_tagged_fields = {}
                 if tn6:
@@ -1219,7 +1239,7 @@ def _d_OffsetFetchResponseGroup_10(b, p):
                 l5.append(it)
             o.topics = l5
         F = 'ErrorCode'
-        o.error_code, tn1 = _S4.unpack_from(b, p)
+        o.error_code, tn1 = _S6.unpack_from(b, p)
         p += 3
         F = None
         u6 = o.unknown_tagged_fields = {}
@@ -1254,7 +1274,7 @@ def _d_OffsetFetchResponseGroup_10(b, p):
 
 
 def _e_OffsetFetchResponsePartitions_8(o, a):
-    a(_S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
+    a(_S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     v1 = o.metadata
     if v1 is None:
         a(b'\x00')
@@ -1265,10 +1285,10 @@ def _e_OffsetFetchResponsePartitions_8(o, a):
         a(v1)
     u3 = o.unknown_tagged_fields
     if u3:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u3.items()), a)
     else:
-        a(_S4.pack(o.error_code, 0))
+        a(_S6.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopics_8(o, a):
@@ -1287,7 +1307,7 @@ def _e_OffsetFetchResponseTopics_8(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\x00')
@@ -1298,10 +1318,10 @@ def _e_OffsetFetchResponseTopics_8(o, a):
                 a(v6)
             u8 = s5.unknown_tagged_fields
             if u8:
-                a(_S1.pack(s5.error_code))
+                a(_S2.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(_S4.pack(s5.error_code, 0))
+                a(_S6.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1328,10 +1348,10 @@ def _e_OffsetFetchResponseGroup_8(o, a):
             _e_OffsetFetchResponseTopics_8(s5, a)
     u6 = o.unknown_tagged_fields
     if u6:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u6.items()), a)
     else:
-        a(_S4.pack(o.error_code, 0))
+        a(_S6.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopics_9(o, a):
@@ -1350,7 +1370,7 @@ def _e_OffsetFetchResponseTopics_9(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.metadata
             if v6 is None:
                 a(b'\x00')
@@ -1361,10 +1381,10 @@ def _e_OffsetFetchResponseTopics_9(o, a):
                 a(v6)
             u8 = s5.unknown_tagged_fields
             if u8:
-                a(_S1.pack(s5.error_code))
+                a(_S2.pack(s5.error_code))
                 _wtags(sorted(u8.items()), a)
             else:
-                a(_S4.pack(s5.error_code, 0))
+                a(_S6.pack(s5.error_code, 0))
     u9 = o.unknown_tagged_fields
     if u9:
         _wtags(sorted(u9.items()), a)
@@ -1391,14 +1411,14 @@ def _e_OffsetFetchResponseGroup_9(o, a):
             _e_OffsetFetchResponseTopics_9(s5, a)
     u6 = o.unknown_tagged_fields
     if u6:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u6.items()), a)
     else:
-        a(_S4.pack(o.error_code, 0))
+        a(_S6.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponseTopics_10(o, a):
-    a(_S5.pack(o.topic_id.bytes))
+    a(_S7.pack(o.topic_id.bytes))
     v1 = o.partitions
     if v1 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 10')
@@ -1406,7 +1426,7 @@ def _e_OffsetFetchResponseTopics_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S3.pack(s3.partition_index, s3.committed_offset, s3.committed_leader_epoch))
+            a(_S5.pack(s3.partition_index, s3.committed_offset, s3.committed_leader_epoch))
             v4 = s3.metadata
             if v4 is None:
                 a(b'\x00')
@@ -1417,10 +1437,10 @@ def _e_OffsetFetchResponseTopics_10(o, a):
                 a(v4)
             u6 = s3.unknown_tagged_fields
             if u6:
-                a(_S1.pack(s3.error_code))
+                a(_S2.pack(s3.error_code))
                 _wtags(sorted(u6.items()), a)
             else:
-                a(_S4.pack(s3.error_code, 0))
+                a(_S6.pack(s3.error_code, 0))
     u7 = o.unknown_tagged_fields
     if u7:
         _wtags(sorted(u7.items()), a)
@@ -1447,10 +1467,10 @@ def _e_OffsetFetchResponseGroup_10(o, a):
             _e_OffsetFetchResponseTopics_10(s5, a)
     u6 = o.unknown_tagged_fields
     if u6:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u6.items()), a)
     else:
-        a(_S4.pack(o.error_code, 0))
+        a(_S6.pack(o.error_code, 0))
 
 
 def _j_OffsetFetchResponsePartitions_8(o):
@@ -1482,7 +1502,7 @@ def _d_OffsetFetchResponse_1(b, p):
         o.error_code = 0
         o.groups = []
         F = 'Topics'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1512,7 +1532,7 @@ def _d_OffsetFetchResponse_2(b, p):
         o.throttle_time_ms = 0
         o.groups = []
         F = 'Topics'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1525,7 +1545,7 @@ def _d_OffsetFetchResponse_2(b, p):
                 l2.append(it)
             o.topics = l2
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -1544,10 +1564,10 @@ def _d_OffsetFetchResponse_3(b, p):
         o = _new(OffsetFetchResponse)
         o.groups = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1560,7 +1580,7 @@ def _d_OffsetFetchResponse_3(b, p):
                 l2.append(it)
             o.topics = l2
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -1579,10 +1599,10 @@ def _d_OffsetFetchResponse_5(b, p):
         o = _new(OffsetFetchResponse)
         o.groups = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
-        n1 = _S2.unpack_from(b, p)[0]
+        n1 = _S3.unpack_from(b, p)[0]
         p += 4
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -1595,7 +1615,7 @@ def _d_OffsetFetchResponse_5(b, p):
                 l2.append(it)
             o.topics = l2
         F = 'ErrorCode'
-        o.error_code = _S1.unpack_from(b, p)[0]
+        o.error_code = _S2.unpack_from(b, p)[0]
         p += 2
         o.unknown_tagged_fields = {}
         return o, p
@@ -1614,7 +1634,7 @@ def _d_OffsetFetchResponse_6(b, p):
         o = _new(OffsetFetchResponse)
         o.groups = []
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'Topics'
         n2 = b[p]
@@ -1634,7 +1654,7 @@ def _d_OffsetFetchResponse_6(b, p):
                 l3.append(it)
             o.topics = l3
         F = 'ErrorCode'
-        o.error_code, tn1 = _S4.unpack_from(b, p)
+        o.error_code, tn1 = _S6.unpack_from(b, p)
         p += 3
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -1676,7 +1696,7 @@ def _d_OffsetFetchResponse_8(b, p):
         o.topics = []
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'Groups'
         n2 = b[p]
@@ -1737,7 +1757,7 @@ def _d_OffsetFetchResponse_10(b, p):
         o.topics = []
         o.error_code = 0
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms = _S2.unpack_from(b, p)[0]
+        o.throttle_time_ms = _S3.unpack_from(b, p)[0]
         p += 4
         F = 'Groups'
         n2 = b[p]
@@ -1798,7 +1818,7 @@ def _e_OffsetFetchResponse_1(o, a):
         raise _EncodeError('null in non-nullable field Topics at version 1')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_OffsetFetchResponseTopic_1(s3, a)
     if o.unknown_tagged_fields:
@@ -1813,10 +1833,10 @@ def _e_OffsetFetchResponse_2(o, a):
         raise _EncodeError('null in non-nullable field Topics at version 2')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_OffsetFetchResponseTopic_2(s3, a)
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1824,16 +1844,16 @@ def _e_OffsetFetchResponse_2(o, a):
 def _e_OffsetFetchResponse_3(o, a):
     if o.groups:
         raise _Absent('Groups')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 3')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_OffsetFetchResponseTopic_3(s3, a)
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1841,16 +1861,16 @@ def _e_OffsetFetchResponse_3(o, a):
 def _e_OffsetFetchResponse_4(o, a):
     if o.groups:
         raise _Absent('Groups')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 4')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_OffsetFetchResponseTopic_4(s3, a)
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1858,16 +1878,16 @@ def _e_OffsetFetchResponse_4(o, a):
 def _e_OffsetFetchResponse_5(o, a):
     if o.groups:
         raise _Absent('Groups')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 5')
     else:
         n2 = len(v1)
-        a(_S2.pack(n2))
+        a(_S3.pack(n2))
         for s3 in v1:
             _e_OffsetFetchResponseTopic_5(s3, a)
-    a(_S1.pack(o.error_code))
+    a(_S2.pack(o.error_code))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
@@ -1875,7 +1895,7 @@ def _e_OffsetFetchResponse_5(o, a):
 def _e_OffsetFetchResponse_6(o, a):
     if o.groups:
         raise _Absent('Groups')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 6')
@@ -1886,16 +1906,16 @@ def _e_OffsetFetchResponse_6(o, a):
             _e_OffsetFetchResponseTopic_6(s3, a)
     u4 = o.unknown_tagged_fields
     if u4:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u4.items()), a)
     else:
-        a(_S4.pack(o.error_code, 0))
+        a(_S6.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponse_7(o, a):
     if o.groups:
         raise _Absent('Groups')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.topics
     if v1 is None:
         raise _EncodeError('null in non-nullable field Topics at version 7')
@@ -1906,16 +1926,16 @@ def _e_OffsetFetchResponse_7(o, a):
             _e_OffsetFetchResponseTopic_7(s3, a)
     u4 = o.unknown_tagged_fields
     if u4:
-        a(_S1.pack(o.error_code))
+        a(_S2.pack(o.error_code))
         _wtags(sorted(u4.items()), a)
     else:
-        a(_S4.pack(o.error_code, 0))
+        a(_S6.pack(o.error_code, 0))
 
 
 def _e_OffsetFetchResponse_8(o, a):
     if o.topics:
         raise _Absent('Topics')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.groups
     if v1 is None:
         raise _EncodeError('null in non-nullable field Groups at version 8')
@@ -1934,7 +1954,7 @@ def _e_OffsetFetchResponse_8(o, a):
 def _e_OffsetFetchResponse_9(o, a):
     if o.topics:
         raise _Absent('Topics')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.groups
     if v1 is None:
         raise _EncodeError('null in non-nullable field Groups at version 9')
@@ -1953,7 +1973,7 @@ def _e_OffsetFetchResponse_9(o, a):
 def _e_OffsetFetchResponse_10(o, a):
     if o.topics:
         raise _Absent('Topics')
-    a(_S2.pack(o.throttle_time_ms))
+    a(_S3.pack(o.throttle_time_ms))
     v1 = o.groups
     if v1 is None:
         raise _EncodeError('null in non-nullable field Groups at version 10')

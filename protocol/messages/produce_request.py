@@ -100,10 +100,11 @@ class ProduceRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>i')
-_S1 = _St('>h')
-_S2 = _St('>16s')
-_S3 = _St('>hi')
+_S0 = _St('>ii')
+_S1 = _St('>i')
+_S2 = _St('>h')
+_S3 = _St('>16s')
+_S4 = _St('>hi')
 
 
 def _d_PartitionProduceData_3(b, p):
@@ -112,11 +113,16 @@ def _d_PartitionProduceData_3(b, p):
         L = len(b)
         o = _new(PartitionProduceData)
         F = 'Index'
-        o.index = _S0.unpack_from(b, p)[0]
-        p += 4
+        if p + 8 <= L:
+            o.index, n1 = _S0.unpack_from(b, p)
+            p += 8
+        else:
+            o.index = _S1.unpack_from(b, p)[0]
+            p += 4
+            F = 'Records'
+            n1 = _S1.unpack_from(b, p)[0]
+            p += 4
         F = 'Records'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 4
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative records length ' + str(n1), offset=p)
@@ -144,7 +150,7 @@ def _d_TopicProduceData_3(b, p):
         o = _new(TopicProduceData)
         o.topic_id = ZERO_UUID
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -155,7 +161,7 @@ def _d_TopicProduceData_3(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'PartitionData'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -165,10 +171,14 @@ def _d_TopicProduceData_3(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(PartitionProduceData)
-                s5.index = _S0.unpack_from(b, p)[0]
-                p += 4
-                n6 = _S0.unpack_from(b, p)[0]
-                p += 4
+                if p + 8 <= L:
+                    s5.index, n6 = _S0.unpack_from(b, p)
+                    p += 8
+                else:
+                    s5.index = _S1.unpack_from(b, p)[0]
+                    p += 4
+                    n6 = _S1.unpack_from(b, p)[0]
+                    p += 4
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative records length ' + str(n6), offset=p)
@@ -198,7 +208,7 @@ def _d_PartitionProduceData_9(b, p):
         L = len(b)
         o = _new(PartitionProduceData)
         F = 'Index'
-        o.index = _S0.unpack_from(b, p)[0]
+        o.index = _S1.unpack_from(b, p)[0]
         p += 4
         F = 'Records'
         n2 = b[p]
@@ -287,7 +297,7 @@ def _d_TopicProduceData_9(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(PartitionProduceData)
-                s6.index = _S0.unpack_from(b, p)[0]
+                s6.index = _S1.unpack_from(b, p)[0]
                 p += 4
                 n8 = b[p]
                 if n8 < 128:
@@ -372,7 +382,7 @@ def _d_TopicProduceData_13(b, p):
         o = _new(TopicProduceData)
         o.name = ''
         F = 'TopicId'
-        t2, = _S2.unpack_from(b, p)
+        t2, = _S3.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'PartitionData'
@@ -390,7 +400,7 @@ def _d_TopicProduceData_13(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(PartitionProduceData)
-                s5.index = _S0.unpack_from(b, p)[0]
+                s5.index = _S1.unpack_from(b, p)[0]
                 p += 4
                 n7 = b[p]
                 if n7 < 128:
@@ -469,13 +479,13 @@ def _d_TopicProduceData_13(b, p):
 
 
 def _e_PartitionProduceData_3(o, a):
-    a(_S0.pack(o.index))
+    a(_S1.pack(o.index))
     v1 = o.records
     if v1 is None:
         a(b'\xff\xff\xff\xff')
     else:
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(v1)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -488,22 +498,22 @@ def _e_TopicProduceData_3(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partition_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field PartitionData at version 3')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\xff\xff\xff\xff')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -518,22 +528,22 @@ def _e_TopicProduceData_4(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partition_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field PartitionData at version 4')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\xff\xff\xff\xff')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -548,22 +558,22 @@ def _e_TopicProduceData_5(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partition_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field PartitionData at version 5')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\xff\xff\xff\xff')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -578,22 +588,22 @@ def _e_TopicProduceData_6(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partition_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field PartitionData at version 6')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\xff\xff\xff\xff')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -608,22 +618,22 @@ def _e_TopicProduceData_7(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partition_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field PartitionData at version 7')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\xff\xff\xff\xff')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -638,22 +648,22 @@ def _e_TopicProduceData_8(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partition_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field PartitionData at version 8')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\xff\xff\xff\xff')
             else:
                 n7 = len(v6)
-                a(_S0.pack(n7))
+                a(_S1.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -662,7 +672,7 @@ def _e_TopicProduceData_8(o, a):
 
 
 def _e_PartitionProduceData_9(o, a):
-    a(_S0.pack(o.index))
+    a(_S1.pack(o.index))
     v1 = o.records
     if v1 is None:
         a(b'\x00')
@@ -693,7 +703,7 @@ def _e_TopicProduceData_9(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\x00')
@@ -729,7 +739,7 @@ def _e_TopicProduceData_10(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\x00')
@@ -765,7 +775,7 @@ def _e_TopicProduceData_11(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\x00')
@@ -801,7 +811,7 @@ def _e_TopicProduceData_12(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S0.pack(s5.index))
+            a(_S1.pack(s5.index))
             v6 = s5.records
             if v6 is None:
                 a(b'\x00')
@@ -822,7 +832,7 @@ def _e_TopicProduceData_12(o, a):
 
 
 def _e_TopicProduceData_13(o, a):
-    a(_S2.pack(o.topic_id.bytes))
+    a(_S3.pack(o.topic_id.bytes))
     v1 = o.partition_data
     if v1 is None:
         raise _EncodeError('null in non-nullable field PartitionData at version 13')
@@ -830,7 +840,7 @@ def _e_TopicProduceData_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         for s3 in v1:
-            a(_S0.pack(s3.index))
+            a(_S1.pack(s3.index))
             v4 = s3.records
             if v4 is None:
                 a(b'\x00')
@@ -868,7 +878,7 @@ def _d_ProduceRequest_3(b, p):
         L = len(b)
         o = _new(ProduceRequest)
         F = 'TransactionalId'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             if n1 != -1:
@@ -881,10 +891,10 @@ def _d_ProduceRequest_3(b, p):
             o.transactional_id = b[p:e2].decode()
             p = e2
         F = 'Acks'
-        o.acks, o.timeout_ms = _S3.unpack_from(b, p)
+        o.acks, o.timeout_ms = _S4.unpack_from(b, p)
         p += 6
         F = 'TopicData'
-        n3 = _S0.unpack_from(b, p)[0]
+        n3 = _S1.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -929,7 +939,7 @@ def _d_ProduceRequest_9(b, p):
             o.transactional_id = b[p:e3].decode()
             p = e3
         F = 'Acks'
-        o.acks, o.timeout_ms = _S3.unpack_from(b, p)
+        o.acks, o.timeout_ms = _S4.unpack_from(b, p)
         p += 6
         F = 'TopicData'
         n4 = b[p]
@@ -1005,7 +1015,7 @@ def _d_ProduceRequest_13(b, p):
             o.transactional_id = b[p:e3].decode()
             p = e3
         F = 'Acks'
-        o.acks, o.timeout_ms = _S3.unpack_from(b, p)
+        o.acks, o.timeout_ms = _S4.unpack_from(b, p)
         p += 6
         F = 'TopicData'
         n4 = b[p]
@@ -1065,15 +1075,15 @@ def _e_ProduceRequest_3(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 3')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
             _e_TopicProduceData_3(s5, a)
     if o.unknown_tagged_fields:
@@ -1087,15 +1097,15 @@ def _e_ProduceRequest_4(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 4')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
             _e_TopicProduceData_4(s5, a)
     if o.unknown_tagged_fields:
@@ -1109,15 +1119,15 @@ def _e_ProduceRequest_5(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 5')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
             _e_TopicProduceData_5(s5, a)
     if o.unknown_tagged_fields:
@@ -1131,15 +1141,15 @@ def _e_ProduceRequest_6(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 6')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
             _e_TopicProduceData_6(s5, a)
     if o.unknown_tagged_fields:
@@ -1153,15 +1163,15 @@ def _e_ProduceRequest_7(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 7')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
             _e_TopicProduceData_7(s5, a)
     if o.unknown_tagged_fields:
@@ -1175,15 +1185,15 @@ def _e_ProduceRequest_8(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 8')
     else:
         n4 = len(v3)
-        a(_S0.pack(n4))
+        a(_S1.pack(n4))
         for s5 in v3:
             _e_TopicProduceData_8(s5, a)
     if o.unknown_tagged_fields:
@@ -1199,7 +1209,7 @@ def _e_ProduceRequest_9(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 9')
@@ -1224,7 +1234,7 @@ def _e_ProduceRequest_10(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 10')
@@ -1249,7 +1259,7 @@ def _e_ProduceRequest_11(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 11')
@@ -1274,7 +1284,7 @@ def _e_ProduceRequest_12(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 12')
@@ -1299,7 +1309,7 @@ def _e_ProduceRequest_13(o, a):
         n2 = len(v1)
         a(_UV1[n2 + 1] if n2 < 127 else _uvb(n2 + 1))
         a(v1)
-    a(_S3.pack(o.acks, o.timeout_ms))
+    a(_S4.pack(o.acks, o.timeout_ms))
     v3 = o.topic_data
     if v3 is None:
         raise _EncodeError('null in non-nullable field TopicData at version 13')

@@ -173,10 +173,11 @@ _S0 = _St('>ihqq')
 _S1 = _St('>h')
 _S2 = _St('>i')
 _S3 = _St('>ihqqq')
-_S4 = _St('>iiB')
-_S5 = _St('>16s')
-_S6 = _St('>ii')
-_S7 = _St('>iB')
+_S4 = _St('>ih')
+_S5 = _St('>iiB')
+_S6 = _St('>16s')
+_S7 = _St('>ii')
+_S8 = _St('>iB')
 _DEF_LeaderIdAndEpoch = LeaderIdAndEpoch()
 
 
@@ -345,11 +346,16 @@ def _d_BatchIndexAndErrorMessage_8(b, p):
         L = len(b)
         o = _new(BatchIndexAndErrorMessage)
         F = 'BatchIndex'
-        o.batch_index = _S2.unpack_from(b, p)[0]
-        p += 4
+        if p + 6 <= L:
+            o.batch_index, n1 = _S4.unpack_from(b, p)
+            p += 6
+        else:
+            o.batch_index = _S2.unpack_from(b, p)[0]
+            p += 4
+            F = 'BatchIndexErrorMessage'
+            n1 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'BatchIndexErrorMessage'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -390,10 +396,14 @@ def _d_PartitionProduceResponse_8(b, p):
             l2 = []
             for _ in range(n1):
                 s3 = _new(BatchIndexAndErrorMessage)
-                s3.batch_index = _S2.unpack_from(b, p)[0]
-                p += 4
-                n4 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 6 <= L:
+                    s3.batch_index, n4 = _S4.unpack_from(b, p)
+                    p += 6
+                else:
+                    s3.batch_index = _S2.unpack_from(b, p)[0]
+                    p += 4
+                    n4 = _S1.unpack_from(b, p)[0]
+                    p += 2
                 if n4 < 0:
                     if n4 != -1:
                         raise _DecodeError('negative string length ' + str(n4), offset=p)
@@ -729,7 +739,7 @@ def _d_LeaderIdAndEpoch_10(b, p):
         L = len(b)
         o = _new(LeaderIdAndEpoch)
         F = 'LeaderId'
-        o.leader_id, o.leader_epoch, tn1 = _S4.unpack_from(b, p)
+        o.leader_id, o.leader_epoch, tn1 = _S5.unpack_from(b, p)
         p += 9
         F = None
         u2 = o.unknown_tagged_fields = {}
@@ -967,7 +977,7 @@ def _d_TopicProduceResponse_13(b, p):
         o = _new(TopicProduceResponse)
         o.name = ''
         F = 'TopicId'
-        t2, = _S5.unpack_from(b, p)
+        t2, = _S6.unpack_from(b, p)
         o.topic_id = _UC.get(t2) or _uuid(t2)
         p += 16
         F = 'PartitionResponses'
@@ -1315,10 +1325,10 @@ def _e_TopicProduceResponse_9(o, a):
 def _e_LeaderIdAndEpoch_10(o, a):
     u1 = o.unknown_tagged_fields
     if u1:
-        a(_S6.pack(o.leader_id, o.leader_epoch))
+        a(_S7.pack(o.leader_id, o.leader_epoch))
         _wtags(sorted(u1.items()), a)
     else:
-        a(_S4.pack(o.leader_id, o.leader_epoch, 0))
+        a(_S5.pack(o.leader_id, o.leader_epoch, 0))
 
 
 def _e_PartitionProduceResponse_10(o, a):
@@ -1582,7 +1592,7 @@ def _e_PartitionProduceResponse_13(o, a):
 
 
 def _e_TopicProduceResponse_13(o, a):
-    a(_S5.pack(o.topic_id.bytes))
+    a(_S6.pack(o.topic_id.bytes))
     v1 = o.partition_responses
     if v1 is None:
         raise _EncodeError('null in non-nullable field PartitionResponses at version 13')
@@ -1950,7 +1960,7 @@ def _d_ProduceResponse_9(b, p):
                 l3.append(it)
             o.responses = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, tn1 = _S7.unpack_from(b, p)
+        o.throttle_time_ms, tn1 = _S8.unpack_from(b, p)
         p += 5
         F = None
         u4 = o.unknown_tagged_fields = {}
@@ -2010,7 +2020,7 @@ def _d_ProduceResponse_10(b, p):
                 l3.append(it)
             o.responses = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, tn1 = _S7.unpack_from(b, p)
+        o.throttle_time_ms, tn1 = _S8.unpack_from(b, p)
         p += 5
         o.node_endpoints = []
         F = None
@@ -2147,7 +2157,7 @@ def _d_ProduceResponse_13(b, p):
                 l3.append(it)
             o.responses = l3
         F = 'ThrottleTimeMs'
-        o.throttle_time_ms, tn1 = _S7.unpack_from(b, p)
+        o.throttle_time_ms, tn1 = _S8.unpack_from(b, p)
         p += 5
         o.node_endpoints = []
         F = None
@@ -2373,7 +2383,7 @@ def _e_ProduceResponse_9(o, a):
         a(_S2.pack(o.throttle_time_ms))
         _wtags(sorted(u4.items()), a)
     else:
-        a(_S7.pack(o.throttle_time_ms, 0))
+        a(_S8.pack(o.throttle_time_ms, 0))
 
 
 def _e_ProduceResponse_10(o, a):

@@ -59,7 +59,8 @@ class RequestHeader(Message):
 
 
 _S0 = _St('>hhi')
-_S1 = _St('>h')
+_S1 = _St('>hhih')
+_S2 = _St('>h')
 
 
 def _d_RequestHeader_0(b, p):
@@ -87,11 +88,16 @@ def _d_RequestHeader_1(b, p):
         L = len(b)
         o = _new(RequestHeader)
         F = 'RequestApiKey'
-        o.request_api_key, o.request_api_version, o.correlation_id = _S0.unpack_from(b, p)
-        p += 8
+        if p + 10 <= L:
+            o.request_api_key, o.request_api_version, o.correlation_id, n1 = _S1.unpack_from(b, p)
+            p += 10
+        else:
+            o.request_api_key, o.request_api_version, o.correlation_id = _S0.unpack_from(b, p)
+            p += 8
+            F = 'ClientId'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'ClientId'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -118,11 +124,16 @@ def _d_RequestHeader_2(b, p):
         L = len(b)
         o = _new(RequestHeader)
         F = 'RequestApiKey'
-        o.request_api_key, o.request_api_version, o.correlation_id = _S0.unpack_from(b, p)
-        p += 8
+        if p + 10 <= L:
+            o.request_api_key, o.request_api_version, o.correlation_id, n2 = _S1.unpack_from(b, p)
+            p += 10
+        else:
+            o.request_api_key, o.request_api_version, o.correlation_id = _S0.unpack_from(b, p)
+            p += 8
+            F = 'ClientId'
+            n2 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'ClientId'
-        n2 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n2 < 0:
             if n2 != -1:
                 raise _DecodeError('negative string length ' + str(n2), offset=p)
@@ -181,7 +192,7 @@ def _e_RequestHeader_1(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -195,7 +206,7 @@ def _e_RequestHeader_2(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     u3 = o.unknown_tagged_fields
     if u3:

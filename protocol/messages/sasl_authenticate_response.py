@@ -58,10 +58,11 @@ class SaslAuthenticateResponse(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>h')
-_S1 = _St('>i')
-_S2 = _St('>q')
-_S3 = _St('>qB')
+_S0 = _St('>hh')
+_S1 = _St('>h')
+_S2 = _St('>i')
+_S3 = _St('>q')
+_S4 = _St('>qB')
 
 
 def _d_SaslAuthenticateResponse_0(b, p):
@@ -71,11 +72,16 @@ def _d_SaslAuthenticateResponse_0(b, p):
         o = _new(SaslAuthenticateResponse)
         o.session_lifetime_ms = 0
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S0.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S1.unpack_from(b, p)[0]
+            p += 2
+            F = 'ErrorMessage'
+            n1 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'ErrorMessage'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -87,7 +93,7 @@ def _d_SaslAuthenticateResponse_0(b, p):
             o.error_message = b[p:e2].decode()
             p = e2
         F = 'AuthBytes'
-        n3 = _S1.unpack_from(b, p)[0]
+        n3 = _S2.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
@@ -113,11 +119,16 @@ def _d_SaslAuthenticateResponse_1(b, p):
         L = len(b)
         o = _new(SaslAuthenticateResponse)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
-        p += 2
+        if p + 4 <= L:
+            o.error_code, n1 = _S0.unpack_from(b, p)
+            p += 4
+        else:
+            o.error_code = _S1.unpack_from(b, p)[0]
+            p += 2
+            F = 'ErrorMessage'
+            n1 = _S1.unpack_from(b, p)[0]
+            p += 2
         F = 'ErrorMessage'
-        n1 = _S0.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -129,7 +140,7 @@ def _d_SaslAuthenticateResponse_1(b, p):
             o.error_message = b[p:e2].decode()
             p = e2
         F = 'AuthBytes'
-        n3 = _S1.unpack_from(b, p)[0]
+        n3 = _S2.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable bytes', offset=p)
@@ -140,7 +151,7 @@ def _d_SaslAuthenticateResponse_1(b, p):
             o.auth_bytes = b[p:e4]
             p = e4
         F = 'SessionLifetimeMs'
-        o.session_lifetime_ms = _S2.unpack_from(b, p)[0]
+        o.session_lifetime_ms = _S3.unpack_from(b, p)[0]
         p += 8
         o.unknown_tagged_fields = {}
         return o, p
@@ -158,7 +169,7 @@ def _d_SaslAuthenticateResponse_2(b, p):
         L = len(b)
         o = _new(SaslAuthenticateResponse)
         F = 'ErrorCode'
-        o.error_code = _S0.unpack_from(b, p)[0]
+        o.error_code = _S1.unpack_from(b, p)[0]
         p += 2
         F = 'ErrorMessage'
         n2 = b[p]
@@ -193,7 +204,7 @@ def _d_SaslAuthenticateResponse_2(b, p):
             o.auth_bytes = b[p:e5]
             p = e5
         F = 'SessionLifetimeMs'
-        o.session_lifetime_ms, tn1 = _S3.unpack_from(b, p)
+        o.session_lifetime_ms, tn1 = _S4.unpack_from(b, p)
         p += 9
         F = None
         u6 = o.unknown_tagged_fields = {}
@@ -228,50 +239,50 @@ def _d_SaslAuthenticateResponse_2(b, p):
 
 
 def _e_SaslAuthenticateResponse_0(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(v1)
     v3 = o.auth_bytes
     if v3 is None:
         raise _EncodeError('null in non-nullable field AuthBytes at version 0')
     else:
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_SaslAuthenticateResponse_1(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S0.pack(n2))
+        a(_S1.pack(n2))
         a(v1)
     v3 = o.auth_bytes
     if v3 is None:
         raise _EncodeError('null in non-nullable field AuthBytes at version 1')
     else:
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
-    a(_S2.pack(o.session_lifetime_ms))
+    a(_S3.pack(o.session_lifetime_ms))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
 
 
 def _e_SaslAuthenticateResponse_2(o, a):
-    a(_S0.pack(o.error_code))
+    a(_S1.pack(o.error_code))
     v1 = o.error_message
     if v1 is None:
         a(b'\x00')
@@ -289,10 +300,10 @@ def _e_SaslAuthenticateResponse_2(o, a):
         a(v3)
     u5 = o.unknown_tagged_fields
     if u5:
-        a(_S2.pack(o.session_lifetime_ms))
+        a(_S3.pack(o.session_lifetime_ms))
         _wtags(sorted(u5.items()), a)
     else:
-        a(_S3.pack(o.session_lifetime_ms, 0))
+        a(_S4.pack(o.session_lifetime_ms, 0))
 
 
 def _j_SaslAuthenticateResponse_0(o):

@@ -110,12 +110,14 @@ class TxnOffsetCommitRequest(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-_S0 = _St('>iq')
-_S1 = _St('>h')
-_S2 = _St('>i')
-_S3 = _St('>iqi')
-_S4 = _St('>qh')
-_S5 = _St('>qhi')
+_S0 = _St('>iqh')
+_S1 = _St('>iq')
+_S2 = _St('>h')
+_S3 = _St('>i')
+_S4 = _St('>iqih')
+_S5 = _St('>iqi')
+_S6 = _St('>qh')
+_S7 = _St('>qhi')
 
 
 def _d_TxnOffsetCommitRequestPartition_0(b, p):
@@ -125,11 +127,16 @@ def _d_TxnOffsetCommitRequestPartition_0(b, p):
         o = _new(TxnOffsetCommitRequestPartition)
         o.committed_leader_epoch = -1
         F = 'PartitionIndex'
-        o.partition_index, o.committed_offset = _S0.unpack_from(b, p)
-        p += 12
+        if p + 14 <= L:
+            o.partition_index, o.committed_offset, n1 = _S0.unpack_from(b, p)
+            p += 14
+        else:
+            o.partition_index, o.committed_offset = _S1.unpack_from(b, p)
+            p += 12
+            F = 'CommittedMetadata'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'CommittedMetadata'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -156,7 +163,7 @@ def _d_TxnOffsetCommitRequestTopic_0(b, p):
         L = len(b)
         o = _new(TxnOffsetCommitRequestTopic)
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -167,7 +174,7 @@ def _d_TxnOffsetCommitRequestTopic_0(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S2.unpack_from(b, p)[0]
+        n3 = _S3.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -178,10 +185,14 @@ def _d_TxnOffsetCommitRequestTopic_0(b, p):
             for _ in range(n3):
                 s5 = _new(TxnOffsetCommitRequestPartition)
                 s5.committed_leader_epoch = -1
-                s5.partition_index, s5.committed_offset = _S0.unpack_from(b, p)
-                p += 12
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 14 <= L:
+                    s5.partition_index, s5.committed_offset, n6 = _S0.unpack_from(b, p)
+                    p += 14
+                else:
+                    s5.partition_index, s5.committed_offset = _S1.unpack_from(b, p)
+                    p += 12
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -211,11 +222,16 @@ def _d_TxnOffsetCommitRequestPartition_2(b, p):
         L = len(b)
         o = _new(TxnOffsetCommitRequestPartition)
         F = 'PartitionIndex'
-        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
-        p += 16
+        if p + 18 <= L:
+            o.partition_index, o.committed_offset, o.committed_leader_epoch, n1 = _S4.unpack_from(b, p)
+            p += 18
+        else:
+            o.partition_index, o.committed_offset, o.committed_leader_epoch = _S5.unpack_from(b, p)
+            p += 16
+            F = 'CommittedMetadata'
+            n1 = _S2.unpack_from(b, p)[0]
+            p += 2
         F = 'CommittedMetadata'
-        n1 = _S1.unpack_from(b, p)[0]
-        p += 2
         if n1 < 0:
             if n1 != -1:
                 raise _DecodeError('negative string length ' + str(n1), offset=p)
@@ -242,7 +258,7 @@ def _d_TxnOffsetCommitRequestTopic_2(b, p):
         L = len(b)
         o = _new(TxnOffsetCommitRequestTopic)
         F = 'Name'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -253,7 +269,7 @@ def _d_TxnOffsetCommitRequestTopic_2(b, p):
             o.name = b[p:e2].decode()
             p = e2
         F = 'Partitions'
-        n3 = _S2.unpack_from(b, p)[0]
+        n3 = _S3.unpack_from(b, p)[0]
         p += 4
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -263,10 +279,14 @@ def _d_TxnOffsetCommitRequestTopic_2(b, p):
             l4 = []
             for _ in range(n3):
                 s5 = _new(TxnOffsetCommitRequestPartition)
-                s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S3.unpack_from(b, p)
-                p += 16
-                n6 = _S1.unpack_from(b, p)[0]
-                p += 2
+                if p + 18 <= L:
+                    s5.partition_index, s5.committed_offset, s5.committed_leader_epoch, n6 = _S4.unpack_from(b, p)
+                    p += 18
+                else:
+                    s5.partition_index, s5.committed_offset, s5.committed_leader_epoch = _S5.unpack_from(b, p)
+                    p += 16
+                    n6 = _S2.unpack_from(b, p)[0]
+                    p += 2
                 if n6 < 0:
                     if n6 != -1:
                         raise _DecodeError('negative string length ' + str(n6), offset=p)
@@ -296,7 +316,7 @@ def _d_TxnOffsetCommitRequestPartition_3(b, p):
         L = len(b)
         o = _new(TxnOffsetCommitRequestPartition)
         F = 'PartitionIndex'
-        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S3.unpack_from(b, p)
+        o.partition_index, o.committed_offset, o.committed_leader_epoch = _S5.unpack_from(b, p)
         p += 16
         F = 'CommittedMetadata'
         n2 = b[p]
@@ -384,7 +404,7 @@ def _d_TxnOffsetCommitRequestTopic_3(b, p):
             l5 = []
             for _ in range(n4):
                 s6 = _new(TxnOffsetCommitRequestPartition)
-                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S3.unpack_from(b, p)
+                s6.partition_index, s6.committed_offset, s6.committed_leader_epoch = _S5.unpack_from(b, p)
                 p += 16
                 n8 = b[p]
                 if n8 < 128:
@@ -463,14 +483,14 @@ def _d_TxnOffsetCommitRequestTopic_3(b, p):
 
 
 def _e_TxnOffsetCommitRequestPartition_0(o, a):
-    a(_S0.pack(o.partition_index, o.committed_offset))
+    a(_S1.pack(o.partition_index, o.committed_offset))
     v1 = o.committed_metadata
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -483,23 +503,23 @@ def _e_TxnOffsetCommitRequestTopic_0(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 0')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            a(_S1.pack(s5.partition_index, s5.committed_offset))
             v6 = s5.committed_metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -514,23 +534,23 @@ def _e_TxnOffsetCommitRequestTopic_1(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 1')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S0.pack(s5.partition_index, s5.committed_offset))
+            a(_S1.pack(s5.partition_index, s5.committed_offset))
             v6 = s5.committed_metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -539,14 +559,14 @@ def _e_TxnOffsetCommitRequestTopic_1(o, a):
 
 
 def _e_TxnOffsetCommitRequestPartition_2(o, a):
-    a(_S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
+    a(_S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     v1 = o.committed_metadata
     if v1 is None:
         a(b'\xff\xff')
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields need a flexible version')
@@ -559,23 +579,23 @@ def _e_TxnOffsetCommitRequestTopic_2(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.partitions
     if v3 is None:
         raise _EncodeError('null in non-nullable field Partitions at version 2')
     else:
         n4 = len(v3)
-        a(_S2.pack(n4))
+        a(_S3.pack(n4))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.committed_metadata
             if v6 is None:
                 a(b'\xff\xff')
             else:
                 v6 = v6.encode()
                 n7 = len(v6)
-                a(_S1.pack(n7))
+                a(_S2.pack(n7))
                 a(v6)
             if s5.unknown_tagged_fields:
                 raise _EncodeError('tagged fields need a flexible version')
@@ -584,7 +604,7 @@ def _e_TxnOffsetCommitRequestTopic_2(o, a):
 
 
 def _e_TxnOffsetCommitRequestPartition_3(o, a):
-    a(_S3.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
+    a(_S5.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch))
     v1 = o.committed_metadata
     if v1 is None:
         a(b'\x00')
@@ -616,7 +636,7 @@ def _e_TxnOffsetCommitRequestTopic_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.committed_metadata
             if v6 is None:
                 a(b'\x00')
@@ -653,7 +673,7 @@ def _e_TxnOffsetCommitRequestTopic_4(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.committed_metadata
             if v6 is None:
                 a(b'\x00')
@@ -690,7 +710,7 @@ def _e_TxnOffsetCommitRequestTopic_5(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         for s5 in v3:
-            a(_S3.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
+            a(_S5.pack(s5.partition_index, s5.committed_offset, s5.committed_leader_epoch))
             v6 = s5.committed_metadata
             if v6 is None:
                 a(b'\x00')
@@ -736,7 +756,7 @@ def _d_TxnOffsetCommitRequest_0(b, p):
         o.member_id = ''
         o.group_instance_id = None
         F = 'TransactionalId'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -747,7 +767,7 @@ def _d_TxnOffsetCommitRequest_0(b, p):
             o.transactional_id = b[p:e2].decode()
             p = e2
         F = 'GroupId'
-        n3 = _S1.unpack_from(b, p)[0]
+        n3 = _S2.unpack_from(b, p)[0]
         p += 2
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -758,10 +778,10 @@ def _d_TxnOffsetCommitRequest_0(b, p):
             o.group_id = b[p:e4].decode()
             p = e4
         F = 'ProducerId'
-        o.producer_id, o.producer_epoch = _S4.unpack_from(b, p)
+        o.producer_id, o.producer_epoch = _S6.unpack_from(b, p)
         p += 10
         F = 'Topics'
-        n5 = _S2.unpack_from(b, p)[0]
+        n5 = _S3.unpack_from(b, p)[0]
         p += 4
         if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -792,7 +812,7 @@ def _d_TxnOffsetCommitRequest_2(b, p):
         o.member_id = ''
         o.group_instance_id = None
         F = 'TransactionalId'
-        n1 = _S1.unpack_from(b, p)[0]
+        n1 = _S2.unpack_from(b, p)[0]
         p += 2
         if n1 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -803,7 +823,7 @@ def _d_TxnOffsetCommitRequest_2(b, p):
             o.transactional_id = b[p:e2].decode()
             p = e2
         F = 'GroupId'
-        n3 = _S1.unpack_from(b, p)[0]
+        n3 = _S2.unpack_from(b, p)[0]
         p += 2
         if n3 < 0:
             raise _DecodeError('null or negative length in a non-nullable string', offset=p)
@@ -814,10 +834,10 @@ def _d_TxnOffsetCommitRequest_2(b, p):
             o.group_id = b[p:e4].decode()
             p = e4
         F = 'ProducerId'
-        o.producer_id, o.producer_epoch = _S4.unpack_from(b, p)
+        o.producer_id, o.producer_epoch = _S6.unpack_from(b, p)
         p += 10
         F = 'Topics'
-        n5 = _S2.unpack_from(b, p)[0]
+        n5 = _S3.unpack_from(b, p)[0]
         p += 4
         if n5 < 0:
             raise _DecodeError('null or negative length in a non-nullable array', offset=p)
@@ -875,7 +895,7 @@ def _d_TxnOffsetCommitRequest_3(b, p):
             o.group_id = b[p:e5].decode()
             p = e5
         F = 'ProducerId'
-        o.producer_id, o.producer_epoch, o.generation_id = _S5.unpack_from(b, p)
+        o.producer_id, o.producer_epoch, o.generation_id = _S7.unpack_from(b, p)
         p += 14
         F = 'MemberId'
         n6 = b[p]
@@ -973,7 +993,7 @@ def _e_TxnOffsetCommitRequest_0(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.group_id
     if v3 is None:
@@ -981,15 +1001,15 @@ def _e_TxnOffsetCommitRequest_0(o, a):
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
-    a(_S4.pack(o.producer_id, o.producer_epoch))
+    a(_S6.pack(o.producer_id, o.producer_epoch))
     v5 = o.topics
     if v5 is None:
         raise _EncodeError('null in non-nullable field Topics at version 0')
     else:
         n6 = len(v5)
-        a(_S2.pack(n6))
+        a(_S3.pack(n6))
         for s7 in v5:
             _e_TxnOffsetCommitRequestTopic_0(s7, a)
     if o.unknown_tagged_fields:
@@ -1009,7 +1029,7 @@ def _e_TxnOffsetCommitRequest_1(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.group_id
     if v3 is None:
@@ -1017,15 +1037,15 @@ def _e_TxnOffsetCommitRequest_1(o, a):
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
-    a(_S4.pack(o.producer_id, o.producer_epoch))
+    a(_S6.pack(o.producer_id, o.producer_epoch))
     v5 = o.topics
     if v5 is None:
         raise _EncodeError('null in non-nullable field Topics at version 1')
     else:
         n6 = len(v5)
-        a(_S2.pack(n6))
+        a(_S3.pack(n6))
         for s7 in v5:
             _e_TxnOffsetCommitRequestTopic_1(s7, a)
     if o.unknown_tagged_fields:
@@ -1045,7 +1065,7 @@ def _e_TxnOffsetCommitRequest_2(o, a):
     else:
         v1 = v1.encode()
         n2 = len(v1)
-        a(_S1.pack(n2))
+        a(_S2.pack(n2))
         a(v1)
     v3 = o.group_id
     if v3 is None:
@@ -1053,15 +1073,15 @@ def _e_TxnOffsetCommitRequest_2(o, a):
     else:
         v3 = v3.encode()
         n4 = len(v3)
-        a(_S1.pack(n4))
+        a(_S2.pack(n4))
         a(v3)
-    a(_S4.pack(o.producer_id, o.producer_epoch))
+    a(_S6.pack(o.producer_id, o.producer_epoch))
     v5 = o.topics
     if v5 is None:
         raise _EncodeError('null in non-nullable field Topics at version 2')
     else:
         n6 = len(v5)
-        a(_S2.pack(n6))
+        a(_S3.pack(n6))
         for s7 in v5:
             _e_TxnOffsetCommitRequestTopic_2(s7, a)
     if o.unknown_tagged_fields:
@@ -1085,7 +1105,7 @@ def _e_TxnOffsetCommitRequest_3(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S5.pack(o.producer_id, o.producer_epoch, o.generation_id))
+    a(_S7.pack(o.producer_id, o.producer_epoch, o.generation_id))
     v5 = o.member_id
     if v5 is None:
         raise _EncodeError('null in non-nullable field MemberId at version 3')
@@ -1134,7 +1154,7 @@ def _e_TxnOffsetCommitRequest_4(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S5.pack(o.producer_id, o.producer_epoch, o.generation_id))
+    a(_S7.pack(o.producer_id, o.producer_epoch, o.generation_id))
     v5 = o.member_id
     if v5 is None:
         raise _EncodeError('null in non-nullable field MemberId at version 4')
@@ -1183,7 +1203,7 @@ def _e_TxnOffsetCommitRequest_5(o, a):
         n4 = len(v3)
         a(_UV1[n4 + 1] if n4 < 127 else _uvb(n4 + 1))
         a(v3)
-    a(_S5.pack(o.producer_id, o.producer_epoch, o.generation_id))
+    a(_S7.pack(o.producer_id, o.producer_epoch, o.generation_id))
     v5 = o.member_id
     if v5 is None:
         raise _EncodeError('null in non-nullable field MemberId at version 5')
