@@ -16,14 +16,15 @@ def spark() -> Iterator[object]:
     pytest.importorskip("pandas")
     if shutil.which("java") is None:
         pytest.skip("Spark needs Java on the PATH")
-    from kraftpy.tools.spark.session import LOCAL_JAVA_OPTIONS, local_session
+    from kraftpy.tools.spark.session import ARROW_JAVA_OPTIONS, local_session
 
     session = local_session("local[2]", app="kraftpy-tests", extra={
         "spark.sql.shuffle.partitions": "2",
         "spark.default.parallelism": "2",
         "spark.driver.memory": "1g",
-        # the rows are checked under the JVM options every local session runs with
-        "spark.driver.extraJavaOptions": f"{LOCAL_JAVA_OPTIONS} -XX:+UseSerialGC",
+        # quick to start; the rows are checked under the Arrow options local sessions run with
+        "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                                         f"{ARROW_JAVA_OPTIONS}",
     })
     yield session
     session.stop()

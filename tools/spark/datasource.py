@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from operator import itemgetter
 
 from kraftpy.tools.logdecode.paths import classify, cluster_of, expand
@@ -67,15 +68,8 @@ class KraftMetadataReader(DataSourceReader):
         path = str(file.path)
         head = (cluster_of(path, self.cluster), path, file.kind.value)
         schema = _arrow_schema()
-        chunk: list[Item] = []
-        append = chunk.append
-        for item in scan(file, types=self.types):
-            append(item)
-            if len(chunk) >= ARROW_BATCH_ROWS:
-                yield _to_arrow(pa, schema, head, chunk)
-                chunk = []
-                append = chunk.append
-        if chunk:
+        items = scan(file, types=self.types)
+        while chunk := list(islice(items, ARROW_BATCH_ROWS)):  # no Python step per row
             yield _to_arrow(pa, schema, head, chunk)
 
 

@@ -5,10 +5,13 @@ The settings are the ones that matter on a small machine: workers must run this 
 partitions, and log noise only at ERROR.
 
 In local mode the executor is the driver JVM, and its CPU per row is most of what Spark adds
-to the decoder's own: `LOCAL_JAVA_OPTIONS` keep the JIT at its quick tier (C2's compile
-threads cost more than they save in jobs of a few million rows: 0.6 instead of 1.0 CPU s
-of JVM per 286k rows, and 2.4 instead of 3.5 per 1.4M) and drop Arrow's per-value bounds
-and null checks, which Spark's generated code already does by testing for null first.
+to the decoder's own. `LOCAL_JAVA_OPTIONS` raise the JIT's thresholds for its optimising tier
+(C2) ten- to twentyfold: with the defaults, C2 keeps compiling Spark's planner and per-query code for
+millions of rows and costs more than it saves; C1 alone (TieredStopAtLevel=1) compiles little
+but leaves the per-row code twice as slow. Letting only the row loops reach C2 gives the
+least JVM CPU per 286k rows: 0.45 s, against 0.6 s at C1 alone and 1.0 s with the defaults. They also drop
+Arrow's per-value bounds and null checks, which Spark's generated code makes needless by testing
+for null first.
 """
 
 from __future__ import annotations
@@ -41,8 +44,11 @@ def _quiet_conf_dir() -> str:
     return str(conf)
 
 
-LOCAL_JAVA_OPTIONS = ("-XX:TieredStopAtLevel=1 -Darrow.enable_unsafe_memory_access=true "
+JIT_JAVA_OPTIONS = ("-XX:Tier4InvocationThreshold=100000 -XX:Tier4MinInvocationThreshold=50000 "
+                    "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
+ARROW_JAVA_OPTIONS = ("-Darrow.enable_unsafe_memory_access=true "
                       "-Darrow.enable_null_check_for_get=false")
+LOCAL_JAVA_OPTIONS = f"{JIT_JAVA_OPTIONS} {ARROW_JAVA_OPTIONS}"
 
 
 def local_session(master: str = "local[*]", *, app: str = "kraftpy",
