@@ -35,8 +35,6 @@ KAFKA_DEFAULTS: dict[str, str] = {
     "connections.max.idle.ms": "600000",
     "metadata.log.segment.bytes": str(1024 * 1024 * 1024),
     "metadata.log.segment.ms": str(7 * 24 * 60 * 60 * 1000),
-    "metadata.max.retention.bytes": str(100 * 1024 * 1024),
-    "metadata.max.retention.ms": str(7 * 24 * 60 * 60 * 1000),
     "metadata.log.max.record.bytes.between.snapshots": str(20 * 1024 * 1024),
     "metadata.log.max.snapshot.interval.ms": "3600000",
     "metadata.max.idle.interval.ms": "500",
@@ -85,8 +83,10 @@ class ServerConfig:
     metadata_max_idle_interval_ms: int
     producer_id_quota_per_broker: float
     metadata_log_segment_ms: int = 7 * 24 * 60 * 60 * 1000
-    metadata_max_retention_bytes: int = 100 * 1024 * 1024  # -1: no size limit
-    metadata_max_retention_ms: int = 7 * 24 * 60 * 60 * 1000  # -1: no time limit
+    # Kafka's metadata.max.retention.bytes / .ms (-1: no limit). None (neither set): every
+    # new snapshot deletes the segments wholly below it and all but one older snapshot.
+    metadata_max_retention_bytes: int | None = None
+    metadata_max_retention_ms: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     def is_controller_listener(self, name: str) -> bool:
@@ -223,6 +223,10 @@ def _int(props: Mapping[str, str], key: str, *, minimum: int = 0) -> int:
     return value
 
 
+def _optional_int(props: Mapping[str, str], key: str) -> int | None:
+    return _int(props, key, minimum=-1) if key in props else None
+
+
 def _float(props: Mapping[str, str], key: str) -> float:
     raw = props[key]
     try:
@@ -284,7 +288,9 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
     if isinstance(log_dir, tuple):
         log_dir = log_dir[0]
     node_id = _int(merged, "node.id")
-    known = set(KAFKA_DEFAULTS) | set(EMBEDDED_DEFAULTS) | {"advertised.listeners", "log.dirs"}
+    known = set(KAFKA_DEFAULTS) | set(EMBEDDED_DEFAULTS) | {
+        "advertised.listeners", "log.dirs", "metadata.max.retention.bytes",
+        "metadata.max.retention.ms"}
     return ServerConfig(
         properties=dict(merged),
         node_id=node_id,
@@ -307,8 +313,8 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
         metadata_max_idle_interval_ms=_int(merged, "metadata.max.idle.interval.ms"),
         producer_id_quota_per_broker=_float(merged, "producer.id.allocation.quota.per.broker"),
         metadata_log_segment_ms=_int(merged, "metadata.log.segment.ms", minimum=1),
-        metadata_max_retention_bytes=_int(merged, "metadata.max.retention.bytes", minimum=-1),
-        metadata_max_retention_ms=_int(merged, "metadata.max.retention.ms", minimum=-1),
+        metadata_max_retention_bytes=_optional_int(merged, "metadata.max.retention.bytes"),
+        metadata_max_retention_ms=_optional_int(merged, "metadata.max.retention.ms"),
         extra={k: v for k, v in merged.items() if k not in known},
     )
 

@@ -98,6 +98,17 @@ def _format_if_new(config: ServerConfig, log_dir: Path) -> None:
              log_dir.resolve(), cluster_id, config.node_id, metadata_version)
 
 
+def retention_policy(config: ServerConfig) -> RetentionPolicy | None:
+    """Kafka's retention when `metadata.max.retention.*` is configured (an unset one takes
+    Kafka's default); otherwise None: each new snapshot trims the log below itself."""
+    max_bytes, max_ms = config.metadata_max_retention_bytes, config.metadata_max_retention_ms
+    if max_bytes is None and max_ms is None:
+        return None
+    default = RetentionPolicy()
+    return RetentionPolicy(max_bytes=default.max_bytes if max_bytes is None else max_bytes,
+                           max_ms=default.max_ms if max_ms is None else max_ms)
+
+
 def open_node_storage(config: ServerConfig) -> OpenedNode:
     """Format if new, open and recover the data dir, replay it, begin a new leader epoch."""
     log_dir = Path(config.metadata_log_dir)
@@ -110,8 +121,7 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
                                   interval_ms=config.snapshot_interval_ms),
             background_snapshots=True,  # written in a worker thread beside the commits
             segment_ms=config.metadata_log_segment_ms,
-            retention=RetentionPolicy(max_bytes=config.metadata_max_retention_bytes,
-                                      max_ms=config.metadata_max_retention_ms),
+            retention=retention_policy(config),
         )
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
         raise RecoveryError(str(exc)) from None

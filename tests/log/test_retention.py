@@ -189,19 +189,27 @@ def test_without_a_retention_policy_the_newest_snapshot_trims_as_before(tmp_path
     storage.close()
 
 
-def test_settings_read_from_the_properties_with_kafkas_defaults() -> None:
+def test_settings_read_from_the_properties() -> None:
+    """By default each new snapshot trims the log below itself (no retention policy); setting
+    either metadata.max.retention.* turns on Kafka's retention, the other at Kafka's default."""
     import pytest
     from kraftpy.controller.config import ConfigError, load_config
+    from kraftpy.controller.recovery import retention_policy
 
     default = load_config(None)
     week = 7 * 24 * 60 * 60 * 1000
     assert (default.metadata_log_segment_ms, default.metadata_max_retention_bytes,
-            default.metadata_max_retention_ms) == (week, 100 * 1024 * 1024, week)
+            default.metadata_max_retention_ms) == (week, None, None)
+    assert retention_policy(default) is None
     set_ = load_config(None, ["metadata.log.segment.ms=60000",
                               "metadata.max.retention.bytes=-1",
                               "metadata.max.retention.ms=3600000"])
     assert (set_.metadata_log_segment_ms, set_.metadata_max_retention_bytes,
             set_.metadata_max_retention_ms) == (60000, -1, 3600000)
+    assert retention_policy(set_) == RetentionPolicy(max_bytes=-1, max_ms=3600000)
+    only_ms = load_config(None, ["metadata.max.retention.ms=1000"])
+    assert retention_policy(only_ms) == RetentionPolicy(max_bytes=100 * 1024 * 1024, max_ms=1000)
+    assert "metadata.max.retention.ms" not in only_ms.extra
     with pytest.raises(ConfigError, match=r"metadata\.max\.retention\.bytes"):
         load_config(None, ["metadata.max.retention.bytes=-2"])
     with pytest.raises(ConfigError, match=r"metadata\.log\.segment\.ms"):
