@@ -6,7 +6,8 @@ not serve, a malformed header or body) raises `CloseConnection`, as Kafka closes
 
 Routing costs one dict lookup: per listener type, a table built once maps the frame's first
 four bytes (api key, api version) to everything the request needs (handler, header version,
-codec, response header). Frames not in the table take the checked path, which says why.
+the generated header and body decoders, response header). The decoders read the frame in
+place; frames not in the table, or that do not decode, take the checked path, which says why.
 """
 
 from __future__ import annotations
