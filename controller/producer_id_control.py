@@ -74,9 +74,12 @@ class ProducerIdControlManager:
 
     # --- commands -------------------------------------------------------------------------
 
-    def generate(self, broker_id: int, broker_epoch: int) -> tuple[int, ProducerIdsRecord]:
-        """The next block's first id and the record that claims it (no epoch check)."""
-        first = self.next_producer_id
+    def generate(self, broker_id: int, broker_epoch: int, first: int | None = None
+                 ) -> tuple[int, ProducerIdsRecord]:
+        """The next block's first id and the record that claims it (no epoch check). `first`:
+        the block after ones generated for the same, not yet replayed, result."""
+        if first is None:
+            first = self.next_producer_id
         if first > INT64_MAX - self.block_size:
             raise ProducerIdsExhausted(
                 "Exhausted all producerIds as the next block's end producerId has exceeded "

@@ -3,13 +3,18 @@
 It takes blocks from the same counter as the brokers do (a ProducerIdsRecord with this node's
 id), and a block becomes usable only once that record is durable. Which ids of a block were
 handed out is volatile on purpose, as in a Kafka broker: after a restart this is empty and
-the node claims a fresh block, so no id is ever handed out twice. The next block is claimed
-once `prefetch_ratio` of the current one is used, so a request rarely finds none ready; when
-it does, the answer is COORDINATOR_LOAD_IN_PROGRESS (retriable), never NOT_COORDINATOR.
+the node claims a fresh block, so no id is ever handed out twice. A block is claimed once the
+ids left (in the current block, the ready ones and those claimed but not yet durable) fall to
+the low-water mark: at first Kafka's rule (`prefetch_ratio` of one block used), raised by one
+block each time a request finds no id ready (a load that outruns the fsync of a claim), up to
+`max_reserve_blocks`; as many blocks are claimed at once as that mark asks for.
+A request that finds none ready is answered COORDINATOR_LOAD_IN_PROGRESS (retriable), never
+NOT_COORDINATOR.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,20 +45,30 @@ class Claim:
 
 
 class ProducerIdManager:
-    def __init__(self, node_id: int, block_size: int, prefetch_ratio: float) -> None:
+    def __init__(self, node_id: int, block_size: int, prefetch_ratio: float,
+                 max_reserve_blocks: int = 8) -> None:
         self.node_id = node_id
         self.block_size = block_size
         self.prefetch_at = max(1, int(block_size * prefetch_ratio))
+        self.low_water = block_size - self.prefetch_at  # ids left that make a claim due
+        self.max_low_water = max(self.low_water, max_reserve_blocks * block_size)
         self.current: Block | None = None
-        self.next_block: Block | None = None
-        self.claim: Claim | None = None
+        self.ready: deque[Block] = deque()  # durable blocks after the current one
+        self.claims: deque[Claim] = deque()  # claiming records not yet committed, in order
         self.exhausted = False  # the cluster counter ran out: no id will ever be ready
+        self._dry_claim: Claim | None = None  # the claim a request last waited for
+
+    @property
+    def next_block(self) -> Block | None:
+        return self.ready[0] if self.ready else None
 
     def next_id(self) -> int | None:
         """A fresh producer id, or None while no durable block is ready."""
-        if (self.current is None or self.current.exhausted) and self.next_block is not None:
-            self.current, self.next_block = self.next_block, None
+        while (self.current is None or self.current.exhausted) and self.ready:
+            self.current = self.ready.popleft()
         if self.current is None or self.current.exhausted:
+            if self.claims:
+                self._ran_dry()
             return None
         pid = self.current.next_id
         self.current.next_id += 1
@@ -66,42 +81,57 @@ class ProducerIdManager:
         nothing has changed."""
         cur = self.current
         if cur is None or cur.next_id - cur.first >= cur.size:
-            if self.next_block is None and self.claim is not None and not self.exhausted:
-                return NOT_READY
+            claims = self.claims
+            if not self.ready and claims and not self.exhausted \
+                    and self._dry_claim is claims[0] \
+                    and len(claims) * self.block_size > self.low_water:
+                return NOT_READY  # the reserve grew for this claim and is claimed in full
             return None
         pid = cur.next_id
-        if pid + 1 - cur.first >= self.prefetch_at and self.claim is None \
-                and self.next_block is None and not self.exhausted:
+        if not self.exhausted and cur.first + cur.size - pid - 1 \
+                + (len(self.ready) + len(self.claims)) * self.block_size <= self.low_water:
             return None
         cur.next_id = pid + 1
         return pid
 
+    def _ran_dry(self) -> None:
+        """A request found no id ready: keep one block more in reserve (once per claim)."""
+        if self._dry_claim is not self.claims[0]:
+            self._dry_claim = self.claims[0]
+            self.low_water = min(self.low_water + self.block_size, self.max_low_water)
+
+    def ids_left(self) -> int:
+        """Ids not handed out yet: the current block's, the ready blocks' and the claimed."""
+        cur = self.current
+        left = cur.first + cur.size - cur.next_id if cur is not None else 0
+        return max(left, 0) + (len(self.ready) + len(self.claims)) * self.block_size
+
     def wants_block(self) -> bool:
-        if self.claim is not None or self.next_block is not None or self.exhausted:
-            return False
-        return self.current is None or self.current.used >= self.prefetch_at
+        return not self.exhausted and self.ids_left() <= self.low_water
 
     def claimed(self, offset: int) -> None:
         """A claiming record will be written at `offset`."""
-        self.claim = Claim(offset)
+        self.claims.append(Claim(offset))
 
     def on_replay(self, record: ProducerIdsRecord, offset: int) -> None:
-        if self.claim is not None and offset == self.claim.offset \
-                and record.broker_id == self.node_id:
-            self.claim.first = record.next_producer_id - self.block_size
+        if record.broker_id != self.node_id:
+            return
+        for claim in self.claims:
+            if claim.offset == offset:
+                claim.first = record.next_producer_id - self.block_size
+                return
 
     def on_committed(self, hwm: int) -> None:
-        claim = self.claim
-        if claim is None or hwm <= claim.offset:
-            return
-        self.claim = None
-        if claim.first is None:  # the record never made it into the log; claim again
-            return
-        block = Block(claim.first, self.block_size, claim.first)
-        if self.current is None or self.current.exhausted:
-            self.current = block
-        else:
-            self.next_block = block
+        claims = self.claims
+        while claims and claims[0].offset < hwm:
+            claim = claims.popleft()
+            if claim.first is None:  # the record never made it into the log; claim again
+                continue
+            block = Block(claim.first, self.block_size, claim.first)
+            if self.current is None or self.current.exhausted:
+                self.current = block
+            else:
+                self.ready.append(block)
 
     def describe(self) -> dict[str, Any]:
         cur = self.current
@@ -110,4 +140,5 @@ class ProducerIdManager:
                 "own_next_block": ([self.next_block.first,
                                     self.next_block.first + self.block_size - 1]
                                    if self.next_block else None),
-                "own_claim_pending": self.claim is not None}
+                "own_ready_blocks": len(self.ready),
+                "own_claim_pending": bool(self.claims)}

@@ -228,17 +228,25 @@ class QuorumController:
         return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
     def _maybe_claim_block(self, offset: int) -> ControllerResult:
+        """As many blocks as this node's reserve asks for, one ProducerIdsRecord each."""
         if not self.own_ids.wants_block() or not self.features.metadata_version:
             return ControllerResult(None)
-        try:
-            first, record = self.producer_ids.generate(self.settings.node_id, -1)
-        except ProducerIdsExhausted as exc:
-            self.own_ids.exhausted = True
-            return ControllerResult(None, events=[f"No producer id block for this node: {exc}"])
-        self.own_ids.claimed(offset)
-        return ControllerResult(None, records=[(record, 0)], events=[
-            f"Producer ids [{first}, {first + self.producer_ids.block_size - 1}] claimed "
-            f"for this node's InitProducerId answers"])
+        result = ControllerResult(None, records=[], events=[])
+        size = self.producer_ids.block_size
+        first = self.producer_ids.next_producer_id
+        while self.own_ids.wants_block():
+            try:
+                first, record = self.producer_ids.generate(
+                    self.settings.node_id, -1, first + size * bool(result.records))
+            except ProducerIdsExhausted as exc:
+                self.own_ids.exhausted = True
+                result.events.append(f"No producer id block for this node: {exc}")
+                break
+            self.own_ids.claimed(offset + len(result.records))
+            result.records.append((record, 0))
+            result.events.append(f"Producer ids [{first}, {first + size - 1}] claimed for "
+                                 f"this node's InitProducerId answers")
+        return result
 
     # --- state ----------------------------------------------------------------------------
 

@@ -13,9 +13,9 @@ def _full_path(m: ProducerIdManager) -> tuple[int | None, bool]:
 
 
 def _state(m: ProducerIdManager) -> tuple:
-    cur, nxt = m.current, m.next_block
-    return (cur and (cur.first, cur.next_id), nxt and (nxt.first, nxt.next_id),
-            m.claim and (m.claim.offset, m.claim.first), m.exhausted)
+    cur = m.current
+    return (cur and (cur.first, cur.next_id), [(b.first, b.next_id) for b in m.ready],
+            [(c.offset, c.first) for c in m.claims], m.exhausted, m.low_water)
 
 
 def _claim(m: ProducerIdManager, offset: int, first: int, commit: bool) -> None:

@@ -145,6 +145,51 @@ def test_prefetch_at_ninety_percent_means_no_request_waits():
     assert ids == list(range(35))  # blocks 0-9, 10-19, ... each claimed before the last ran out
 
 
+def test_a_burst_that_outruns_the_claim_fsync_makes_the_node_keep_blocks_in_reserve():
+    """Between two commits (one fsync round) a burst of 25 requests arrives. With Kafka's 90%
+    prefetch alone a 10-id block cannot cover it; each round that ran dry keeps one block
+    more in reserve, until no round runs dry. Every id handed out is distinct."""
+    h = Harness(settings=settings(producer_id_block_size=10), auto_commit=False)
+    h.commit()
+    h.tick()
+    h.commit()
+    h.tick()  # the loop's tick after a commit: claims due blocks
+    dry_rounds, ids = [], []
+    for _ in range(12):
+        replies = [h.init() for _ in range(25)]
+        dry_rounds.append(sum(r.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                              for r in replies))
+        assert all(r.error_code in (ErrorCode.NONE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+                   for r in replies)
+        ids += [r.producer_id for r in replies if r.error_code == ErrorCode.NONE]
+        h.commit()
+        h.tick()
+    assert dry_rounds[0] > 0  # the first burst finds the 90% rule too late
+    assert dry_rounds[-4:] == [0, 0, 0, 0], dry_rounds
+    assert len(set(ids)) == len(ids)
+    reserve = h.qc.own_ids
+    assert reserve.low_water <= reserve.max_low_water
+
+
+def test_the_reserve_grows_once_per_claim_and_is_capped():
+    from kraftpy.controller.producer_id_manager import ProducerIdManager
+
+    m = ProducerIdManager(1, 10, 0.9, max_reserve_blocks=3)
+    assert m.low_water == 1  # Kafka's rule: claim once 90% of a block is used
+    offset = first = 0
+    for _ in range(6):
+        m.claimed(offset)
+        m.on_replay(ProducerIdsRecord(broker_id=1, broker_epoch=-1,
+                                      next_producer_id=first + 10), offset)
+        while m.next_id() is not None:  # use every id while the claim awaits its fsync
+            pass
+        before = m.low_water
+        assert m.next_id() is None and m.low_water == before  # once per claim
+        m.on_committed(offset + 1)
+        offset, first = offset + 1, first + 10
+    assert m.low_water == 30  # capped at max_reserve_blocks blocks
+
+
 def test_idempotent_ids_never_fall_inside_a_broker_block():
     h = Harness(settings=settings(producer_id_block_size=10))
     h.ready_ids()
