@@ -113,7 +113,8 @@ class SparkRuns:
         n = len(l1)
 
         def show(ratios: list[float]) -> str:
-            return f"{statistics.median(ratios):.2f}x (best {max(ratios):.2f}x)"
+            each = " ".join(f"{r:.2f}" for r in ratios)
+            return f"{statistics.median(ratios):.2f}x (best {max(ratios):.2f}x; rounds {each})"
 
         print(f"Spark vs dump-log, ratios within each of {n} rounds, median (best):")
         print(f"  per core, records per CPU s of the whole Spark process tree against dump-log's "
