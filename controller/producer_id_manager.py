@@ -5,8 +5,8 @@ id), and a block becomes usable only once that record is durable. Which ids of a
 handed out is volatile on purpose, as in a Kafka broker: after a restart this is empty and
 the node claims a fresh block, so no id is ever handed out twice. A block is claimed once the
 ids left (in the current block, the ready ones and those claimed but not yet durable) fall to
-the low-water mark: at first Kafka's rule (`prefetch_ratio` of one block used), raised by one
-block each time a request finds no id ready (a load that outruns the fsync of a claim), up to
+the low-water mark: at first Kafka's rule (`prefetch_ratio` of one block used), at least doubled (by a block or more)
+each time a request finds no id ready (a load that outruns the fsync of a claim), up to
 `max_reserve_blocks`; as many blocks are claimed at once as that mark asks for.
 A request that finds none ready is answered COORDINATOR_LOAD_IN_PROGRESS (retriable), never
 NOT_COORDINATOR.
@@ -46,7 +46,7 @@ class Claim:
 
 class ProducerIdManager:
     def __init__(self, node_id: int, block_size: int, prefetch_ratio: float,
-                 max_reserve_blocks: int = 8) -> None:
+                 max_reserve_blocks: int = 16) -> None:
         self.node_id = node_id
         self.block_size = block_size
         self.prefetch_at = max(1, int(block_size * prefetch_ratio))
@@ -95,10 +95,11 @@ class ProducerIdManager:
         return pid
 
     def _ran_dry(self) -> None:
-        """A request found no id ready: keep one block more in reserve (once per claim)."""
+        """A request found no id ready: keep a larger reserve (once per claim)."""
         if self._dry_claim is not self.claims[0]:
             self._dry_claim = self.claims[0]
-            self.low_water = min(self.low_water + self.block_size, self.max_low_water)
+            grown = max(2 * self.low_water, self.low_water + self.block_size)
+            self.low_water = min(grown, self.max_low_water)
 
     def ids_left(self) -> int:
         """Ids not handed out yet: the current block's, the ready blocks' and the claimed."""

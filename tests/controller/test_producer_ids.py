@@ -147,8 +147,8 @@ def test_prefetch_at_ninety_percent_means_no_request_waits():
 
 def test_a_burst_that_outruns_the_claim_fsync_makes_the_node_keep_blocks_in_reserve():
     """Between two commits (one fsync round) a burst of 25 requests arrives. With Kafka's 90%
-    prefetch alone a 10-id block cannot cover it; each round that ran dry keeps one block
-    more in reserve, until no round runs dry. Every id handed out is distinct."""
+    prefetch alone a 10-id block cannot cover it; each round that ran dry makes the node keep
+    a larger reserve, until no round runs dry. Every id handed out is distinct."""
     h = Harness(settings=settings(producer_id_block_size=10), auto_commit=False)
     h.commit()
     h.tick()
@@ -174,9 +174,10 @@ def test_a_burst_that_outruns_the_claim_fsync_makes_the_node_keep_blocks_in_rese
 def test_the_reserve_grows_once_per_claim_and_is_capped():
     from kraftpy.controller.producer_id_manager import ProducerIdManager
 
-    m = ProducerIdManager(1, 10, 0.9, max_reserve_blocks=3)
+    m = ProducerIdManager(1, 10, 0.9, max_reserve_blocks=5)
     assert m.low_water == 1  # Kafka's rule: claim once 90% of a block is used
     offset = first = 0
+    marks = []
     for _ in range(6):
         m.claimed(offset)
         m.on_replay(ProducerIdsRecord(broker_id=1, broker_epoch=-1,
@@ -185,9 +186,10 @@ def test_the_reserve_grows_once_per_claim_and_is_capped():
             pass
         before = m.low_water
         assert m.next_id() is None and m.low_water == before  # once per claim
+        marks.append(before)
         m.on_committed(offset + 1)
         offset, first = offset + 1, first + 10
-    assert m.low_water == 30  # capped at max_reserve_blocks blocks
+    assert marks == [11, 22, 44, 50, 50, 50]  # a block more, then doubled, capped at 5 blocks
 
 
 def test_idempotent_ids_never_fall_inside_a_broker_block():
