@@ -20,8 +20,8 @@ class ControllerResult:
     """The outcome of handle() or tick().
 
     - `response`: the typed response message (None for tick()).
-    - `records`: `(metadata record, version)` pairs, written as ONE batch (atomic), the first
-      at the `next_offset` given to the call.
+    - `records`: `(metadata record, version)` pairs, never split across batches (atomic; other
+      operations' records may share the batch), the first at the `next_offset` given.
     - `txn_records`: `(TransactionLogKey, TransactionLogValue | None)` pairs for
       `__transaction_state-0` (value version 1; None is a tombstone).
     - `respond_before_commit`: the response depends on nothing uncommitted and may be sent
