@@ -1,4 +1,4 @@
-"""The data source freezes a reused Python worker's heap once, and only in such a worker."""
+"""The data source freezes a reused Python worker's heap after each task, and only there."""
 
 from __future__ import annotations
 
@@ -11,28 +11,63 @@ pytest.importorskip("pyarrow")
 
 
 @pytest.fixture
-def datasource(monkeypatch: pytest.MonkeyPatch):
+def datasource():
     from kraftpy.tools.spark import datasource
 
-    monkeypatch.setattr(datasource, "_FROZEN", [])
+    gc.unfreeze()
     yield datasource
     gc.unfreeze()
 
 
-def test_reused_worker_heap_is_frozen_once(datasource, monkeypatch: pytest.MonkeyPatch) -> None:
+def _reader(datasource, path: str):
+    reader = datasource.KraftMetadataReader({"path": path})
+    (partition,) = reader.partitions()
+    return reader, partition
+
+
+def test_a_reused_worker_freezes_what_each_task_leaves(datasource, tmp_path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.metadata_logs import realistic_cluster
+
+    realistic_cluster(tmp_path / "__cluster_metadata-0", records=300, segment_bytes=1 << 30,
+                      seed=1)
+    (log,) = sorted(str(p) for p in tmp_path.rglob("*.log"))
     monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
-    gc.unfreeze()
-    datasource._freeze_worker_heap()
-    frozen = gc.get_freeze_count()
-    assert frozen > 1000
-    junk = [[i] for i in range(100)]
-    datasource._freeze_worker_heap()
-    assert gc.get_freeze_count() == frozen  # the second task freezes nothing more
-    del junk
+    reader, partition = _reader(datasource, log)
+    batches = list(reader.read(partition))
+    assert sum(b.num_rows for b in batches) == 300
+    after_first = gc.get_freeze_count()
+    assert after_first > 1000  # the worker's modules and the task's caches
+    kept = [[i] for i in range(100)]  # made by the next task and still referenced
+    list(reader.read(partition))
+    assert gc.get_freeze_count() >= after_first + 100
+    del kept
 
 
-def test_other_processes_are_left_alone(datasource, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_task_stopped_early_still_freezes(datasource, tmp_path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.metadata_logs import realistic_cluster
+
+    realistic_cluster(tmp_path / "__cluster_metadata-0", records=300, segment_bytes=1 << 30,
+                      seed=2)
+    (log,) = sorted(str(p) for p in tmp_path.rglob("*.log"))
+    monkeypatch.setenv("SPARK_REUSE_WORKER", "1")
+    reader, partition = _reader(datasource, log)
+    rows = reader.read(partition)
+    next(rows)
+    assert gc.get_freeze_count() == 0
+    rows.close()  # as when Spark stops consuming (a limit)
+    assert gc.get_freeze_count() > 1000
+
+
+def test_other_processes_are_left_alone(datasource, tmp_path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.metadata_logs import realistic_cluster
+
+    realistic_cluster(tmp_path / "__cluster_metadata-0", records=50, segment_bytes=1 << 30,
+                      seed=3)
+    (log,) = sorted(str(p) for p in tmp_path.rglob("*.log"))
     monkeypatch.delenv("SPARK_REUSE_WORKER", raising=False)
-    gc.unfreeze()
-    datasource._freeze_worker_heap()
+    reader, partition = _reader(datasource, log)
+    list(reader.read(partition))
     assert gc.get_freeze_count() == 0
