@@ -6,23 +6,68 @@ Frame version 0 was a pre-release format and is refused, as Kafka does.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from kraftpy.protocol.errors import DecodeError, EncodeError
 from kraftpy.protocol.message import Message
 from kraftpy.protocol.primitives import UV1, read_uvarint, uvarint_bytes
-from kraftpy.protocol.registry import METADATA_RECORDS
+from kraftpy.protocol.records import METADATA_TYPES
 
 FRAME_VERSION = 1
 _PREFIX = UV1[FRAME_VERSION]
-# frame prefix (version 1, one-byte type, one-byte version) -> (decoder, version)
-_FAST = {bytes((FRAME_VERSION, t, v)): (fn, v) for t, cls in METADATA_RECORDS.items()
-         for v, fn in cls._DECODERS.items() if t < 0x80 and v < 0x80}
+
+# Record classes are imported when first needed (from the generated index), so a reader of a
+# log with a few record types loads a few codecs.
+_CLASSES: dict[int, type[Message] | None] = {}
+# frame prefix (version 1, one-byte type, one-byte version) -> (class, version, decoder), or
+# None when the prefix is not one of those; filled as prefixes are met.
+Frame = tuple[type[Message], int, Any]
+_FRAMES: dict[bytes, Frame | None] = {}
+_UNSEEN: Any = object()
+# (class, version) -> its frame prefix, once the class was checked to be a metadata record.
+_PREFIXES: dict[tuple[type, int], bytes] = {}
+
+
+def record_class(record_type: int) -> type[Message] | None:
+    """The generated class of a metadata record type (None for a type Kafka does not define)."""
+    try:
+        return _CLASSES[record_type]
+    except KeyError:
+        pass
+    row = METADATA_TYPES.get(record_type)
+    cls = None
+    if row is not None:
+        cls = getattr(importlib.import_module(f"kraftpy.protocol.records.{row[0]}"), row[1])
+    _CLASSES[record_type] = cls
+    return cls
+
+
+def frame_class(prefix: bytes) -> Frame | None:
+    """(class, version, generated decoder) for values framed with this 3-byte prefix (frame version 1, one-byte
+    type and version, a version the class has: every type Kafka defines); else None."""
+    try:
+        return _FRAMES[prefix]
+    except KeyError:
+        pass
+    found = None
+    if len(prefix) == 3 and prefix[0] == FRAME_VERSION and prefix[1] < 0x80 and prefix[2] < 0x80:
+        cls = record_class(prefix[1])
+        if cls is not None and prefix[2] in cls._DECODERS:
+            found = (cls, prefix[2], cls._DECODERS[prefix[2]])
+    _FRAMES[bytes(prefix)] = found
+    return found
 
 
 def encode_metadata_record(record: Message, version: int) -> bytes:
-    record_type = record.API_KEY
-    if record_type is None or METADATA_RECORDS.get(record_type) is not type(record):
-        raise EncodeError(f"{type(record).__name__} is not a metadata record")
-    parts = [_PREFIX, uvarint_bytes(record_type), uvarint_bytes(version)]
+    prefix = _PREFIXES.get((type(record), version))
+    if prefix is None:
+        record_type = record.API_KEY
+        if record_type is None or record_class(record_type) is not type(record):
+            raise EncodeError(f"{type(record).__name__} is not a metadata record")
+        prefix = _PREFIX + uvarint_bytes(record_type) + uvarint_bytes(version)
+        _PREFIXES[(type(record), version)] = prefix
+    parts = [prefix]
     record.encode_into(parts.append, version)
     return b"".join(parts)
 
@@ -43,15 +88,17 @@ def decode_metadata_record(value: bytes | bytearray | memoryview) -> tuple[Messa
         if value is None:
             raise DecodeError("a metadata record cannot have a null value", offset=0)
         value = bytes(value)
-    entry = _FAST.get(value[:3])  # the common case: one-byte type and version
+    entry = _FRAMES.get(value[:3], _UNSEEN)  # the common case: one-byte type and version
+    if entry is _UNSEEN:
+        entry = frame_class(value[:3])
     if entry is not None:
-        record, end = entry[0](value, 3)
+        record, end = entry[2](value, 3)
         if end != len(value):
             raise DecodeError(f"{len(value) - end} trailing bytes after {type(record).__name__}",
                               offset=end)
         return record, entry[1]
     record_type, version, pos = decode_metadata_header(value)
-    cls = METADATA_RECORDS.get(record_type)
+    cls = record_class(record_type)
     if cls is None:
         raise DecodeError(f"unknown metadata record type {record_type}", offset=1, field="recordType")
     try:

@@ -41,6 +41,7 @@ from kraftpy.controller.log.snapshots import (
     write_snapshot,
 )
 from kraftpy.protocol.control_records import leader_change
+from kraftpy.protocol.metadata_frame import encode_metadata_record
 
 log = logging.getLogger("kraftpy.log")
 
@@ -64,7 +65,6 @@ def random_uuid() -> str:
 def bootstrap_values(
     metadata_version: int, features: Mapping[str, int] | None = None
 ) -> list[bytes]:
-    from kraftpy.protocol.metadata_frame import encode_metadata_record
     from kraftpy.protocol.records.feature_level_record import FeatureLevelRecord
 
     records = [FeatureLevelRecord(name="metadata.version", feature_level=metadata_version)]
@@ -168,7 +168,7 @@ class SnapshotJob:
         if storage.metadata.high_watermark < sid.end_offset:
             raise RuntimeError(f"snapshot {sid.file_name} written before its offsets are durable")
         mdir = storage.log_dir / METADATA_PARTITION
-        values = [_encode_value(r, v) for r, v in self.records]
+        values = [encode_metadata_record(r, v) for r, v in self.records]
         write_snapshot(
             mdir,
             sid,
@@ -207,30 +207,6 @@ class RetentionJob:
 
     def abandon(self) -> None:
         self.storage._job = None
-
-
-# (record class, version) -> (frame prefix, the generated encoder), once a record of that
-# class and version has been encoded through `encode_metadata_record` (which checks it).
-_FRAMES: dict[tuple[type, int], tuple[bytes, Any]] = {}
-
-
-def _encode_value(record: Any, version: int) -> bytes:
-    """`encode_metadata_record`, without its per-call checks once a class has passed them."""
-    frame = _FRAMES.get((type(record), version))
-    if frame is not None:
-        parts = [frame[0]]
-        try:
-            frame[1](record, parts.append)
-            return b"".join(parts)
-        except Exception:  # noqa: BLE001 - the checked path below names the problem
-            pass
-    from kraftpy.protocol.metadata_frame import encode_metadata_record
-    from kraftpy.protocol.primitives import uvarint_bytes
-
-    value = encode_metadata_record(record, version)
-    prefix = uvarint_bytes(1) + uvarint_bytes(record.API_KEY) + uvarint_bytes(version)
-    _FRAMES[(type(record), version)] = (prefix, type(record)._ENCODERS[version])
-    return value
 
 
 @dataclass
@@ -479,10 +455,7 @@ class MetadataStorage:
         may share until the next flush); returns the offsets of its first records."""
         records = result.records
         if records:
-            if len(records) == 1:
-                values = [_encode_value(*records[0])]
-            else:
-                values = [_encode_value(r, v) for r, v in records]
+            values = [encode_metadata_record(r, v) for r, v in records]
             offset = self.metadata.accumulate(
                 values, leader_epoch=self.leader_epoch, timestamp=now_ms
             )
@@ -562,8 +535,6 @@ class MetadataStorage:
 
     def take_snapshot(self, controller: Any, now_ms: int) -> SnapshotId:
         """Write a snapshot of the committed state at the high watermark, then trim the log."""
-        from kraftpy.protocol.metadata_frame import encode_metadata_record
-
         hwm = self.metadata.high_watermark
         epoch = self._epoch_of(hwm - 1)
         sid = SnapshotId(hwm, epoch)

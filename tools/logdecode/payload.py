@@ -2,18 +2,17 @@
 
 All decoding is the protocol layer's (generated decoders, `to_json` and the generated
 bytes -> JSON text functions); this module only picks the decoder for the record's kind and
-turns a failure into a message on the record. A record type's module is imported when the
-first record of that type is met, so a log of a few types loads a few codecs.
+turns a failure into a message on the record. The protocol layer imports a record type's
+module when the first record of that type is met, so a log of a few types loads a few codecs.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from kraftpy.protocol import control_records
 from kraftpy.protocol.errors import DecodeError
-from kraftpy.protocol.message import Message
+from kraftpy.protocol.metadata_frame import decode_metadata_record, frame_class
 from kraftpy.protocol.records import METADATA_TYPES
 
 from .dumptext import compact_json
@@ -26,43 +25,14 @@ def type_name(type_id: int) -> str:
     return _TYPE_NAMES.get(type_id) or f"UNKNOWN_{type_id}"
 
 
-# frame prefix (version 1, one-byte type, one-byte version) -> (decoder, text function or
-# None, version), or None when the prefix is not one of those (the full frame reader's case).
-Codec = tuple[Any, Any, int]
-_CODECS: dict[bytes, Codec | None] = {}
-
-
-def _codec(prefix: bytes) -> Codec | None:
-    hit = _CODECS.get(prefix, False)
-    if hit is not False:
-        return hit  # type: ignore[return-value]
-    codec = None
-    if len(prefix) == 3 and prefix[0] == 1 and prefix[1] < 0x80 and prefix[2] < 0x80:
-        row = METADATA_TYPES.get(prefix[1])
-        if row is not None:
-            module = importlib.import_module(f"kraftpy.protocol.records.{row[0]}")
-            cls = getattr(module, row[1])
-            fn = cls._DECODERS.get(prefix[2])
-            if fn is not None:
-                codec = (fn, getattr(cls, "_TEXT", {}).get(prefix[2]), prefix[2])
-    _CODECS[bytes(prefix)] = codec
-    return codec
-
-
-def decode_value(value: bytes | bytearray | memoryview | None) -> tuple[Message, int]:
-    """`metadata_frame.decode_metadata_record`, loading only the codec the value needs; the
-    full frame reader (and its registry of every type) only for unusual or bad frames."""
-    if value is not None:
-        if type(value) is not bytes:
-            value = bytes(value)
-        codec = _codec(value[:3])
-        if codec is not None:
-            record, end = codec[0](value, 3)
-            if end == len(value):
-                return record, codec[2]
-    from kraftpy.protocol.metadata_frame import decode_metadata_record
-
-    return decode_metadata_record(value)  # type: ignore[arg-type]
+def _text_function(prefix: bytes) -> tuple[Any, int] | None:
+    """(generated text function, version) for values framed with this 3-byte prefix, when the
+    protocol layer knows the frame (`metadata_frame.frame_class`) and its class has one."""
+    frame = frame_class(prefix)
+    if frame is None:
+        return None
+    fn = getattr(frame[0], "_TEXT", {}).get(frame[1])
+    return None if fn is None else (fn, frame[1])
 
 
 # Decoding depends only on a value's bytes, and metadata logs repeat themselves (NoOpRecords,
@@ -99,7 +69,7 @@ def metadata_value(value: bytes | None, types: frozenset[str] | None = None) -> 
     if skipped is not None:
         return *skipped, None, None, ""
     try:
-        record, version = decode_value(value)
+        record, version = decode_metadata_record(value)
     except DecodeError as e:
         type_id = value[1] if len(value) > 1 and value[1] < 0x80 else -1
         return type_id, type_name(type_id) if type_id >= 0 else "", -1, None, None, str(e)
@@ -114,10 +84,10 @@ def metadata_value(value: bytes | None, types: frozenset[str] | None = None) -> 
 def text_codec(prefix: bytes) -> tuple[Any, int, str, int] | None:
     """(text function, type id, type name, version) for values framed with this 3-byte
     prefix, when a generated text function serves them (see `metadata_text` for its use)."""
-    codec = _codec(prefix)
-    if codec is None or codec[1] is None:
+    found = _text_function(prefix)
+    if found is None:
         return None
-    return codec[1], prefix[1], _TYPE_NAMES[prefix[1]], codec[2]
+    return found[0], prefix[1], _TYPE_NAMES[prefix[1]], found[1]
 
 
 def metadata_text(value: bytes | None, types: frozenset[str] | None = None,
@@ -134,14 +104,14 @@ def metadata_text(value: bytes | None, types: frozenset[str] | None = None,
         skipped = _skipped(value, types)
         if skipped is not None:
             return *skipped, None, ""
-        codec = _codec(value[:3])
-        if codec is not None and codec[1] is not None:
+        found = _text_function(value[:3])
+        if found is not None:
             try:
-                text, end = codec[1](value, 3)
+                text, end = found[0](value, 3)
             except Exception:  # noqa: BLE001 - decoded again below, which names the damage
                 end = -1
             if end == len(value):
-                return value[1], _TYPE_NAMES[value[1]], codec[2], text, ""
+                return value[1], _TYPE_NAMES[value[1]], found[1], text, ""
     type_id, name, version, _, text, error = metadata_value(value, types)
     return type_id, name, version, text, error
 
@@ -153,7 +123,7 @@ def decode_metadata(rec: RecordInfo, key: bytes | None, value: bytes | None, pay
     rec.kind = "metadata"
     if objects and value is not None:
         try:
-            rec.record, rec.version = decode_value(value)
+            rec.record, rec.version = decode_metadata_record(value)
         except DecodeError as e:
             rec.error = str(e)
             return
