@@ -233,11 +233,10 @@ class QuorumController:
             return ControllerResult(None)
         result = ControllerResult(None, records=[], events=[])
         size = self.producer_ids.block_size
-        first = self.producer_ids.next_producer_id
+        first = self.producer_ids.next_producer_id  # then past each block claimed here
         while self.own_ids.wants_block():
             try:
-                first, record = self.producer_ids.generate(
-                    self.settings.node_id, -1, first + size * bool(result.records))
+                first, record = self.producer_ids.generate(self.settings.node_id, -1, first)
             except ProducerIdsExhausted as exc:
                 self.own_ids.exhausted = True
                 result.events.append(f"No producer id block for this node: {exc}")
@@ -246,6 +245,7 @@ class QuorumController:
             result.records.append((record, 0))
             result.events.append(f"Producer ids [{first}, {first + size - 1}] claimed for "
                                  f"this node's InitProducerId answers")
+            first += size
         return result
 
     # --- state ----------------------------------------------------------------------------
