@@ -102,16 +102,12 @@ class Quorum:
         end = storage.metadata_end_offset()
         result = self.controller.handle(
             request, api_version, now_ms=now, next_offset=end, listener=listener)
-        records, txn_records = result.records, result.txn_records
-        for line in result.events:
-            log.info("%s", line)
-        if records or txn_records:  # most answers write nothing
-            # `_write` inlined: append, apply, wake the commit task; the log ends are now
-            # just past this result's records (nothing ran in between).
-            offset, txn_offset = storage.append(result, now)
-            self.controller.apply(result, offset=offset, txn_offset=txn_offset)
-            self._appended.set()
-            end, txn_end = offset + len(records), txn_offset + len(txn_records)
+        written = None
+        if result.records or result.txn_records or result.events:  # most answers have none
+            written = self._write(result, now)
+        if written is not None:
+            # The log ends are now just past this result's records (nothing ran in between).
+            end, txn_end = written[0] + len(result.records), written[1] + len(result.txn_records)
         elif result.respond_before_commit:
             return result.response
         else:
@@ -135,15 +131,17 @@ class Quorum:
         if self._stopping:
             raise NodeStopped("the controller is shutting down")
 
-    def _write(self, result: ControllerResult, now_ms: int) -> bool:
+    def _write(self, result: ControllerResult, now_ms: int) -> tuple[int, int] | None:
+        """Log the result's events; append and apply its records and wake the commit task.
+        The offsets of its first records, or None when it has none."""
         for line in result.events:
             log.info("%s", line)
         if not result.records and not result.txn_records:
-            return False
+            return None
         offset, txn_offset = self.storage.append(result, now_ms)
         self.controller.apply(result, offset=offset, txn_offset=txn_offset)
         self._appended.set()
-        return True
+        return offset, txn_offset
 
     # --- the commit task -----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
