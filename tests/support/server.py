@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -40,10 +41,38 @@ CLIENT_LISTENER = "PLAINTEXT"
 CONTROLLER_LISTENER = "CONTROLLER"
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port free now and outside the kernel's ephemeral range.
+
+    A port the kernel picked for bind(0) comes from the ephemeral range, the same range it draws
+    outgoing connections' source ports from: between this call and the server's bind, any
+    client connection in the suite may take it. Ports below the range are never handed out
+    that way, so only a listener could take one.
+    """
+    low, high = _ephemeral_range()
+    candidates = [p for p in range(10000, 65536) if not low <= p <= high and p not in _HANDED_OUT]
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.choice(candidates)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError("no free port outside the ephemeral range")
 
 
 def probe(host: str, port: int, timeout: float = 1.0) -> bool:
