@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -42,6 +42,16 @@ class RunningNode:
     def submit(self, request: Any, api_version: int, ctx: api.RequestContext) -> Awaitable[Any]:
         # Hands back the quorum's own awaitable: one coroutine less per request.
         return self.quorum.submit(request, api_version, ctx.listener)
+
+    def idempotent_ids(self) -> Callable[[], int | None] | None:
+        """For a run of idempotent InitProducerId requests handled with no await between them:
+        the controller's answers (`QuorumController.idempotent_ids`), or None while the quorum
+        is not running (then `submit` says why). Such an answer writes nothing, so it needs
+        no append and no commit."""
+        quorum = self.quorum
+        if quorum._failed is not None or quorum._stopping:  # as submit checks first
+            return None
+        return quorum.controller.idempotent_ids(quorum.clock_ms())
 
     def describe(self) -> dict[str, Any]:
         return self.quorum.controller.describe()

@@ -184,10 +184,26 @@ class QuorumController:
         result = self.cluster.fence_one_stale_broker(now_ms)
         return result.merge(self._maybe_claim_block(next_offset + len(result.records)))
 
+    @staticmethod
+    def idempotent(request: Any, api_version: int) -> bool:
+        """An InitProducerId that asks for a fresh idempotent id (no transactional id; from v3
+        producer id and epoch both -1 or both set): the requests `idempotent_ids` answers."""
+        return request.transactional_id is None and (
+            api_version < 3 or (request.producer_id == -1) == (request.producer_epoch == -1))
+
+    def idempotent_ids(self, now_ms: int) -> Callable[[], int | None]:
+        """What `handle` decides first for an idempotent InitProducerId, for a run of them at
+        `now_ms` with nothing else handled in between: each call answers one request with a
+        fresh id or NOT_READY (COORDINATOR_LOAD_IN_PROGRESS), or gives None, changing nothing,
+        when `handle` must decide (a claim due, a block switch). Lets a server answer such a
+        run without decoding each request again or building a result per answer."""
+        if now_ms > self.last_now_ms or not self.active:
+            self._clock(now_ms)
+        return self.own_ids.next_quiet_id
+
     def _init_producer_id(self, request: Any, api_version: int, now_ms: int,
                           next_offset: int, listener: str | None = None) -> ControllerResult:
-        if request.transactional_id is None and (
-                api_version < 3 or (request.producer_id == -1) == (request.producer_epoch == -1)):
+        if self.idempotent(request, api_version):
             # Idempotent, the usual case: a fresh id at epoch 0, no record. While the id leaves
             # no prefetch claim due (nearly always), nothing else is looked at.
             pid = self.own_ids.next_quiet_id()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import trio
 from kraftpy.controller import api
-from kraftpy.controller.api.dispatch import CloseConnection, dispatch
+from kraftpy.controller.api.dispatch import CloseConnection, dispatch, quick_answerer
 from kraftpy.controller.config import Endpoint, ServerConfig
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import FrameReader
@@ -256,9 +256,13 @@ class Server:
         outgoing: list[bytes] = []
         idle = self._idle
         now = trio.lowlevel.current_clock().current_time  # trio.current_time, resolved once
+        next_frame = reader.next_frame
+        # Answers the frames it knows (idempotent InitProducerId) in one loop, in order, and
+        # hands over the first other one.
+        quick = quick_answerer(node, context)
         while True:
             try:
-                frame = reader.next_frame()
+                frame = next_frame() if quick is None else quick(next_frame, outgoing)
             except DecodeError as exc:
                 await io.send(outgoing)
                 log.warning("closing connection from %s on %s: %s",

@@ -1,0 +1,264 @@
+"""Quick answers (idempotent InitProducerId by its bytes) answer exactly as the full path does.
+
+Two nodes in the same state, each a real QuorumController behind a Quorum over an in-memory
+log: one is served the way the server serves a connection (`quick_answerer`, then `dispatch`
+for what it hands over), the other by `dispatch` alone. Every answer must be the same bytes
+and the controllers must end in the same state, over every served version, ids running dry
+(COORDINATOR_LOAD_IN_PROGRESS), claims, commits, other requests in between, and with the
+security layer on (ACLs, quotas), where the quick path must leave every request to dispatch.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kraftpy.controller import api
+from kraftpy.controller.api import dispatch as dispatch_module
+from kraftpy.controller.api.dispatch import dispatch, quick_answerer
+from kraftpy.controller.config import build_config
+from kraftpy.controller.node import RunningNode
+from kraftpy.controller.quorum import Quorum
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.security.layer import SecurityLayer
+from kraftpy.controller.settings import ControllerSettings
+from kraftpy.protocol.error_codes import ErrorCode
+from kraftpy.protocol.framing import FrameReader, decode_response, encode_request
+from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
+from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
+
+NOW_MS = 1_700_000_000_000
+CONFIG = {
+    "process.roles": "broker,controller", "node.id": "1",
+    "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+    "controller.listener.names": "CONTROLLER", "metadata.log.dir": "unused",
+}
+SECURITY = {
+    None: {},
+    "acls": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+    "quota": {"quota.request.rate.per.principal": "1000000"},
+}
+
+
+class MemoryLogs:
+    """The quorum's Storage in memory: offsets only, every flush durable."""
+
+    def __init__(self) -> None:
+        self.end = self.txn_end = 0
+
+    def metadata_end_offset(self) -> int:
+        return self.end
+
+    def txn_end_offset(self) -> int:
+        return self.txn_end
+
+    def append(self, result: Any, now_ms: int) -> tuple[int, int]:
+        base = self.end, self.txn_end
+        self.end += len(result.records)
+        self.txn_end += len(result.txn_records)
+        return base
+
+    def flush(self) -> tuple[int, int]:
+        return self.end, self.txn_end
+
+    def after_commit(self, controller: Any, now_ms: int) -> None:
+        return None
+
+
+@dataclass
+class World:
+    node: RunningNode
+    controller: QuorumController
+    logs: MemoryLogs
+    ctx: api.RequestContext
+
+    def write(self, result: Any) -> None:
+        offset, txn_offset = self.logs.append(result, NOW_MS)
+        self.controller.apply(result, offset=offset, txn_offset=txn_offset)
+
+    def commit(self) -> None:
+        """What the commit task does: fsync (here: nothing), on_committed, then the timers."""
+        self.node.quorum.hwm = self.logs.flush()
+        self.controller.on_committed(*self.node.quorum.hwm)
+        self.write(self.controller.tick(now_ms=NOW_MS, next_offset=self.logs.end))
+
+    def state(self) -> tuple:
+        own = self.controller.own_ids
+        return (self.controller.describe(), self.logs.end, own.low_water,
+                own.current and own.current.next_id, len(own.ready), len(own.claims))
+
+
+def world(block_size: int, security: str | None = None) -> World:
+    config = build_config({**CONFIG, **SECURITY[security]})
+    controller = QuorumController(ControllerSettings(
+        cluster_id="quick-answers-cluster", producer_id_block_size=block_size))
+    logs = MemoryLogs()
+    quorum = Quorum(controller, logs, clock_ms=lambda: NOW_MS)
+    node = RunningNode(config, "quick-answers-cluster", quorum, {"metadata.version": (7, 27)})
+    w = World(node, controller, logs, api.RequestContext(
+        listener="PLAINTEXT", listener_type=api.BROKER, security_protocol="PLAINTEXT",
+        client_host="127.0.0.1", client_port=40000))
+    w.write(controller.tick(now_ms=NOW_MS, next_offset=0))  # bootstrap
+    w.commit()
+    w.commit()  # the first own block's claim, now usable
+    if security is not None:
+        layer = SecurityLayer.from_config(config)
+        layer.install(_Hooks(), node)
+        layer.attach_acls(controller)
+        assert layer.checks_requests
+    return w
+
+
+class _Hooks:
+    """What SecurityLayer.install hooks into on a server."""
+
+    def __init__(self) -> None:
+        self.connection_hooks: list = []
+        self.close_hooks: list = []
+
+
+async def serve_quick(w: World, frames: list[bytes]) -> list[bytes]:
+    """As the server's connection loop does: quick answers, the rest through dispatch."""
+    reader = FrameReader()
+    reader.feed(b"".join(struct.pack(">i", len(f)) + f for f in frames))
+    quick = quick_answerer(w.node, w.ctx)
+    assert quick is not None
+    out: list[bytes] = []
+    while (frame := quick(reader.next_frame, out)) is not None:
+        out.append(await dispatch(w.node, frame, w.ctx))
+    return out
+
+
+async def serve_full(w: World, frames: list[bytes]) -> list[bytes]:
+    return [await dispatch(w.node, frame, w.ctx) for frame in frames]
+
+
+@pytest.fixture(autouse=True)
+def forget_quick_requests() -> None:
+    dispatch_module._QUICK.clear()
+
+
+def init(version: int, correlation_id: int, client_id: str | None = "quick", *,
+         producer_id: int = -1, producer_epoch: int = -1, transactional_id: str | None = None,
+         timeout_ms: int = 60000) -> bytes:
+    request = InitProducerIdRequest(transactional_id=transactional_id,
+                                    transaction_timeout_ms=timeout_ms,
+                                    producer_id=producer_id, producer_epoch=producer_epoch)
+    return encode_request(request, version, correlation_id, client_id)[4:]
+
+
+def answer(raw: bytes, version: int) -> tuple[int, Any]:
+    return decode_response(raw[4:], 22, version)
+
+
+async def test_a_pipelined_run_is_answered_quickly_with_the_next_ids(monkeypatch) -> None:
+    w = world(1000)
+    first = await serve_quick(w, [init(4, 1)])  # the full path, which remembers it
+    calls = []
+    real_dispatch = dispatch_module.dispatch
+
+    async def counted(*args: Any) -> bytes:
+        calls.append(args)
+        return await real_dispatch(*args)
+
+    monkeypatch.setattr(dispatch_module, "dispatch", counted)
+    reader = FrameReader()
+    reader.feed(b"".join(struct.pack(">i", len(f)) + f for f in
+                         (init(4, c) for c in range(2, 50))))
+    out: list[bytes] = []
+    quick = quick_answerer(w.node, w.ctx)
+    assert quick is not None and quick(reader.next_frame, out) is None
+    assert calls == []
+    answers = [answer(raw, 4) for raw in first + out]
+    assert [corr for corr, _ in answers] == list(range(1, 50))
+    pids = [r.producer_id for _, r in answers]
+    assert pids == list(range(pids[0], pids[0] + 49))
+    assert all(r.error_code == 0 and r.producer_epoch == 0 for _, r in answers)
+
+
+async def test_other_frames_go_to_dispatch_in_order() -> None:
+    w = world(1000)
+    await serve_quick(w, [init(4, 0)])
+    api_versions = encode_request(ApiVersionsRequest(client_software_name="q",
+                                                     client_software_version="1"), 3, 3)[4:]
+    frames = [init(4, 1), init(4, 2), api_versions, init(4, 4),
+              init(4, 5, producer_id=7),  # INVALID_REQUEST: not idempotent, never remembered
+              init(4, 6, transactional_id=None, timeout_ms=1)]  # new bytes: full path first
+    out = await serve_quick(w, frames)
+    assert [struct.unpack_from(">i", raw, 4)[0] for raw in out] == [1, 2, 3, 4, 5, 6]
+    assert answer(out[4], 4)[1].error_code == ErrorCode.INVALID_REQUEST
+    assert len(dispatch_module._QUICK[api.BROKER]) == 2
+
+
+async def test_a_stopped_quorum_leaves_every_request_to_dispatch() -> None:
+    w = world(1000)
+    await serve_quick(w, [init(4, 1)])
+    w.node.quorum.stop()
+    out = await serve_quick(w, [init(4, 2)])
+    assert answer(out[0], 4)[1].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_the_remembered_requests_are_bounded() -> None:
+    for i in range(dispatch_module.MAX_QUICK + 10):
+        frame = init(4, 1, f"client-{i}")
+        dispatch_module._remember(api.BROKER, frame, InitProducerIdRequest(
+            transactional_id=None, transaction_timeout_ms=60000), 4)
+    assert 0 < len(dispatch_module._QUICK[api.BROKER]) <= dispatch_module.MAX_QUICK
+
+
+def test_only_idempotent_requests_have_a_quick_answer() -> None:
+    from kraftpy.controller.api.init_producer_id import quick_answer
+
+    def q(version: int, **fields: Any) -> Any:
+        return quick_answer(InitProducerIdRequest(**fields), version)
+
+    assert all(q(v, transactional_id=None) is not None for v in range(6))
+    assert q(4, transactional_id="t") is None
+    assert q(3, transactional_id=None, producer_id=5) is None
+    assert q(3, transactional_id=None, producer_id=5, producer_epoch=2) is not None
+
+
+# A request: (version, client id, producer id and epoch given, timeout) or another API.
+requests = st.one_of(
+    st.tuples(st.integers(0, 5), st.sampled_from(["a", "client-b", None, ""]),
+              st.sampled_from([(-1, -1), (-1, -1), (5, -1), (9, 3)]),
+              st.sampled_from([60000, 1000])),
+    st.just("api_versions"),
+)
+steps = st.lists(st.one_of(st.just("commit"), st.lists(requests, min_size=1, max_size=40)),
+                 min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps, block_size=st.sampled_from([3, 10, 1000]),
+       security=st.sampled_from([None, None, "acls", "quota"]))
+async def test_quick_and_full_paths_answer_the_same_bytes(steps: list, block_size: int,
+                                                         security: str | None) -> None:
+    dispatch_module._QUICK.clear()
+    quick_world, full_world = world(block_size, security), world(block_size, security)
+    correlation = 0
+    for step in steps:
+        if step == "commit":
+            quick_world.commit()
+            full_world.commit()
+            continue
+        frames = []
+        for request in step:
+            correlation += 1
+            if request == "api_versions":
+                frames.append(encode_request(ApiVersionsRequest(
+                    client_software_name="q", client_software_version="1"), 3, correlation)[4:])
+                continue
+            version, client_id, (pid, epoch), timeout = request
+            if version < 3:  # no producer id and epoch in the request before v3
+                pid = epoch = -1
+            frames.append(init(version, correlation, client_id, producer_id=pid,
+                               producer_epoch=epoch, timeout_ms=timeout))
+        quick_out = await serve_quick(quick_world, frames)
+        full_out = await serve_full(full_world, frames)
+        assert quick_out == full_out
+        assert quick_world.state() == full_world.state()
