@@ -3,35 +3,56 @@
 Theory of operation. trio runs one task at a time, so a call that does not await is atomic.
 `submit` runs a request through `handle`, appends the result's records (to each log's open
 batch, which the operations of one commit round share, never splitting one) and applies
-them, all without awaiting: operations are serialized exactly as if one task
-ran them from a queue, in arrival order, and the next operation sees the new state, as in
-Kafka's controller. It costs no task switch, so a request that writes nothing (most
-InitProducerId answers) is answered at once. Durability is the commit task's job (`run`):
-whenever something was appended it writes and fsyncs both logs in one round (group commit,
-in a worker thread, while requests keep being handled and appended for the next round), then
-calls `on_committed` and releases every waiting answer the new high watermarks cover. Answers
-follow ControllerResult's rule: at once when they depend on nothing uncommitted, otherwise
-after the fsync that covers everything appended up to and including their own records.
-Timers run through `tick` every 100 ms and right after each commit. A snapshot's records are
-taken on the loop right after a commit (the state there is the replay of everything appended),
-and its file is written in a worker thread, beside later commits, once its offset is durable. A failed write or fsync
-stops the node: memory is then ahead of disk, and only a restart (which replays the log) makes
-them agree again.
+them, all without awaiting: operations are serialized exactly as if one task ran them from a
+queue, in arrival order, and the next operation sees the new state, as in Kafka's controller.
+It costs no task switch, so a request that writes nothing (most InitProducerId answers) is
+answered at once.
+
+Durability is pipelined group commit, as Kafka's controller keeps appending while the raft
+thread flushes the previous batch. A commit round writes what both logs have pending (on the
+loop) and fsyncs it in a worker thread; meanwhile requests keep being handled, applied and
+appended for the next round. When the fsync returns, the round's high watermarks become
+`hwm`, exactly the waiters those cover are released (an answer waits for the first fsync
+that STARTED after its records, and everything appended before them, were written), and the
+next round starts at once if anything is pending. One round is in flight at a time, so the
+high watermark only moves forward. The end of a round is seen by the next `submit` (the
+worker thread publishes its outcome before it wakes the loop), so a busy loop does not defer
+it to the end of its batch of tasks. With no round in flight, the first append starts one at
+once only if enough other tasks are runnable to keep the loop busy for a round; otherwise the
+commit task starts it after them, so a few writers still share one fsync.
+
+Answers follow ControllerResult's rule: at once when they depend on nothing uncommitted,
+otherwise after the fsync that covers everything appended up to and including their own
+records. Timers run through `tick` every 100 ms and after commits. A snapshot's records are
+taken on the loop after a commit (the state there is the replay of everything appended), and
+its file is written in a worker thread, beside later commits, once its offset is durable. A
+failed write or fsync stops the node and fails every answer not yet released: memory is then
+ahead of disk, and only a restart (which replays the log) makes them agree again.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import outcome
 import trio
 from kraftpy.controller.result import ControllerResult
 
 log = logging.getLogger("kraftpy.quorum")
 
 TICK_INTERVAL_S = 0.1
+
+_reschedule = trio.lowlevel.reschedule
+
+
+class FlushRound(Protocol):
+    def fsync(self) -> None: ...
+
+    def release(self) -> None: ...
 
 
 class Storage(Protocol):
@@ -46,10 +67,15 @@ class Storage(Protocol):
         the offsets of its first records."""
 
     def flush(self) -> tuple[int, int]:
-        """Write and fsync both logs; the (metadata, txn) high watermarks. Runs in a thread."""
+        """Write and fsync both logs; the (metadata, txn) high watermarks. Runs in a thread
+        when the storage has no `begin_flush`."""
+
+    # Optional, for pipelined rounds: `begin_flush()` writes what is pending (on the loop)
+    # and returns a FlushRound, whose `fsync()` runs in a worker thread;
+    # `complete_flush(round)` then gives the (metadata, txn) high watermarks it covered.
 
     def after_commit(self, controller: Any, now_ms: int) -> Any:
-        """Housekeeping after each commit (snapshots by policy), on the event loop. May return
+        """Housekeeping after commits (snapshots by policy), on the event loop. May return
         a job (`end_offset`, `write()` for a worker thread once `end_offset` is committed,
         `finish()` back on the loop, `abandon()`), which runs beside the commits."""
 
@@ -62,20 +88,6 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-async def _in_worker_thread(fn: Callable[[], Any]) -> Any:
-    """`fn()` in trio's thread cache, uncancellable: a durable write is never abandoned
-    halfway. Leaner than `trio.to_thread.run_sync` (no limiter, no context copy), which
-    matters once per commit round."""
-    task = trio.lowlevel.current_task()
-    token = trio.lowlevel.current_trio_token()
-
-    def deliver(result: Any) -> None:
-        token.run_sync_soon(trio.lowlevel.reschedule, task, result)
-
-    trio.lowlevel.start_thread_soon(fn, deliver)
-    return await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
-
-
 class Quorum:
     """Owns the controller: `submit` for requests, `run` as the commit-and-timers task."""
 
@@ -86,8 +98,17 @@ class Quorum:
         self.clock_ms = clock_ms
         self.hwm = (storage.metadata_end_offset(), storage.txn_end_offset())
         self.fsyncs = 0
-        self._appended = trio.Event()  # set when records wait for a commit
-        self._committed = trio.Event()  # replaced after every commit round
+        # Waiting answers in append order, so their (metadata end, txn end) only grow:
+        # [end, txn end, task] (task None once cancelled).
+        self._waiters: deque[list[Any]] = deque()
+        self._round: Any = None  # the round being fsynced (a FlushRound, or None)
+        self._in_flight = False
+        self._deferred = False  # the commit task is to start the next round
+        self._synced: outcome.Outcome[Any] | None = None  # its outcome, set by its thread
+        self._rounds = 0  # rounds finished since the commit task last did its housekeeping
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._wake = trio.Event()  # the commit task: a round to start, finish or tidy up
+        self._committed = trio.Event()  # replaced after every round
         self._stopping = False
         self._failed: BaseException | None = None
         self._background: trio.Nursery  # run's nursery: snapshot writes
@@ -105,25 +126,26 @@ class Quorum:
         written = None
         if result.records or result.txn_records or result.events:  # most answers have none
             written = self._write(result, now)
+        if self._synced is not None:  # the round in flight is durable: release its answers
+            self._finish_round()
         if written is not None:
+            if not self._in_flight and not self._deferred:
+                self._kick()
             # The log ends are now just past this result's records (nothing ran in between).
             end, txn_end = written[0] + len(result.records), written[1] + len(result.txn_records)
-        elif result.respond_before_commit:
-            return result.response
         else:
             txn_end = storage.txn_end_offset()
-        if not result.respond_before_commit:
-            # Inline (no coroutine per answer): wait until everything appended so far is durable.
-            while self.hwm[0] < end or self.hwm[1] < txn_end:
-                if self._failed is not None:
-                    raise NodeStopped("the write of this request failed") from self._failed
-                await self._committed.wait()
+        if result.respond_before_commit:
+            return result.response
+        hwm = self.hwm
+        if hwm[0] < end or hwm[1] < txn_end:
+            await self._durable(end, txn_end)
         return result.response
 
     def stop(self) -> None:
         """Refuse new requests; `run` commits what is pending and returns."""
         self._stopping = True
-        self._appended.set()
+        self._wake.set()
 
     def _check_running(self) -> None:
         if self._failed is not None:
@@ -132,45 +154,160 @@ class Quorum:
             raise NodeStopped("the controller is shutting down")
 
     def _write(self, result: ControllerResult, now_ms: int) -> tuple[int, int] | None:
-        """Log the result's events; append and apply its records and wake the commit task.
-        The offsets of its first records, or None when it has none."""
+        """Log the result's events; append and apply its records. The offsets of its first
+        records, or None when it has none."""
         for line in result.events:
             log.info("%s", line)
         if not result.records and not result.txn_records:
             return None
         offset, txn_offset = self.storage.append(result, now_ms)
         self.controller.apply(result, offset=offset, txn_offset=txn_offset)
-        self._appended.set()
         return offset, txn_offset
+
+    async def _durable(self, end: int, txn_end: int) -> None:
+        """Park until `hwm` reaches (end, txn_end); NodeStopped if the node stops first."""
+        waiter = [end, txn_end, trio.lowlevel.current_task()]
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            waiter[2] = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        while True:
+            if self._failed is not None:
+                raise NodeStopped("the write of this request failed") from self._failed
+            if not self._in_flight and not self._deferred and self._pending():
+                self._kick()
+            self._waiters.append(waiter)
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            hwm = self.hwm
+            if hwm[0] >= end and hwm[1] >= txn_end:
+                return
+
+    # --- commit rounds (all on the loop but a round's fsync) ----------------------------------
+    def _pending(self) -> bool:
+        hwm = self.hwm
+        return (self.storage.metadata_end_offset() > hwm[0]
+                or self.storage.txn_end_offset() > hwm[1])
+
+    def _kick(self) -> None:
+        """Records wait and no round is in flight: the commit task starts one once the tasks
+        runnable now have run (they may add to it, so a burst of writers shares one fsync)."""
+        self._deferred = True
+        self._wake.set()
+
+    def _start_round(self) -> None:
+        """Write what is pending and fsync it in a worker thread (the loop keeps going)."""
+        if self._token is None:
+            self._token = trio.lowlevel.current_trio_token()
+        self._in_flight = True
+        self._deferred = False
+        try:
+            begin = getattr(self.storage, "begin_flush", None)
+            if begin is None:
+                self._round = None
+                fsync = self.storage.flush
+            else:
+                self._round = begin()
+                fsync = self._round.fsync
+        except BaseException as exc:
+            self._in_flight = False
+            self._fail(exc)
+            return
+        trio.lowlevel.start_thread_soon(fsync, self._deliver)
+
+    def _deliver(self, synced: outcome.Outcome[Any]) -> None:
+        """In the worker thread: publish the outcome first (the next `submit` may finish the
+        round from it), then wake the loop in case nothing runs there."""
+        self._synced = synced
+        assert self._token is not None
+        self._token.run_sync_soon(self._on_synced)
+
+    def _on_synced(self) -> None:
+        if self._synced is not None:
+            self._finish_round()
+
+    def _finish_round(self) -> None:
+        """On the loop: move `hwm`, release what the round covered, start the next one."""
+        synced, self._synced = self._synced, None
+        flush, self._round = self._round, None
+        self._in_flight = False
+        try:
+            assert synced is not None
+            value = synced.unwrap()
+            hwm = value if flush is None else self.storage.complete_flush(flush)
+            self.fsyncs += 1
+            self.hwm = (hwm[0], hwm[1])
+            self.controller.on_committed(hwm[0], hwm[1])
+        except BaseException as exc:
+            if flush is not None:
+                flush.release()
+            self._fail(exc)
+            return
+        self._release()
+        done, self._committed = self._committed, trio.Event()
+        done.set()
+        self._rounds += 1
+        self._wake.set()
+        if self._pending():
+            self._start_round()
+
+    def _release(self) -> None:
+        hwm, txn_hwm = self.hwm
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters[0]
+            if waiter[0] > hwm or waiter[1] > txn_hwm:
+                break
+            waiters.popleft()
+            if waiter[2] is not None:
+                _reschedule(waiter[2])
+
+    def _fail(self, exc: BaseException) -> None:
+        """A write or fsync failed: stop, and fail every answer still waiting."""
+        if self._failed is None:
+            self._failed = exc
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            if waiter[2] is not None:
+                _reschedule(waiter[2])
+        self._committed.set()
+        self._wake.set()
 
     # --- the commit task -----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._token = trio.lowlevel.current_trio_token()
         task_status.started()
         next_tick = trio.current_time()
         try:
             async with trio.open_nursery() as self._background:  # snapshot writes
                 while True:
-                    with trio.move_on_at(next_tick):
-                        await self._appended.wait()
+                    if self._failed is not None:
+                        raise self._failed
+                    if self._rounds:
+                        self._rounds = 0
+                        self._after_commit()
+                        self._tick()  # timers the commit made due (e.g. id prefetch)
                     if trio.current_time() >= next_tick:
                         self._tick()
                         next_tick = trio.current_time() + TICK_INTERVAL_S
-                    if self._pending():
-                        await self._commit()
-                        self._tick()  # timers the commit made due (e.g. id prefetch)
-                        if self._pending():
-                            continue
-                    if self._stopping and not self._pending():
+                    if self._synced is not None:
+                        self._finish_round()
+                    if not self._in_flight and self._pending() and self._failed is None:
+                        self._start_round()
+                    if self._stopping and not self._in_flight and not self._pending():
                         break
+                    if self._rounds or self._failed is not None:
+                        continue
+                    with trio.move_on_at(next_tick):
+                        await self._wake.wait()
+                    self._wake = trio.Event()
+                if self._failed is not None:
+                    raise self._failed
         except BaseException as exc:
-            self._failed = exc
+            self._fail(exc)
             raise
         finally:
             self._committed.set()
-
-    def _pending(self) -> bool:
-        end = (self.storage.metadata_end_offset(), self.storage.txn_end_offset())
-        return end[0] > self.hwm[0] or end[1] > self.hwm[1]
 
     def _tick(self) -> None:
         if self._failed is not None:
@@ -179,14 +316,7 @@ class Quorum:
         self._write(self.controller.tick(now_ms=now,
                                          next_offset=self.storage.metadata_end_offset()), now)
 
-    async def _commit(self) -> None:
-        self._appended = trio.Event()
-        hwm, txn_hwm = await _in_worker_thread(self.storage.flush)
-        self.fsyncs += 1
-        self.hwm = (hwm, txn_hwm)
-        self.controller.on_committed(hwm, txn_hwm)
-        done, self._committed = self._committed, trio.Event()
-        done.set()
+    def _after_commit(self) -> None:
         job = self.storage.after_commit(self.controller, self.clock_ms())
         if callable(getattr(job, "write", None)):
             self._background.start_soon(self._write_snapshot, job)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.controller.log import files
-from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.log.partition_log import FlushTicket, PartitionLog
 from kraftpy.controller.log.retention import RetentionPolicy, SnapshotInfo, snapshots_to_drop
 from kraftpy.controller.log.snapshots import (
     Snapshot,
@@ -185,6 +185,25 @@ class SnapshotJob:
     def abandon(self) -> None:
         """The write failed or never ran: a later commit may try again."""
         self.storage._job = None
+
+
+@dataclass
+class FlushRound:
+    """What one commit round's fsync covers: each log's written bytes up to an end offset."""
+
+    metadata: FlushTicket
+    txn: FlushTicket | None
+
+    def fsync(self) -> None:
+        self.metadata.fsync()
+        if self.txn is not None:
+            self.txn.fsync()
+
+    def release(self) -> None:
+        """Close the round's file handles (after its fsync, or when it is abandoned)."""
+        self.metadata.release()
+        if self.txn is not None:
+            self.txn.release()
 
 
 @dataclass
@@ -478,6 +497,21 @@ class MetadataStorage:
         """fsync both logs (one write + one fsync each); returns the high watermarks."""
         hwm = self.metadata.flush()
         txn_hwm = self.txn.flush() if self.txn is not None else 0
+        return hwm, txn_hwm
+
+    def begin_flush(self) -> FlushRound:
+        """`flush` in three steps for a pipelined commit: this writes what both logs have
+        pending (on the caller's thread); `FlushRound.fsync` may then run in a worker thread
+        while later operations are appended; `complete_flush` moves the high watermarks to
+        what the round covered, and no further."""
+        return FlushRound(self.metadata.begin_flush(),
+                          self.txn.begin_flush() if self.txn is not None else None)
+
+    def complete_flush(self, flush: FlushRound) -> tuple[int, int]:
+        """After `flush.fsync()` returned: the new (metadata, txn) high watermarks."""
+        flush.release()
+        hwm = self.metadata.complete_flush(flush.metadata)
+        txn_hwm = self.txn.complete_flush(flush.txn) if self.txn is not None and flush.txn else 0
         return hwm, txn_hwm
 
     def after_commit(self, controller: Any, now_ms: int) -> SnapshotId | SnapshotJob | None:

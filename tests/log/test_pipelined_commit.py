@@ -1,0 +1,176 @@
+"""Pipelined commit rounds on a real MetadataStorage: an answer waits for a round whose fsync
+began after its records were written; a failed round fails every answer not yet released."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import trio
+from kraftpy.controller.log.storage import FlushRound, MetadataStorage, format_storage
+from kraftpy.controller.quorum import NodeStopped, Quorum
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.settings import ControllerSettings
+from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraftpy.protocol.messages.broker_registration_request import (
+    BrokerRegistrationRequest,
+    Feature,
+    Listener,
+)
+
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+class GatedFsync:
+    """FlushRound.fsync that parks each round until the test lets it go, recording what each
+    round covered (its metadata ticket's end offset) when its fsync began."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.began: list[int] = []
+        self.gates: list[threading.Event] = []
+        self.fail_round: int | None = None
+        self._lock = threading.Lock()
+        real = FlushRound.fsync
+        gated = self
+
+        def fsync(flush: FlushRound) -> None:
+            with gated._lock:
+                index = len(gated.began)
+                gated.began.append(flush.metadata.end_offset)
+                gate = gated.gate(index)
+            assert gate.wait(10), "the test never opened this round"
+            if gated.fail_round == index:
+                raise OSError(5, "Input/output error")
+            real(flush)
+
+        monkeypatch.setattr(FlushRound, "fsync", fsync)
+
+    def gate(self, index: int) -> threading.Event:
+        while len(self.gates) <= index:
+            self.gates.append(threading.Event())
+        return self.gates[index]
+
+    def open(self, index: int) -> None:
+        with self._lock:
+            self.gate(index).set()
+
+
+def _open(d: Path) -> tuple[MetadataStorage, QuorumController]:
+    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    storage = MetadataStorage.open(d, node_id=1)
+    settings = ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
+    controller = QuorumController(settings)
+    storage.replay_into(controller)
+    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    now = int(time.time() * 1000)
+    epoch = storage.begin_epoch(now_ms=now)
+    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    controller.activate(leader_epoch=epoch, now_ms=now)
+    return storage, controller
+
+
+def _registration(broker_id: int) -> BrokerRegistrationRequest:
+    return BrokerRegistrationRequest(
+        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=19092 + broker_id,
+                            security_protocol=0)],
+        features=[Feature(name="metadata.version", min_supported_version=7,
+                          max_supported_version=27)],
+        rack=None, log_dirs=[uuid.uuid4()])
+
+
+async def _broker(quorum: Quorum, broker_id: int) -> AllocateProducerIdsRequest:
+    registered = await quorum.submit(_registration(broker_id), 4)
+    assert registered.error_code == 0, registered
+    beat = await quorum.submit(BrokerHeartbeatRequest(
+        broker_id=broker_id, broker_epoch=registered.broker_epoch,
+        current_metadata_offset=quorum.storage.metadata_end_offset(),
+        want_fence=False, want_shut_down=False), 1)
+    assert not beat.is_fenced, beat
+    return AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=registered.broker_epoch)
+
+
+async def _wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    with trio.fail_after(10):
+        while not condition():
+            await trio.sleep(0.001)
+    assert condition(), what
+
+
+async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage, controller = _open(tmp_path / "data")
+    quorum = Quorum(controller, storage)
+    answered: dict[str, object] = {}
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            first, second = await _broker(quorum, 2), await _broker(quorum, 3)
+            gated = GatedFsync(monkeypatch)
+            rounds_before = quorum.fsyncs
+
+            async def ask(name: str, request: AllocateProducerIdsRequest) -> None:
+                answered[name] = await quorum.submit(request, 0)
+
+            nursery.start_soon(ask, "a", first)
+            await _wait_for(lambda: gated.began, "round 1 to reach its fsync")
+            a_end = storage.metadata_end_offset()
+            assert gated.began == [a_end]  # round 1 covers A's record, and nothing after it
+            nursery.start_soon(ask, "b", second)  # appended while round 1 is being fsynced
+            await _wait_for(lambda: storage.metadata_end_offset() == a_end + 1, "B's append")
+            assert "b" not in answered and "a" not in answered and quorum.hwm[0] < a_end
+
+            gated.open(0)  # round 1 is durable: it releases A only
+            await _wait_for(lambda: "a" in answered, "A's answer")
+            assert quorum.hwm[0] == a_end and storage.metadata.high_watermark == a_end
+            await _wait_for(lambda: len(gated.began) == 2, "round 2 to start at once")
+            assert gated.began[1] == a_end + 1
+            await trio.sleep(0.05)
+            assert "b" not in answered  # B's bytes came after round 1 began
+
+            gated.open(1)
+            await _wait_for(lambda: "b" in answered, "B's answer")
+            assert quorum.hwm[0] == a_end + 1 and quorum.fsyncs == rounds_before + 2
+            a, b = answered["a"], answered["b"]
+            assert a.error_code == b.error_code == 0  # type: ignore[attr-defined]
+            assert b.producer_id_start == a.producer_id_start + a.producer_id_len  # type: ignore[attr-defined]
+            quorum.stop()
+    finally:
+        storage.close()
+
+
+async def test_a_failed_round_fails_the_answers_appended_during_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage, controller = _open(tmp_path / "data")
+    quorum = Quorum(controller, storage)
+    outcomes: dict[str, object] = {}
+    with pytest.raises(BaseExceptionGroup) as failure:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            first, second = await _broker(quorum, 2), await _broker(quorum, 3)
+            durable = quorum.hwm
+            gated = GatedFsync(monkeypatch)
+            gated.fail_round = 0
+
+            async def ask(name: str, request: AllocateProducerIdsRequest) -> None:
+                try:
+                    outcomes[name] = await quorum.submit(request, 0)
+                except NodeStopped as exc:
+                    outcomes[name] = exc
+
+            nursery.start_soon(ask, "a", first)
+            await _wait_for(lambda: gated.began, "round 1 to reach its fsync")
+            nursery.start_soon(ask, "b", second)
+            await _wait_for(lambda: storage.metadata_end_offset() > gated.began[0], "B's append")
+            gated.open(0)
+            await trio.sleep(5)  # the failure ends the nursery well before this
+    assert failure.group_contains(OSError)
+    assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["b"], NodeStopped)
+    assert quorum.hwm == durable and len(gated.began) == 1  # no round after the failed one
+    with pytest.raises(NodeStopped):
+        await quorum.submit(first, 0)
+    storage.close()
