@@ -43,15 +43,17 @@ class RunningNode:
         # Hands back the quorum's own awaitable: one coroutine less per request.
         return self.quorum.submit(request, api_version, ctx.listener)
 
-    def idempotent_ids(self) -> Callable[[], int | None] | None:
+    def idempotent_ids(self) -> tuple[int, int, Callable[[int], None]] | None:
         """For a run of idempotent InitProducerId requests handled with no await between them:
-        the controller's answers (`QuorumController.idempotent_ids`), or None while the quorum
-        is not running (then `submit` says why). Such an answer writes nothing, so it needs
-        no append and no commit."""
+        the controller's answers (`QuorumController.idempotent_ids`) and the function that
+        takes the ids used; None while the quorum is not running (then `submit` says why).
+        Such an answer writes nothing, so it needs no append and no commit."""
         quorum = self.quorum
         if quorum._failed is not None or quorum._stopping:  # as submit checks first
             return None
-        return quorum.controller.idempotent_ids(quorum.clock_ms())
+        controller = quorum.controller
+        run = controller.idempotent_ids(quorum.clock_ms())
+        return None if run is None else (*run, controller.hand_out_idempotent_ids)
 
     def describe(self) -> dict[str, Any]:
         return self.quorum.controller.describe()

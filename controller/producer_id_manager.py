@@ -94,6 +94,30 @@ class ProducerIdManager:
         cur.next_id = pid + 1
         return pid
 
+    def quiet_run(self) -> tuple[int, int] | None:
+        """What `next_quiet_id` would give call after call from now, at once and changing
+        nothing: (first, end) for the ids first, first + 1, ... below end (then None), or
+        (NOT_READY, NOT_READY) for NOT_READY every time, or None. `hand_out` takes them."""
+        cur = self.current
+        if cur is None or cur.next_id - cur.first >= cur.size:
+            claims = self.claims
+            if not self.ready and claims and not self.exhausted \
+                    and self._dry_claim is claims[0] \
+                    and len(claims) * self.block_size > self.low_water:
+                return NOT_READY, NOT_READY
+            return None
+        end = cur.first + cur.size
+        if not self.exhausted:  # an id leaving low_water or fewer would make a claim due
+            end = min(end, end - 1 + (len(self.ready) + len(self.claims)) * self.block_size
+                      - self.low_water)
+        return (cur.next_id, end) if end > cur.next_id else None
+
+    def hand_out(self, next_id: int) -> None:
+        """The ids of `quiet_run` below `next_id` were handed out."""
+        cur = self.current
+        assert cur is not None and cur.next_id <= next_id <= cur.first + cur.size
+        cur.next_id = next_id
+
     def _ran_dry(self) -> None:
         """A request found no id ready: keep a larger reserve (once per claim)."""
         if self._dry_claim is not self.claims[0]:

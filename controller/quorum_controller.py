@@ -191,15 +191,19 @@ class QuorumController:
         return request.transactional_id is None and (
             api_version < 3 or (request.producer_id == -1) == (request.producer_epoch == -1))
 
-    def idempotent_ids(self, now_ms: int) -> Callable[[], int | None]:
-        """What `handle` decides first for an idempotent InitProducerId, for a run of them at
-        `now_ms` with nothing else handled in between: each call answers one request with a
-        fresh id or NOT_READY (COORDINATOR_LOAD_IN_PROGRESS), or gives None, changing nothing,
-        when `handle` must decide (a claim due, a block switch). Lets a server answer such a
-        run without decoding each request again or building a result per answer."""
+    def idempotent_ids(self, now_ms: int) -> tuple[int, int] | None:
+        """What `handle` decides first for idempotent InitProducerIds, for a run of them at
+        `now_ms` with nothing else handled in between, changing nothing: (first, end), the
+        ids it would give one request after another (then it must decide more: a claim
+        due, a block switch); (NOT_READY, NOT_READY), COORDINATOR_LOAD_IN_PROGRESS for each;
+        or None: `handle` decides. `hand_out_idempotent_ids(next)` takes the ids below next.
+        Lets a server answer such a run without decoding each request or building results."""
         if now_ms > self.last_now_ms or not self.active:
             self._clock(now_ms)
-        return self.own_ids.next_quiet_id
+        return self.own_ids.quiet_run()
+
+    def hand_out_idempotent_ids(self, next_id: int) -> None:
+        self.own_ids.hand_out(next_id)
 
     def _init_producer_id(self, request: Any, api_version: int, now_ms: int,
                           next_offset: int, listener: str | None = None) -> ControllerResult:

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import trio
 from kraftpy.controller import api
-from kraftpy.controller.api.dispatch import CloseConnection, dispatch, quick_answerer
+from kraftpy.controller.api.dispatch import CloseConnection, dispatch
+from kraftpy.controller.api.quick import QuickAnswers
 from kraftpy.controller.config import Endpoint, ServerConfig
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import FrameReader
@@ -259,10 +260,10 @@ class Server:
         next_frame = reader.next_frame
         # Answers the frames it knows (idempotent InitProducerId) in one loop, in order, and
         # hands over the first other one.
-        quick = quick_answerer(node, context)
+        quick = QuickAnswers.for_connection(node, context, self.config.socket_request_max_bytes)
         while True:
             try:
-                frame = next_frame() if quick is None else quick(next_frame, outgoing)
+                frame = next_frame() if quick is None else quick.frames(next_frame, outgoing)
             except DecodeError as exc:
                 await io.send(outgoing)
                 log.warning("closing connection from %s on %s: %s",
@@ -284,6 +285,10 @@ class Server:
                     del idle[raw]
                 if not data:
                     return
+                if quick is not None and not reader.buffered:  # data starts with a frame
+                    taken = quick.received(data, outgoing)
+                    if taken:
+                        data = data[taken:]
                 reader.feed(data)
                 continue
             try:

@@ -8,14 +8,8 @@ Routing costs one dict lookup: per listener type, a table built once maps the fr
 four bytes (api key, api version) to everything the request needs (handler, header version,
 the generated header and body decoders, response header). The decoders read the frame in
 place; frames not in the table, or that do not decode, take the checked path, which says why.
-
-Quick answers: an idempotent InitProducerId is the same bytes every time for one client and
-version, but for its correlation id. The full path remembers those bytes once it has decoded
-such a request (per listener type); `quick_answerer` answers a remembered frame by its bytes
-alone with the controller's next id (`Node.idempotent_ids`), in one synchronous loop over the
-frames of a receive: no decode, context, coroutine or result object per request. It answers
-only where the full path would decide nothing else (no security checks configured, the
-quorum running, no claim due); any other frame goes to `dispatch`, in order.
+Routes of InitProducerId `remember` the idempotent requests they decode, so that later
+frames with the same bytes get quick answers (`quick.py`).
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.controller import api
-from kraftpy.controller.api import api_versions, init_producer_id
+from kraftpy.controller.api import api_versions, init_producer_id, quick
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import encode_response, frame_response, read_request_header
 from kraftpy.protocol.messages.request_header import RequestHeader
@@ -56,9 +50,6 @@ class Route:
 
 
 _ROUTES: dict[str, dict[bytes, Route]] = {}
-# Per listener type: a frame's bytes without its correlation id (bytes 4-8) -> how to answer it.
-_QUICK: dict[str, dict[bytes, init_producer_id.QuickAnswer]] = {}
-MAX_QUICK = 1024  # distinct requests remembered per listener type (client ids, versions)
 
 
 def routes(listener_type: str) -> dict[bytes, Route]:
@@ -99,7 +90,7 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
         raise _undecodable(route, frame)
     api_version = route.api_version
     if route.quick:
-        _remember(conn.listener_type, frame, request, api_version)
+        quick.remember(conn.listener_type, frame, request, api_version)
     # The connection's context for this request: a copy, far cheaper than replace().
     ctx = _new(_RequestContext)
     fields = ctx.__dict__
@@ -117,64 +108,6 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
         response = denied if denied is not None else await handler.handle(node, request, ctx)
         response = security.after(ctx, route.api_key, request, response)
     return frame_response(header.correlation_id, route.flexible_response, response, api_version)
-
-
-def _remember(listener_type: str, frame: bytes, request: Any, api_version: int) -> None:
-    """Keep a decoded idempotent InitProducerId's bytes for `quick_answerer`."""
-    key = frame[:4] + frame[8:]
-    known = _QUICK.setdefault(listener_type, {})
-    if key in known:
-        return
-    pieces = init_producer_id.quick_answer(request, api_version)
-    if pieces is not None:
-        if len(known) >= MAX_QUICK:
-            known.clear()
-        known[key] = pieces
-
-
-# (next_frame, outgoing) -> the first frame that needs `dispatch`, or None when none is left
-QuickAnswerer = Callable[[Callable[[], bytes | None], list[bytes]], bytes | None]
-
-
-def quick_answerer(node: api.Node, conn: api.RequestContext) -> QuickAnswerer | None:
-    """A connection's quick answers: takes frames from `next_frame` and, while each is one the
-    full path remembered, appends its framed answer to `outgoing`. None when the node gives
-    no ids this way (then every frame goes to `dispatch`)."""
-    ids_for: Callable[[], Callable[[], int | None] | None] | None = getattr(
-        node, "idempotent_ids", None)
-    if ids_for is None:
-        return None
-    known = _QUICK.setdefault(conn.listener_type, {})
-    get = known.get
-
-    def answer_quickly(next_frame: Callable[[], bytes | None], outgoing: list[bytes]
-                       ) -> bytes | None:
-        frame = next_frame()
-        if frame is None or not known:
-            return frame
-        security = getattr(node, "security", None)
-        if security is not None and security.checks_requests:
-            return frame  # the full path decides who may ask, and throttles
-        ids = None  # the controller's, asked for at the first remembered frame
-        append = outgoing.append
-        while True:
-            quick = get(frame[:4] + frame[8:])
-            if quick is None:
-                return frame
-            if ids is None:
-                ids = ids_for()
-                if ids is None:
-                    return frame
-            pid = ids()
-            if pid is None:  # the controller must decide more (a claim due): the full path
-                return frame
-            head, pack, not_ready = quick
-            append(head + frame[4:8] + (pack(pid) if pid >= 0 else not_ready))
-            frame = next_frame()
-            if frame is None:
-                return None
-
-    return answer_quickly
 
 
 def _undecodable(route: Route, frame: bytes) -> CloseConnection:

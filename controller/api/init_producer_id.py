@@ -8,8 +8,8 @@ PRODUCER_FENCED does not exist: it is sent as INVALID_PRODUCER_EPOCH, as Kafka d
 Skipped: v6 (KIP-939 two-phase commit); Kafka 4.1 does not serve it either.
 
 Idempotent requests (no transactional id), most of a busy client listener's traffic, have a
-byte-level answer as well (`quick_answer`, used by dispatch's `quick_answerer`): the same
-bytes as this handler's, packed in one go around the controller's id.
+byte-level answer as well (`quick_answer`, for `quick.py`): the same bytes as this handler's,
+packed in one go around the controller's id.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ LISTENERS = (api.BROKER,)
 REQUEST = InitProducerIdRequest
 
 
-# The quick answer's pieces: size prefix, id -> the bytes after the correlation id, and the
-# bytes after the correlation id of the COORDINATOR_LOAD_IN_PROGRESS answer (no id ready).
-QuickAnswer = tuple[bytes, Callable[[int], bytes], bytes]
+# The quick answer's pieces (controller/api/quick.py): the frame size, pack(size, correlation
+# id bytes, id) -> the framed answer; and the size prefix and the bytes after the correlation
+# id of the COORDINATOR_LOAD_IN_PROGRESS answer (no id ready).
+QuickAnswer = tuple[int, Callable[[int, bytes, int], bytes], bytes, bytes]
 
 
 def quick_answer(request: InitProducerIdRequest, api_version: int) -> QuickAnswer | None:
@@ -59,16 +60,17 @@ def _quick_pieces(api_version: int) -> QuickAnswer | None:
     at = marked.find(marker.to_bytes(8, "big"))
     if at < 8:
         return None
-    pack = struct.Struct(f">{at - 8}xq{len(marked) - at - 8}x").pack
+    pack = struct.Struct(f">i4s{at - 8}xq{len(marked) - at - 8}x").pack
     head = marked[:4]
+    size = int.from_bytes(head, "big", signed=True)
     not_ready = full(error_response(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
     for pid in (0, 1, 1000, marker, 2**63 - 1):
         expected = full(InitProducerIdResponse(producer_id=pid, producer_epoch=0))
-        if head + expected[4:8] + pack(pid) != expected:
+        if pack(size, expected[4:8], pid) != expected:
             return None
     if not_ready[:4] != head:
         return None
-    return head, pack, not_ready[8:]
+    return size, pack, head, not_ready[8:]
 
 
 def error_response(code: int) -> InitProducerIdResponse:

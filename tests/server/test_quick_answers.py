@@ -1,8 +1,9 @@
 """Quick answers (idempotent InitProducerId by its bytes) answer exactly as the full path does.
 
 Two nodes in the same state, each a real QuorumController behind a Quorum over an in-memory
-log: one is served the way the server serves a connection (`quick_answerer`, then `dispatch`
-for what it hands over), the other by `dispatch` alone. Every answer must be the same bytes
+log: one is served the way the server serves a connection (receives of any size; quick
+answers for each receive and for the FrameReader's frames, `dispatch` for what they hand
+over), the other by `dispatch` alone. Every answer must be the same bytes
 and the controllers must end in the same state, over every served version, ids running dry
 (COORDINATOR_LOAD_IN_PROGRESS), claims, commits, other requests in between, and with the
 security layer on (ACLs, quotas), where the quick path must leave every request to dispatch.
@@ -19,9 +20,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kraftpy.controller import api
 from kraftpy.controller.api import dispatch as dispatch_module
-from kraftpy.controller.api.dispatch import dispatch, quick_answerer
+from kraftpy.controller.api import quick as quick_module
+from kraftpy.controller.api.dispatch import dispatch
+from kraftpy.controller.api.quick import QuickAnswers
 from kraftpy.controller.config import build_config
 from kraftpy.controller.node import RunningNode
+from kraftpy.controller.producer_id_manager import NOT_READY, ProducerIdManager
 from kraftpy.controller.quorum import Quorum
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.security.layer import SecurityLayer
@@ -121,15 +125,23 @@ class _Hooks:
         self.close_hooks: list = []
 
 
-async def serve_quick(w: World, frames: list[bytes]) -> list[bytes]:
-    """As the server's connection loop does: quick answers, the rest through dispatch."""
+async def serve_quick(w: World, frames: list[bytes], receive_size: int = 65536
+                      ) -> list[bytes]:
+    """As the server's connection loop does, the frames arriving `receive_size` bytes at a
+    time: quick answers, the rest through dispatch."""
+    data = b"".join(struct.pack(">i", len(f)) + f for f in frames)
     reader = FrameReader()
-    reader.feed(b"".join(struct.pack(">i", len(f)) + f for f in frames))
-    quick = quick_answerer(w.node, w.ctx)
+    quick = QuickAnswers.for_connection(w.node, w.ctx, 1 << 20)
     assert quick is not None
     out: list[bytes] = []
-    while (frame := quick(reader.next_frame, out)) is not None:
-        out.append(await dispatch(w.node, frame, w.ctx))
+    for at in range(0, len(data), receive_size):
+        received = data[at:at + receive_size]
+        if not reader.buffered:
+            received = received[quick.received(received, out):]
+        reader.feed(received)
+        while (frame := quick.frames(reader.next_frame, out)) is not None:
+            out.append(await dispatch(w.node, frame, w.ctx))
+    assert not reader.buffered
     return out
 
 
@@ -139,7 +151,7 @@ async def serve_full(w: World, frames: list[bytes]) -> list[bytes]:
 
 @pytest.fixture(autouse=True)
 def forget_quick_requests() -> None:
-    dispatch_module._QUICK.clear()
+    quick_module.forget()
 
 
 def init(version: int, correlation_id: int, client_id: str | None = "quick", *,
@@ -166,12 +178,10 @@ async def test_a_pipelined_run_is_answered_quickly_with_the_next_ids(monkeypatch
         return await real_dispatch(*args)
 
     monkeypatch.setattr(dispatch_module, "dispatch", counted)
-    reader = FrameReader()
-    reader.feed(b"".join(struct.pack(">i", len(f)) + f for f in
-                         (init(4, c) for c in range(2, 50))))
+    data = b"".join(struct.pack(">i", len(f)) + f for f in (init(4, c) for c in range(2, 50)))
     out: list[bytes] = []
-    quick = quick_answerer(w.node, w.ctx)
-    assert quick is not None and quick(reader.next_frame, out) is None
+    quick = QuickAnswers.for_connection(w.node, w.ctx, 1 << 20)
+    assert quick is not None and quick.received(data, out) == len(data)
     assert calls == []
     answers = [answer(raw, 4) for raw in first + out]
     assert [corr for corr, _ in answers] == list(range(1, 50))
@@ -191,7 +201,7 @@ async def test_other_frames_go_to_dispatch_in_order() -> None:
     out = await serve_quick(w, frames)
     assert [struct.unpack_from(">i", raw, 4)[0] for raw in out] == [1, 2, 3, 4, 5, 6]
     assert answer(out[4], 4)[1].error_code == ErrorCode.INVALID_REQUEST
-    assert len(dispatch_module._QUICK[api.BROKER]) == 2
+    assert len(quick_module._KNOWN[api.BROKER]) == 2
 
 
 async def test_a_stopped_quorum_leaves_every_request_to_dispatch() -> None:
@@ -203,11 +213,11 @@ async def test_a_stopped_quorum_leaves_every_request_to_dispatch() -> None:
 
 
 def test_the_remembered_requests_are_bounded() -> None:
-    for i in range(dispatch_module.MAX_QUICK + 10):
+    for i in range(quick_module.MAX_KNOWN + 10):
         frame = init(4, 1, f"client-{i}")
-        dispatch_module._remember(api.BROKER, frame, InitProducerIdRequest(
+        quick_module.remember(api.BROKER, frame, InitProducerIdRequest(
             transactional_id=None, transaction_timeout_ms=60000), 4)
-    assert 0 < len(dispatch_module._QUICK[api.BROKER]) <= dispatch_module.MAX_QUICK
+    assert 0 < len(quick_module._KNOWN[api.BROKER]) <= quick_module.MAX_KNOWN
 
 
 def test_only_idempotent_requests_have_a_quick_answer() -> None:
@@ -235,10 +245,12 @@ steps = st.lists(st.one_of(st.just("commit"), st.lists(requests, min_size=1, max
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=steps, block_size=st.sampled_from([3, 10, 1000]),
-       security=st.sampled_from([None, None, "acls", "quota"]))
+       security=st.sampled_from([None, None, "acls", "quota"]),
+       receive_size=st.sampled_from([65536, 65536, 1, 7, 36, 100]))
 async def test_quick_and_full_paths_answer_the_same_bytes(steps: list, block_size: int,
-                                                         security: str | None) -> None:
-    dispatch_module._QUICK.clear()
+                                                         security: str | None,
+                                                         receive_size: int) -> None:
+    quick_module.forget()
     quick_world, full_world = world(block_size, security), world(block_size, security)
     correlation = 0
     for step in steps:
@@ -258,7 +270,77 @@ async def test_quick_and_full_paths_answer_the_same_bytes(steps: list, block_siz
                 pid = epoch = -1
             frames.append(init(version, correlation, client_id, producer_id=pid,
                                producer_epoch=epoch, timeout_ms=timeout))
-        quick_out = await serve_quick(quick_world, frames)
+        quick_out = await serve_quick(quick_world, frames, receive_size)
         full_out = await serve_full(full_world, frames)
         assert quick_out == full_out
         assert quick_world.state() == full_world.state()
+
+
+# The manager's states: (operation, argument) applied in order, then the run is compared.
+manager_ops = st.lists(st.one_of(
+    st.tuples(st.just("claim"), st.integers(1, 3)),  # claims, replayed, maybe committed
+    st.tuples(st.just("commit"), st.just(0)),
+    st.tuples(st.just("next_id"), st.integers(1, 40)),
+    st.tuples(st.just("quiet"), st.integers(1, 40)),
+    st.tuples(st.just("exhaust"), st.just(0)),
+), max_size=25)
+
+
+def _drive(ops: list, block_size: int) -> ProducerIdManager:
+    from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+
+    own = ProducerIdManager(1, block_size, 0.9)
+    offset = next_first = 0
+    for op, arg in ops:
+        if op == "claim":
+            for _ in range(arg):
+                own.claimed(offset)
+                next_first += block_size
+                own.on_replay(ProducerIdsRecord(broker_id=1, broker_epoch=-1,
+                                                next_producer_id=next_first), offset)
+                offset += 1
+        elif op == "commit":
+            own.on_committed(offset)
+        elif op == "next_id":
+            for _ in range(arg):
+                own.next_id()
+        elif op == "quiet":
+            for _ in range(arg):
+                own.next_quiet_id()
+        else:
+            own.exhausted = True
+    return own
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=manager_ops, block_size=st.sampled_from([1, 3, 10, 50]), used=st.integers(0, 200))
+def test_a_quiet_run_is_what_next_quiet_id_gives_call_after_call(ops: list, block_size: int,
+                                                                used: int) -> None:
+    one_by_one, at_once = _drive(ops, block_size), _drive(ops, block_size)
+    run = at_once.quiet_run()
+    given_ids = []
+    for _ in range(used + 2):
+        pid = one_by_one.next_quiet_id()
+        given_ids.append(pid)
+        if pid is None:
+            break
+    if run is None:
+        assert given_ids[0] is None
+        return
+    first, end = run
+    if first == NOT_READY:
+        assert set(given_ids) == {NOT_READY}
+        return
+    assert first < end
+    expected = list(range(first, end))[:used + 2]
+    assert given_ids[:len(expected)] == expected
+    if len(given_ids) > len(expected):
+        assert given_ids[len(expected)] is None  # the run ends where next_quiet_id stops
+    # Handing out part of the run leaves the state one call per id would.
+    take = min(used, end - first)
+    at_once.hand_out(first + take)
+    again = _drive(ops, block_size)
+    for _ in range(take):
+        again.next_quiet_id()
+    assert vars(at_once.current) == vars(again.current)
+    assert at_once.quiet_run() == again.quiet_run()
