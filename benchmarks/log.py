@@ -163,18 +163,25 @@ def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, 
 
 def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
     """The fsync rows, interleaved: each round measures raw fsync, one fsync per operation and
-    group commit at 1, 8 and 64 writers back to back, so a round's ratios share one disk state;
-    the median and the best of the per-round ratios are printed."""
+    group commit at 1, 8 and 64 writers back to back (every other round in reverse order), so
+    a round's ratios share one disk state; the median and the best of the per-round ratios are
+    printed."""
     names = ["raw", "single", 1, 8, 64]
     rows: dict[object, list[float]] = {name: [] for name in names}
     per_fsync: dict[int, list[float]] = {1: [], 8: [], 64: []}
     for i in range(rounds):
-        rows["raw"].append(raw_fsync_rate(root, seconds))
-        rows["single"].append(one_fsync_per_op(root / f"single-{i}", seconds))
-        for writers in (1, 8, 64):
-            rate, ops = group_commit(root / f"r{i}", writers, seconds)
-            rows[writers].append(rate)
-            per_fsync[writers].append(ops)
+        # Odd rounds run the rows in reverse, so a drift of the disk during a round does not
+        # always favour the same side of a ratio.
+        for name in names if i % 2 == 0 else names[::-1]:
+            if name == "raw":
+                rows["raw"].append(raw_fsync_rate(root, seconds))
+            elif name == "single":
+                rows["single"].append(one_fsync_per_op(root / f"single-{i}", seconds))
+            else:
+                assert isinstance(name, int)
+                rate, ops = group_commit(root / f"r{i}", name, seconds)
+                rows[name].append(rate)
+                per_fsync[name].append(ops)
         print(f"  round {i + 1}: raw fsync {rows['raw'][-1]:7.0f}/s, one fsync per op "
               f"{rows['single'][-1]:7.0f}/s, group commit 1/8/64 writers "
               f"{rows[1][-1]:7.0f} {rows[8][-1]:7.0f} {rows[64][-1]:7.0f}/s "

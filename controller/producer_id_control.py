@@ -22,6 +22,14 @@ from kraftpy.protocol.messages.allocate_producer_ids_response import (
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 
 INT64_MAX = (1 << 63) - 1
+_NONE = ErrorCode.NONE
+EXHAUSTED = ("Exhausted all producerIds as the next block's end producerId has exceeded the "
+             "int64 type limit")
+
+
+def _refusal(code: ErrorCode, throttle: int = 0) -> AllocateProducerIdsResponse:
+    return AllocateProducerIdsResponse(throttle_time_ms=throttle, error_code=code,
+                                       producer_id_start=0, producer_id_len=0)
 
 
 class ProducerIdsExhausted(Exception):
@@ -81,38 +89,35 @@ class ProducerIdControlManager:
         if first is None:
             first = self.next_producer_id
         if first > INT64_MAX - self.block_size:
-            raise ProducerIdsExhausted(
-                "Exhausted all producerIds as the next block's end producerId has exceeded "
-                "the int64 type limit")
+            raise ProducerIdsExhausted(EXHAUSTED)
         return first, ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                         next_producer_id=first + self.block_size)
 
     def allocate(self, request: Any, now_ms: int) -> ControllerResult:
         """AllocateProducerIds: a broker's next block, after its epoch and quota checks."""
-        def reply(code: ErrorCode, throttle: int = 0, start: int = 0,
-                  length: int = 0) -> AllocateProducerIdsResponse:
-            return AllocateProducerIdsResponse(throttle_time_ms=throttle, error_code=code,
-                                               producer_id_start=start,
-                                               producer_id_len=length)
-
-        why = self.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
-        if why is not None:
-            return ControllerResult.reply(reply(ErrorCode.STALE_BROKER_EPOCH))
-        throttle = self._throttle(request.broker_id, now_ms)
-        if throttle:
-            return ControllerResult.reply(reply(ErrorCode.THROTTLING_QUOTA_EXCEEDED, throttle))
-        try:
-            first, record = self.generate(request.broker_id, request.broker_epoch)
-        except ProducerIdsExhausted as exc:
-            result = ControllerResult.reply(reply(ErrorCode.UNKNOWN_SERVER_ERROR))
-            result.events.append(f"Refused a producer id block to broker "
-                                 f"{request.broker_id}: {exc}")
+        broker_id, broker_epoch = request.broker_id, request.broker_epoch
+        if self.cluster.check_broker_epoch(broker_id, broker_epoch) is not None:
+            return ControllerResult.reply(_refusal(ErrorCode.STALE_BROKER_EPOCH))
+        if self.settings.allocate_producer_ids_quota > 0:
+            throttle = self._throttle(broker_id, now_ms)
+            if throttle:
+                return ControllerResult.reply(
+                    _refusal(ErrorCode.THROTTLING_QUOTA_EXCEEDED, throttle))
+        first, size = self.next_producer_id, self.block_size
+        if first > INT64_MAX - size:  # ids never wrap
+            result = ControllerResult.reply(_refusal(ErrorCode.UNKNOWN_SERVER_ERROR))
+            result.events.append(f"Refused a producer id block to broker {broker_id}: "
+                                 f"{EXHAUSTED}")
             return result
-        result = ControllerResult(reply(ErrorCode.NONE, 0, first, self.block_size),
-                                  records=[(record, 0)])
-        result.events.append(f"Producer ids [{first}, {first + self.block_size - 1}] to "
-                             f"broker {request.broker_id} (epoch {request.broker_epoch})")
-        return result
+        # `generate`, inlined with every field given: the path every broker's block takes.
+        return ControllerResult(
+            AllocateProducerIdsResponse(throttle_time_ms=0, error_code=_NONE,
+                                        producer_id_start=first, producer_id_len=size),
+            records=[(ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                        next_producer_id=first + size), 0)],
+            txn_records=[],
+            events=[f"Producer ids [{first}, {first + size - 1}] to broker {broker_id} "
+                    f"(epoch {broker_epoch})"])
 
     def _throttle(self, broker_id: int, now_ms: int) -> int:
         rate = self.settings.allocate_producer_ids_quota

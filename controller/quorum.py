@@ -17,9 +17,11 @@ that STARTED after its records, and everything appended before them, were writte
 next round starts at once if anything is pending. One round is in flight at a time, so the
 high watermark only moves forward. The end of a round is seen by the next `submit` (the
 worker thread publishes its outcome before it wakes the loop), so a busy loop does not defer
-it to the end of its batch of tasks. With no round in flight, the first append starts one at
-once only if enough other tasks are runnable to keep the loop busy for a round; otherwise the
-commit task starts it after them, so a few writers still share one fsync.
+it to the end of its batch of tasks. With no round in flight, an append asks the commit task
+to start one, which it does after the tasks runnable now: a burst of writers shares one fsync.
+When answers wait for that round and nothing else could run meanwhile, the commit task fsyncs
+it on the loop (while the last fsync took under `inline_fsync_s`): a worker thread's two
+hand-offs would only add to the wait (measured: one writer 1.4x, 64 writers 1.1x faster).
 
 Answers follow ControllerResult's rule: at once when they depend on nothing uncommitted,
 otherwise after the fsync that covers everything appended up to and including their own
@@ -36,6 +38,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import outcome
@@ -45,6 +48,9 @@ from kraftpy.controller.result import ControllerResult
 log = logging.getLogger("kraftpy.quorum")
 
 TICK_INTERVAL_S = 0.1
+# A round is fsynced on the loop itself (when nothing else could run meanwhile) only while the
+# last fsync took at most this long, so a slow disk never stalls the loop for longer than one.
+INLINE_FSYNC_MAX_S = 0.001
 
 _reschedule = trio.lowlevel.reschedule
 
@@ -92,8 +98,10 @@ class Quorum:
     """Owns the controller: `submit` for requests, `run` as the commit-and-timers task."""
 
     def __init__(self, controller: Any, storage: Storage, *,
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms,
+                 inline_fsync_s: float = INLINE_FSYNC_MAX_S) -> None:
         self.controller = controller
+        self.inline_fsync_s = inline_fsync_s  # 0: every fsync in a worker thread
         self.storage = storage
         self.clock_ms = clock_ms
         self.hwm = (storage.metadata_end_offset(), storage.txn_end_offset())
@@ -105,6 +113,7 @@ class Quorum:
         self._in_flight = False
         self._deferred = False  # the commit task is to start the next round
         self._synced: outcome.Outcome[Any] | None = None  # its outcome, set by its thread
+        self._fsync_s = 0.0  # how long the last round's fsync took
         self._rounds = 0  # rounds finished since the commit task last did its housekeeping
         self._token: trio.lowlevel.TrioToken | None = None
         self._wake = trio.Event()  # the commit task: a round to start, finish or tidy up
@@ -138,9 +147,25 @@ class Quorum:
         if result.respond_before_commit:
             return result.response
         hwm = self.hwm
-        if hwm[0] < end or hwm[1] < txn_end:
-            await self._durable(end, txn_end)
-        return result.response
+        if hwm[0] >= end and hwm[1] >= txn_end:
+            return result.response
+        # Park until a round covers (end, txn_end); inline, not a coroutine per answer.
+        waiter = [end, txn_end, trio.lowlevel.current_task()]
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            waiter[2] = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        while True:
+            if self._failed is not None:
+                raise NodeStopped("the write of this request failed") from self._failed
+            if not self._in_flight and not self._deferred and self._pending():
+                self._kick()  # e.g. after a round that stopped short of these records
+            self._waiters.append(waiter)
+            await trio.lowlevel.wait_task_rescheduled(abort)
+            hwm = self.hwm
+            if hwm[0] >= end and hwm[1] >= txn_end:
+                return result.response
 
     def stop(self) -> None:
         """Refuse new requests; `run` commits what is pending and returns."""
@@ -164,25 +189,6 @@ class Quorum:
         self.controller.apply(result, offset=offset, txn_offset=txn_offset)
         return offset, txn_offset
 
-    async def _durable(self, end: int, txn_end: int) -> None:
-        """Park until `hwm` reaches (end, txn_end); NodeStopped if the node stops first."""
-        waiter = [end, txn_end, trio.lowlevel.current_task()]
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            waiter[2] = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        while True:
-            if self._failed is not None:
-                raise NodeStopped("the write of this request failed") from self._failed
-            if not self._in_flight and not self._deferred and self._pending():
-                self._kick()
-            self._waiters.append(waiter)
-            await trio.lowlevel.wait_task_rescheduled(abort)
-            hwm = self.hwm
-            if hwm[0] >= end and hwm[1] >= txn_end:
-                return
-
     # --- commit rounds (all on the loop but a round's fsync) ----------------------------------
     def _pending(self) -> bool:
         hwm = self.hwm
@@ -195,8 +201,10 @@ class Quorum:
         self._deferred = True
         self._wake.set()
 
-    def _start_round(self) -> None:
-        """Write what is pending and fsync it in a worker thread (the loop keeps going)."""
+    def _start_round(self, *, inline_if_idle: bool = False) -> None:
+        """Write what is pending and fsync it in a worker thread (the loop keeps going), or,
+        with `inline_if_idle`, on the loop when answers wait for it, nothing else is runnable
+        and recent fsyncs were quick: the loop would only wait for the thread's hand-offs."""
         if self._token is None:
             self._token = trio.lowlevel.current_trio_token()
         self._in_flight = True
@@ -213,7 +221,23 @@ class Quorum:
             self._in_flight = False
             self._fail(exc)
             return
-        trio.lowlevel.start_thread_soon(fsync, self._deliver)
+        if inline_if_idle and self._round is not None and self._waiters \
+                and self._fsync_s < self.inline_fsync_s:
+            stats = trio.lowlevel.current_statistics()
+            if not stats.tasks_runnable and not stats.run_sync_soon_queue_size:
+                self._deliver_inline(outcome.capture(self._timed, fsync))
+                return
+        trio.lowlevel.start_thread_soon(partial(self._timed, fsync), self._deliver)
+
+    def _timed(self, fsync: Callable[[], Any]) -> Any:
+        began = time.perf_counter()
+        value = fsync()
+        self._fsync_s = time.perf_counter() - began
+        return value
+
+    def _deliver_inline(self, synced: outcome.Outcome[Any]) -> None:
+        self._synced = synced
+        self._finish_round()
 
     def _deliver(self, synced: outcome.Outcome[Any]) -> None:
         """In the worker thread: publish the outcome first (the next `submit` may finish the
@@ -293,7 +317,7 @@ class Quorum:
                     if self._synced is not None:
                         self._finish_round()
                     if not self._in_flight and self._pending() and self._failed is None:
-                        self._start_round()
+                        self._start_round(inline_if_idle=True)
                     if self._stopping and not self._in_flight and not self._pending():
                         break
                     if self._rounds or self._failed is not None:

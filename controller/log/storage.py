@@ -473,24 +473,30 @@ class MetadataStorage:
         """A ControllerResult's records, each log's together in one batch (which later results
         may share until the next flush); returns the offsets of its first records."""
         records = result.records
-        if records:
+        if len(records) == 1:  # most operations: one record, no list comprehension
+            record, version = records[0]
+            offset = self.metadata.accumulate(
+                [encode_metadata_record(record, version)],
+                leader_epoch=self.leader_epoch, timestamp=now_ms)
+        elif records:
             values = [encode_metadata_record(r, v) for r, v in records]
             offset = self.metadata.accumulate(
                 values, leader_epoch=self.leader_epoch, timestamp=now_ms
             )
         else:
             offset = self.metadata.log_end_offset
-        txn_offset = self.txn.log_end_offset if self.txn is not None else 0
-        if result.txn_records:
-            from kraftpy.protocol.txn_log import encode_key, encode_value
+        txn = self.txn
+        if not result.txn_records:
+            return offset, txn.log_end_offset if txn is not None else 0
+        from kraftpy.protocol.txn_log import encode_key, encode_value
 
-            if self.txn is None:
-                raise RuntimeError("transaction records but no transaction log is open")
-            keys = [encode_key(k) for k, _ in result.txn_records]
-            values = [None if v is None else encode_value(v) for _, v in result.txn_records]
-            txn_offset = self.txn.accumulate(
-                values, keys=keys, leader_epoch=self.leader_epoch, timestamp=now_ms
-            )
+        if txn is None:
+            raise RuntimeError("transaction records but no transaction log is open")
+        keys = [encode_key(k) for k, _ in result.txn_records]
+        values = [None if v is None else encode_value(v) for _, v in result.txn_records]
+        txn_offset = txn.accumulate(
+            values, keys=keys, leader_epoch=self.leader_epoch, timestamp=now_ms
+        )
         return offset, txn_offset
 
     def flush(self) -> tuple[int, int]:

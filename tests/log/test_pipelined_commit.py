@@ -104,7 +104,7 @@ async def _wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-de
 async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage, controller = _open(tmp_path / "data")
-    quorum = Quorum(controller, storage)
+    quorum = Quorum(controller, storage, inline_fsync_s=0)  # every round in a worker thread
     answered: dict[str, object] = {}
     try:
         async with trio.open_nursery() as nursery:
@@ -146,7 +146,7 @@ async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
 async def test_a_failed_round_fails_the_answers_appended_during_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage, controller = _open(tmp_path / "data")
-    quorum = Quorum(controller, storage)
+    quorum = Quorum(controller, storage, inline_fsync_s=0)
     outcomes: dict[str, object] = {}
     with pytest.raises(BaseExceptionGroup) as failure:
         async with trio.open_nursery() as nursery:
@@ -174,3 +174,32 @@ async def test_a_failed_round_fails_the_answers_appended_during_it(
     with pytest.raises(NodeStopped):
         await quorum.submit(first, 0)
     storage.close()
+
+
+async def test_an_idle_loop_fsyncs_on_itself_until_an_fsync_is_slow(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage, controller = _open(tmp_path / "data")
+    quorum = Quorum(controller, storage, inline_fsync_s=0.05)
+    threads: list[bool] = []  # per round: fsynced on the loop's own thread?
+    delays = [0.0, 0.12, 0.0, 0.0]
+    real = FlushRound.fsync
+
+    def fsync(flush: FlushRound) -> None:
+        threads.append(threading.current_thread() is threading.main_thread())
+        time.sleep(delays[min(len(threads) - 1, len(delays) - 1)])
+        real(flush)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            request = await _broker(quorum, 2)
+            monkeypatch.setattr(FlushRound, "fsync", fsync)
+            for _ in range(4):  # one writer: nothing else could run while it waits
+                reply = await quorum.submit(request, 0)
+                assert reply.error_code == 0 and quorum.hwm[0] == storage.metadata_end_offset()
+            # Quick fsyncs run on the loop; after the slow second one, the third goes to a
+            # worker thread; once that is quick again, the fourth is back on the loop.
+            assert threads == [True, True, False, True]
+            quorum.stop()
+    finally:
+        storage.close()
