@@ -4,6 +4,11 @@ The settings are the ones that matter on a small machine: workers must run this 
 (else they lack pyarrow and kraftpy), everything binds to loopback, no UI, few shuffle
 partitions, and log noise only at ERROR.
 
+The executor talks to its Python workers over Unix domain sockets, not loopback TCP. Over TCP
+each task's input (the pickled reader, then the partition) leaves the JVM in two small writes,
+and the second waits for the worker's delayed ACK (Nagle's algorithm): 40 ms of idle time per
+task, whatever the file's size (~52 -> ~10 ms per task on 104 tiny files at local[1]).
+
 In local mode the executor is the driver JVM, and its CPU per row is most of what Spark adds
 to the decoder's own. `LOCAL_JAVA_OPTIONS` raise the JIT's thresholds for its optimising tier
 (C2) ten- to twentyfold: with the defaults, C2 keeps compiling Spark's planner and per-query code for
@@ -17,6 +22,7 @@ for null first.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -75,6 +81,8 @@ def local_session(master: str = "local[*]", *, app: str = "kraftpy",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.python.worker.reuse": "true",
     }
+    if hasattr(socket, "AF_UNIX"):
+        conf["spark.python.unix.domain.socket.enabled"] = "true"
     if master.startswith("local"):
         conf["spark.driver.extraJavaOptions"] = LOCAL_JAVA_OPTIONS
     conf.update(extra or {})
