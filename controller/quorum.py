@@ -115,6 +115,7 @@ class Quorum:
         self._synced: outcome.Outcome[Any] | None = None  # its outcome, set by its thread
         self._fsync_s = 0.0  # how long the last round's fsync took
         self._rounds = 0  # rounds finished since the commit task last did its housekeeping
+        self._tick_due = False
         self._token: trio.lowlevel.TrioToken | None = None
         self._wake = trio.Event()  # the commit task: a round to start, finish or tidy up
         self._committed = trio.Event()  # replaced after every round
@@ -301,37 +302,49 @@ class Quorum:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._token = trio.lowlevel.current_trio_token()
         task_status.started()
-        next_tick = trio.current_time()
+        self._tick_due = True  # at once: an empty log is bootstrapped by the first tick
         try:
             async with trio.open_nursery() as self._background:  # snapshot writes
-                while True:
-                    if self._failed is not None:
-                        raise self._failed
-                    if self._rounds:
-                        self._rounds = 0
-                        self._after_commit()
-                        self._tick()  # timers the commit made due (e.g. id prefetch)
-                    if trio.current_time() >= next_tick:
-                        self._tick()
-                        next_tick = trio.current_time() + TICK_INTERVAL_S
-                    if self._synced is not None:
-                        self._finish_round()
-                    if not self._in_flight and self._pending() and self._failed is None:
-                        self._start_round(inline_if_idle=True)
-                    if self._stopping and not self._in_flight and not self._pending():
-                        break
-                    if self._rounds or self._failed is not None:
-                        continue
-                    with trio.move_on_at(next_tick):
-                        await self._wake.wait()
-                    self._wake = trio.Event()
-                if self._failed is not None:
-                    raise self._failed
+                async with trio.open_nursery() as timers:
+                    timers.start_soon(self._ticker)
+                    await self._commit_loop()
+                    timers.cancel_scope.cancel()
         except BaseException as exc:
             self._fail(exc)
             raise
         finally:
             self._committed.set()
+
+    async def _commit_loop(self) -> None:
+        while True:
+            if self._failed is not None:
+                raise self._failed
+            if self._rounds:
+                self._rounds = 0
+                self._after_commit()
+                self._tick()  # timers the commit made due (e.g. id prefetch)
+            if self._tick_due:
+                self._tick_due = False
+                self._tick()
+            if self._synced is not None:
+                self._finish_round()
+            if not self._in_flight and self._pending() and self._failed is None:
+                self._start_round(inline_if_idle=True)
+            if self._stopping and not self._in_flight and not self._pending():
+                if self._failed is not None:
+                    raise self._failed
+                return
+            if self._rounds or self._tick_due or self._failed is not None:
+                continue
+            await self._wake.wait()  # no cancel scope per round: the ticker wakes it
+            self._wake = trio.Event()
+
+    async def _ticker(self) -> None:
+        """Timers every TICK_INTERVAL_S, counted from the end of the last tick's wait."""
+        while True:
+            await trio.sleep(TICK_INTERVAL_S)
+            self._tick_due = True
+            self._wake.set()
 
     def _tick(self) -> None:
         if self._failed is not None:
