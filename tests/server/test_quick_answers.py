@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kraftpy.controller import api
@@ -29,11 +30,13 @@ from kraftpy.controller.producer_id_manager import NOT_READY, ProducerIdManager
 from kraftpy.controller.quorum import Quorum
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.security.layer import SecurityLayer
+from kraftpy.controller.server import Server
 from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.framing import FrameReader, decode_response, encode_request
 from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from support.server_shell import Client
 
 NOW_MS = 1_700_000_000_000
 CONFIG = {
@@ -344,3 +347,85 @@ def test_a_quiet_run_is_what_next_quiet_id_gives_call_after_call(ops: list, bloc
         again.next_quiet_id()
     assert vars(at_once.current) == vars(again.current)
     assert at_once.quiet_run() == again.quiet_run()
+
+
+async def _served_by_the_shell(w: World, data: bytes, cuts: list[int], frames: int
+                               ) -> list[bytes]:
+    """`data` sent to a real Server over TCP, cut at the given offsets; its answers."""
+    server = Server(w.node.config, w.node)
+    server.config = w.node.config.with_bound_ports(await server.bind())
+    out: list[bytes] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        client = await Client.connect(server, "PLAINTEXT")
+        at = 0
+        for cut in cuts:
+            await client.send(data[at:cut])
+            at = cut
+            await trio.sleep(0.002)  # apart: each piece is a receive of its own
+        await client.send(data[at:])
+        with trio.fail_after(10):
+            while len(out) < frames:
+                raw = await client.frame()
+                assert raw is not None, f"closed after {len(out)} answers"
+                out.append(struct.pack(">i", len(raw)) + raw)
+            # and nothing more: the next answer is the one to a last request
+            await client.send(encode_request(ApiVersionsRequest(), 0, 999_999))
+            raw = await client.frame()
+            assert raw is not None and struct.unpack_from(">i", raw)[0] == 999_999
+        await client.aclose()
+        await server.drain(timeout_s=5)
+        nursery.cancel_scope.cancel()
+    return out
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(versions=st.lists(st.integers(0, 5), min_size=20, max_size=120),
+       at_frames=st.sets(st.integers(1, 119), min_size=1, max_size=8),
+       in_frames=st.sets(st.integers(1, 5000), max_size=2),
+       others=st.sets(st.integers(0, 119), max_size=5))
+async def test_the_server_answers_as_the_full_path_over_tcp(versions: list[int],
+                                                           at_frames: set[int],
+                                                           in_frames: set[int],
+                                                           others: set[int]) -> None:
+    """The connection loop itself: receives that begin at a frame or inside one, other
+    requests in between."""
+    quick_module.forget()
+    frames = []
+    for i, version in enumerate(versions):
+        if i in others:
+            frames.append(encode_request(ApiVersionsRequest(
+                client_software_name="q", client_software_version="1"), 3, i)[4:])
+        else:
+            frames.append(init(version, i, f"tcp-{version % 2}"))
+    data = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    starts = [0]
+    for f in frames:
+        starts.append(starts[-1] + 4 + len(f))
+    cuts = sorted({starts[i] for i in at_frames if i < len(frames)}
+                  | {i for i in in_frames if i < len(data)})
+    quick_world, full_world = world(50), world(50)
+    assert await _served_by_the_shell(quick_world, data, cuts, len(frames)) == \
+        await serve_full(full_world, frames)
+    assert quick_world.state() == full_world.state()
+
+
+async def test_receives_that_begin_at_a_frame_are_answered_from_the_receive() -> None:
+    frames = [init(v % 6, i, "aligned") for i, v in enumerate(range(40))]
+    data = b"".join(struct.pack(">i", len(f)) + f for f in frames)
+    starts = [0]
+    for f in frames:
+        starts.append(starts[-1] + 4 + len(f))
+    taken = []
+    received = QuickAnswers.received
+
+    def counted(self: QuickAnswers, data: bytes, outgoing: list[bytes]) -> int:
+        taken.append(received(self, data, outgoing))
+        return taken[-1]
+
+    quick_world, full_world = world(1000), world(1000)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(QuickAnswers, "received", counted)
+        answers = await _served_by_the_shell(quick_world, data, starts[6:-1:5], len(frames))
+    assert answers == await serve_full(full_world, frames)
+    assert sum(taken) == len(data) - starts[6]  # all but the first receive's six frames
