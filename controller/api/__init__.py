@@ -62,7 +62,8 @@ class RequestContext:
 
 
 class Node(Protocol):
-    """What a handler may use of the running node."""
+    """What a handler may use of the running node. A node may also offer `idempotent_ids()`
+    (`RunningNode`), which quick answers use (`quick.py`); without it there are none."""
 
     config: ServerConfig
     cluster_id: str

@@ -77,12 +77,15 @@ class QuickAnswers:
         n = len(data)
         if n < 4 + _MIN_FRAME or not self.known:
             return 0
+        get = self.known.get
+        size = _SIZE_AT(data, 0)[0]
+        if not 0 < size <= n - 4 or get(data[4:8] + data[12:4 + size]) is None:
+            return 0  # not one to answer: ask the controller nothing
         run = self._run()
         if run is None:
             return 0
         pid, end, hand_out = run
         first = pid
-        get = self.known.get
         append = outgoing.append
         max_size = self.max_size
         pos = 0
