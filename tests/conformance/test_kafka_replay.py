@@ -115,6 +115,29 @@ def test_idempotent_answers_have_kafkas_shape(server, name: str) -> None:
     assert struct.unpack(">q", got[body + 6:body + 14])[0] >= 0
 
 
+def test_pipelined_idempotent_answers_have_kafkas_shape(server) -> None:
+    """Kafka's idempotent requests, 50 of each in one write (the later ones answered by their
+    bytes): every answer is Kafka's but for the id, and the ids are fresh and distinct."""
+    names = ["InitProducerId v0 idempotent (attempt 2)", "InitProducerId v4 idempotent",
+             "InitProducerId v4 idempotent timeout above max"]
+    sent = [exchanges()[("client", name)] for name in names] * 50
+    with KafkaConnection((server.host, server.client_port)) as conn:
+        conn.send_raw(b"".join(bytes.fromhex(e["request_hex"]) for e in sent))
+        answers = [conn.recv_frame() for _ in sent]
+    pids = []
+    for e, got in zip(sent, answers, strict=True):
+        want = kafka_answer(e)
+        body = 5 if e["api_version"] >= 2 else 4
+        assert len(got) == len(want) and got[:4] == want[:4]  # Kafka's correlation id
+        if got[body + 4:body + 6] == b"\x00\x0e":  # no id ready yet: retriable, no id
+            assert got[body + 6:] == bytes.fromhex("ff" * 10) + got[body + 16:]
+            continue
+        assert got[:body + 6] == want[:body + 6] and got[body + 14:] == want[body + 14:]
+        pids.append(struct.unpack(">q", got[body + 6:body + 14])[0])
+    assert len(pids) >= len(sent) // 2
+    assert len(set(pids)) == len(pids) and min(pids) >= 0
+
+
 @pytest.mark.parametrize("name", [
     "BrokerRegistration v3 wrong cluster id",
     "AllocateProducerIds v0 unregistered broker 77",
