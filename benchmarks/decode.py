@@ -129,9 +129,10 @@ def run_mix(args: argparse.Namespace, mix: str) -> None:
         runs.setdefault(names[2], []).append(bench_crc(files))
     spark = None
     if not args.no_spark:
+        conf = dict(item.split("=", 1) for item in args.spark_conf)
         spark = decode_spark.run(directory, mix, records, rounds=args.spark_rounds,
                                  passes=args.spark_passes, segment_bytes=SEGMENT_BYTES,
-                                 dump_log=bench_dump_log)
+                                 dump_log=bench_dump_log, conf=conf)
         runs.update(spark.table_rows())
 
     table = {name: best(timings) for name, timings in runs.items()}
@@ -163,9 +164,13 @@ def main() -> None:
                         help="rounds of Spark runs (dump-log, then one session per master)")
     parser.add_argument("--spark-passes", type=int, default=2,
                         help="timed passes per Spark session (best kept)")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting for both sessions (repeatable)")
     parser.add_argument("--data", type=Path, default=None, help="where to generate (cached)")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark runs")
     args = parser.parse_args()
+    if any("=" not in item for item in args.spark_conf):
+        parser.error("--spark-conf takes KEY=VALUE")
     for mix in ("realistic", "dense") if args.mix == "both" else (args.mix,):
         run_mix(args, mix)
 

@@ -8,8 +8,11 @@ wall, local[1] (one task slot, in which the JVM and a Python worker still run si
 set against the single-process dump-log.
 
 The machine may be shared, so each round runs dump-log once and then a local[1] and a local[2]
-session (each: a warm-up pass on other data of the same mix, then `passes` timed passes, the
-best kept). Ratios are taken within a round; the median and the best over rounds are printed.
+session, in turns first (each: a warm-up pass on other data of the same mix and an untimed pass
+on the data, since the JIT's optimising tier needs about a million rows to settle, then `passes`
+timed passes, the best kept). Ratios are taken within a round; the median and the best over
+rounds are printed. `conf` adds Spark settings to both sessions (e.g. to measure one setting's
+worth: `spark.python.unix.domain.socket.enabled=false`).
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ SCRIPT = textwrap.dedent("""
         return sum(cpu[p] for p in mine), sum(cpu[p] for p in mine if p in java)
 
     master, data, warm, passes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    spark = local_session(master, extra={"spark.sql.shuffle.partitions": "2"})
-    read_records(spark, [warm]).write.format("noop").mode("overwrite").save()
+    spark = local_session(master, extra={"spark.sql.shuffle.partitions": "2",
+                                         **json.loads(sys.argv[5])})
+    for path in (warm, data):
+        read_records(spark, [path]).write.format("noop").mode("overwrite").save()
     for _ in range(passes):
         (cpu, jvm), start = tree_cpu(os.getpid()), time.perf_counter()
         read_records(spark, [data]).write.format("noop").mode("overwrite").save()
@@ -84,9 +89,11 @@ def warm_up_data(mix: str, segment_bytes: int) -> Path:
     return warm
 
 
-def session_passes(master: str, directory: Path, warm: Path, passes: int) -> list[dict]:
+def session_passes(master: str, directory: Path, warm: Path, passes: int,
+                   conf: dict[str, str]) -> list[dict]:
     proc = subprocess.run([sys.executable, "-c", SCRIPT, master, str(directory), str(warm),
-                           str(passes)], capture_output=True, text=True, check=False)
+                           str(passes), json.dumps(conf)], capture_output=True, text=True,
+                          check=False)
     timed = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if len(timed) != passes:
         sys.stderr.write(proc.stderr[-3000:])
@@ -110,6 +117,7 @@ class SparkRuns:
         by_wall = [d[0] / s[0] for d, s in zip(self.dump_log, l1, strict=True)]
         scaling = [a[0] / b[0] for a, b in zip(l1, l2, strict=True)]
         busy = [s[1] / s[0] for s in l1]
+        busy2 = [s[1] / s[0] for s in l2]
         n = len(l1)
 
         def show(ratios: list[float]) -> str:
@@ -124,17 +132,21 @@ class SparkRuns:
               f"{statistics.median(busy):.2f} cores busy (the JVM takes in one Arrow batch while the "
               f"worker decodes the next)")
         print(f"  local[2] / local[1] by wall (target >= 1.7x): {show(scaling)}; two cores allow "
-              f"at most {2 / statistics.median(busy):.2f}x; load average now {os.getloadavg()[0]:.2f}")
+              f"at most {2 / statistics.median(busy):.2f}x (local[2] keeps "
+              f"{statistics.median(busy2):.2f} cores busy); load average now "
+              f"{os.getloadavg()[0]:.2f}")
 
 
 def run(directory: Path, mix: str, records: int, *, rounds: int, passes: int,
-        segment_bytes: int, dump_log: Callable[[Path], Timing]) -> SparkRuns:
+        segment_bytes: int, dump_log: Callable[[Path], Timing],
+        conf: dict[str, str] | None = None) -> SparkRuns:
     warm = warm_up_data(mix, segment_bytes)
     result = SparkRuns(records)
-    for _ in range(rounds):
+    for round_no in range(rounds):
         result.dump_log.append(dump_log(directory))
-        for master in MASTERS:
-            timed = session_passes(master, directory, warm, passes)
+        order = list(MASTERS) if round_no % 2 == 0 else list(reversed(MASTERS))
+        for master in order:  # in turns first, so a drift in the host's load hits both
+            timed = session_passes(master, directory, warm, passes, conf or {})
             best = (min(t["seconds"] for t in timed), min(t["cpu"] for t in timed))
             result.best.setdefault(master, []).append(best)
             if master == "local[1]":
