@@ -10,6 +10,10 @@ the request it is processing, then closes them.
 Connection setup is one function, `open_connection`, the place where TLS wrapping and a SASL
 gate belong.
 
+Frames a connection's `QuickAnswers` knows (idempotent InitProducerId, controller/api/quick.py)
+are answered in one loop, straight from a receive that begins at a frame or from the
+FrameReader; the first other frame goes to `dispatch`, so the order of answers is kept.
+
 Only the connection's own task sends on it, so answers need no lock, and sends are not
 shielded: the one cancellation is drain's timeout, which closes the connection anyway (a
 client then sees the connection drop, never a cut frame followed by more bytes).

@@ -24,6 +24,7 @@ from kraftpy.controller.producer_id_manager import NOT_READY
 # Per listener type: a frame's bytes without its correlation id -> how to answer it.
 _KNOWN: dict[str, dict[bytes, init_producer_id.QuickAnswer]] = {}
 MAX_KNOWN = 1024  # distinct requests remembered per listener type (client ids, versions)
+MAX_KNOWN_FRAME = 512  # bytes: larger ones (long client ids, tagged fields) are not kept
 
 _SIZE_AT = struct.Struct(">i").unpack_from
 # The smallest request frame: api key, version, correlation id, client id length.
@@ -32,6 +33,8 @@ _MIN_FRAME = 10
 
 def remember(listener_type: str, frame: bytes, request: Any, api_version: int) -> None:
     """Keep a decoded InitProducerId's bytes if it is one the controller answers quickly."""
+    if len(frame) > MAX_KNOWN_FRAME:
+        return
     key = frame[:4] + frame[8:]
     known = _KNOWN.setdefault(listener_type, {})
     if key in known:

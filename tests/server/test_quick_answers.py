@@ -212,6 +212,11 @@ def test_the_remembered_requests_are_bounded() -> None:
         quick_module.remember(api.BROKER, frame, InitProducerIdRequest(
             transactional_id=None, transaction_timeout_ms=60000), 4)
     assert 0 < len(quick_module._KNOWN[api.BROKER]) <= quick_module.MAX_KNOWN
+    quick_module.forget()
+    long_client = init(4, 1, "c" * quick_module.MAX_KNOWN_FRAME)
+    quick_module.remember(api.BROKER, long_client, InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60000), 4)
+    assert not quick_module._KNOWN.get(api.BROKER)
 
 
 def test_only_idempotent_requests_have_a_quick_answer() -> None:
