@@ -317,6 +317,8 @@ class Quorum:
 
     async def _commit_loop(self) -> None:
         while True:
+            if self._wake.is_set():  # what set it is seen below; a later set wakes the wait
+                self._wake = trio.Event()
             if self._failed is not None:
                 raise self._failed
             if self._rounds:
@@ -337,7 +339,6 @@ class Quorum:
             if self._rounds or self._tick_due or self._failed is not None:
                 continue
             await self._wake.wait()  # no cancel scope per round: the ticker wakes it
-            self._wake = trio.Event()
 
     async def _ticker(self) -> None:
         """Timers every TICK_INTERVAL_S, counted from the end of the last tick's wait."""
