@@ -49,7 +49,7 @@ class RunningNode:
         takes the ids used; None while the quorum is not running (then `submit` says why).
         Such an answer writes nothing, so it needs no append and no commit."""
         quorum = self.quorum
-        if quorum._failed is not None or quorum._stopping:  # as submit checks first
+        if not quorum.running:  # as submit checks first
             return None
         controller = quorum.controller
         run = controller.idempotent_ids(quorum.clock_ms())

@@ -124,6 +124,11 @@ class Quorum:
         self._background: trio.Nursery  # run's nursery: snapshot writes
 
     # --- callers -------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether `submit` takes requests: not stopping and no write has failed."""
+        return self._failed is None and not self._stopping
+
     async def submit(self, request: Any, api_version: int, listener: str | None = None) -> Any:
         """The response to `request`, once the rule for releasing it allows."""
         if self._failed is not None or self._stopping:
