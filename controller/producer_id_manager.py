@@ -81,12 +81,8 @@ class ProducerIdManager:
         nothing has changed."""
         cur = self.current
         if cur is None or cur.next_id - cur.first >= cur.size:
-            claims = self.claims
-            if not self.ready and claims and not self.exhausted \
-                    and self._dry_claim is claims[0] \
-                    and len(claims) * self.block_size > self.low_water:
-                return NOT_READY  # the reserve grew for this claim and is claimed in full
-            return None
+            # NOT_READY when the reserve grew for this claim and is claimed in full
+            return NOT_READY if self._waiting_on_full_claim() else None
         pid = cur.next_id
         if not self.exhausted and cur.first + cur.size - pid - 1 \
                 + (len(self.ready) + len(self.claims)) * self.block_size <= self.low_water:
@@ -94,18 +90,21 @@ class ProducerIdManager:
         cur.next_id = pid + 1
         return pid
 
+    def _waiting_on_full_claim(self) -> bool:
+        """No id is usable, and the claim that ran dry already asks for the whole reserve:
+        nothing but its fsync can help, so the answer is NOT_READY without a new claim."""
+        claims = self.claims
+        return (not self.ready and bool(claims) and not self.exhausted
+                and self._dry_claim is claims[0]
+                and len(claims) * self.block_size > self.low_water)
+
     def quiet_run(self) -> tuple[int, int] | None:
         """What `next_quiet_id` would give call after call from now, at once and changing
         nothing: (first, end) for the ids first, first + 1, ... below end (then None), or
         (NOT_READY, NOT_READY) for NOT_READY every time, or None. `hand_out` takes them."""
         cur = self.current
         if cur is None or cur.next_id - cur.first >= cur.size:
-            claims = self.claims
-            if not self.ready and claims and not self.exhausted \
-                    and self._dry_claim is claims[0] \
-                    and len(claims) * self.block_size > self.low_water:
-                return NOT_READY, NOT_READY
-            return None
+            return (NOT_READY, NOT_READY) if self._waiting_on_full_claim() else None
         end = cur.first + cur.size
         if not self.exhausted:  # an id leaving low_water or fewer would make a claim due
             end = min(end, end - 1 + (len(self.ready) + len(self.claims)) * self.block_size
