@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 import trio
-from kraftpy.controller.log.storage import FlushRound, MetadataStorage, format_storage
+from kraftpy.controller.log.storage import FlushRound
 from kraftpy.controller.quorum import NodeStopped, Quorum
-from kraftpy.controller.quorum_controller import QuorumController
-from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.messages.broker_registration_request import (
@@ -21,6 +19,7 @@ from kraftpy.protocol.messages.broker_registration_request import (
     Feature,
     Listener,
 )
+from support.quorum_crash_writer import open_node
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 
@@ -59,20 +58,6 @@ class GatedFsync:
             self.gate(index).set()
 
 
-def _open(d: Path) -> tuple[MetadataStorage, QuorumController]:
-    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage = MetadataStorage.open(d, node_id=1)
-    settings = ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
-    controller = QuorumController(settings)
-    storage.replay_into(controller)
-    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-    now = int(time.time() * 1000)
-    epoch = storage.begin_epoch(now_ms=now)
-    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-    controller.activate(leader_epoch=epoch, now_ms=now)
-    return storage, controller
-
-
 def _registration(broker_id: int) -> BrokerRegistrationRequest:
     return BrokerRegistrationRequest(
         broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
@@ -103,7 +88,7 @@ async def _wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-de
 
 async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    storage, controller = _open(tmp_path / "data")
+    storage, controller = open_node(tmp_path / "data")
     quorum = Quorum(controller, storage, inline_fsync_s=0)  # every round in a worker thread
     answered: dict[str, object] = {}
     try:
@@ -145,7 +130,7 @@ async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
 
 async def test_a_failed_round_fails_the_answers_appended_during_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    storage, controller = _open(tmp_path / "data")
+    storage, controller = open_node(tmp_path / "data")
     quorum = Quorum(controller, storage, inline_fsync_s=0)
     outcomes: dict[str, object] = {}
     with pytest.raises(BaseExceptionGroup) as failure:
@@ -178,7 +163,7 @@ async def test_a_failed_round_fails_the_answers_appended_during_it(
 
 async def test_an_idle_loop_fsyncs_on_itself_until_an_fsync_is_slow(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    storage, controller = _open(tmp_path / "data")
+    storage, controller = open_node(tmp_path / "data")
     quorum = Quorum(controller, storage, inline_fsync_s=0.05)
     threads: list[bool] = []  # per round: fsynced on the loop's own thread?
     delays = [0.0, 0.12, 0.0, 0.0]
