@@ -68,3 +68,12 @@ def kio_decode_or_none(kio_cls: type, data: bytes) -> Any:
         if "timedelta" in str(exc):
             return None
         raise
+
+
+def kio_reads_back(kio_cls: type, data: bytes, value: Any) -> bool:
+    """Whether kio reads `data` as `value` (or cannot read it at all; see above). Values that
+    differ only in how a datetime is zoned count as the same when kio writes them to the same
+    bytes: an aware datetime inside a daylight-saving fold never equals one in another zone
+    (PEP 495), though both name the same millisecond on the wire."""
+    back = kio_decode_or_none(kio_cls, data)
+    return back is None or back == value or kio_encode(kio_cls, back) == kio_encode(kio_cls, value)
