@@ -1,0 +1,16 @@
+"""Suite-wide test settings.
+
+Property tests draw the same examples on every run (derandomized, seeded from each test), so a
+run on a fresh machine tests exactly what a run here tested. `HYPOTHESIS_PROFILE=explore`
+draws fresh random examples instead, to search wider.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
