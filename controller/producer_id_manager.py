@@ -78,16 +78,13 @@ class ProducerIdManager:
         """`next_id()` when that leaves `wants_block()` false and needs no block switch (the
         usual case, which the controller answers without looking further): a fresh id, or
         NOT_READY while the claimed block's record waits for its fsync. Otherwise None, and
-        nothing has changed."""
-        cur = self.current
-        if cur is None or cur.next_id - cur.first >= cur.size:
-            # NOT_READY when the reserve grew for this claim and is claimed in full
-            return NOT_READY if self._waiting_on_full_claim() else None
-        pid = cur.next_id
-        if not self.exhausted and cur.first + cur.size - pid - 1 \
-                + (len(self.ready) + len(self.claims)) * self.block_size <= self.low_water:
+        nothing has changed. The first of `quiet_run`, which holds the rule."""
+        run = self.quiet_run()
+        if run is None:
             return None
-        cur.next_id = pid + 1
+        pid = run[0]
+        if pid != NOT_READY:
+            self.hand_out(pid + 1)
         return pid
 
     def _waiting_on_full_claim(self) -> bool:
