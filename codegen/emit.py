@@ -847,7 +847,7 @@ class ModuleEmitter:
             tables.append(f"{n}._ENCODERS = {{{', '.join(f'{v}: {fn}' for v, fn in enc.items())}}}")
             js = {v: self.json_fn(s, v) for v in live}
             tables.append(f"{n}._JSON = {{{', '.join(f'{v}: {fn}' for v, fn in js.items())}}}")
-            if s is spec.top and spec.type != "metadata":  # wire messages: requests, answers
+            if s is spec.top:  # one pack for fixed layouts: answers, and records appended
                 packs = {v: self.bytes_fn(s, v) for v in live}
                 tables.append(f"{n}._BYTES = {{{', '.join(f'{v}: {fn}' for v, fn in packs.items() if fn)}}}")
         text = spec.type == "metadata"

@@ -1,7 +1,7 @@
 """The base of every generated message, header and record class.
 
 Generated modules supply, per class, `_DECODERS` / `_ENCODERS` (version -> offset-based
-function), `_JSON` (version -> JsonConverter dict builder), for requests and responses `_BYTES`
+function), `_JSON` (version -> JsonConverter dict builder), for the top-level class `_BYTES`
 (version -> one-pack encoder of fixed layouts) and `_FIELDS` (what the generic
 to_json, ==, repr and tests need to know about each field);
 the behaviour shared by all of them lives here once.

@@ -67,6 +67,9 @@ def encode_metadata_record(record: Message, version: int) -> bytes:
             raise EncodeError(f"{type(record).__name__} is not a metadata record")
         prefix = _PREFIX + uvarint_bytes(record_type) + uvarint_bytes(version)
         _PREFIXES[(type(record), version)] = prefix
+    body = record.encode_fixed(version)  # one pack for the fixed-size records (the common ones)
+    if body is not None:
+        return prefix + body
     parts = [prefix]
     record.encode_into(parts.append, version)
     return b"".join(parts)

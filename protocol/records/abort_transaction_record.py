@@ -215,6 +215,7 @@ def _t_AbortTransactionRecord_0(b, p):
 AbortTransactionRecord._DECODERS = {0: _d_AbortTransactionRecord_0}
 AbortTransactionRecord._ENCODERS = {0: _e_AbortTransactionRecord_0}
 AbortTransactionRecord._JSON = {0: _j_AbortTransactionRecord_0}
+AbortTransactionRecord._BYTES = {}
 AbortTransactionRecord._TEXT = {0: _t_AbortTransactionRecord_0}
 AbortTransactionRecord._FIELDS = (
     _F('Reason', 'reason', 'string', None, None, (0, 32767), (0, 32767), (0, 32767), 0, None, False),

@@ -302,6 +302,7 @@ def _t_AccessControlEntryRecord_0(b, p):
 AccessControlEntryRecord._DECODERS = {0: _d_AccessControlEntryRecord_0}
 AccessControlEntryRecord._ENCODERS = {0: _e_AccessControlEntryRecord_0}
 AccessControlEntryRecord._JSON = {0: _j_AccessControlEntryRecord_0}
+AccessControlEntryRecord._BYTES = {}
 AccessControlEntryRecord._TEXT = {0: _t_AccessControlEntryRecord_0}
 AccessControlEntryRecord._FIELDS = (
     _F('Id', 'id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

@@ -215,6 +215,7 @@ def _t_BeginTransactionRecord_0(b, p):
 BeginTransactionRecord._DECODERS = {0: _d_BeginTransactionRecord_0}
 BeginTransactionRecord._ENCODERS = {0: _e_BeginTransactionRecord_0}
 BeginTransactionRecord._JSON = {0: _j_BeginTransactionRecord_0}
+BeginTransactionRecord._BYTES = {}
 BeginTransactionRecord._TEXT = {0: _t_BeginTransactionRecord_0}
 BeginTransactionRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), (0, 32767), (0, 32767), 0, None, False),

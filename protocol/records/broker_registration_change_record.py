@@ -535,6 +535,7 @@ def _t_BrokerRegistrationChangeRecord_2(b, p):
 BrokerRegistrationChangeRecord._DECODERS = {0: _d_BrokerRegistrationChangeRecord_0, 1: _d_BrokerRegistrationChangeRecord_1, 2: _d_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._ENCODERS = {0: _e_BrokerRegistrationChangeRecord_0, 1: _e_BrokerRegistrationChangeRecord_1, 2: _e_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._JSON = {0: _j_BrokerRegistrationChangeRecord_0, 1: _j_BrokerRegistrationChangeRecord_1, 2: _j_BrokerRegistrationChangeRecord_2}
+BrokerRegistrationChangeRecord._BYTES = {}
 BrokerRegistrationChangeRecord._TEXT = {0: _t_BrokerRegistrationChangeRecord_0, 1: _t_BrokerRegistrationChangeRecord_1, 2: _t_BrokerRegistrationChangeRecord_2}
 BrokerRegistrationChangeRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),

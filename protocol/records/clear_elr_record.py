@@ -189,6 +189,7 @@ def _t_ClearElrRecord_0(b, p):
 ClearElrRecord._DECODERS = {0: _d_ClearElrRecord_0}
 ClearElrRecord._ENCODERS = {0: _e_ClearElrRecord_0}
 ClearElrRecord._JSON = {0: _j_ClearElrRecord_0}
+ClearElrRecord._BYTES = {}
 ClearElrRecord._TEXT = {0: _t_ClearElrRecord_0}
 ClearElrRecord._FIELDS = (
     _F('TopicName', 'topic_name', 'string', None, None, (0, 32767), None, None, None, '', False),

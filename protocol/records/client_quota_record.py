@@ -497,6 +497,7 @@ EntityData._JSON = {0: _j_EntityData_0}
 ClientQuotaRecord._DECODERS = {0: _d_ClientQuotaRecord_0}
 ClientQuotaRecord._ENCODERS = {0: _e_ClientQuotaRecord_0}
 ClientQuotaRecord._JSON = {0: _j_ClientQuotaRecord_0}
+ClientQuotaRecord._BYTES = {}
 ClientQuotaRecord._TEXT = {0: _t_ClientQuotaRecord_0}
 EntityData._FIELDS = (
     _F('EntityType', 'entity_type', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -282,6 +282,7 @@ def _t_ConfigRecord_0(b, p):
 ConfigRecord._DECODERS = {0: _d_ConfigRecord_0}
 ConfigRecord._ENCODERS = {0: _e_ConfigRecord_0}
 ConfigRecord._JSON = {0: _j_ConfigRecord_0}
+ConfigRecord._BYTES = {}
 ConfigRecord._TEXT = {0: _t_ConfigRecord_0}
 ConfigRecord._FIELDS = (
     _F('ResourceType', 'resource_type', 'int8', None, None, (0, 32767), None, None, None, 0, False),

@@ -359,6 +359,7 @@ def _t_DelegationTokenRecord_0(b, p):
 DelegationTokenRecord._DECODERS = {0: _d_DelegationTokenRecord_0}
 DelegationTokenRecord._ENCODERS = {0: _e_DelegationTokenRecord_0}
 DelegationTokenRecord._JSON = {0: _j_DelegationTokenRecord_0}
+DelegationTokenRecord._BYTES = {}
 DelegationTokenRecord._TEXT = {0: _t_DelegationTokenRecord_0}
 DelegationTokenRecord._FIELDS = (
     _F('Owner', 'owner', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -149,6 +149,7 @@ def _t_EndTransactionRecord_0(b, p):
 EndTransactionRecord._DECODERS = {0: _d_EndTransactionRecord_0}
 EndTransactionRecord._ENCODERS = {0: _e_EndTransactionRecord_0}
 EndTransactionRecord._JSON = {0: _j_EndTransactionRecord_0}
+EndTransactionRecord._BYTES = {}
 EndTransactionRecord._TEXT = {0: _t_EndTransactionRecord_0}
 EndTransactionRecord._FIELDS = (
 )

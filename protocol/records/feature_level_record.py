@@ -197,6 +197,7 @@ def _t_FeatureLevelRecord_0(b, p):
 FeatureLevelRecord._DECODERS = {0: _d_FeatureLevelRecord_0}
 FeatureLevelRecord._ENCODERS = {0: _e_FeatureLevelRecord_0}
 FeatureLevelRecord._JSON = {0: _j_FeatureLevelRecord_0}
+FeatureLevelRecord._BYTES = {}
 FeatureLevelRecord._TEXT = {0: _t_FeatureLevelRecord_0}
 FeatureLevelRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),

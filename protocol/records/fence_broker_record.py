@@ -127,6 +127,12 @@ def _j_FenceBrokerRecord_0(o):
     return {'id': o.id, 'epoch': o.epoch}
 
 
+def _b_FenceBrokerRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.id, o.epoch, 0)
+
+
 def _t_FenceBrokerRecord_0(b, p):
     L = len(b)
     x1, x2, = _S1.unpack_from(b, p)
@@ -159,6 +165,7 @@ def _t_FenceBrokerRecord_0(b, p):
 FenceBrokerRecord._DECODERS = {0: _d_FenceBrokerRecord_0}
 FenceBrokerRecord._ENCODERS = {0: _e_FenceBrokerRecord_0}
 FenceBrokerRecord._JSON = {0: _j_FenceBrokerRecord_0}
+FenceBrokerRecord._BYTES = {0: _b_FenceBrokerRecord_0}
 FenceBrokerRecord._TEXT = {0: _t_FenceBrokerRecord_0}
 FenceBrokerRecord._FIELDS = (
     _F('Id', 'id', 'int32', None, None, (0, 32767), None, None, None, 0, False),

@@ -149,6 +149,7 @@ def _t_NoOpRecord_0(b, p):
 NoOpRecord._DECODERS = {0: _d_NoOpRecord_0}
 NoOpRecord._ENCODERS = {0: _e_NoOpRecord_0}
 NoOpRecord._JSON = {0: _j_NoOpRecord_0}
+NoOpRecord._BYTES = {}
 NoOpRecord._TEXT = {0: _t_NoOpRecord_0}
 NoOpRecord._FIELDS = (
 )

@@ -1719,6 +1719,7 @@ def _t_PartitionChangeRecord_2(b, p):
 PartitionChangeRecord._DECODERS = {0: _d_PartitionChangeRecord_0, 1: _d_PartitionChangeRecord_1, 2: _d_PartitionChangeRecord_2}
 PartitionChangeRecord._ENCODERS = {0: _e_PartitionChangeRecord_0, 1: _e_PartitionChangeRecord_1, 2: _e_PartitionChangeRecord_2}
 PartitionChangeRecord._JSON = {0: _j_PartitionChangeRecord_0, 1: _j_PartitionChangeRecord_1, 2: _j_PartitionChangeRecord_2}
+PartitionChangeRecord._BYTES = {}
 PartitionChangeRecord._TEXT = {0: _t_PartitionChangeRecord_0, 1: _t_PartitionChangeRecord_1, 2: _t_PartitionChangeRecord_2}
 PartitionChangeRecord._FIELDS = (
     _F('PartitionId', 'partition_id', 'int32', None, None, (0, 32767), None, None, None, -1, False),

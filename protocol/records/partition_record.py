@@ -1420,6 +1420,7 @@ def _t_PartitionRecord_2(b, p):
 PartitionRecord._DECODERS = {0: _d_PartitionRecord_0, 1: _d_PartitionRecord_1, 2: _d_PartitionRecord_2}
 PartitionRecord._ENCODERS = {0: _e_PartitionRecord_0, 1: _e_PartitionRecord_1, 2: _e_PartitionRecord_2}
 PartitionRecord._JSON = {0: _j_PartitionRecord_0, 1: _j_PartitionRecord_1, 2: _j_PartitionRecord_2}
+PartitionRecord._BYTES = {}
 PartitionRecord._TEXT = {0: _t_PartitionRecord_0, 1: _t_PartitionRecord_1, 2: _t_PartitionRecord_2}
 PartitionRecord._FIELDS = (
     _F('PartitionId', 'partition_id', 'int32', None, None, (0, 32767), None, None, None, -1, False),

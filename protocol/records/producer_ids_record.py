@@ -129,6 +129,12 @@ def _j_ProducerIdsRecord_0(o):
     return {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch, 'nextProducerId': o.next_producer_id}
 
 
+def _b_ProducerIdsRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.broker_id, o.broker_epoch, o.next_producer_id, 0)
+
+
 def _t_ProducerIdsRecord_0(b, p):
     L = len(b)
     x1, x2, x3, = _S1.unpack_from(b, p)
@@ -161,6 +167,7 @@ def _t_ProducerIdsRecord_0(b, p):
 ProducerIdsRecord._DECODERS = {0: _d_ProducerIdsRecord_0}
 ProducerIdsRecord._ENCODERS = {0: _e_ProducerIdsRecord_0}
 ProducerIdsRecord._JSON = {0: _j_ProducerIdsRecord_0}
+ProducerIdsRecord._BYTES = {0: _b_ProducerIdsRecord_0}
 ProducerIdsRecord._TEXT = {0: _t_ProducerIdsRecord_0}
 ProducerIdsRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),

@@ -2019,6 +2019,7 @@ BrokerFeature._JSON = {0: _j_BrokerFeature_0, 1: _j_BrokerFeature_0, 2: _j_Broke
 RegisterBrokerRecord._DECODERS = {0: _d_RegisterBrokerRecord_0, 1: _d_RegisterBrokerRecord_1, 2: _d_RegisterBrokerRecord_2, 3: _d_RegisterBrokerRecord_3}
 RegisterBrokerRecord._ENCODERS = {0: _e_RegisterBrokerRecord_0, 1: _e_RegisterBrokerRecord_1, 2: _e_RegisterBrokerRecord_2, 3: _e_RegisterBrokerRecord_3}
 RegisterBrokerRecord._JSON = {0: _j_RegisterBrokerRecord_0, 1: _j_RegisterBrokerRecord_1, 2: _j_RegisterBrokerRecord_2, 3: _j_RegisterBrokerRecord_3}
+RegisterBrokerRecord._BYTES = {}
 RegisterBrokerRecord._TEXT = {0: _t_RegisterBrokerRecord_0, 1: _t_RegisterBrokerRecord_1, 2: _t_RegisterBrokerRecord_2, 3: _t_RegisterBrokerRecord_3}
 BrokerEndpoint._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -708,6 +708,7 @@ ControllerFeature._JSON = {0: _j_ControllerFeature_0}
 RegisterControllerRecord._DECODERS = {0: _d_RegisterControllerRecord_0}
 RegisterControllerRecord._ENCODERS = {0: _e_RegisterControllerRecord_0}
 RegisterControllerRecord._JSON = {0: _j_RegisterControllerRecord_0}
+RegisterControllerRecord._BYTES = {}
 RegisterControllerRecord._TEXT = {0: _t_RegisterControllerRecord_0}
 ControllerEndpoint._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),

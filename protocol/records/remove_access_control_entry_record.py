@@ -126,6 +126,12 @@ def _j_RemoveAccessControlEntryRecord_0(o):
     return {'id': _ju(o.id)}
 
 
+def _b_RemoveAccessControlEntryRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.id.bytes, 0)
+
+
 def _t_RemoveAccessControlEntryRecord_0(b, p):
     L = len(b)
     x1, = _S1.unpack_from(b, p)
@@ -159,6 +165,7 @@ def _t_RemoveAccessControlEntryRecord_0(b, p):
 RemoveAccessControlEntryRecord._DECODERS = {0: _d_RemoveAccessControlEntryRecord_0}
 RemoveAccessControlEntryRecord._ENCODERS = {0: _e_RemoveAccessControlEntryRecord_0}
 RemoveAccessControlEntryRecord._JSON = {0: _j_RemoveAccessControlEntryRecord_0}
+RemoveAccessControlEntryRecord._BYTES = {0: _b_RemoveAccessControlEntryRecord_0}
 RemoveAccessControlEntryRecord._TEXT = {0: _t_RemoveAccessControlEntryRecord_0}
 RemoveAccessControlEntryRecord._FIELDS = (
     _F('Id', 'id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

@@ -189,6 +189,7 @@ def _t_RemoveDelegationTokenRecord_0(b, p):
 RemoveDelegationTokenRecord._DECODERS = {0: _d_RemoveDelegationTokenRecord_0}
 RemoveDelegationTokenRecord._ENCODERS = {0: _e_RemoveDelegationTokenRecord_0}
 RemoveDelegationTokenRecord._JSON = {0: _j_RemoveDelegationTokenRecord_0}
+RemoveDelegationTokenRecord._BYTES = {}
 RemoveDelegationTokenRecord._TEXT = {0: _t_RemoveDelegationTokenRecord_0}
 RemoveDelegationTokenRecord._FIELDS = (
     _F('TokenId', 'token_id', 'string', None, None, (0, 32767), None, None, None, '', False),

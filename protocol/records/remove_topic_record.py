@@ -126,6 +126,12 @@ def _j_RemoveTopicRecord_0(o):
     return {'topicId': _ju(o.topic_id)}
 
 
+def _b_RemoveTopicRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.topic_id.bytes, 0)
+
+
 def _t_RemoveTopicRecord_0(b, p):
     L = len(b)
     x1, = _S1.unpack_from(b, p)
@@ -159,6 +165,7 @@ def _t_RemoveTopicRecord_0(b, p):
 RemoveTopicRecord._DECODERS = {0: _d_RemoveTopicRecord_0}
 RemoveTopicRecord._ENCODERS = {0: _e_RemoveTopicRecord_0}
 RemoveTopicRecord._JSON = {0: _j_RemoveTopicRecord_0}
+RemoveTopicRecord._BYTES = {0: _b_RemoveTopicRecord_0}
 RemoveTopicRecord._TEXT = {0: _t_RemoveTopicRecord_0}
 RemoveTopicRecord._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', None, None, (0, 32767), None, None, None, 'uuid0', False),

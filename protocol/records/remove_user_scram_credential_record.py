@@ -197,6 +197,7 @@ def _t_RemoveUserScramCredentialRecord_0(b, p):
 RemoveUserScramCredentialRecord._DECODERS = {0: _d_RemoveUserScramCredentialRecord_0}
 RemoveUserScramCredentialRecord._ENCODERS = {0: _e_RemoveUserScramCredentialRecord_0}
 RemoveUserScramCredentialRecord._JSON = {0: _j_RemoveUserScramCredentialRecord_0}
+RemoveUserScramCredentialRecord._BYTES = {}
 RemoveUserScramCredentialRecord._TEXT = {0: _t_RemoveUserScramCredentialRecord_0}
 RemoveUserScramCredentialRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -199,6 +199,7 @@ def _t_TopicRecord_0(b, p):
 TopicRecord._DECODERS = {0: _d_TopicRecord_0}
 TopicRecord._ENCODERS = {0: _e_TopicRecord_0}
 TopicRecord._JSON = {0: _j_TopicRecord_0}
+TopicRecord._BYTES = {}
 TopicRecord._TEXT = {0: _t_TopicRecord_0}
 TopicRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),

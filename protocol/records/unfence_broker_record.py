@@ -127,6 +127,12 @@ def _j_UnfenceBrokerRecord_0(o):
     return {'id': o.id, 'epoch': o.epoch}
 
 
+def _b_UnfenceBrokerRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.id, o.epoch, 0)
+
+
 def _t_UnfenceBrokerRecord_0(b, p):
     L = len(b)
     x1, x2, = _S1.unpack_from(b, p)
@@ -159,6 +165,7 @@ def _t_UnfenceBrokerRecord_0(b, p):
 UnfenceBrokerRecord._DECODERS = {0: _d_UnfenceBrokerRecord_0}
 UnfenceBrokerRecord._ENCODERS = {0: _e_UnfenceBrokerRecord_0}
 UnfenceBrokerRecord._JSON = {0: _j_UnfenceBrokerRecord_0}
+UnfenceBrokerRecord._BYTES = {0: _b_UnfenceBrokerRecord_0}
 UnfenceBrokerRecord._TEXT = {0: _t_UnfenceBrokerRecord_0}
 UnfenceBrokerRecord._FIELDS = (
     _F('Id', 'id', 'int32', None, None, (0, 32767), None, None, None, 0, False),

@@ -127,6 +127,12 @@ def _j_UnregisterBrokerRecord_0(o):
     return {'brokerId': o.broker_id, 'brokerEpoch': o.broker_epoch}
 
 
+def _b_UnregisterBrokerRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.broker_id, o.broker_epoch, 0)
+
+
 def _t_UnregisterBrokerRecord_0(b, p):
     L = len(b)
     x1, x2, = _S1.unpack_from(b, p)
@@ -159,6 +165,7 @@ def _t_UnregisterBrokerRecord_0(b, p):
 UnregisterBrokerRecord._DECODERS = {0: _d_UnregisterBrokerRecord_0}
 UnregisterBrokerRecord._ENCODERS = {0: _e_UnregisterBrokerRecord_0}
 UnregisterBrokerRecord._JSON = {0: _j_UnregisterBrokerRecord_0}
+UnregisterBrokerRecord._BYTES = {0: _b_UnregisterBrokerRecord_0}
 UnregisterBrokerRecord._TEXT = {0: _t_UnregisterBrokerRecord_0}
 UnregisterBrokerRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', None, None, (0, 32767), None, None, None, 0, False),

@@ -323,6 +323,7 @@ def _t_UserScramCredentialRecord_0(b, p):
 UserScramCredentialRecord._DECODERS = {0: _d_UserScramCredentialRecord_0}
 UserScramCredentialRecord._ENCODERS = {0: _e_UserScramCredentialRecord_0}
 UserScramCredentialRecord._JSON = {0: _j_UserScramCredentialRecord_0}
+UserScramCredentialRecord._BYTES = {}
 UserScramCredentialRecord._TEXT = {0: _t_UserScramCredentialRecord_0}
 UserScramCredentialRecord._FIELDS = (
     _F('Name', 'name', 'string', None, None, (0, 32767), None, None, None, '', False),

@@ -125,6 +125,12 @@ def _j_ZkMigrationStateRecord_0(o):
     return {'zkMigrationState': o.zk_migration_state}
 
 
+def _b_ZkMigrationStateRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return _S0.pack(o.zk_migration_state, 0)
+
+
 def _t_ZkMigrationStateRecord_0(b, p):
     L = len(b)
     x1, = _S1.unpack_from(b, p)
@@ -157,6 +163,7 @@ def _t_ZkMigrationStateRecord_0(b, p):
 ZkMigrationStateRecord._DECODERS = {0: _d_ZkMigrationStateRecord_0}
 ZkMigrationStateRecord._ENCODERS = {0: _e_ZkMigrationStateRecord_0}
 ZkMigrationStateRecord._JSON = {0: _j_ZkMigrationStateRecord_0}
+ZkMigrationStateRecord._BYTES = {0: _b_ZkMigrationStateRecord_0}
 ZkMigrationStateRecord._TEXT = {0: _t_ZkMigrationStateRecord_0}
 ZkMigrationStateRecord._FIELDS = (
     _F('ZkMigrationState', 'zk_migration_state', 'int8', None, None, (0, 32767), None, None, None, 0, False),
