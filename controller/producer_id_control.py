@@ -113,11 +113,11 @@ class ProducerIdControlManager:
         return ControllerResult(
             AllocateProducerIdsResponse(throttle_time_ms=0, error_code=_NONE,
                                         producer_id_start=first, producer_id_len=size),
-            records=[(ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
-                                        next_producer_id=first + size), 0)],
-            txn_records=[],
-            events=[f"Producer ids [{first}, {first + size - 1}] to broker {broker_id} "
-                    f"(epoch {broker_epoch})"])
+            [(ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
+                                next_producer_id=first + size), 0)],
+            [], False,
+            [f"Producer ids [{first}, {first + size - 1}] to broker {broker_id} "
+             f"(epoch {broker_epoch})"])
 
     def _throttle(self, broker_id: int, now_ms: int) -> int:
         rate = self.settings.allocate_producer_ids_quota

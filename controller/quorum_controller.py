@@ -316,17 +316,18 @@ class QuorumController:
 
     def apply(self, result: ControllerResult, *, offset: int, txn_offset: int) -> None:
         """Replay a result's records at the offsets they were appended at."""
-        for i, (record, version) in enumerate(result.records):
+        records = result.records
+        shutdowns = None
+        for i, (record, version) in enumerate(records):
             self.replay(record, version, offset + i)
+            if record.API_KEY == BROKER_REGISTRATION_CHANGE and record.in_controlled_shutdown == 1:
+                shutdowns = [*(shutdowns or ()), record.broker_id]
         for i, (key, value) in enumerate(result.txn_records):
             self.replay_txn(key, value, txn_offset + i)
-        if result.records:  # a controlled shutdown is seen once its whole batch is
-            end = offset + len(result.records) - 1
-            for record, _ in result.records:
-                if getattr(record, "API_KEY", None) == BROKER_REGISTRATION_CHANGE \
-                        and record.in_controlled_shutdown == 1:
-                    beat = self.cluster.heartbeats.state(record.broker_id, self.last_now_ms)
-                    beat.controlled_shutdown_offset = end
+        if shutdowns:  # a controlled shutdown is seen once its whole batch is
+            for broker_id in shutdowns:
+                beat = self.cluster.heartbeats.state(broker_id, self.last_now_ms)
+                beat.controlled_shutdown_offset = offset + len(records) - 1
 
     def on_committed(self, metadata_hwm: int, txn_hwm: int) -> None:
         self.high_watermark = max(self.high_watermark, metadata_hwm)

@@ -15,7 +15,7 @@ _new = object.__new__
 _NOTHING: tuple[Any, ...] = ()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class ControllerResult:
     """The outcome of handle() or tick().
 
@@ -35,6 +35,17 @@ class ControllerResult:
     txn_records: list[tuple[Any, Any]] = field(default_factory=list)
     respond_before_commit: bool = False
     events: list[str] = field(default_factory=list)
+
+    def __init__(self, response: Any = None, records: list[tuple[Any, int]] | None = None,
+                 txn_records: list[tuple[Any, Any]] | None = None,
+                 respond_before_commit: bool = False, events: list[str] | None = None) -> None:
+        # Written out: the generated __init__ calls a default factory per empty list, and
+        # every write goes through here (about half the cost).
+        self.response = response
+        self.records = [] if records is None else records
+        self.txn_records = [] if txn_records is None else txn_records
+        self.respond_before_commit = respond_before_commit
+        self.events = [] if events is None else events
 
     @staticmethod
     def reply(response: Any) -> ControllerResult:

@@ -437,6 +437,19 @@ class PartitionLog:
         self._add(raw, base, base + len(values), leader_epoch, timestamp)
         return base
 
+    def accumulate_one(self, value: bytes, leader_epoch: int, timestamp: int) -> int:
+        """`accumulate` of one record with a null key (most operations): joins the open batch
+        without building a list, or takes the general path."""
+        with self._lock:
+            opened = self._open_values
+            if opened and self._open_keys is None and leader_epoch == self._open_epoch:
+                size = self._open_bytes + RECORD_OVERHEAD_BOUND + len(value)
+                if size <= self.max_batch_bytes - RECORD_BATCH_OVERHEAD:
+                    opened.append(value)
+                    self._open_bytes = size
+                    return self._open_base + len(opened) - 1
+        return self.accumulate([value], leader_epoch=leader_epoch, timestamp=timestamp)
+
     def accumulate(
         self,
         values: Sequence[bytes | None],

@@ -199,6 +199,10 @@ class FlushRound:
         if self.txn is not None:
             self.txn.fsync()
 
+    def files(self) -> list[int]:
+        """The file descriptors `fsync` syncs, for a caller that fsyncs them itself."""
+        return self.metadata.fds + (self.txn.fds if self.txn is not None else [])
+
     def release(self) -> None:
         """Close the round's file handles (after its fsync, or when it is abandoned)."""
         self.metadata.release()
@@ -475,9 +479,8 @@ class MetadataStorage:
         records = result.records
         if len(records) == 1:  # most operations: one record, no list comprehension
             record, version = records[0]
-            offset = self.metadata.accumulate(
-                [encode_metadata_record(record, version)],
-                leader_epoch=self.leader_epoch, timestamp=now_ms)
+            offset = self.metadata.accumulate_one(
+                encode_metadata_record(record, version), self.leader_epoch, now_ms)
         elif records:
             values = [encode_metadata_record(r, v) for r, v in records]
             offset = self.metadata.accumulate(
