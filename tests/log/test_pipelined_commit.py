@@ -3,6 +3,8 @@ began after its records were written; a failed round fails every answer not yet 
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 import time
 import uuid
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from kraftpy.controller import quorum as quorum_module
 from kraftpy.controller.log.storage import FlushRound
 from kraftpy.controller.quorum import NodeStopped, Quorum
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
@@ -89,7 +92,7 @@ async def _wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-de
 async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage, controller = open_node(tmp_path / "data")
-    quorum = Quorum(controller, storage, inline_fsync_s=0)  # every round in a worker thread
+    quorum = Quorum(controller, storage, inline_fsync_s=0, fsync_ring=False)  # all in a thread
     answered: dict[str, object] = {}
     try:
         async with trio.open_nursery() as nursery:
@@ -131,7 +134,7 @@ async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
 async def test_a_failed_round_fails_the_answers_appended_during_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage, controller = open_node(tmp_path / "data")
-    quorum = Quorum(controller, storage, inline_fsync_s=0)
+    quorum = Quorum(controller, storage, inline_fsync_s=0, fsync_ring=False)
     outcomes: dict[str, object] = {}
     with pytest.raises(BaseExceptionGroup) as failure:
         async with trio.open_nursery() as nursery:
@@ -164,7 +167,7 @@ async def test_a_failed_round_fails_the_answers_appended_during_it(
 async def test_an_idle_loop_fsyncs_on_itself_until_an_fsync_is_slow(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     storage, controller = open_node(tmp_path / "data")
-    quorum = Quorum(controller, storage, inline_fsync_s=0.05)
+    quorum = Quorum(controller, storage, inline_fsync_s=0.05, fsync_ring=False)
     threads: list[bool] = []  # per round: fsynced on the loop's own thread?
     delays = [0.0, 0.12, 0.0, 0.0]
     real = FlushRound.fsync
@@ -188,3 +191,123 @@ async def test_an_idle_loop_fsyncs_on_itself_until_an_fsync_is_slow(
             quorum.stop()
     finally:
         storage.close()
+
+
+class ScriptedRing:
+    """FsyncRing as the quorum sees it, whose fsyncs end when the test says (and fail with
+    the errno it gives): what a real ring does, at the moments a test needs."""
+
+    capacity = 8
+
+    def __init__(self) -> None:
+        self.event_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.rounds: list[tuple[list[int], int]] = []  # (files, user_data) per submit
+        self._done: list[tuple[int, int]] = []
+        self.hold = False  # until set, every round completes as soon as it is submitted
+
+    def fileno(self) -> int:
+        return self.event_fd
+
+    def submit(self, files: list[int], user_data: int) -> None:
+        for fd in files:
+            os.fstat(fd)  # the round's own descriptors, open while it is in flight
+        self.rounds.append((list(files), user_data))
+        if not self.hold:
+            self.complete(len(self.rounds) - 1)
+
+    def complete(self, index: int, result: int = 0) -> None:
+        files, user_data = self.rounds[index]
+        self._done += [(user_data, result)] * len(files)
+        os.eventfd_write(self.event_fd, 1)
+
+    def ready(self) -> bool:
+        return bool(self._done)
+
+    def reap(self) -> list[tuple[int, int]]:
+        done, self._done = self._done, []
+        return done
+
+    def clear_event(self) -> None:
+        try:
+            os.eventfd_read(self.event_fd)
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        os.close(self.event_fd)
+
+
+@pytest.fixture
+def scripted_ring(monkeypatch: pytest.MonkeyPatch) -> ScriptedRing:
+    ring = ScriptedRing()
+    monkeypatch.setattr(quorum_module.FsyncRing, "open", staticmethod(lambda: ring))
+    return ring
+
+
+async def test_a_ring_round_releases_exactly_what_was_written_before_it_began(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    storage, controller = open_node(tmp_path / "data")
+    quorum = Quorum(controller, storage, inline_fsync_s=0)  # never on the loop: the ring
+    answered: dict[str, object] = {}
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            first = await _broker(quorum, 2)
+            rounds_before, scripted_ring.hold = len(scripted_ring.rounds), True
+
+            async def ask(name: str, request: AllocateProducerIdsRequest) -> None:
+                answered[name] = await quorum.submit(request, 0)
+
+            nursery.start_soon(ask, "a", first)
+            await _wait_for(lambda: len(scripted_ring.rounds) > rounds_before, "round 1")
+            a_end = storage.metadata_end_offset()
+            nursery.start_soon(ask, "b", first)  # queued behind round 1, handled during it
+            await _wait_for(lambda: storage.metadata_end_offset() == a_end + 1, "B's append")
+            await trio.sleep(0.05)
+            assert answered == {} and quorum.hwm[0] < a_end
+
+            scripted_ring.complete(rounds_before)  # round 1 is durable: A only
+            await _wait_for(lambda: "a" in answered, "A's answer")
+            assert quorum.hwm[0] == a_end and storage.metadata.high_watermark == a_end
+            await _wait_for(lambda: len(scripted_ring.rounds) == rounds_before + 2, "round 2")
+            await trio.sleep(0.05)
+            assert "b" not in answered
+            scripted_ring.complete(rounds_before + 1)
+            await _wait_for(lambda: "b" in answered, "B's answer")
+            assert quorum.hwm[0] == a_end + 1
+            a, b = answered["a"], answered["b"]
+            assert b.producer_id_start == a.producer_id_start + a.producer_id_len  # type: ignore[attr-defined]
+            quorum.stop()
+            await _wait_for(lambda: not quorum._in_flight, "the last round")
+    finally:
+        storage.close()
+
+
+async def test_a_failed_ring_fsync_fails_every_unreleased_answer(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    storage, controller = open_node(tmp_path / "data")
+    quorum = Quorum(controller, storage, inline_fsync_s=0)
+    outcomes: dict[str, object] = {}
+    with pytest.raises(BaseExceptionGroup) as failure:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            first, second = await _broker(quorum, 2), await _broker(quorum, 3)
+            durable, rounds_before = quorum.hwm, len(scripted_ring.rounds)
+            scripted_ring.hold = True
+
+            async def ask(name: str, request: AllocateProducerIdsRequest) -> None:
+                try:
+                    outcomes[name] = await quorum.submit(request, 0)
+                except NodeStopped as exc:
+                    outcomes[name] = exc
+
+            nursery.start_soon(ask, "a", first)
+            await _wait_for(lambda: len(scripted_ring.rounds) > rounds_before, "round 1")
+            nursery.start_soon(ask, "b", second)
+            await trio.sleep(0.05)
+            scripted_ring.complete(rounds_before, -errno.EIO)
+            await trio.sleep(5)  # the failure ends the nursery well before this
+    assert failure.group_contains(OSError)
+    assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["b"], NodeStopped)
+    assert quorum.hwm == durable and len(scripted_ring.rounds) == rounds_before + 1
+    storage.close()

@@ -182,3 +182,116 @@ async def test_a_failed_fsync_fails_every_waiter() -> None:
     assert len(errors) == 4 and quorum.hwm == (0, 0) and storage.durable == 0
     with pytest.raises(NodeStopped):
         await quorum.submit(("early", 0), 0)
+
+
+class Raising(Controller):
+    def handle(self, request, api_version, *, now_ms, next_offset, listener=None):
+        if request[0] == "boom":
+            raise ValueError("no such thing")
+        return super().handle(request, api_version, now_ms=now_ms, next_offset=next_offset)
+
+
+async def _round_in_flight(quorum: Quorum, storage: Storage) -> None:
+    """Start a round and hold its fsync: the requests after this one queue for `_drain`."""
+    storage.gate.clear()
+    first = trio.Event()
+
+    async def ask() -> None:
+        first.set()
+        await quorum.submit(("late", 1), 0)
+
+    quorum._background.start_soon(ask)
+    await first.wait()
+    with trio.fail_after(5):
+        while not quorum._in_flight:
+            await trio.sleep(0.001)
+
+
+async def test_requests_during_a_round_are_handled_in_arrival_order_in_one_pass() -> None:
+    controller, storage = Controller(), Storage()
+    quorum = Quorum(controller, storage)
+    got: list[tuple[str, int]] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        await _round_in_flight(quorum, storage)
+        drains = 0
+        drain = quorum._drain
+
+        def counting_drain() -> None:
+            nonlocal drains
+            drains += 1
+            drain()
+
+        quorum._drain = counting_drain  # type: ignore[method-assign]
+
+        arrived: list[str] = []
+
+        async def ask(name: str) -> None:
+            arrived.append(name)  # no checkpoint between this and the submit
+            got.append(await quorum.submit((name, 1), 0))
+
+        for name in ("b", "c", "d", "e"):
+            nursery.start_soon(ask, name)
+        await trio.sleep(0.05)
+        assert got == [] and len(quorum._queue) == 0 and drains == 1  # handled, not released
+        assert [offset for offset, _ in controller.applied] == [0, 1, 2, 3, 4]
+        storage.gate.set()  # round 1 (the first request) ends; round 2 covers the four
+        with trio.fail_after(5):
+            while len(got) < 4:
+                await trio.sleep(0.001)
+        assert sorted(got) == sorted((name, offset) for offset, name in enumerate(arrived, 1))
+        quorum.stop()
+
+
+async def test_a_queued_request_cancelled_before_its_turn_never_happens() -> None:
+    controller, storage = Controller(), Storage()
+    quorum = Quorum(controller, storage)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        await _round_in_flight(quorum, storage)
+        applied = len(controller.applied)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await quorum.submit(("gone", 1), 0)  # queued, then cancelled at its checkpoint
+        assert scope.cancelled_caught
+        await trio.sleep(0.05)
+        assert len(controller.applied) == applied and storage.end == 1  # never handled
+        storage.gate.set()
+        quorum.stop()
+
+
+async def test_a_queued_request_that_fails_fails_only_its_caller_and_early_answers_go_at_once(
+        ) -> None:
+    controller, storage = Raising(), Storage()
+    quorum = Quorum(controller, storage)
+    got: dict[str, object] = {}
+
+    async def ask(name: str, request: tuple[str, int]) -> None:
+        try:
+            got[name] = await quorum.submit(request, 0)
+        except ValueError as exc:
+            got[name] = exc
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        await _round_in_flight(quorum, storage)
+        nursery.start_soon(ask, "boom", ("boom", 1))
+        nursery.start_soon(ask, "early", ("early", 0))
+        nursery.start_soon(ask, "late", ("late", 1))
+        await trio.sleep(0.05)
+        # With the round still held: the error and the early answer are out, the write waits.
+        assert isinstance(got.pop("boom"), ValueError)
+        assert list(got) == ["early"] and got["early"][0] == "early"
+        storage.gate.set()
+        with trio.fail_after(5):
+            while "late" not in got:
+                await trio.sleep(0.001)
+        assert got["late"][0] == "late"
+        quorum.stop()
+
+
+def test_overlap_starts_when_handling_outlasts_an_fsync_and_ends_below_half_of_one() -> None:
+    quorum = Quorum(Controller(), Storage())
+    quorum._handling_s, quorum._fsync_s = 10e-6, 200e-6
+    assert [quorum._overlap(n) for n in (8, 19, 21, 15, 11, 9, 30)] == \
+        [False, False, True, True, True, False, True]
