@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kraftpy.controller.log.fsync_ring import FsyncRing
 from kraftpy.controller.log.storage import MetadataStorage
 from kraftpy.controller.quorum_controller import QuorumController
 from support import quorum_crash_writer
@@ -72,6 +73,7 @@ def test_kill9_during_overlapped_rounds_loses_no_acknowledged_block(tmp_path: Pa
     rng = random.Random(20261121)
     blocks: list[tuple[int, int]] = []
     kills = overlapped = 0
+    modes: set[str] = set()
     deadline = time.monotonic() + SECONDS
     while kills < KILLS and time.monotonic() < deadline:
         lines = _run_until_killed(data, 1000 * (kills + 1), kills, tmp_path / "out", rng)
@@ -79,6 +81,7 @@ def test_kill9_during_overlapped_rounds_loses_no_acknowledged_block(tmp_path: Pa
         acked = [(int(s), int(n)) for _, s, n in
                  (line.split() for line in lines if line.startswith("A "))]
         reports = [int(line.split()[1]) for line in lines if line.startswith("O ")]
+        modes.update(line.split()[1] for line in lines if line.startswith("M "))
         overlapped += reports[-1] if reports else 0
         next_id = _recovered_next_producer_id(data)
         for start, length in acked:
@@ -92,3 +95,8 @@ def test_kill9_during_overlapped_rounds_loses_no_acknowledged_block(tmp_path: Pa
     for (start, length), (after, _) in zip(ordered, ordered[1:], strict=False):
         assert start + length <= after, f"blocks {start}+{length} and {after} overlap"
     assert overlapped > 0, "no record was appended while a round was being fsynced"
+    # Both ways of fsyncing a round were killed, where this kernel offers an io_uring.
+    ring = FsyncRing.open()
+    if ring is not None:
+        ring.close()
+    assert modes == ({"ring", "thread"} if ring is not None else {"thread"}), modes

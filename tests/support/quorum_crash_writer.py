@@ -2,7 +2,8 @@
 through `Quorum.submit` on a real MetadataStorage, with arrivals spread so that commit rounds
 overlap (records appended while the previous round's fsync runs).
 
-Writes to stdout, one line each: `R` once every broker is registered, `A <start> <length>`
+Writes to stdout, one line each: `M ring` or `M thread` (what fsyncs the rounds), `R` once
+every broker is registered, `A <start> <length>`
 for every block acknowledged (after `submit` returned it), and every 20 ms
 `O <appends during an fsync> <rounds>`. Run as a script:
 `python quorum_crash_writer.py <data dir> <first broker id> <writers> <seed>`.
@@ -58,8 +59,10 @@ def _say(line: str) -> None:
 
 def run(data: Path, first_broker: int, writers: int, seed: int) -> None:
     storage, controller = open_node(data)
-    # Odd seeds: every round in a worker thread; even ones: idle rounds may fsync on the loop.
-    quorum = Quorum(controller, storage, **({"inline_fsync_s": 0} if seed % 2 else {}))
+    # By seed: rounds fsynced through the io_uring where there is one, idle rounds on the
+    # loop (0); only through the ring (1); only in a worker thread (2).
+    quorum = Quorum(controller, storage, inline_fsync_s=0 if seed % 3 else 0.001,
+                    fsync_ring=seed % 3 != 2)
     overlapped = 0
     append = storage.append
 
@@ -103,6 +106,7 @@ def run(data: Path, first_broker: int, writers: int, seed: int) -> None:
                 await trio.sleep(rng.random() * 0.0005)
 
     async def report() -> None:
+        _say("M ring" if quorum._ring is not None else "M thread")
         while True:
             await trio.sleep(0.02)
             _say(f"O {overlapped} {quorum.fsyncs}")
