@@ -126,6 +126,10 @@ class Quorum:
         self._queue: deque[list[Any]] = deque()
         self._draining = False  # the commit task has been asked to drain the queue
         self._draining_task = False  # `run` is running: there is a commit task to drain it
+        # Which requests may queue: those whose answers wait for a commit anyway (all of them
+        # for a controller that does not say).
+        self._usually_writes: Callable[[Any], bool] = getattr(
+            controller, "usually_writes", lambda request: True)
         self._round: Any = None  # the round being fsynced (a FlushRound, or None)
         self._in_flight = False
         self._deferred = False  # the commit task is to start the next round
@@ -160,7 +164,8 @@ class Quorum:
         """The response to `request`, once the rule for releasing it allows."""
         if self._failed is not None or self._stopping:
             self._check_running()
-        if (self._in_flight or self._deferred or self._queue) and self._draining_task:
+        if (self._in_flight or self._deferred or self._queue) and self._draining_task \
+                and self._usually_writes(request):
             # Under load: queue behind the others; the commit task handles the whole queue in
             # one pass (`_drain`), which costs less per request than one handling per task.
             entry = [0, 0, trio.lowlevel.current_task(), (request, api_version, listener)]

@@ -295,3 +295,53 @@ def test_overlap_starts_when_handling_outlasts_an_fsync_and_ends_below_half_of_o
     quorum._handling_s, quorum._fsync_s = 10e-6, 200e-6
     assert [quorum._overlap(n) for n in (8, 19, 21, 15, 11, 9, 30)] == \
         [False, False, True, True, True, False, True]
+
+
+async def test_requests_that_do_not_usually_write_are_handled_at_once_even_during_a_round(
+        ) -> None:
+    class Choosy(Controller):
+        handled: list[str] = []
+
+        def usually_writes(self, request):
+            return request[0] != "read"
+
+        def handle(self, request, api_version, *, now_ms, next_offset, listener=None):
+            self.handled.append(request[0])
+            return super().handle(request, api_version, now_ms=now_ms, next_offset=next_offset)
+
+    controller, storage = Choosy(), Storage()
+    quorum = Quorum(controller, storage)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        await _round_in_flight(quorum, storage)
+        queued: list[str] = []
+        drain = quorum._drain
+
+        def recording_drain() -> None:
+            queued.extend(entry[3][0][0] for entry in quorum._queue)
+            drain()
+
+        quorum._drain = recording_drain  # type: ignore[method-assign]
+        nursery.start_soon(quorum.submit, ("read", 0), 0)
+        nursery.start_soon(quorum.submit, ("late", 1), 0)
+        await trio.sleep(0.05)
+        assert quorum._in_flight  # the round is still held
+        assert "read" in controller.handled and queued == ["late"]
+        storage.gate.set()
+        quorum.stop()
+
+
+def test_which_requests_usually_write() -> None:
+    from kraftpy.controller.quorum_controller import QuorumController
+    from kraftpy.controller.settings import ControllerSettings
+    from kraftpy.protocol.messages.allocate_producer_ids_request import (
+        AllocateProducerIdsRequest,
+    )
+    from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+    from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
+
+    controller = QuorumController(ControllerSettings(cluster_id="c"))
+    assert controller.usually_writes(AllocateProducerIdsRequest(broker_id=1, broker_epoch=2))
+    assert controller.usually_writes(InitProducerIdRequest(transactional_id="t"))
+    assert not controller.usually_writes(InitProducerIdRequest(transactional_id=None))
+    assert not controller.usually_writes(BrokerHeartbeatRequest(broker_id=1))
