@@ -82,13 +82,23 @@ class BrokerHeartbeatManager:
     def __init__(self, session_timeout_ms: int) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.brokers: dict[int, BrokerHeartbeatState] = {}
+        # Before this time no session can have expired: the earliest expiry seen by the last
+        # full look. Contacts only move later, so it holds until the set of sessions changes
+        # (`forget_expiry`), and a tick after every commit costs no look at each broker.
+        self.quiet_until_ms = 0
 
     def register(self, broker_id: int, now_ms: int) -> None:
         """A fresh session: a new registration, or every broker at activation."""
         self.brokers[broker_id] = BrokerHeartbeatState(now_ms)
+        self.quiet_until_ms = 0
 
     def remove(self, broker_id: int) -> None:
         self.brokers.pop(broker_id, None)
+        self.quiet_until_ms = 0
+
+    def forget_expiry(self) -> None:
+        """Which brokers are unfenced changed: the next `oldest_stale` looks at each."""
+        self.quiet_until_ms = 0
 
     def state(self, broker_id: int, now_ms: int) -> BrokerHeartbeatState:
         if broker_id not in self.brokers:
@@ -111,6 +121,9 @@ class BrokerHeartbeatManager:
         """The unfenced broker silent longest, if its session expired: fenced one at a time."""
         stale = [b for b in unfenced if not self.has_valid_session(b, False, now_ms)]
         if not stale:
+            contacts = [self.brokers[b].last_contact_ms for b in unfenced if b in self.brokers]
+            if len(contacts) == len(unfenced):
+                self.quiet_until_ms = min(contacts, default=now_ms) + self.session_timeout_ms
             return None
         return min(stale, key=lambda b: (self.brokers[b].last_contact_ms, b))
 

@@ -104,6 +104,7 @@ class ClusterControlManager:
         self.register_offsets[record.broker_id] = offset
         if old is None or old.epoch != record.broker_epoch:
             self.heartbeats.register(record.broker_id, self.now_ms)
+        self.heartbeats.forget_expiry()  # it may come back unfenced
 
     def replay_unregister(self, record: Any) -> None:
         self._registration(record.broker_id, record.broker_epoch, record)
@@ -126,6 +127,7 @@ class ClusterControlManager:
             reg.in_controlled_shutdown = True
         if record.log_dirs:
             reg.log_dirs = list(record.log_dirs)
+        self.heartbeats.forget_expiry()
 
     def _set_fenced(self, reg: BrokerRegistration, fenced: bool) -> None:
         if reg.fenced and not fenced:
@@ -304,6 +306,8 @@ class ClusterControlManager:
 
     def fence_one_stale_broker(self, now_ms: int) -> ControllerResult:
         """Session expiry: fence the broker silent longest, one per call, as Kafka does."""
+        if now_ms <= self.heartbeats.quiet_until_ms:  # no session can have expired yet
+            return ControllerResult(None)
         stale = self.heartbeats.oldest_stale(self.unfenced(), now_ms)
         if stale is None:
             return ControllerResult(None)

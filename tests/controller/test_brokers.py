@@ -216,6 +216,28 @@ def test_session_expiry_fences_one_stale_broker_per_tick_oldest_first():
     assert h.end == end  # fenced brokers are not fenced again
 
 
+def test_frequent_ticks_fence_a_stale_broker_on_time_whatever_they_remember():
+    """Ticks after every commit skip the look at each broker until the earliest expiry seen
+    by the last look; heartbeats, registrations and fencing in between never make one late."""
+    h = Harness()
+    e2 = h.unfenced_broker(2)
+    for _ in range(50):  # many quiet ticks: the earliest expiry is remembered
+        h.advance(100)
+    h.heartbeat(2, e2)  # broker 2's session now ends later than remembered
+    h.now_ms += 500
+    e3 = h.unfenced_broker(3)  # a new session, which ends later still
+    fenced_at: dict[int, int] = {}
+    for _ in range(300):
+        h.advance(100)
+        for b in (2, 3):
+            if b not in fenced_at and h.qc.cluster.brokers[b].fenced:
+                fenced_at[b] = h.now_ms
+    contact = {b: h.qc.cluster.heartbeats.brokers[b].last_contact_ms for b in (2, 3)}
+    for b in (2, 3):  # fenced at the first tick past contact + 9000 ms, not one later
+        assert contact[b] + 9000 < fenced_at[b] <= contact[b] + 9000 + 100, (b, fenced_at)
+    assert e3 != e2
+
+
 def test_heartbeats_keep_the_session_alive():
     h = Harness()
     epoch = h.unfenced_broker(2)
