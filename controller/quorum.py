@@ -327,8 +327,10 @@ class Quorum:
                 self._deliver_inline(outcome.capture(self._timed, fsync))
                 return
         if self._ring is not None and self._round is not None:
-            self._submit_to_ring(self._ring, self._round.files())
-            return
+            files = self._round.files()
+            if len(files) <= self._ring.capacity:  # else segments rolled often: a thread
+                self._submit_to_ring(self._ring, files)
+                return
         trio.lowlevel.start_thread_soon(partial(self._timed, fsync), self._deliver)
 
     def _submit_to_ring(self, ring: FsyncRing, files: list[int]) -> None:

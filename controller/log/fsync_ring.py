@@ -90,7 +90,7 @@ class FsyncRing:
         return m
 
     @classmethod
-    def open(cls, entries: int = 8) -> FsyncRing | None:
+    def open(cls, entries: int = 16) -> FsyncRing | None:
         """A working ring, or None where io_uring cannot be used (then fsync in a thread)."""
         if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
             return None

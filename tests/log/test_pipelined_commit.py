@@ -311,3 +311,22 @@ async def test_a_failed_ring_fsync_fails_every_unreleased_answer(
     assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["b"], NodeStopped)
     assert quorum.hwm == durable and len(scripted_ring.rounds) == rounds_before + 1
     storage.close()
+
+
+async def test_a_round_with_more_files_than_the_ring_holds_is_fsynced_in_a_thread(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    storage, controller = open_node(tmp_path / "data")
+    quorum = Quorum(controller, storage, inline_fsync_s=0)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            request = await _broker(quorum, 2)
+            scripted_ring.hold = True  # a round that reached the ring would never end
+            scripted_ring.capacity = 0  # every round has more files than that
+            rounds = len(scripted_ring.rounds)
+            with trio.fail_after(10):
+                reply = await quorum.submit(request, 0)
+            assert reply.error_code == 0 and len(scripted_ring.rounds) == rounds
+            quorum.stop()
+    finally:
+        storage.close()
