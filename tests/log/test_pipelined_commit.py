@@ -82,6 +82,15 @@ async def _broker(quorum: Quorum, broker_id: int) -> AllocateProducerIdsRequest:
     return AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=registered.broker_epoch)
 
 
+async def _ask(quorum: Quorum, outcomes: dict[str, object], name: str,
+               request: AllocateProducerIdsRequest) -> None:
+    """Submit, recording the answer or the NodeStopped that came instead."""
+    try:
+        outcomes[name] = await quorum.submit(request, 0)
+    except NodeStopped as exc:
+        outcomes[name] = exc
+
+
 async def _wait_for(condition, what: str) -> None:  # type: ignore[no-untyped-def]
     with trio.fail_after(10):
         while not condition():
@@ -144,15 +153,9 @@ async def test_a_failed_round_fails_the_answers_appended_during_it(
             gated = GatedFsync(monkeypatch)
             gated.fail_round = 0
 
-            async def ask(name: str, request: AllocateProducerIdsRequest) -> None:
-                try:
-                    outcomes[name] = await quorum.submit(request, 0)
-                except NodeStopped as exc:
-                    outcomes[name] = exc
-
-            nursery.start_soon(ask, "a", first)
+            nursery.start_soon(_ask, quorum, outcomes, "a", first)
             await _wait_for(lambda: gated.began, "round 1 to reach its fsync")
-            nursery.start_soon(ask, "b", second)
+            nursery.start_soon(_ask, quorum, outcomes, "b", second)
             await _wait_for(lambda: storage.metadata_end_offset() > gated.began[0], "B's append")
             gated.open(0)
             await trio.sleep(5)  # the failure ends the nursery well before this
@@ -295,15 +298,9 @@ async def test_a_failed_ring_fsync_fails_every_unreleased_answer(
             durable, rounds_before = quorum.hwm, len(scripted_ring.rounds)
             scripted_ring.hold = True
 
-            async def ask(name: str, request: AllocateProducerIdsRequest) -> None:
-                try:
-                    outcomes[name] = await quorum.submit(request, 0)
-                except NodeStopped as exc:
-                    outcomes[name] = exc
-
-            nursery.start_soon(ask, "a", first)
+            nursery.start_soon(_ask, quorum, outcomes, "a", first)
             await _wait_for(lambda: len(scripted_ring.rounds) > rounds_before, "round 1")
-            nursery.start_soon(ask, "b", second)
+            nursery.start_soon(_ask, quorum, outcomes, "b", second)
             await trio.sleep(0.05)
             scripted_ring.complete(rounds_before, -errno.EIO)
             await trio.sleep(5)  # the failure ends the nursery well before this
