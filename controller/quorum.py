@@ -119,7 +119,7 @@ class Quorum:
         self.hwm = (storage.metadata_end_offset(), storage.txn_end_offset())
         self.fsyncs = 0
         # Waiting answers in append order, so their (metadata end, txn end) only grow:
-        # [end, txn end, task] (task None once cancelled).
+        # [end, txn end, task, response] (task None once cancelled).
         self._waiters: deque[list[Any]] = deque()
         # Requests that came while a round was due or in flight, for the commit task to handle
         # in one pass: [0, 0, task, (request, version, listener)], then as a waiter.
@@ -174,34 +174,42 @@ class Quorum:
                 self._draining = True
                 self._wake.set()
             return await self._park(entry)
-        storage = self.storage
-        now = self.clock_ms()
-        end = storage.metadata_end_offset()
-        result = self.controller.handle(
-            request, api_version, now_ms=now, next_offset=end, listener=listener)
-        written = None
-        if result.records or result.txn_records or result.events:  # most answers have none
-            written = self._write(result, now)
+        result, end, txn_end = self._handle(request, api_version, listener)
         if self._synced is not None:  # the round in flight is durable: release its answers
             self._finish_round()
-        if written is not None:
-            if not self._in_flight and not self._deferred:
-                self._kick()
-            # The log ends are now just past this result's records (nothing ran in between).
-            end, txn_end = written[0] + len(result.records), written[1] + len(result.txn_records)
-        else:
-            txn_end = storage.txn_end_offset()
-        if result.respond_before_commit:
-            return result.response
-        hwm = self.hwm
-        if hwm[0] >= end and hwm[1] >= txn_end:
+        if (result.records or result.txn_records) and not self._in_flight \
+                and not self._deferred:
+            self._kick()
+        if self._answered(result, end, txn_end):
             return result.response
         # Park until a round covers (end, txn_end); inline, not a coroutine per answer.
         if not self._in_flight and not self._deferred:
-            self._kick()  # records appended before this answer wait for a round too
+            self._kick()  # its records, or those appended before it, wait for a round
         entry = [end, txn_end, trio.lowlevel.current_task(), result.response]
         self._waiters.append(entry)
         return await self._park(entry)
+
+    def _handle(self, request: Any, api_version: int, listener: str | None
+                ) -> tuple[ControllerResult, int, int]:
+        """`handle` and `_write` one request: its result and the (metadata, txn) log ends its
+        answer waits for, which are just past its own records (nothing runs in between)."""
+        storage = self.storage
+        now = self.clock_ms()
+        result = self.controller.handle(request, api_version, now_ms=now,
+                                        next_offset=storage.metadata_end_offset(),
+                                        listener=listener)
+        if result.records or result.txn_records or result.events:  # most answers have none
+            written = self._write(result, now)
+            if written is not None:
+                return (result, written[0] + len(result.records),
+                        written[1] + len(result.txn_records))
+        return result, storage.metadata_end_offset(), storage.txn_end_offset()
+
+    def _answered(self, result: ControllerResult, end: int, txn_end: int) -> bool:
+        """Whether the answer may go now: it depends on nothing uncommitted, or a round has
+        already covered everything up to its records."""
+        hwm = self.hwm
+        return result.respond_before_commit or (hwm[0] >= end and hwm[1] >= txn_end)
 
     @staticmethod
     def _park(entry: list[Any]) -> Any:
@@ -218,8 +226,7 @@ class Quorum:
         """On the commit task: handle every queued request in arrival order, exactly as
         `submit` would inline (answered at once, or waiting for the round that covers it)."""
         self._draining = False
-        queue, waiters, storage = self._queue, self._waiters, self.storage
-        handle, clock_ms = self.controller.handle, self.clock_ms
+        queue, waiters = self._queue, self._waiters
         ring = self._ring
         # With a ring and no round in flight, when the queue's requests cost the loop more
         # than an fsync lasts, the first half starts a round that is fsynced while the second
@@ -241,24 +248,12 @@ class Quorum:
             task = entry[2]
             if task is None:  # cancelled before it was handled: it never happened
                 continue
-            request, api_version, listener = entry[3]
-            now = clock_ms()
             try:
-                result = handle(request, api_version, now_ms=now,
-                                next_offset=storage.metadata_end_offset(), listener=listener)
-                written = None
-                if result.records or result.txn_records or result.events:
-                    written = self._write(result, now)
+                result, end, txn_end = self._handle(*entry[3])
             except Exception as exc:  # the caller's error, as inline
                 _reschedule(task, outcome.Error(exc))
                 continue
-            if written is not None:
-                end = written[0] + len(result.records)
-                txn_end = written[1] + len(result.txn_records)
-            else:
-                end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
-            hwm = self.hwm
-            if result.respond_before_commit or (hwm[0] >= end and hwm[1] >= txn_end):
+            if self._answered(result, end, txn_end):
                 _reschedule(task, outcome.Value(result.response))
             else:
                 entry[0], entry[1], entry[3] = end, txn_end, result.response
