@@ -7,7 +7,6 @@ import errno
 import os
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,7 @@ from kraftpy.controller.log.storage import FlushRound
 from kraftpy.controller.quorum import NodeStopped, Quorum
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraftpy.protocol.messages.broker_registration_request import (
-    BrokerRegistrationRequest,
-    Feature,
-    Listener,
-)
-from support.quorum_crash_writer import open_node
+from support.quorum_crash_writer import open_node, registration
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 
@@ -61,18 +55,8 @@ class GatedFsync:
             self.gate(index).set()
 
 
-def _registration(broker_id: int) -> BrokerRegistrationRequest:
-    return BrokerRegistrationRequest(
-        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
-        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=19092 + broker_id,
-                            security_protocol=0)],
-        features=[Feature(name="metadata.version", min_supported_version=7,
-                          max_supported_version=27)],
-        rack=None, log_dirs=[uuid.uuid4()])
-
-
 async def _broker(quorum: Quorum, broker_id: int) -> AllocateProducerIdsRequest:
-    registered = await quorum.submit(_registration(broker_id), 4)
+    registered = await quorum.submit(registration(broker_id), 4)
     assert registered.error_code == 0, registered
     beat = await quorum.submit(BrokerHeartbeatRequest(
         broker_id=broker_id, broker_epoch=registered.broker_epoch,

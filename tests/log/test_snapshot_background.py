@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -28,11 +27,7 @@ from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraftpy.protocol.messages.broker_registration_request import (
-    BrokerRegistrationRequest,
-    Feature,
-    Listener,
-)
+from support.quorum_crash_writer import registration
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 WRITERS = 8
@@ -41,17 +36,6 @@ OPS_PER_WRITER = 150
 
 def _settings() -> ControllerSettings:
     return ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
-
-
-def _registration(broker_id: int) -> BrokerRegistrationRequest:
-    return BrokerRegistrationRequest(
-        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
-        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id,
-                            security_protocol=0)],
-        features=[Feature(name="metadata.version", min_supported_version=7,
-                          max_supported_version=27)],
-        rack=None, log_dirs=[uuid.uuid4()],
-    )
 
 
 def _image(controller: QuorumController) -> dict:
@@ -124,7 +108,7 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
 
     async def writer(broker_id: int) -> None:
         nonlocal acked
-        registered = await quorum.submit(_registration(broker_id), 4)
+        registered = await quorum.submit(registration(broker_id), 4)
         assert registered.error_code == 0, registered
         beat = await quorum.submit(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=registered.broker_epoch,

@@ -38,6 +38,17 @@ def settings() -> ControllerSettings:
     return ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
 
 
+def registration(broker_id: int) -> BrokerRegistrationRequest:
+    """A broker that supports metadata.version 7-27, on a port of its own."""
+    return BrokerRegistrationRequest(
+        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
+        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=9092 + broker_id,
+                            security_protocol=0)],
+        features=[Feature(name="metadata.version", min_supported_version=7,
+                          max_supported_version=27)],
+        rack=None, log_dirs=[uuid.uuid4()])
+
+
 def open_node(data: Path) -> tuple[MetadataStorage, QuorumController]:
     """Format on first use, recover, replay and lead: what a node does before serving."""
     format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27,
@@ -77,13 +88,7 @@ def run(data: Path, first_broker: int, writers: int, seed: int) -> None:
 
     async def writer(broker_id: int) -> None:
         nonlocal ready
-        registered = await quorum.submit(BrokerRegistrationRequest(
-            broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
-            listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=9092,
-                                security_protocol=0)],
-            features=[Feature(name="metadata.version", min_supported_version=7,
-                              max_supported_version=27)],
-            rack=None, log_dirs=[uuid.uuid4()]), 4)
+        registered = await quorum.submit(registration(broker_id), 4)
         assert registered.error_code == 0, registered
         beat = await quorum.submit(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=registered.broker_epoch,
