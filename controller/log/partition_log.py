@@ -441,14 +441,27 @@ class PartitionLog:
         """`accumulate` of one record with a null key (most operations): joins the open batch
         without building a list, or takes the general path."""
         with self._lock:
-            opened = self._open_values
-            if opened and self._open_keys is None and leader_epoch == self._open_epoch:
-                size = self._open_bytes + RECORD_OVERHEAD_BOUND + len(value)
-                if size <= self.max_batch_bytes - RECORD_BATCH_OVERHEAD:
-                    opened.append(value)
-                    self._open_bytes = size
-                    return self._open_base + len(opened) - 1
+            base = self._join_open_batch((value,), RECORD_OVERHEAD_BOUND + len(value),
+                                         leader_epoch)
+        if base >= 0:
+            return base
         return self.accumulate([value], leader_epoch=leader_epoch, timestamp=timestamp)
+
+    def _join_open_batch(self, values: Sequence[bytes], size: int, leader_epoch: int) -> int:
+        """With the lock held: add null-keyed `values` (`size` bytes by the bound) to the open
+        batch if it is of this epoch, has null keys and has room; their first offset, else -1."""
+        opened = self._open_values
+        if (
+            opened
+            and self._open_keys is None
+            and leader_epoch == self._open_epoch
+            and self._open_bytes + size <= self.max_batch_bytes - RECORD_BATCH_OVERHEAD
+        ):
+            base = self._open_base + len(opened)
+            opened.extend(values)
+            self._open_bytes += size
+            return base
+        return -1
 
     def accumulate(
         self,
@@ -473,17 +486,9 @@ class PartitionLog:
                 size = -1
             if size >= 0:
                 with self._lock:
-                    opened = self._open_values
-                    if (
-                        opened
-                        and self._open_keys is None
-                        and leader_epoch == self._open_epoch
-                        and self._open_bytes + size <= self.max_batch_bytes - RECORD_BATCH_OVERHEAD
-                    ):
-                        base = self._open_base + len(opened)
-                        opened.extend(values)
-                        self._open_bytes += size
-                        return base
+                    base = self._join_open_batch(values, size, leader_epoch)  # type: ignore[arg-type]
+                if base >= 0:
+                    return base
         if self.read_only:
             raise files.LogDirError(f"{self.directory} is open read-only")
         count = len(values)
