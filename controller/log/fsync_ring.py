@@ -54,15 +54,15 @@ class FsyncRing:
         self._fd = ring_fd
         self.event_fd = event_fd
         sq_entries, cq_entries, features = params[0], params[1], params[5]
-        (self._sq_head, self._sq_tail, sq_mask, _, _, _, self._sq_array) = params[10:17]
-        (self._cq_head, self._cq_tail, cq_mask, _, _, self._cqes) = params[19:25]
+        sq_off = params[10:17]  # head tail ring_mask ring_entries flags dropped array (bytes)
+        cq_off = params[19:25]  # head tail ring_mask ring_entries overflow cqes (bytes)
         self.capacity = sq_entries
-        sq_size = self._sq_array + sq_entries * 4
+        self._cqes = cq_off[5]
+        sq_size = sq_off[6] + sq_entries * 4
         cq_size = self._cqes + cq_entries * _CQE_SIZE
         flags, prot = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), \
             mmap.PROT_READ | mmap.PROT_WRITE
         self._maps: list[mmap.mmap] = []
-        self._sq_mask = self._cq_mask = 0
         try:
             if features & _FEAT_SINGLE_MMAP:
                 self._sq = self._cq = self._map(max(sq_size, cq_size), _OFF_SQ_RING, flags, prot)
@@ -73,16 +73,13 @@ class FsyncRing:
         except BaseException:
             self.close()
             raise
-        # u32 views of the rings (all their u32 fields are 4-byte aligned): index = offset // 4
+        # u32 views of the rings; their u32 fields are 4-byte aligned, so index = offset // 4.
         self._sq32 = memoryview(self._sq).cast("I")
         self._cq32 = memoryview(self._cq).cast("I")
-        self._sq_mask = self._sq32[sq_mask // 4]
-        self._cq_mask = self._cq32[cq_mask // 4]
-        self._sq_head //= 4
-        self._sq_tail //= 4
-        self._sq_array //= 4
-        self._cq_head //= 4
-        self._cq_tail //= 4
+        self._sq_tail, self._sq_array = sq_off[1] // 4, sq_off[6] // 4
+        self._cq_head, self._cq_tail = cq_off[0] // 4, cq_off[1] // 4
+        self._sq_mask = self._sq32[sq_off[2] // 4]
+        self._cq_mask = self._cq32[cq_off[2] // 4]
 
     def _map(self, size: int, offset: int, flags: int, prot: int) -> mmap.mmap:
         m = mmap.mmap(self._fd, size, flags=flags, prot=prot, offset=offset)
