@@ -402,9 +402,7 @@ class Quorum:
                 flush.release()
             self._fail(exc)
             return
-        released = len(self._waiters)
-        self._release()
-        released -= len(self._waiters)
+        released = self._release()
         done, self._committed = self._committed, trio.Event()
         done.set()
         self._rounds += 1
@@ -428,9 +426,11 @@ class Quorum:
             self._overlapping = False
         return self._overlapping
 
-    def _release(self) -> None:
+    def _release(self) -> int:
+        """Answer the waiters the high watermarks now cover; how many left the queue."""
         hwm, txn_hwm = self.hwm
         waiters = self._waiters
+        count = len(waiters)
         while waiters:
             waiter = waiters[0]
             if waiter[0] > hwm or waiter[1] > txn_hwm:
@@ -438,6 +438,7 @@ class Quorum:
             waiters.popleft()
             if waiter[2] is not None:
                 _reschedule(waiter[2], outcome.Value(waiter[3]))
+        return count - len(waiters)
 
     def _fail(self, exc: BaseException) -> None:
         """A write or fsync failed: stop, and fail every answer still waiting."""
