@@ -174,6 +174,24 @@ def _record_bytes(
     return encode_varint(len(body)) + body
 
 
+# (value length << 32 | offset delta) -> a KRaft-shaped record's head, for the small ones.
+_KRAFT_HEADS: dict[int, bytes] = {}
+
+
+def _kraft_head(offset_delta: int, value_length: int) -> bytes:
+    """The bytes of a record (attributes 0, timestamp delta 0, null key) before its value:
+    length, attributes, timestamp delta, offset delta, key length -1, value length; for a null
+    value (`value_length` -1) the whole record, header count included."""
+    if value_length < 0:
+        body = b"\x00\x00" + encode_varint(offset_delta) + b"\x01\x01\x00"
+        return encode_varint(len(body)) + body
+    head = b"\x00\x00" + encode_varint(offset_delta) + b"\x01" + encode_varint(value_length)
+    head = encode_varint(len(head) + value_length + 1) + head  # + 1: the header count
+    if offset_delta < 1 << 16 and value_length < 1 << 12:
+        _KRAFT_HEADS[(value_length << 32) | offset_delta] = head
+    return head
+
+
 def build_record_batch(
     values: Sequence[bytes | None],
     *,
@@ -210,19 +228,23 @@ def build_record_batch(
         base_ts = max_ts = timestamp
 
     if keys is None and headers is None and timestamps is None:
-        # KRaft's shape: attributes 0, timestamp delta 0, null key, no headers.
+        # KRaft's shape: attributes 0, timestamp delta 0, null key, no headers. A record is
+        # then its head (which only its offset delta and value length decide), its value and
+        # an empty header count.
         parts: list[bytes] = []
         append = parts.append
+        heads = _KRAFT_HEADS
         for i, value in enumerate(values):
-            delta = _SMALL_VARINTS[i + 64] if i < 64 else encode_varint(i)
             if value is None:
-                body = b"\x00\x00" + delta + b"\x01\x01\x00"
-            else:
-                body = b"".join(
-                    (b"\x00\x00", delta, b"\x01", encode_varint(len(value)), value, b"\x00")
-                )
-            append(encode_varint(len(body)))
-            append(body)
+                append(_kraft_head(i, -1))
+                continue
+            key = (len(value) << 32) | i  # offset deltas are int32
+            head = heads.get(key)
+            if head is None:
+                head = _kraft_head(i, len(value))
+            append(head)
+            append(value)
+            append(b"\x00")
         records = b"".join(parts)
     else:
         records = b"".join(

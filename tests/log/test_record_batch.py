@@ -85,6 +85,22 @@ def test_kafka_python_reads_our_batches(values, base_offset, epoch, ts) -> None:
     assert [tuple(r) for r in ours.records()] == [(o, t, k, v, list(h)) for o, t, k, v, h in got]
 
 
+def test_kraft_shape_past_the_record_head_cache_agrees_with_kafka_python() -> None:
+    """Record heads are cached for small offset deltas and value lengths: a batch past both
+    limits (70,000 records, values of 0 to 5,000 bytes and nulls) reads back the same with
+    kafka-python, and matches the general path (explicit null keys) byte for byte."""
+    sizes = [0, 1, 63, 64, 127, 128, 4095, 4096, 5000]
+    values = [None if i % 997 == 0 else bytes([i % 251]) * sizes[i % len(sizes)]
+              for i in range(70_000)]
+    raw = build_record_batch(values, base_offset=3, timestamp=11)
+    assert raw == build_record_batch(values, base_offset=3, timestamp=11,
+                                     keys=[None] * len(values))
+    (theirs,) = kafka_python_batches(raw)
+    assert theirs.validate_crc()
+    assert [(r.offset, r.key, r.value) for r in theirs] == [
+        (3 + i, None, v) for i, v in enumerate(values)]
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     data=st.lists(
