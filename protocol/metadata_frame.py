@@ -25,8 +25,9 @@ _CLASSES: dict[int, type[Message] | None] = {}
 Frame = tuple[type[Message], int, Any]
 _FRAMES: dict[bytes, Frame | None] = {}
 _UNSEEN: Any = object()
-# (class, version) -> its frame prefix, once the class was checked to be a metadata record.
-_PREFIXES: dict[tuple[type, int], bytes] = {}
+# (class, version) -> its frame prefix and one-pack encoder (None: not fixed-size), once the
+# class was checked to be a metadata record.
+_ENCODINGS: dict[tuple[type, int], tuple[bytes, Any]] = {}
 
 
 def record_class(record_type: int) -> type[Message] | None:
@@ -60,19 +61,29 @@ def frame_class(prefix: bytes) -> Frame | None:
 
 
 def encode_metadata_record(record: Message, version: int) -> bytes:
-    prefix = _PREFIXES.get((type(record), version))
-    if prefix is None:
-        record_type = record.API_KEY
-        if record_type is None or record_class(record_type) is not type(record):
-            raise EncodeError(f"{type(record).__name__} is not a metadata record")
-        prefix = _PREFIX + uvarint_bytes(record_type) + uvarint_bytes(version)
-        _PREFIXES[(type(record), version)] = prefix
-    body = record.encode_fixed(version)  # one pack for the fixed-size records (the common ones)
-    if body is not None:
-        return prefix + body
+    try:
+        prefix, fixed = _ENCODINGS[type(record), version]
+    except (KeyError, TypeError):  # TypeError: an unhashable version, refused below
+        prefix, fixed = _encoding(record, version)
+    if fixed is not None:  # one pack for the fixed-size records (the common ones)
+        try:
+            return prefix + fixed(record)
+        except Exception:  # noqa: S110 - the checked path below raises it as EncodeError
+            pass
     parts = [prefix]
     record.encode_into(parts.append, version)
     return b"".join(parts)
+
+
+def _encoding(record: Message, version: int) -> tuple[bytes, Any]:
+    record_type = record.API_KEY
+    if record_type is None or record_class(record_type) is not type(record):
+        raise EncodeError(f"{type(record).__name__} is not a metadata record")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise EncodeError(f"record version {version!r} is not an integer")
+    prefix = _PREFIX + uvarint_bytes(record_type) + uvarint_bytes(version)
+    found = _ENCODINGS[type(record), version] = (prefix, type(record)._BYTES.get(version))
+    return found
 
 
 def decode_metadata_header(value: bytes) -> tuple[int, int, int]:

@@ -119,3 +119,17 @@ def test_metadata_frame_errors() -> None:
         decode_metadata_record(b"\x01\x0f\x07" + good[3:])
     with pytest.raises(DecodeError, match="trailing"):
         decode_metadata_record(good + b"\x00")
+
+
+def test_metadata_frame_encoding_errors() -> None:
+    record = ProducerIdsRecord(broker_id=1, broker_epoch=2, next_producer_id=3000)
+    with pytest.raises(EncodeError, match="not a metadata record"):
+        encode_metadata_record(InitProducerIdRequest(), 0)
+    with pytest.raises(EncodeError, match="no version 5"):
+        encode_metadata_record(record, 5)
+    for version in ("0", [0], None):
+        with pytest.raises(EncodeError, match="not an integer"):
+            encode_metadata_record(record, version)  # type: ignore[arg-type]
+    with pytest.raises(EncodeError, match="out of range|int64|cannot encode"):
+        encode_metadata_record(ProducerIdsRecord(next_producer_id=2**63), 0)
+    assert encode_metadata_record(record, 0) == b"\x01\x0f\x00" + record.encode(0)
