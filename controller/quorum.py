@@ -122,7 +122,7 @@ class Quorum:
         # [end, txn end, task, response] (task None once cancelled).
         self._waiters: deque[list[Any]] = deque()
         # Requests that came while a round was due or in flight, for the commit task to handle
-        # in one pass: [0, 0, task, (request, version, listener)], then as a waiter.
+        # in one pass: [0, 0, task, request, version, listener], then as a waiter.
         self._queue: deque[list[Any]] = deque()
         self._draining = False  # the commit task has been asked to drain the queue
         self._draining_task = False  # `run` is running: there is a commit task to drain it
@@ -168,13 +168,13 @@ class Quorum:
                 and self._usually_writes(request):
             # Under load: queue behind the others; the commit task handles the whole queue in
             # one pass (`_drain`), which costs less per request than one handling per task.
-            entry = [0, 0, trio.lowlevel.current_task(), (request, api_version, listener)]
+            entry = [0, 0, trio.lowlevel.current_task(), request, api_version, listener]
             self._queue.append(entry)
             if not self._draining:
                 self._draining = True
                 self._wake.set()
             return await self._park(entry)
-        result, end, txn_end = self._handle(request, api_version, listener)
+        result, end, txn_end = self._handle(request, api_version, listener, self.clock_ms())
         if self._synced is not None:  # the round in flight is durable: release its answers
             self._finish_round()
         if (result.records or result.txn_records) and not self._in_flight \
@@ -189,12 +189,12 @@ class Quorum:
         self._waiters.append(entry)
         return await self._park(entry)
 
-    def _handle(self, request: Any, api_version: int, listener: str | None
+    def _handle(self, request: Any, api_version: int, listener: str | None, now: int
                 ) -> tuple[ControllerResult, int, int]:
-        """`handle` and `_write` one request: its result and the (metadata, txn) log ends its
-        answer waits for, which are just past its own records (nothing runs in between)."""
+        """`handle` and `_write` one request at `now`: its result and the (metadata, txn) log
+        ends its answer waits for, which are just past its own records (nothing runs in
+        between)."""
         storage = self.storage
-        now = self.clock_ms()
         result = self.controller.handle(request, api_version, now_ms=now,
                                         next_offset=storage.metadata_end_offset(),
                                         listener=listener)
@@ -233,6 +233,7 @@ class Quorum:
         # half is handled; under steady load the two halves then alternate. Otherwise one
         # round after the whole queue does more per fsync.
         began, count = time.perf_counter(), len(queue)
+        now = self.clock_ms()  # one reading for the pass: it runs as one step, nothing between
         split = -1
         if ring is not None and not self._in_flight and self._overlap(count):
             split = count // 2
@@ -249,7 +250,7 @@ class Quorum:
             if task is None:  # cancelled before it was handled: it never happened
                 continue
             try:
-                result, end, txn_end = self._handle(*entry[3])
+                result, end, txn_end = self._handle(entry[3], entry[4], entry[5], now)
             except Exception as exc:  # the caller's error, as inline
                 _reschedule(task, outcome.Error(exc))
                 continue

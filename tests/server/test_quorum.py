@@ -318,7 +318,7 @@ async def test_requests_that_do_not_usually_write_are_handled_at_once_even_durin
         drain = quorum._drain
 
         def recording_drain() -> None:
-            queued.extend(entry[3][0][0] for entry in quorum._queue)
+            queued.extend(entry[3][0] for entry in quorum._queue)
             drain()
 
         quorum._drain = recording_drain  # type: ignore[method-assign]
