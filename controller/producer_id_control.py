@@ -116,8 +116,8 @@ class ProducerIdControlManager:
             [(ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
                                 next_producer_id=first + size), 0)],
             [], False,
-            [f"Producer ids [{first}, {first + size - 1}] to broker {broker_id} "
-             f"(epoch {broker_epoch})"])
+            [("Producer ids [%d, %d] to broker %d (epoch %d)",
+              first, first + size - 1, broker_id, broker_epoch)])
 
     def _throttle(self, broker_id: int, now_ms: int) -> int:
         rate = self.settings.allocate_producer_ids_quota

@@ -277,7 +277,10 @@ class Quorum:
         """Log the result's events; append and apply its records. The offsets of its first
         records, or None when it has none."""
         for line in result.events:
-            log.info("%s", line)
+            if type(line) is tuple:
+                log.info(*line)
+            else:
+                log.info("%s", line)
         if not result.records and not result.txn_records:
             return None
         offset, txn_offset = self.storage.append(result, now_ms)

@@ -27,18 +27,20 @@ class ControllerResult:
     - `respond_before_commit`: the response depends on nothing uncommitted and may be sent
       at once. Otherwise it waits until every record of this result, and everything
       appended before it, is fsynced.
-    - `events`: one human-readable line per state change worth logging at INFO.
+    - `events`: one human-readable line per state change worth logging at INFO: a str, or a
+      `(format, *args)` tuple, %-formatted only if the line is logged (the hot paths: most
+      deployments log at INFO rarely read, and the formatting is a fifth of an allocation).
     """
 
     response: Any = None
     records: list[tuple[Any, int]] = field(default_factory=list)
     txn_records: list[tuple[Any, Any]] = field(default_factory=list)
     respond_before_commit: bool = False
-    events: list[str] = field(default_factory=list)
+    events: list[Any] = field(default_factory=list)
 
     def __init__(self, response: Any = None, records: list[tuple[Any, int]] | None = None,
                  txn_records: list[tuple[Any, Any]] | None = None,
-                 respond_before_commit: bool = False, events: list[str] | None = None) -> None:
+                 respond_before_commit: bool = False, events: list[Any] | None = None) -> None:
         # Written out: the generated __init__ calls a default factory per empty list, and
         # every write goes through here (about half the cost).
         self.response = response
@@ -69,6 +71,10 @@ class ControllerResult:
         result.records = result.txn_records = result.events = _NOTHING  # type: ignore[assignment]
         result.respond_before_commit = True
         return result
+
+    def event_lines(self) -> list[str]:
+        """`events` as the lines logged."""
+        return [line[0] % line[1:] if type(line) is tuple else line for line in self.events]
 
     def merge(self, other: ControllerResult) -> ControllerResult:
         """Append another result's records and events (same batch); keeps this response."""

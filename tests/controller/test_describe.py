@@ -113,10 +113,10 @@ def test_every_state_change_and_block_is_a_log_line():
     unfence = h.qc.handle(BrokerHeartbeatRequest(broker_id=2, broker_epoch=epoch,
                                                  current_metadata_offset=h.end), 1,
                           now_ms=h.now_ms, next_offset=h.end)
-    assert unfence.events == [f"Broker 2 (epoch {epoch}): FENCED -> UNFENCED"]
+    assert unfence.event_lines() == [f"Broker 2 (epoch {epoch}): FENCED -> UNFENCED"]
     h.write(unfence)
     alloc = h.result(AllocateProducerIdsRequest(broker_id=2, broker_epoch=epoch), 0)
-    assert alloc.events == [f"Producer ids [1000, 1999] to broker 2 (epoch {epoch})"]
+    assert alloc.event_lines() == [f"Producer ids [1000, 1999] to broker 2 (epoch {epoch})"]
     h.now_ms += 9001
     fenced = h.tick()
     assert fenced.events[0].startswith(f"Broker 2 (epoch {epoch}): UNFENCED -> FENCED")
