@@ -22,8 +22,8 @@ to start one, which it does after the tasks runnable now: a burst of writers sha
 
 Off the loop means an io_uring (`log/fsync_ring.py`) where the kernel has one: the kernel's
 own workers fsync while the loop goes on, and the loop sees the end from shared memory as it
-drains, or from an eventfd. Elsewhere a worker thread fsyncs, which must win the GIL from the
-loop at both ends; its end is seen by the next `submit`. When answers wait for a round and
+drains, or when the ring's descriptor turns readable. Elsewhere a worker thread fsyncs, which
+must win the GIL from the loop at both ends; its end is seen by the next `submit`. When answers wait for a round and
 nothing else could run meanwhile, the commit task fsyncs it on the loop itself (while the
 last fsync took under `inline_fsync_s`): any hand-off would only add to the wait. When the
 writers in play cost the loop more than an fsync lasts, the queue is split: one half's round
@@ -360,10 +360,11 @@ class Quorum:
                                      else outcome.Error(error), start_next)
 
     async def _watch_ring(self, ring: FsyncRing) -> None:
-        """Wakes the loop for a completion nobody polled for (`_drain` polls as it goes)."""
+        """Wakes the loop for a completion nobody polled for (`_drain` polls as it goes; the
+        ring is readable only while a completion waits, so one it reaped wakes nothing)."""
+        fd = ring.fileno()
         while True:
-            await trio.lowlevel.wait_readable(ring.event_fd)
-            ring.clear_event()  # before reaping: a later completion wakes this again
+            await trio.lowlevel.wait_readable(fd)
             if ring.ready():
                 self._reap_ring(ring)
 

@@ -1,14 +1,16 @@
-"""fsync without a thread: Linux io_uring's IORING_OP_FSYNC, completed through an eventfd.
+"""fsync without a thread: Linux io_uring's IORING_OP_FSYNC.
 
 Why not a worker thread: the thread needs the GIL to begin its fsync and again to report it,
 and a busy event loop holds the GIL, so a round's fsync starts late and is seen late (measured
 here: ~200 us each way under load, the length of an fsync). io_uring runs the fsync in the
 kernel's own workers, on any CPU, while the loop goes on appending the next round; the loop
-learns of the end from a shared-memory ring (a read, no system call) or from the eventfd
-(`wait_readable`) when it has nothing else to do.
+learns of the end from a shared-memory ring (a read, no system call) or, when it has nothing
+else to do, by waiting for the ring's own descriptor to be readable, which it is while a
+completion waits to be reaped. Not an eventfd: that is signalled for every completion, even one
+the loop has already reaped, and each such wake costs a task switch and two system calls.
 
-Only the three system calls and the two rings are used (`io_uring_setup`, `io_uring_enter`,
-`io_uring_register`; kernel 5.1+). The rings are read and written with `struct` on an mmap:
+Only two system calls and the two rings are used (`io_uring_setup`, `io_uring_enter`;
+kernel 5.1+). The rings are read and written with `struct` on an mmap:
 correct on x86-64, whose stores are seen in program order and whose loads are not reordered
 with other loads, which is all the ring protocol asks of user space there. Anywhere else, or
 when the kernel refuses (an old kernel, `kernel.io_uring_disabled`, a seccomp filter),
@@ -26,10 +28,9 @@ import struct
 import sys
 from typing import Any
 
-_SYS_SETUP, _SYS_ENTER, _SYS_REGISTER = 425, 426, 427  # x86-64 (the same on every arch since 5.1)
+_SYS_SETUP, _SYS_ENTER = 425, 426  # x86-64 (the same on every arch since 5.1)
 _OP_NOP, _OP_FSYNC = 0, 3
 _SQE_ASYNC = 1 << 4  # IOSQE_ASYNC: straight to a kernel worker (an fsync would block anyway)
-_REGISTER_EVENTFD = 4
 _FEAT_SINGLE_MMAP = 1
 _OFF_SQ_RING, _OFF_CQ_RING, _OFF_SQES = 0, 0x8000000, 0x10000000
 _SQE_SIZE, _CQE_SIZE = 64, 16
@@ -49,10 +50,9 @@ def _libc() -> Any:
 class FsyncRing:
     """One io_uring for fsyncs: `submit` a round's files, then `reap` their completions."""
 
-    def __init__(self, ring_fd: int, event_fd: int, params: tuple[int, ...], libc: Any) -> None:
+    def __init__(self, ring_fd: int, params: tuple[int, ...], libc: Any) -> None:
         self._libc = libc
         self._fd = ring_fd
-        self.event_fd = event_fd
         sq_entries, cq_entries, features = params[0], params[1], params[5]
         sq_off = params[10:17]  # head tail ring_mask ring_entries flags dropped array (bytes)
         cq_off = params[19:25]  # head tail ring_mask ring_entries overflow cqes (bytes)
@@ -99,20 +99,10 @@ class FsyncRing:
         fd = libc.syscall(ctypes.c_long(_SYS_SETUP), ctypes.c_long(entries), buf)
         if fd < 0:
             return None  # ENOSYS, EPERM (disabled or filtered), ...
-        event_fd = -1
         try:
-            params = _PARAMS.unpack(buf.raw)
-            event_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-            efd = ctypes.c_int32(event_fd)
-            if libc.syscall(ctypes.c_long(_SYS_REGISTER), ctypes.c_long(fd),
-                            ctypes.c_long(_REGISTER_EVENTFD), ctypes.byref(efd),
-                            ctypes.c_long(1)) < 0:
-                raise OSError(ctypes.get_errno(), "io_uring_register(EVENTFD) failed")
-            ring = cls(fd, event_fd, params, libc)
+            ring = cls(fd, _PARAMS.unpack(buf.raw), libc)
         except (OSError, ValueError):
             os.close(fd)
-            if event_fd >= 0:
-                os.close(event_fd)
             return None
         try:  # a NOP round trip proves the rings are mapped and read as the kernel writes them
             ring.submit_ops([(_OP_NOP, -1, 0)])
@@ -125,7 +115,8 @@ class FsyncRing:
         return ring
 
     def fileno(self) -> int:
-        return self.event_fd
+        """The ring's descriptor: readable while a completion waits to be reaped."""
+        return self._fd
 
     def submit(self, fds: list[int], user_data: int) -> None:
         """Queue a full fsync of each file (all tagged `user_data`) and hand them to the kernel."""
@@ -168,22 +159,13 @@ class FsyncRing:
         cq32[self._cq_head] = head  # the entries may be reused from here on
         return out
 
-    def clear_event(self) -> None:
-        """Reset the eventfd (after waking on it), so the next completion wakes again."""
-        try:
-            os.eventfd_read(self.event_fd)
-        except BlockingIOError:
-            pass
-
     def wait_one(self) -> list[tuple[int, int]]:
         """Block (outside an event loop) until a completion arrives; for `open`'s self-test."""
         import select
 
-        while True:
-            self.clear_event()  # first: a completion posted after this wakes the select
-            if self.ready():
-                return self.reap()
-            select.select([self.event_fd], [], [], 1.0)
+        while not self.ready():
+            select.select([self._fd], [], [], 1.0)
+        return self.reap()
 
     def close(self) -> None:
         for view in (getattr(self, "_sq32", None), getattr(self, "_cq32", None)):
@@ -192,7 +174,6 @@ class FsyncRing:
         for m in self._maps:
             m.close()
         self._maps = []
-        for fd in (self._fd, self.event_fd):
-            if fd >= 0:
-                os.close(fd)
-        self._fd = self.event_fd = -1
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1

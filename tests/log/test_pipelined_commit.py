@@ -212,13 +212,11 @@ class ScriptedRing:
 
     def reap(self) -> list[tuple[int, int]]:
         done, self._done = self._done, []
-        return done
-
-    def clear_event(self) -> None:
-        try:
+        try:  # readable only while completions wait, as a ring's descriptor
             os.eventfd_read(self.event_fd)
         except BlockingIOError:
             pass
+        return done
 
     def close(self) -> None:
         os.close(self.event_fd)
