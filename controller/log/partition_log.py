@@ -69,29 +69,30 @@ class _Inconsistent(CorruptBatchError):
 
 @dataclass
 class FlushTicket:
-    """What one fsync covers: the end offset it makes durable and the files it must sync."""
+    """What one fsync covers: the end offset it makes durable and the segments it must sync
+    (`fds`: their sync descriptors, held open until `release`)."""
 
     end_offset: int
+    segments: list[Segment] = field(default_factory=list)
     fds: list[int] = field(default_factory=list)
 
     def sync(self) -> None:
-        """fsync every file, then close the duplicated fds."""
+        """fsync every file, then let go of the descriptors."""
         try:
             self.fsync()
         finally:
             self.release()
 
     def fsync(self) -> None:
-        """fsync every file; safe in a worker thread (the fds are its own duplicates). Leaves
-        the fds open: closing one releases the GIL, and a thread that has to take it back
-        from a busy event loop waits up to a switch interval."""
+        """fsync every file; safe in a worker thread (the descriptors stay open until
+        `release`, whatever happens to the segments meanwhile)."""
         for fd in self.fds:
             os.fsync(fd)
 
     def release(self) -> None:
-        for fd in self.fds:
-            os.close(fd)
-        self.fds = []
+        segments, self.segments, self.fds = self.segments, [], []
+        for seg in segments:
+            seg.drop_sync_fd()
 
 
 class PartitionLog:
@@ -631,6 +632,7 @@ class PartitionLog:
         old = self.active
         self._write_pending()
         old.indexes.finish()
+        old.retire()
         new = Segment(self.directory, old.next_offset)
         new.next_offset = old.next_offset
         new.create()
@@ -653,8 +655,8 @@ class PartitionLog:
         with self._lock:
             self._seal()
             self._write_pending()
-            ticket = FlushTicket(self.log_end_offset, [os.dup(s.fd) for s in self._dirty])
-            self._dirty = []
+            dirty, self._dirty = self._dirty, []
+            ticket = FlushTicket(self.log_end_offset, dirty, [s.hold_sync_fd() for s in dirty])
         return ticket
 
     def complete_flush(self, ticket: FlushTicket) -> int:

@@ -276,3 +276,60 @@ def test_a_missing_segment_is_refused(tmp_path: Path) -> None:
     segments[1].unlink()
     with pytest.raises(LogCorruptError, match="ends at"):
         PartitionLog.open(d, topic_id=TOPIC_ID, segment_bytes=600, recovery_point=0)
+
+
+def _open_fds() -> set[int]:
+    import os
+
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_flush_rounds_share_a_segments_sync_descriptor_which_outlives_its_close(
+        tmp_path: Path) -> None:
+    import os
+
+    plog = PartitionLog.open(tmp_path / "p", topic_id=TOPIC_ID)
+    plog.append([b"a"], leader_epoch=1, timestamp=1)
+    first = plog.begin_flush()
+    first.fsync()
+    plog.append([b"b"], leader_epoch=1, timestamp=1)
+    second = plog.begin_flush()
+    assert first.fds == second.fds and len(first.fds) == 1  # one duplicate, not one per round
+    fd = first.fds[0]
+    first.release()
+    plog.complete_flush(first)
+    segment = plog.active
+    before = _open_fds()
+    segment.close()  # as retention may, in a thread, while `second` is in flight
+    assert fd in _open_fds() and fd in before
+    os.fsync(fd)  # still the segment's file
+    assert os.fstat(fd).st_ino == segment.path.stat().st_ino
+    second.fsync()
+    second.release()
+    assert fd not in _open_fds()  # the last round to let go closed it
+    plog.close()
+    assert second.release() is None  # releasing twice is harmless
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd")
+def test_a_closed_log_leaves_no_sync_descriptor_open(tmp_path: Path) -> None:
+    import os
+
+    before = _open_fds()
+    plog = PartitionLog.open(tmp_path / "p", topic_id=TOPIC_ID, segment_bytes=200)
+    for i in range(20):  # several segments, each synced at least once
+        plog.append([b"x" * 50], leader_epoch=1, timestamp=i)
+        plog.flush()
+    assert len(plog.segments) > 3
+    # Rolled segments keep their own descriptor, but none for syncing; the active one has both.
+    opened = []
+    for fd in _open_fds() - before:
+        try:
+            opened.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:  # the descriptor listdir itself had open
+            pass
+    per_segment = [opened.count(str(seg.path)) for seg in plog.segments]
+    assert max(per_segment[:-1]) == 1 and per_segment[-1] == 2, per_segment
+    plog.close()
+    assert _open_fds() <= before
