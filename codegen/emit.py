@@ -813,6 +813,21 @@ class ModuleEmitter:
             out.append(f"        {p},")
         out.append("    ) -> None:")
         out.extend(body)
+        # `of`: every field positionally, in schema order, for the hot paths. A class call with
+        # keywords builds a dict for __init__, which costs as much as the rest of it.
+        assert "of" not in attrs, f"{name} has a field named of"
+        sig = ", ".join(
+            f"{f.attr}: {_py_type(f.type, not f.nullable.empty or f.default is None, self.names)}"
+            for f in struct.fields)
+        out.append("")
+        out.append("    @staticmethod")
+        out.append(f"    def of({sig}) -> {name}:")
+        out.append(f'        """{name}(...) with every field given, in schema order."""')
+        out.append(f"        o = _new({name})")
+        for f in struct.fields:
+            out.append(f"        o.{f.attr} = {f.attr}")
+        out.append("        o.unknown_tagged_fields = {}")
+        out.append("        return o")
         return "\n".join(out) + "\n"
 
     def field_specs(self, struct: Struct) -> str:

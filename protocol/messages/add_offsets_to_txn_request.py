@@ -59,6 +59,17 @@ class AddOffsetsToTxnRequest(Message):
         self.group_id = group_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> AddOffsetsToTxnRequest:
+        """AddOffsetsToTxnRequest(...) with every field given, in schema order."""
+        o = _new(AddOffsetsToTxnRequest)
+        o.transactional_id = transactional_id
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.group_id = group_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>h')
 _S1 = _St('>qhh')

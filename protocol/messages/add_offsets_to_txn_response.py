@@ -53,6 +53,15 @@ class AddOffsetsToTxnResponse(Message):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int) -> AddOffsetsToTxnResponse:
+        """AddOffsetsToTxnResponse(...) with every field given, in schema order."""
+        o = _new(AddOffsetsToTxnResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>ih')
 _S1 = _St('>ihB')

@@ -57,6 +57,18 @@ class AddPartitionsToTxnTransaction(Message):
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_id: str, producer_id: int, producer_epoch: int, verify_only: bool, topics: list[AddPartitionsToTxnTopic]) -> AddPartitionsToTxnTransaction:
+        """AddPartitionsToTxnTransaction(...) with every field given, in schema order."""
+        o = _new(AddPartitionsToTxnTransaction)
+        o.transactional_id = transactional_id
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.verify_only = verify_only
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class AddPartitionsToTxnTopic(Message):
 
@@ -75,6 +87,15 @@ class AddPartitionsToTxnTopic(Message):
         self.name = name
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, partitions: list[int]) -> AddPartitionsToTxnTopic:
+        """AddPartitionsToTxnTopic(...) with every field given, in schema order."""
+        o = _new(AddPartitionsToTxnTopic)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class AddPartitionsToTxnRequest(Message):
@@ -104,6 +125,18 @@ class AddPartitionsToTxnRequest(Message):
         self.v3_and_below_producer_epoch = v3_and_below_producer_epoch
         self.v3_and_below_topics = [] if v3_and_below_topics is _UNSET else v3_and_below_topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(transactions: list[AddPartitionsToTxnTransaction], v3_and_below_transactional_id: str, v3_and_below_producer_id: int, v3_and_below_producer_epoch: int, v3_and_below_topics: list[AddPartitionsToTxnTopic]) -> AddPartitionsToTxnRequest:
+        """AddPartitionsToTxnRequest(...) with every field given, in schema order."""
+        o = _new(AddPartitionsToTxnRequest)
+        o.transactions = transactions
+        o.v3_and_below_transactional_id = v3_and_below_transactional_id
+        o.v3_and_below_producer_id = v3_and_below_producer_id
+        o.v3_and_below_producer_epoch = v3_and_below_producer_epoch
+        o.v3_and_below_topics = v3_and_below_topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>qh?')

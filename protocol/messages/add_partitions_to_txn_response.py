@@ -51,6 +51,15 @@ class AddPartitionsToTxnResult(Message):
         self.topic_results = [] if topic_results is _UNSET else topic_results
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_id: str, topic_results: list[AddPartitionsToTxnTopicResult]) -> AddPartitionsToTxnResult:
+        """AddPartitionsToTxnResult(...) with every field given, in schema order."""
+        o = _new(AddPartitionsToTxnResult)
+        o.transactional_id = transactional_id
+        o.topic_results = topic_results
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class AddPartitionsToTxnTopicResult(Message):
 
@@ -70,6 +79,15 @@ class AddPartitionsToTxnTopicResult(Message):
         self.results_by_partition = [] if results_by_partition is _UNSET else results_by_partition
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, results_by_partition: list[AddPartitionsToTxnPartitionResult]) -> AddPartitionsToTxnTopicResult:
+        """AddPartitionsToTxnTopicResult(...) with every field given, in schema order."""
+        o = _new(AddPartitionsToTxnTopicResult)
+        o.name = name
+        o.results_by_partition = results_by_partition
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class AddPartitionsToTxnPartitionResult(Message):
 
@@ -88,6 +106,15 @@ class AddPartitionsToTxnPartitionResult(Message):
         self.partition_index = partition_index
         self.partition_error_code = partition_error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(partition_index: int, partition_error_code: int) -> AddPartitionsToTxnPartitionResult:
+        """AddPartitionsToTxnPartitionResult(...) with every field given, in schema order."""
+        o = _new(AddPartitionsToTxnPartitionResult)
+        o.partition_index = partition_index
+        o.partition_error_code = partition_error_code
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class AddPartitionsToTxnResponse(Message):
@@ -113,6 +140,17 @@ class AddPartitionsToTxnResponse(Message):
         self.results_by_transaction = [] if results_by_transaction is _UNSET else results_by_transaction
         self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _UNSET else results_by_topic_v3_and_below
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, results_by_transaction: list[AddPartitionsToTxnResult], results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult]) -> AddPartitionsToTxnResponse:
+        """AddPartitionsToTxnResponse(...) with every field given, in schema order."""
+        o = _new(AddPartitionsToTxnResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.results_by_transaction = results_by_transaction
+        o.results_by_topic_v3_and_below = results_by_topic_v3_and_below
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ihB')

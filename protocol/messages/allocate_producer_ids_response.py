@@ -57,6 +57,17 @@ class AllocateProducerIdsResponse(Message):
         self.producer_id_len = producer_id_len
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, producer_id_start: int, producer_id_len: int) -> AllocateProducerIdsResponse:
+        """AllocateProducerIdsResponse(...) with every field given, in schema order."""
+        o = _new(AllocateProducerIdsResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.producer_id_start = producer_id_start
+        o.producer_id_len = producer_id_len
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>ihqiB')
 _S1 = _St('>ihqi')

@@ -55,6 +55,15 @@ class ApiVersionsRequest(Message):
         self.client_software_version = client_software_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(client_software_name: str, client_software_version: str) -> ApiVersionsRequest:
+        """ApiVersionsRequest(...) with every field given, in schema order."""
+        o = _new(ApiVersionsRequest)
+        o.client_software_name = client_software_name
+        o.client_software_version = client_software_version
+        o.unknown_tagged_fields = {}
+        return o
+
 
 
 

@@ -53,6 +53,16 @@ class ApiVersion(Message):
         self.max_version = max_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(api_key: int, min_version: int, max_version: int) -> ApiVersion:
+        """ApiVersion(...) with every field given, in schema order."""
+        o = _new(ApiVersion)
+        o.api_key = api_key
+        o.min_version = min_version
+        o.max_version = max_version
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class SupportedFeatureKey(Message):
 
@@ -74,6 +84,16 @@ class SupportedFeatureKey(Message):
         self.max_version = max_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, min_version: int, max_version: int) -> SupportedFeatureKey:
+        """SupportedFeatureKey(...) with every field given, in schema order."""
+        o = _new(SupportedFeatureKey)
+        o.name = name
+        o.min_version = min_version
+        o.max_version = max_version
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class FinalizedFeatureKey(Message):
 
@@ -94,6 +114,16 @@ class FinalizedFeatureKey(Message):
         self.max_version_level = max_version_level
         self.min_version_level = min_version_level
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, max_version_level: int, min_version_level: int) -> FinalizedFeatureKey:
+        """FinalizedFeatureKey(...) with every field given, in schema order."""
+        o = _new(FinalizedFeatureKey)
+        o.name = name
+        o.max_version_level = max_version_level
+        o.min_version_level = min_version_level
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class ApiVersionsResponse(Message):
@@ -125,6 +155,20 @@ class ApiVersionsResponse(Message):
         self.finalized_features = [] if finalized_features is _UNSET else finalized_features
         self.zk_migration_ready = zk_migration_ready
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(error_code: int, api_keys: list[ApiVersion], throttle_time_ms: int, supported_features: list[SupportedFeatureKey], finalized_features_epoch: int, finalized_features: list[FinalizedFeatureKey], zk_migration_ready: bool) -> ApiVersionsResponse:
+        """ApiVersionsResponse(...) with every field given, in schema order."""
+        o = _new(ApiVersionsResponse)
+        o.error_code = error_code
+        o.api_keys = api_keys
+        o.throttle_time_ms = throttle_time_ms
+        o.supported_features = supported_features
+        o.finalized_features_epoch = finalized_features_epoch
+        o.finalized_features = finalized_features
+        o.zk_migration_ready = zk_migration_ready
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>hhh')

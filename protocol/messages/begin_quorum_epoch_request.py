@@ -51,6 +51,15 @@ class TopicData(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str, partitions: list[PartitionData]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic_name = topic_name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -74,6 +83,17 @@ class PartitionData(Message):
         self.leader_epoch = leader_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, voter_directory_id: uuid.UUID, leader_id: int, leader_epoch: int) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.voter_directory_id = voter_directory_id
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class LeaderEndpoint(Message):
 
@@ -94,6 +114,16 @@ class LeaderEndpoint(Message):
         self.host = host
         self.port = port
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, host: str, port: int) -> LeaderEndpoint:
+        """LeaderEndpoint(...) with every field given, in schema order."""
+        o = _new(LeaderEndpoint)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class BeginQuorumEpochRequest(Message):
@@ -121,6 +151,17 @@ class BeginQuorumEpochRequest(Message):
         self.topics = [] if topics is _UNSET else topics
         self.leader_endpoints = [] if leader_endpoints is _UNSET else leader_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(cluster_id: str | None, voter_id: int, topics: list[TopicData], leader_endpoints: list[LeaderEndpoint]) -> BeginQuorumEpochRequest:
+        """BeginQuorumEpochRequest(...) with every field given, in schema order."""
+        o = _new(BeginQuorumEpochRequest)
+        o.cluster_id = cluster_id
+        o.voter_id = voter_id
+        o.topics = topics
+        o.leader_endpoints = leader_endpoints
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iii')

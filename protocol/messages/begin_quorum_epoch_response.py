@@ -51,6 +51,15 @@ class TopicData(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str, partitions: list[PartitionData]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic_name = topic_name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -74,6 +83,17 @@ class PartitionData(Message):
         self.leader_epoch = leader_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, error_code: int, leader_id: int, leader_epoch: int) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.error_code = error_code
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class NodeEndpoint(Message):
 
@@ -94,6 +114,16 @@ class NodeEndpoint(Message):
         self.host = host
         self.port = port
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(node_id: int, host: str, port: int) -> NodeEndpoint:
+        """NodeEndpoint(...) with every field given, in schema order."""
+        o = _new(NodeEndpoint)
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class BeginQuorumEpochResponse(Message):
@@ -117,6 +147,16 @@ class BeginQuorumEpochResponse(Message):
         self.topics = [] if topics is _UNSET else topics
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(error_code: int, topics: list[TopicData], node_endpoints: list[NodeEndpoint]) -> BeginQuorumEpochResponse:
+        """BeginQuorumEpochResponse(...) with every field given, in schema order."""
+        o = _new(BeginQuorumEpochResponse)
+        o.error_code = error_code
+        o.topics = topics
+        o.node_endpoints = node_endpoints
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ihii')

@@ -63,6 +63,19 @@ class BrokerHeartbeatRequest(Message):
         self.offline_log_dirs = [] if offline_log_dirs is _UNSET else offline_log_dirs
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(broker_id: int, broker_epoch: int, current_metadata_offset: int, want_fence: bool, want_shut_down: bool, offline_log_dirs: list[uuid.UUID]) -> BrokerHeartbeatRequest:
+        """BrokerHeartbeatRequest(...) with every field given, in schema order."""
+        o = _new(BrokerHeartbeatRequest)
+        o.broker_id = broker_id
+        o.broker_epoch = broker_epoch
+        o.current_metadata_offset = current_metadata_offset
+        o.want_fence = want_fence
+        o.want_shut_down = want_shut_down
+        o.offline_log_dirs = offline_log_dirs
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>iqq??B')
 _S1 = _St('>iqq??')

@@ -59,6 +59,18 @@ class BrokerHeartbeatResponse(Message):
         self.should_shut_down = should_shut_down
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, is_caught_up: bool, is_fenced: bool, should_shut_down: bool) -> BrokerHeartbeatResponse:
+        """BrokerHeartbeatResponse(...) with every field given, in schema order."""
+        o = _new(BrokerHeartbeatResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.is_caught_up = is_caught_up
+        o.is_fenced = is_fenced
+        o.should_shut_down = should_shut_down
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>ih???B')
 _S1 = _St('>ih???')

@@ -55,6 +55,17 @@ class Listener(Message):
         self.security_protocol = security_protocol
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, host: str, port: int, security_protocol: int) -> Listener:
+        """Listener(...) with every field given, in schema order."""
+        o = _new(Listener)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.security_protocol = security_protocol
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class Feature(Message):
 
@@ -75,6 +86,16 @@ class Feature(Message):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, min_supported_version: int, max_supported_version: int) -> Feature:
+        """Feature(...) with every field given, in schema order."""
+        o = _new(Feature)
+        o.name = name
+        o.min_supported_version = min_supported_version
+        o.max_supported_version = max_supported_version
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class BrokerRegistrationRequest(Message):
@@ -112,6 +133,22 @@ class BrokerRegistrationRequest(Message):
         self.log_dirs = [] if log_dirs is _UNSET else log_dirs
         self.previous_broker_epoch = previous_broker_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(broker_id: int, cluster_id: str, incarnation_id: uuid.UUID, listeners: list[Listener], features: list[Feature], rack: str | None, is_migrating_zk_broker: bool, log_dirs: list[uuid.UUID], previous_broker_epoch: int) -> BrokerRegistrationRequest:
+        """BrokerRegistrationRequest(...) with every field given, in schema order."""
+        o = _new(BrokerRegistrationRequest)
+        o.broker_id = broker_id
+        o.cluster_id = cluster_id
+        o.incarnation_id = incarnation_id
+        o.listeners = listeners
+        o.features = features
+        o.rack = rack
+        o.is_migrating_zk_broker = is_migrating_zk_broker
+        o.log_dirs = log_dirs
+        o.previous_broker_epoch = previous_broker_epoch
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>HhB')

@@ -55,6 +55,16 @@ class BrokerRegistrationResponse(Message):
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, broker_epoch: int) -> BrokerRegistrationResponse:
+        """BrokerRegistrationResponse(...) with every field given, in schema order."""
+        o = _new(BrokerRegistrationResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.broker_epoch = broker_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>ihqB')
 _S1 = _St('>ihq')

@@ -55,6 +55,17 @@ class Listener(Message):
         self.security_protocol = security_protocol
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, host: str, port: int, security_protocol: int) -> Listener:
+        """Listener(...) with every field given, in schema order."""
+        o = _new(Listener)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.security_protocol = security_protocol
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class Feature(Message):
 
@@ -75,6 +86,16 @@ class Feature(Message):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, min_supported_version: int, max_supported_version: int) -> Feature:
+        """Feature(...) with every field given, in schema order."""
+        o = _new(Feature)
+        o.name = name
+        o.min_supported_version = min_supported_version
+        o.max_supported_version = max_supported_version
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class ControllerRegistrationRequest(Message):
@@ -104,6 +125,18 @@ class ControllerRegistrationRequest(Message):
         self.listeners = [] if listeners is _UNSET else listeners
         self.features = [] if features is _UNSET else features
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(controller_id: int, incarnation_id: uuid.UUID, zk_migration_ready: bool, listeners: list[Listener], features: list[Feature]) -> ControllerRegistrationRequest:
+        """ControllerRegistrationRequest(...) with every field given, in schema order."""
+        o = _new(ControllerRegistrationRequest)
+        o.controller_id = controller_id
+        o.incarnation_id = incarnation_id
+        o.zk_migration_ready = zk_migration_ready
+        o.listeners = listeners
+        o.features = features
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>HhB')

@@ -55,6 +55,16 @@ class ControllerRegistrationResponse(Message):
         self.error_message = error_message
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, error_message: str | None) -> ControllerRegistrationResponse:
+        """ControllerRegistrationResponse(...) with every field given, in schema order."""
+        o = _new(ControllerRegistrationResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.error_message = error_message
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>ih')
 

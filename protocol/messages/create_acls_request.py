@@ -61,6 +61,20 @@ class AclCreation(Message):
         self.permission_type = permission_type
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(resource_type: int, resource_name: str, resource_pattern_type: int, principal: str, host: str, operation: int, permission_type: int) -> AclCreation:
+        """AclCreation(...) with every field given, in schema order."""
+        o = _new(AclCreation)
+        o.resource_type = resource_type
+        o.resource_name = resource_name
+        o.resource_pattern_type = resource_pattern_type
+        o.principal = principal
+        o.host = host
+        o.operation = operation
+        o.permission_type = permission_type
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class CreateAclsRequest(Message):
     """CreateAclsRequest (request 30), versions 1-3."""
@@ -81,6 +95,14 @@ class CreateAclsRequest(Message):
     ) -> None:
         self.creations = [] if creations is _UNSET else creations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(creations: list[AclCreation]) -> CreateAclsRequest:
+        """CreateAclsRequest(...) with every field given, in schema order."""
+        o = _new(CreateAclsRequest)
+        o.creations = creations
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>bh')

@@ -51,6 +51,15 @@ class AclCreationResult(Message):
         self.error_message = error_message
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(error_code: int, error_message: str | None) -> AclCreationResult:
+        """AclCreationResult(...) with every field given, in schema order."""
+        o = _new(AclCreationResult)
+        o.error_code = error_code
+        o.error_message = error_message
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class CreateAclsResponse(Message):
     """CreateAclsResponse (response 30), versions 1-3."""
@@ -71,6 +80,15 @@ class CreateAclsResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.results = [] if results is _UNSET else results
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, results: list[AclCreationResult]) -> CreateAclsResponse:
+        """CreateAclsResponse(...) with every field given, in schema order."""
+        o = _new(CreateAclsResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.results = results
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>hh')

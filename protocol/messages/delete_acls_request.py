@@ -61,6 +61,20 @@ class DeleteAclsFilter(Message):
         self.permission_type = permission_type
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(resource_type_filter: int, resource_name_filter: str | None, pattern_type_filter: int, principal_filter: str | None, host_filter: str | None, operation: int, permission_type: int) -> DeleteAclsFilter:
+        """DeleteAclsFilter(...) with every field given, in schema order."""
+        o = _new(DeleteAclsFilter)
+        o.resource_type_filter = resource_type_filter
+        o.resource_name_filter = resource_name_filter
+        o.pattern_type_filter = pattern_type_filter
+        o.principal_filter = principal_filter
+        o.host_filter = host_filter
+        o.operation = operation
+        o.permission_type = permission_type
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class DeleteAclsRequest(Message):
     """DeleteAclsRequest (request 31), versions 1-3."""
@@ -81,6 +95,14 @@ class DeleteAclsRequest(Message):
     ) -> None:
         self.filters = [] if filters is _UNSET else filters
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(filters: list[DeleteAclsFilter]) -> DeleteAclsRequest:
+        """DeleteAclsRequest(...) with every field given, in schema order."""
+        o = _new(DeleteAclsRequest)
+        o.filters = filters
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>bh')

@@ -53,6 +53,16 @@ class DeleteAclsFilterResult(Message):
         self.matching_acls = [] if matching_acls is _UNSET else matching_acls
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(error_code: int, error_message: str | None, matching_acls: list[DeleteAclsMatchingAcl]) -> DeleteAclsFilterResult:
+        """DeleteAclsFilterResult(...) with every field given, in schema order."""
+        o = _new(DeleteAclsFilterResult)
+        o.error_code = error_code
+        o.error_message = error_message
+        o.matching_acls = matching_acls
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class DeleteAclsMatchingAcl(Message):
 
@@ -86,6 +96,22 @@ class DeleteAclsMatchingAcl(Message):
         self.permission_type = permission_type
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(error_code: int, error_message: str | None, resource_type: int, resource_name: str, pattern_type: int, principal: str, host: str, operation: int, permission_type: int) -> DeleteAclsMatchingAcl:
+        """DeleteAclsMatchingAcl(...) with every field given, in schema order."""
+        o = _new(DeleteAclsMatchingAcl)
+        o.error_code = error_code
+        o.error_message = error_message
+        o.resource_type = resource_type
+        o.resource_name = resource_name
+        o.pattern_type = pattern_type
+        o.principal = principal
+        o.host = host
+        o.operation = operation
+        o.permission_type = permission_type
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class DeleteAclsResponse(Message):
     """DeleteAclsResponse (response 31), versions 1-3."""
@@ -106,6 +132,15 @@ class DeleteAclsResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.filter_results = [] if filter_results is _UNSET else filter_results
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, filter_results: list[DeleteAclsFilterResult]) -> DeleteAclsResponse:
+        """DeleteAclsResponse(...) with every field given, in schema order."""
+        o = _new(DeleteAclsResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.filter_results = filter_results
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>hh')

@@ -65,6 +65,20 @@ class DescribeAclsRequest(Message):
         self.permission_type = permission_type
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(resource_type_filter: int, resource_name_filter: str | None, pattern_type_filter: int, principal_filter: str | None, host_filter: str | None, operation: int, permission_type: int) -> DescribeAclsRequest:
+        """DescribeAclsRequest(...) with every field given, in schema order."""
+        o = _new(DescribeAclsRequest)
+        o.resource_type_filter = resource_type_filter
+        o.resource_name_filter = resource_name_filter
+        o.pattern_type_filter = pattern_type_filter
+        o.principal_filter = principal_filter
+        o.host_filter = host_filter
+        o.operation = operation
+        o.permission_type = permission_type
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>bh')
 _S1 = _St('>b')

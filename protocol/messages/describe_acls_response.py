@@ -55,6 +55,17 @@ class DescribeAclsResource(Message):
         self.acls = [] if acls is _UNSET else acls
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(resource_type: int, resource_name: str, pattern_type: int, acls: list[AclDescription]) -> DescribeAclsResource:
+        """DescribeAclsResource(...) with every field given, in schema order."""
+        o = _new(DescribeAclsResource)
+        o.resource_type = resource_type
+        o.resource_name = resource_name
+        o.pattern_type = pattern_type
+        o.acls = acls
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class AclDescription(Message):
 
@@ -77,6 +88,17 @@ class AclDescription(Message):
         self.operation = operation
         self.permission_type = permission_type
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(principal: str, host: str, operation: int, permission_type: int) -> AclDescription:
+        """AclDescription(...) with every field given, in schema order."""
+        o = _new(AclDescription)
+        o.principal = principal
+        o.host = host
+        o.operation = operation
+        o.permission_type = permission_type
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class DescribeAclsResponse(Message):
@@ -102,6 +124,17 @@ class DescribeAclsResponse(Message):
         self.error_message = error_message
         self.resources = [] if resources is _UNSET else resources
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, error_message: str | None, resources: list[DescribeAclsResource]) -> DescribeAclsResponse:
+        """DescribeAclsResponse(...) with every field given, in schema order."""
+        o = _new(DescribeAclsResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.error_message = error_message
+        o.resources = resources
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>h')

@@ -57,6 +57,16 @@ class DescribeClusterRequest(Message):
         self.include_fenced_brokers = include_fenced_brokers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(include_cluster_authorized_operations: bool, endpoint_type: int, include_fenced_brokers: bool) -> DescribeClusterRequest:
+        """DescribeClusterRequest(...) with every field given, in schema order."""
+        o = _new(DescribeClusterRequest)
+        o.include_cluster_authorized_operations = include_cluster_authorized_operations
+        o.endpoint_type = endpoint_type
+        o.include_fenced_brokers = include_fenced_brokers
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>?B')
 _S1 = _St('>?bB')

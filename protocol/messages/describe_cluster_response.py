@@ -57,6 +57,18 @@ class DescribeClusterBroker(Message):
         self.is_fenced = is_fenced
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(broker_id: int, host: str, port: int, rack: str | None, is_fenced: bool) -> DescribeClusterBroker:
+        """DescribeClusterBroker(...) with every field given, in schema order."""
+        o = _new(DescribeClusterBroker)
+        o.broker_id = broker_id
+        o.host = host
+        o.port = port
+        o.rack = rack
+        o.is_fenced = is_fenced
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class DescribeClusterResponse(Message):
     """DescribeClusterResponse (response 60), versions 0-2."""
@@ -89,6 +101,21 @@ class DescribeClusterResponse(Message):
         self.brokers = [] if brokers is _UNSET else brokers
         self.cluster_authorized_operations = cluster_authorized_operations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, error_message: str | None, endpoint_type: int, cluster_id: str, controller_id: int, brokers: list[DescribeClusterBroker], cluster_authorized_operations: int) -> DescribeClusterResponse:
+        """DescribeClusterResponse(...) with every field given, in schema order."""
+        o = _new(DescribeClusterResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.error_message = error_message
+        o.endpoint_type = endpoint_type
+        o.cluster_id = cluster_id
+        o.controller_id = controller_id
+        o.brokers = brokers
+        o.cluster_authorized_operations = cluster_authorized_operations
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>i')

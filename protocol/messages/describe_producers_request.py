@@ -51,6 +51,15 @@ class TopicRequest(Message):
         self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partition_indexes: list[int]) -> TopicRequest:
+        """TopicRequest(...) with every field given, in schema order."""
+        o = _new(TopicRequest)
+        o.name = name
+        o.partition_indexes = partition_indexes
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class DescribeProducersRequest(Message):
     """DescribeProducersRequest (request 61), versions 0-0."""
@@ -71,6 +80,14 @@ class DescribeProducersRequest(Message):
     ) -> None:
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(topics: list[TopicRequest]) -> DescribeProducersRequest:
+        """DescribeProducersRequest(...) with every field given, in schema order."""
+        o = _new(DescribeProducersRequest)
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _A_int32 = _ARRAY['i']

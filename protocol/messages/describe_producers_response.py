@@ -51,6 +51,15 @@ class TopicResponse(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partitions: list[PartitionResponse]) -> TopicResponse:
+        """TopicResponse(...) with every field given, in schema order."""
+        o = _new(TopicResponse)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionResponse(Message):
 
@@ -73,6 +82,17 @@ class PartitionResponse(Message):
         self.error_message = error_message
         self.active_producers = [] if active_producers is _UNSET else active_producers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(partition_index: int, error_code: int, error_message: str | None, active_producers: list[ProducerState]) -> PartitionResponse:
+        """PartitionResponse(...) with every field given, in schema order."""
+        o = _new(PartitionResponse)
+        o.partition_index = partition_index
+        o.error_code = error_code
+        o.error_message = error_message
+        o.active_producers = active_producers
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class ProducerState(Message):
@@ -101,6 +121,19 @@ class ProducerState(Message):
         self.current_txn_start_offset = current_txn_start_offset
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(producer_id: int, producer_epoch: int, last_sequence: int, last_timestamp: int, coordinator_epoch: int, current_txn_start_offset: int) -> ProducerState:
+        """ProducerState(...) with every field given, in schema order."""
+        o = _new(ProducerState)
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.last_sequence = last_sequence
+        o.last_timestamp = last_timestamp
+        o.coordinator_epoch = coordinator_epoch
+        o.current_txn_start_offset = current_txn_start_offset
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class DescribeProducersResponse(Message):
     """DescribeProducersResponse (response 61), versions 0-0."""
@@ -121,6 +154,15 @@ class DescribeProducersResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, topics: list[TopicResponse]) -> DescribeProducersResponse:
+        """DescribeProducersResponse(...) with every field given, in schema order."""
+        o = _new(DescribeProducersResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>qiiqiqB')

@@ -51,6 +51,15 @@ class TopicData(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str, partitions: list[PartitionData]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic_name = topic_name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -67,6 +76,14 @@ class PartitionData(Message):
     ) -> None:
         self.partition_index = partition_index
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(partition_index: int) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class DescribeQuorumRequest(Message):
@@ -88,6 +105,14 @@ class DescribeQuorumRequest(Message):
     ) -> None:
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(topics: list[TopicData]) -> DescribeQuorumRequest:
+        """DescribeQuorumRequest(...) with every field given, in schema order."""
+        o = _new(DescribeQuorumRequest)
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iB')

@@ -51,6 +51,15 @@ class TopicData(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str, partitions: list[PartitionData]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic_name = topic_name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -82,6 +91,21 @@ class PartitionData(Message):
         self.observers = [] if observers is _UNSET else observers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, error_code: int, error_message: str | None, leader_id: int, leader_epoch: int, high_watermark: int, current_voters: list[ReplicaState], observers: list[ReplicaState]) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.error_code = error_code
+        o.error_message = error_message
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.high_watermark = high_watermark
+        o.current_voters = current_voters
+        o.observers = observers
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class ReplicaState(Message):
 
@@ -107,6 +131,18 @@ class ReplicaState(Message):
         self.last_caught_up_timestamp = last_caught_up_timestamp
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(replica_id: int, replica_directory_id: uuid.UUID, log_end_offset: int, last_fetch_timestamp: int, last_caught_up_timestamp: int) -> ReplicaState:
+        """ReplicaState(...) with every field given, in schema order."""
+        o = _new(ReplicaState)
+        o.replica_id = replica_id
+        o.replica_directory_id = replica_directory_id
+        o.log_end_offset = log_end_offset
+        o.last_fetch_timestamp = last_fetch_timestamp
+        o.last_caught_up_timestamp = last_caught_up_timestamp
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class Node(Message):
 
@@ -125,6 +161,15 @@ class Node(Message):
         self.node_id = node_id
         self.listeners = [] if listeners is _UNSET else listeners
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(node_id: int, listeners: list[Listener]) -> Node:
+        """Node(...) with every field given, in schema order."""
+        o = _new(Node)
+        o.node_id = node_id
+        o.listeners = listeners
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class Listener(Message):
@@ -146,6 +191,16 @@ class Listener(Message):
         self.host = host
         self.port = port
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, host: str, port: int) -> Listener:
+        """Listener(...) with every field given, in schema order."""
+        o = _new(Listener)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class DescribeQuorumResponse(Message):
@@ -171,6 +226,17 @@ class DescribeQuorumResponse(Message):
         self.topics = [] if topics is _UNSET else topics
         self.nodes = [] if nodes is _UNSET else nodes
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(error_code: int, error_message: str | None, topics: list[TopicData], nodes: list[Node]) -> DescribeQuorumResponse:
+        """DescribeQuorumResponse(...) with every field given, in schema order."""
+        o = _new(DescribeQuorumResponse)
+        o.error_code = error_code
+        o.error_message = error_message
+        o.topics = topics
+        o.nodes = nodes
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iqB')

@@ -53,6 +53,14 @@ class DescribeTransactionsRequest(Message):
         self.transactional_ids = [] if transactional_ids is _UNSET else transactional_ids
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_ids: list[str]) -> DescribeTransactionsRequest:
+        """DescribeTransactionsRequest(...) with every field given, in schema order."""
+        o = _new(DescribeTransactionsRequest)
+        o.transactional_ids = transactional_ids
+        o.unknown_tagged_fields = {}
+        return o
+
 
 
 

@@ -63,6 +63,21 @@ class TransactionState(Message):
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(error_code: int, transactional_id: str, transaction_state: str, transaction_timeout_ms: int, transaction_start_time_ms: int, producer_id: int, producer_epoch: int, topics: list[TopicData]) -> TransactionState:
+        """TransactionState(...) with every field given, in schema order."""
+        o = _new(TransactionState)
+        o.error_code = error_code
+        o.transactional_id = transactional_id
+        o.transaction_state = transaction_state
+        o.transaction_timeout_ms = transaction_timeout_ms
+        o.transaction_start_time_ms = transaction_start_time_ms
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class TopicData(Message):
 
@@ -81,6 +96,15 @@ class TopicData(Message):
         self.topic = topic
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(topic: str, partitions: list[int]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic = topic
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class DescribeTransactionsResponse(Message):
@@ -102,6 +126,15 @@ class DescribeTransactionsResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.transaction_states = [] if transaction_states is _UNSET else transaction_states
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, transaction_states: list[TransactionState]) -> DescribeTransactionsResponse:
+        """DescribeTransactionsResponse(...) with every field given, in schema order."""
+        o = _new(DescribeTransactionsResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.transaction_states = transaction_states
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>h')

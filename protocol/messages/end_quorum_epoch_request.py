@@ -51,6 +51,15 @@ class TopicData(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str, partitions: list[PartitionData]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic_name = topic_name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -76,6 +85,18 @@ class PartitionData(Message):
         self.preferred_candidates = [] if preferred_candidates is _UNSET else preferred_candidates
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, leader_id: int, leader_epoch: int, preferred_successors: list[int], preferred_candidates: list[ReplicaInfo]) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.preferred_successors = preferred_successors
+        o.preferred_candidates = preferred_candidates
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class ReplicaInfo(Message):
 
@@ -94,6 +115,15 @@ class ReplicaInfo(Message):
         self.candidate_id = candidate_id
         self.candidate_directory_id = candidate_directory_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(candidate_id: int, candidate_directory_id: uuid.UUID) -> ReplicaInfo:
+        """ReplicaInfo(...) with every field given, in schema order."""
+        o = _new(ReplicaInfo)
+        o.candidate_id = candidate_id
+        o.candidate_directory_id = candidate_directory_id
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class LeaderEndpoint(Message):
@@ -115,6 +145,16 @@ class LeaderEndpoint(Message):
         self.host = host
         self.port = port
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, host: str, port: int) -> LeaderEndpoint:
+        """LeaderEndpoint(...) with every field given, in schema order."""
+        o = _new(LeaderEndpoint)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class EndQuorumEpochRequest(Message):
@@ -140,6 +180,16 @@ class EndQuorumEpochRequest(Message):
         self.topics = [] if topics is _UNSET else topics
         self.leader_endpoints = [] if leader_endpoints is _UNSET else leader_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(cluster_id: str | None, topics: list[TopicData], leader_endpoints: list[LeaderEndpoint]) -> EndQuorumEpochRequest:
+        """EndQuorumEpochRequest(...) with every field given, in schema order."""
+        o = _new(EndQuorumEpochRequest)
+        o.cluster_id = cluster_id
+        o.topics = topics
+        o.leader_endpoints = leader_endpoints
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iii')

@@ -59,6 +59,17 @@ class EndTxnRequest(Message):
         self.committed = committed
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_id: str, producer_id: int, producer_epoch: int, committed: bool) -> EndTxnRequest:
+        """EndTxnRequest(...) with every field given, in schema order."""
+        o = _new(EndTxnRequest)
+        o.transactional_id = transactional_id
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.committed = committed
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>h')
 _S1 = _St('>qh?')

@@ -57,6 +57,17 @@ class EndTxnResponse(Message):
         self.producer_epoch = producer_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, producer_id: int, producer_epoch: int) -> EndTxnResponse:
+        """EndTxnResponse(...) with every field given, in schema order."""
+        o = _new(EndTxnResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>ih')
 _S1 = _St('>ihB')

@@ -57,6 +57,16 @@ class EnvelopeRequest(Message):
         self.client_host_address = client_host_address
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(request_data: bytes, request_principal: bytes | None, client_host_address: bytes) -> EnvelopeRequest:
+        """EnvelopeRequest(...) with every field given, in schema order."""
+        o = _new(EnvelopeRequest)
+        o.request_data = request_data
+        o.request_principal = request_principal
+        o.client_host_address = client_host_address
+        o.unknown_tagged_fields = {}
+        return o
+
 
 
 

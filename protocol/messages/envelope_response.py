@@ -53,6 +53,15 @@ class EnvelopeResponse(Message):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(response_data: bytes | None, error_code: int) -> EnvelopeResponse:
+        """EnvelopeResponse(...) with every field given, in schema order."""
+        o = _new(EnvelopeResponse)
+        o.response_data = response_data
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>hB')
 _S1 = _St('>h')

@@ -51,6 +51,15 @@ class ReplicaState(Message):
         self.replica_epoch = replica_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(replica_id: int, replica_epoch: int) -> ReplicaState:
+        """ReplicaState(...) with every field given, in schema order."""
+        o = _new(ReplicaState)
+        o.replica_id = replica_id
+        o.replica_epoch = replica_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class FetchTopic(Message):
 
@@ -71,6 +80,16 @@ class FetchTopic(Message):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(topic: str, topic_id: uuid.UUID, partitions: list[FetchPartition]) -> FetchTopic:
+        """FetchTopic(...) with every field given, in schema order."""
+        o = _new(FetchTopic)
+        o.topic = topic
+        o.topic_id = topic_id
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class FetchPartition(Message):
@@ -103,6 +122,21 @@ class FetchPartition(Message):
         self.high_watermark = high_watermark
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition: int, current_leader_epoch: int, fetch_offset: int, last_fetched_epoch: int, log_start_offset: int, partition_max_bytes: int, replica_directory_id: uuid.UUID, high_watermark: int) -> FetchPartition:
+        """FetchPartition(...) with every field given, in schema order."""
+        o = _new(FetchPartition)
+        o.partition = partition
+        o.current_leader_epoch = current_leader_epoch
+        o.fetch_offset = fetch_offset
+        o.last_fetched_epoch = last_fetched_epoch
+        o.log_start_offset = log_start_offset
+        o.partition_max_bytes = partition_max_bytes
+        o.replica_directory_id = replica_directory_id
+        o.high_watermark = high_watermark
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class ForgottenTopic(Message):
 
@@ -123,6 +157,16 @@ class ForgottenTopic(Message):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(topic: str, topic_id: uuid.UUID, partitions: list[int]) -> ForgottenTopic:
+        """ForgottenTopic(...) with every field given, in schema order."""
+        o = _new(ForgottenTopic)
+        o.topic = topic
+        o.topic_id = topic_id
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class FetchRequest(Message):
@@ -166,6 +210,25 @@ class FetchRequest(Message):
         self.forgotten_topics_data = [] if forgotten_topics_data is _UNSET else forgotten_topics_data
         self.rack_id = rack_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(cluster_id: str | None, replica_id: int, replica_state: ReplicaState, max_wait_ms: int, min_bytes: int, max_bytes: int, isolation_level: int, session_id: int, session_epoch: int, topics: list[FetchTopic], forgotten_topics_data: list[ForgottenTopic], rack_id: str) -> FetchRequest:
+        """FetchRequest(...) with every field given, in schema order."""
+        o = _new(FetchRequest)
+        o.cluster_id = cluster_id
+        o.replica_id = replica_id
+        o.replica_state = replica_state
+        o.max_wait_ms = max_wait_ms
+        o.min_bytes = min_bytes
+        o.max_bytes = max_bytes
+        o.isolation_level = isolation_level
+        o.session_id = session_id
+        o.session_epoch = session_epoch
+        o.topics = topics
+        o.forgotten_topics_data = forgotten_topics_data
+        o.rack_id = rack_id
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iqB')

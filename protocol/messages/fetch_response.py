@@ -53,6 +53,16 @@ class FetchableTopicResponse(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic: str, topic_id: uuid.UUID, partitions: list[PartitionData]) -> FetchableTopicResponse:
+        """FetchableTopicResponse(...) with every field given, in schema order."""
+        o = _new(FetchableTopicResponse)
+        o.topic = topic
+        o.topic_id = topic_id
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -90,6 +100,24 @@ class PartitionData(Message):
         self.records = records
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, error_code: int, high_watermark: int, last_stable_offset: int, log_start_offset: int, diverging_epoch: EpochEndOffset, current_leader: LeaderIdAndEpoch, snapshot_id: SnapshotId, aborted_transactions: list[AbortedTransaction] | None, preferred_read_replica: int, records: bytes | None) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.error_code = error_code
+        o.high_watermark = high_watermark
+        o.last_stable_offset = last_stable_offset
+        o.log_start_offset = log_start_offset
+        o.diverging_epoch = diverging_epoch
+        o.current_leader = current_leader
+        o.snapshot_id = snapshot_id
+        o.aborted_transactions = aborted_transactions
+        o.preferred_read_replica = preferred_read_replica
+        o.records = records
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class EpochEndOffset(Message):
 
@@ -108,6 +136,15 @@ class EpochEndOffset(Message):
         self.epoch = epoch
         self.end_offset = end_offset
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(epoch: int, end_offset: int) -> EpochEndOffset:
+        """EpochEndOffset(...) with every field given, in schema order."""
+        o = _new(EpochEndOffset)
+        o.epoch = epoch
+        o.end_offset = end_offset
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class LeaderIdAndEpoch(Message):
@@ -128,6 +165,15 @@ class LeaderIdAndEpoch(Message):
         self.leader_epoch = leader_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(leader_id: int, leader_epoch: int) -> LeaderIdAndEpoch:
+        """LeaderIdAndEpoch(...) with every field given, in schema order."""
+        o = _new(LeaderIdAndEpoch)
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class SnapshotId(Message):
 
@@ -147,6 +193,15 @@ class SnapshotId(Message):
         self.epoch = epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(end_offset: int, epoch: int) -> SnapshotId:
+        """SnapshotId(...) with every field given, in schema order."""
+        o = _new(SnapshotId)
+        o.end_offset = end_offset
+        o.epoch = epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class AbortedTransaction(Message):
 
@@ -165,6 +220,15 @@ class AbortedTransaction(Message):
         self.producer_id = producer_id
         self.first_offset = first_offset
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(producer_id: int, first_offset: int) -> AbortedTransaction:
+        """AbortedTransaction(...) with every field given, in schema order."""
+        o = _new(AbortedTransaction)
+        o.producer_id = producer_id
+        o.first_offset = first_offset
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class NodeEndpoint(Message):
@@ -188,6 +252,17 @@ class NodeEndpoint(Message):
         self.port = port
         self.rack = rack
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(node_id: int, host: str, port: int, rack: str | None) -> NodeEndpoint:
+        """NodeEndpoint(...) with every field given, in schema order."""
+        o = _new(NodeEndpoint)
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.rack = rack
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class FetchResponse(Message):
@@ -215,6 +290,18 @@ class FetchResponse(Message):
         self.responses = [] if responses is _UNSET else responses
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, session_id: int, responses: list[FetchableTopicResponse], node_endpoints: list[NodeEndpoint]) -> FetchResponse:
+        """FetchResponse(...) with every field given, in schema order."""
+        o = _new(FetchResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.session_id = session_id
+        o.responses = responses
+        o.node_endpoints = node_endpoints
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>qq')

@@ -51,6 +51,15 @@ class TopicSnapshot(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partitions: list[PartitionSnapshot]) -> TopicSnapshot:
+        """TopicSnapshot(...) with every field given, in schema order."""
+        o = _new(TopicSnapshot)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionSnapshot(Message):
 
@@ -76,6 +85,18 @@ class PartitionSnapshot(Message):
         self.replica_directory_id = replica_directory_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition: int, current_leader_epoch: int, snapshot_id: SnapshotId, position: int, replica_directory_id: uuid.UUID) -> PartitionSnapshot:
+        """PartitionSnapshot(...) with every field given, in schema order."""
+        o = _new(PartitionSnapshot)
+        o.partition = partition
+        o.current_leader_epoch = current_leader_epoch
+        o.snapshot_id = snapshot_id
+        o.position = position
+        o.replica_directory_id = replica_directory_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class SnapshotId(Message):
 
@@ -94,6 +115,15 @@ class SnapshotId(Message):
         self.end_offset = end_offset
         self.epoch = epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(end_offset: int, epoch: int) -> SnapshotId:
+        """SnapshotId(...) with every field given, in schema order."""
+        o = _new(SnapshotId)
+        o.end_offset = end_offset
+        o.epoch = epoch
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class FetchSnapshotRequest(Message):
@@ -121,6 +151,17 @@ class FetchSnapshotRequest(Message):
         self.max_bytes = max_bytes
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(cluster_id: str | None, replica_id: int, max_bytes: int, topics: list[TopicSnapshot]) -> FetchSnapshotRequest:
+        """FetchSnapshotRequest(...) with every field given, in schema order."""
+        o = _new(FetchSnapshotRequest)
+        o.cluster_id = cluster_id
+        o.replica_id = replica_id
+        o.max_bytes = max_bytes
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>qiB')

@@ -51,6 +51,15 @@ class TopicSnapshot(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partitions: list[PartitionSnapshot]) -> TopicSnapshot:
+        """TopicSnapshot(...) with every field given, in schema order."""
+        o = _new(TopicSnapshot)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionSnapshot(Message):
 
@@ -80,6 +89,20 @@ class PartitionSnapshot(Message):
         self.unaligned_records = unaligned_records
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(index: int, error_code: int, snapshot_id: SnapshotId, current_leader: LeaderIdAndEpoch, size: int, position: int, unaligned_records: bytes | None) -> PartitionSnapshot:
+        """PartitionSnapshot(...) with every field given, in schema order."""
+        o = _new(PartitionSnapshot)
+        o.index = index
+        o.error_code = error_code
+        o.snapshot_id = snapshot_id
+        o.current_leader = current_leader
+        o.size = size
+        o.position = position
+        o.unaligned_records = unaligned_records
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class SnapshotId(Message):
 
@@ -99,6 +122,15 @@ class SnapshotId(Message):
         self.epoch = epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(end_offset: int, epoch: int) -> SnapshotId:
+        """SnapshotId(...) with every field given, in schema order."""
+        o = _new(SnapshotId)
+        o.end_offset = end_offset
+        o.epoch = epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class LeaderIdAndEpoch(Message):
 
@@ -117,6 +149,15 @@ class LeaderIdAndEpoch(Message):
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(leader_id: int, leader_epoch: int) -> LeaderIdAndEpoch:
+        """LeaderIdAndEpoch(...) with every field given, in schema order."""
+        o = _new(LeaderIdAndEpoch)
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class NodeEndpoint(Message):
@@ -138,6 +179,16 @@ class NodeEndpoint(Message):
         self.host = host
         self.port = port
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(node_id: int, host: str, port: int) -> NodeEndpoint:
+        """NodeEndpoint(...) with every field given, in schema order."""
+        o = _new(NodeEndpoint)
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class FetchSnapshotResponse(Message):
@@ -163,6 +214,17 @@ class FetchSnapshotResponse(Message):
         self.topics = [] if topics is _UNSET else topics
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, topics: list[TopicSnapshot], node_endpoints: list[NodeEndpoint]) -> FetchSnapshotResponse:
+        """FetchSnapshotResponse(...) with every field given, in schema order."""
+        o = _new(FetchSnapshotResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.topics = topics
+        o.node_endpoints = node_endpoints
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>qiB')

@@ -57,6 +57,16 @@ class FindCoordinatorRequest(Message):
         self.coordinator_keys = [] if coordinator_keys is _UNSET else coordinator_keys
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(key: str, key_type: int, coordinator_keys: list[str]) -> FindCoordinatorRequest:
+        """FindCoordinatorRequest(...) with every field given, in schema order."""
+        o = _new(FindCoordinatorRequest)
+        o.key = key
+        o.key_type = key_type
+        o.coordinator_keys = coordinator_keys
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>h')
 _S1 = _St('>b')

@@ -59,6 +59,19 @@ class Coordinator(Message):
         self.error_message = error_message
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(key: str, node_id: int, host: str, port: int, error_code: int, error_message: str | None) -> Coordinator:
+        """Coordinator(...) with every field given, in schema order."""
+        o = _new(Coordinator)
+        o.key = key
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.error_code = error_code
+        o.error_message = error_message
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class FindCoordinatorResponse(Message):
     """FindCoordinatorResponse (response 10), versions 0-6."""
@@ -89,6 +102,20 @@ class FindCoordinatorResponse(Message):
         self.port = port
         self.coordinators = [] if coordinators is _UNSET else coordinators
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, error_message: str | None, node_id: int, host: str, port: int, coordinators: list[Coordinator]) -> FindCoordinatorResponse:
+        """FindCoordinatorResponse(...) with every field given, in schema order."""
+        o = _new(FindCoordinatorResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.error_message = error_message
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.coordinators = coordinators
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>i')

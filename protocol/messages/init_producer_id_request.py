@@ -63,6 +63,19 @@ class InitProducerIdRequest(Message):
         self.keep_prepared_txn = keep_prepared_txn
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_id: str | None, transaction_timeout_ms: int, producer_id: int, producer_epoch: int, enable2_pc: bool, keep_prepared_txn: bool) -> InitProducerIdRequest:
+        """InitProducerIdRequest(...) with every field given, in schema order."""
+        o = _new(InitProducerIdRequest)
+        o.transactional_id = transactional_id
+        o.transaction_timeout_ms = transaction_timeout_ms
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.enable2_pc = enable2_pc
+        o.keep_prepared_txn = keep_prepared_txn
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>h')
 _S1 = _St('>i')

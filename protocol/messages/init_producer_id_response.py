@@ -61,6 +61,19 @@ class InitProducerIdResponse(Message):
         self.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, producer_id: int, producer_epoch: int, ongoing_txn_producer_id: int, ongoing_txn_producer_epoch: int) -> InitProducerIdResponse:
+        """InitProducerIdResponse(...) with every field given, in schema order."""
+        o = _new(InitProducerIdResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.ongoing_txn_producer_id = ongoing_txn_producer_id
+        o.ongoing_txn_producer_epoch = ongoing_txn_producer_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>ihqh')
 _S1 = _St('>ihqhB')

@@ -53,6 +53,15 @@ class KRaftVersionRecord(Message):
         self.k_raft_version = k_raft_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(version: int, k_raft_version: int) -> KRaftVersionRecord:
+        """KRaftVersionRecord(...) with every field given, in schema order."""
+        o = _new(KRaftVersionRecord)
+        o.version = version
+        o.k_raft_version = k_raft_version
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>hhB')
 _S1 = _St('>hh')

@@ -51,6 +51,15 @@ class Voter(Message):
         self.voter_directory_id = voter_directory_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(voter_id: int, voter_directory_id: uuid.UUID) -> Voter:
+        """Voter(...) with every field given, in schema order."""
+        o = _new(Voter)
+        o.voter_id = voter_id
+        o.voter_directory_id = voter_directory_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class LeaderChangeMessage(Message):
     """LeaderChangeMessage (data), versions 0-1."""
@@ -75,6 +84,17 @@ class LeaderChangeMessage(Message):
         self.voters = [] if voters is _UNSET else voters
         self.granting_voters = [] if granting_voters is _UNSET else granting_voters
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(version: int, leader_id: int, voters: list[Voter], granting_voters: list[Voter]) -> LeaderChangeMessage:
+        """LeaderChangeMessage(...) with every field given, in schema order."""
+        o = _new(LeaderChangeMessage)
+        o.version = version
+        o.leader_id = leader_id
+        o.voters = voters
+        o.granting_voters = granting_voters
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iB')

@@ -59,6 +59,17 @@ class ListTransactionsRequest(Message):
         self.transactional_id_pattern = transactional_id_pattern
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(state_filters: list[str], producer_id_filters: list[int], duration_filter: int, transactional_id_pattern: str | None) -> ListTransactionsRequest:
+        """ListTransactionsRequest(...) with every field given, in schema order."""
+        o = _new(ListTransactionsRequest)
+        o.state_filters = state_filters
+        o.producer_id_filters = producer_id_filters
+        o.duration_filter = duration_filter
+        o.transactional_id_pattern = transactional_id_pattern
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>qB')
 _S1 = _St('>q')

@@ -53,6 +53,16 @@ class TransactionState(Message):
         self.transaction_state = transaction_state
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_id: str, producer_id: int, transaction_state: str) -> TransactionState:
+        """TransactionState(...) with every field given, in schema order."""
+        o = _new(TransactionState)
+        o.transactional_id = transactional_id
+        o.producer_id = producer_id
+        o.transaction_state = transaction_state
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class ListTransactionsResponse(Message):
     """ListTransactionsResponse (response 66), versions 0-2."""
@@ -77,6 +87,17 @@ class ListTransactionsResponse(Message):
         self.unknown_state_filters = [] if unknown_state_filters is _UNSET else unknown_state_filters
         self.transaction_states = [] if transaction_states is _UNSET else transaction_states
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, error_code: int, unknown_state_filters: list[str], transaction_states: list[TransactionState]) -> ListTransactionsResponse:
+        """ListTransactionsResponse(...) with every field given, in schema order."""
+        o = _new(ListTransactionsResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.error_code = error_code
+        o.unknown_state_filters = unknown_state_filters
+        o.transaction_states = transaction_states
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>q')

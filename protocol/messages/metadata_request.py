@@ -51,6 +51,15 @@ class MetadataRequestTopic(Message):
         self.name = name
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_id: uuid.UUID, name: str | None) -> MetadataRequestTopic:
+        """MetadataRequestTopic(...) with every field given, in schema order."""
+        o = _new(MetadataRequestTopic)
+        o.topic_id = topic_id
+        o.name = name
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class MetadataRequest(Message):
     """MetadataRequest (request 3), versions 0-13."""
@@ -77,6 +86,17 @@ class MetadataRequest(Message):
         self.include_cluster_authorized_operations = include_cluster_authorized_operations
         self.include_topic_authorized_operations = include_topic_authorized_operations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(topics: list[MetadataRequestTopic] | None, allow_auto_topic_creation: bool, include_cluster_authorized_operations: bool, include_topic_authorized_operations: bool) -> MetadataRequest:
+        """MetadataRequest(...) with every field given, in schema order."""
+        o = _new(MetadataRequest)
+        o.topics = topics
+        o.allow_auto_topic_creation = allow_auto_topic_creation
+        o.include_cluster_authorized_operations = include_cluster_authorized_operations
+        o.include_topic_authorized_operations = include_topic_authorized_operations
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>h')

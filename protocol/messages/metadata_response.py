@@ -55,6 +55,17 @@ class MetadataResponseBroker(Message):
         self.rack = rack
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(node_id: int, host: str, port: int, rack: str | None) -> MetadataResponseBroker:
+        """MetadataResponseBroker(...) with every field given, in schema order."""
+        o = _new(MetadataResponseBroker)
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.rack = rack
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class MetadataResponseTopic(Message):
 
@@ -81,6 +92,19 @@ class MetadataResponseTopic(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.topic_authorized_operations = topic_authorized_operations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(error_code: int, name: str | None, topic_id: uuid.UUID, is_internal: bool, partitions: list[MetadataResponsePartition], topic_authorized_operations: int) -> MetadataResponseTopic:
+        """MetadataResponseTopic(...) with every field given, in schema order."""
+        o = _new(MetadataResponseTopic)
+        o.error_code = error_code
+        o.name = name
+        o.topic_id = topic_id
+        o.is_internal = is_internal
+        o.partitions = partitions
+        o.topic_authorized_operations = topic_authorized_operations
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class MetadataResponsePartition(Message):
@@ -110,6 +134,20 @@ class MetadataResponsePartition(Message):
         self.isr_nodes = [] if isr_nodes is _UNSET else isr_nodes
         self.offline_replicas = [] if offline_replicas is _UNSET else offline_replicas
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(error_code: int, partition_index: int, leader_id: int, leader_epoch: int, replica_nodes: list[int], isr_nodes: list[int], offline_replicas: list[int]) -> MetadataResponsePartition:
+        """MetadataResponsePartition(...) with every field given, in schema order."""
+        o = _new(MetadataResponsePartition)
+        o.error_code = error_code
+        o.partition_index = partition_index
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.replica_nodes = replica_nodes
+        o.isr_nodes = isr_nodes
+        o.offline_replicas = offline_replicas
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class MetadataResponse(Message):
@@ -141,6 +179,20 @@ class MetadataResponse(Message):
         self.cluster_authorized_operations = cluster_authorized_operations
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, brokers: list[MetadataResponseBroker], cluster_id: str | None, controller_id: int, topics: list[MetadataResponseTopic], cluster_authorized_operations: int, error_code: int) -> MetadataResponse:
+        """MetadataResponse(...) with every field given, in schema order."""
+        o = _new(MetadataResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.brokers = brokers
+        o.cluster_id = cluster_id
+        o.controller_id = controller_id
+        o.topics = topics
+        o.cluster_authorized_operations = cluster_authorized_operations
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ih')

@@ -51,6 +51,15 @@ class OffsetFetchRequestTopic(Message):
         self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partition_indexes: list[int]) -> OffsetFetchRequestTopic:
+        """OffsetFetchRequestTopic(...) with every field given, in schema order."""
+        o = _new(OffsetFetchRequestTopic)
+        o.name = name
+        o.partition_indexes = partition_indexes
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class OffsetFetchRequestGroup(Message):
 
@@ -74,6 +83,17 @@ class OffsetFetchRequestGroup(Message):
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(group_id: str, member_id: str | None, member_epoch: int, topics: list[OffsetFetchRequestTopics] | None) -> OffsetFetchRequestGroup:
+        """OffsetFetchRequestGroup(...) with every field given, in schema order."""
+        o = _new(OffsetFetchRequestGroup)
+        o.group_id = group_id
+        o.member_id = member_id
+        o.member_epoch = member_epoch
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class OffsetFetchRequestTopics(Message):
 
@@ -94,6 +114,16 @@ class OffsetFetchRequestTopics(Message):
         self.topic_id = topic_id
         self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, topic_id: uuid.UUID, partition_indexes: list[int]) -> OffsetFetchRequestTopics:
+        """OffsetFetchRequestTopics(...) with every field given, in schema order."""
+        o = _new(OffsetFetchRequestTopics)
+        o.name = name
+        o.topic_id = topic_id
+        o.partition_indexes = partition_indexes
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class OffsetFetchRequest(Message):
@@ -121,6 +151,17 @@ class OffsetFetchRequest(Message):
         self.groups = [] if groups is _UNSET else groups
         self.require_stable = require_stable
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(group_id: str, topics: list[OffsetFetchRequestTopic] | None, groups: list[OffsetFetchRequestGroup], require_stable: bool) -> OffsetFetchRequest:
+        """OffsetFetchRequest(...) with every field given, in schema order."""
+        o = _new(OffsetFetchRequest)
+        o.group_id = group_id
+        o.topics = topics
+        o.groups = groups
+        o.require_stable = require_stable
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>h')

@@ -51,6 +51,15 @@ class OffsetFetchResponseTopic(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partitions: list[OffsetFetchResponsePartition]) -> OffsetFetchResponseTopic:
+        """OffsetFetchResponseTopic(...) with every field given, in schema order."""
+        o = _new(OffsetFetchResponseTopic)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class OffsetFetchResponsePartition(Message):
 
@@ -76,6 +85,18 @@ class OffsetFetchResponsePartition(Message):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, committed_offset: int, committed_leader_epoch: int, metadata: str | None, error_code: int) -> OffsetFetchResponsePartition:
+        """OffsetFetchResponsePartition(...) with every field given, in schema order."""
+        o = _new(OffsetFetchResponsePartition)
+        o.partition_index = partition_index
+        o.committed_offset = committed_offset
+        o.committed_leader_epoch = committed_leader_epoch
+        o.metadata = metadata
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class OffsetFetchResponseGroup(Message):
 
@@ -97,6 +118,16 @@ class OffsetFetchResponseGroup(Message):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(group_id: str, topics: list[OffsetFetchResponseTopics], error_code: int) -> OffsetFetchResponseGroup:
+        """OffsetFetchResponseGroup(...) with every field given, in schema order."""
+        o = _new(OffsetFetchResponseGroup)
+        o.group_id = group_id
+        o.topics = topics
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class OffsetFetchResponseTopics(Message):
 
@@ -117,6 +148,16 @@ class OffsetFetchResponseTopics(Message):
         self.topic_id = topic_id
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, topic_id: uuid.UUID, partitions: list[OffsetFetchResponsePartitions]) -> OffsetFetchResponseTopics:
+        """OffsetFetchResponseTopics(...) with every field given, in schema order."""
+        o = _new(OffsetFetchResponseTopics)
+        o.name = name
+        o.topic_id = topic_id
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class OffsetFetchResponsePartitions(Message):
@@ -143,6 +184,18 @@ class OffsetFetchResponsePartitions(Message):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, committed_offset: int, committed_leader_epoch: int, metadata: str | None, error_code: int) -> OffsetFetchResponsePartitions:
+        """OffsetFetchResponsePartitions(...) with every field given, in schema order."""
+        o = _new(OffsetFetchResponsePartitions)
+        o.partition_index = partition_index
+        o.committed_offset = committed_offset
+        o.committed_leader_epoch = committed_leader_epoch
+        o.metadata = metadata
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class OffsetFetchResponse(Message):
     """OffsetFetchResponse (response 9), versions 1-10."""
@@ -167,6 +220,17 @@ class OffsetFetchResponse(Message):
         self.error_code = error_code
         self.groups = [] if groups is _UNSET else groups
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, topics: list[OffsetFetchResponseTopic], error_code: int, groups: list[OffsetFetchResponseGroup]) -> OffsetFetchResponse:
+        """OffsetFetchResponse(...) with every field given, in schema order."""
+        o = _new(OffsetFetchResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.topics = topics
+        o.error_code = error_code
+        o.groups = groups
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iqh')

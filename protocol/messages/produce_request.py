@@ -53,6 +53,16 @@ class TopicProduceData(Message):
         self.partition_data = [] if partition_data is _UNSET else partition_data
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, topic_id: uuid.UUID, partition_data: list[PartitionProduceData]) -> TopicProduceData:
+        """TopicProduceData(...) with every field given, in schema order."""
+        o = _new(TopicProduceData)
+        o.name = name
+        o.topic_id = topic_id
+        o.partition_data = partition_data
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionProduceData(Message):
 
@@ -71,6 +81,15 @@ class PartitionProduceData(Message):
         self.index = index
         self.records = records
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(index: int, records: bytes | None) -> PartitionProduceData:
+        """PartitionProduceData(...) with every field given, in schema order."""
+        o = _new(PartitionProduceData)
+        o.index = index
+        o.records = records
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class ProduceRequest(Message):
@@ -98,6 +117,17 @@ class ProduceRequest(Message):
         self.timeout_ms = timeout_ms
         self.topic_data = [] if topic_data is _UNSET else topic_data
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(transactional_id: str | None, acks: int, timeout_ms: int, topic_data: list[TopicProduceData]) -> ProduceRequest:
+        """ProduceRequest(...) with every field given, in schema order."""
+        o = _new(ProduceRequest)
+        o.transactional_id = transactional_id
+        o.acks = acks
+        o.timeout_ms = timeout_ms
+        o.topic_data = topic_data
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ii')

@@ -53,6 +53,16 @@ class TopicProduceResponse(Message):
         self.partition_responses = [] if partition_responses is _UNSET else partition_responses
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, topic_id: uuid.UUID, partition_responses: list[PartitionProduceResponse]) -> TopicProduceResponse:
+        """TopicProduceResponse(...) with every field given, in schema order."""
+        o = _new(TopicProduceResponse)
+        o.name = name
+        o.topic_id = topic_id
+        o.partition_responses = partition_responses
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionProduceResponse(Message):
 
@@ -84,6 +94,21 @@ class PartitionProduceResponse(Message):
         self.current_leader = LeaderIdAndEpoch() if current_leader is _UNSET else current_leader
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(index: int, error_code: int, base_offset: int, log_append_time_ms: int, log_start_offset: int, record_errors: list[BatchIndexAndErrorMessage], error_message: str | None, current_leader: LeaderIdAndEpoch) -> PartitionProduceResponse:
+        """PartitionProduceResponse(...) with every field given, in schema order."""
+        o = _new(PartitionProduceResponse)
+        o.index = index
+        o.error_code = error_code
+        o.base_offset = base_offset
+        o.log_append_time_ms = log_append_time_ms
+        o.log_start_offset = log_start_offset
+        o.record_errors = record_errors
+        o.error_message = error_message
+        o.current_leader = current_leader
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class BatchIndexAndErrorMessage(Message):
 
@@ -103,6 +128,15 @@ class BatchIndexAndErrorMessage(Message):
         self.batch_index_error_message = batch_index_error_message
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(batch_index: int, batch_index_error_message: str | None) -> BatchIndexAndErrorMessage:
+        """BatchIndexAndErrorMessage(...) with every field given, in schema order."""
+        o = _new(BatchIndexAndErrorMessage)
+        o.batch_index = batch_index
+        o.batch_index_error_message = batch_index_error_message
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class LeaderIdAndEpoch(Message):
 
@@ -121,6 +155,15 @@ class LeaderIdAndEpoch(Message):
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(leader_id: int, leader_epoch: int) -> LeaderIdAndEpoch:
+        """LeaderIdAndEpoch(...) with every field given, in schema order."""
+        o = _new(LeaderIdAndEpoch)
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class NodeEndpoint(Message):
@@ -145,6 +188,17 @@ class NodeEndpoint(Message):
         self.rack = rack
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(node_id: int, host: str, port: int, rack: str | None) -> NodeEndpoint:
+        """NodeEndpoint(...) with every field given, in schema order."""
+        o = _new(NodeEndpoint)
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.rack = rack
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class ProduceResponse(Message):
     """ProduceResponse (response 0), versions 3-13."""
@@ -167,6 +221,16 @@ class ProduceResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(responses: list[TopicProduceResponse], throttle_time_ms: int, node_endpoints: list[NodeEndpoint]) -> ProduceResponse:
+        """ProduceResponse(...) with every field given, in schema order."""
+        o = _new(ProduceResponse)
+        o.responses = responses
+        o.throttle_time_ms = throttle_time_ms
+        o.node_endpoints = node_endpoints
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ihqq')

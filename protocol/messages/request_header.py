@@ -57,6 +57,17 @@ class RequestHeader(Message):
         self.client_id = client_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(request_api_key: int, request_api_version: int, correlation_id: int, client_id: str | None) -> RequestHeader:
+        """RequestHeader(...) with every field given, in schema order."""
+        o = _new(RequestHeader)
+        o.request_api_key = request_api_key
+        o.request_api_version = request_api_version
+        o.correlation_id = correlation_id
+        o.client_id = client_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>hhi')
 _S1 = _St('>hhih')

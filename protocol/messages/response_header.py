@@ -51,6 +51,14 @@ class ResponseHeader(Message):
         self.correlation_id = correlation_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(correlation_id: int) -> ResponseHeader:
+        """ResponseHeader(...) with every field given, in schema order."""
+        o = _new(ResponseHeader)
+        o.correlation_id = correlation_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>i')
 _S1 = _St('>iB')

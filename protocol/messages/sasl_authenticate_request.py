@@ -53,6 +53,14 @@ class SaslAuthenticateRequest(Message):
         self.auth_bytes = auth_bytes
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(auth_bytes: bytes) -> SaslAuthenticateRequest:
+        """SaslAuthenticateRequest(...) with every field given, in schema order."""
+        o = _new(SaslAuthenticateRequest)
+        o.auth_bytes = auth_bytes
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>i')
 

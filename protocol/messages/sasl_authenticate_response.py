@@ -57,6 +57,17 @@ class SaslAuthenticateResponse(Message):
         self.session_lifetime_ms = session_lifetime_ms
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(error_code: int, error_message: str | None, auth_bytes: bytes, session_lifetime_ms: int) -> SaslAuthenticateResponse:
+        """SaslAuthenticateResponse(...) with every field given, in schema order."""
+        o = _new(SaslAuthenticateResponse)
+        o.error_code = error_code
+        o.error_message = error_message
+        o.auth_bytes = auth_bytes
+        o.session_lifetime_ms = session_lifetime_ms
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>hh')
 _S1 = _St('>h')

@@ -53,6 +53,14 @@ class SaslHandshakeRequest(Message):
         self.mechanism = mechanism
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(mechanism: str) -> SaslHandshakeRequest:
+        """SaslHandshakeRequest(...) with every field given, in schema order."""
+        o = _new(SaslHandshakeRequest)
+        o.mechanism = mechanism
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>h')
 

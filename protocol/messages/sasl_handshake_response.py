@@ -53,6 +53,15 @@ class SaslHandshakeResponse(Message):
         self.mechanisms = [] if mechanisms is _UNSET else mechanisms
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(error_code: int, mechanisms: list[str]) -> SaslHandshakeResponse:
+        """SaslHandshakeResponse(...) with every field given, in schema order."""
+        o = _new(SaslHandshakeResponse)
+        o.error_code = error_code
+        o.mechanisms = mechanisms
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>h')
 _S1 = _St('>i')

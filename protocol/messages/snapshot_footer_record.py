@@ -51,6 +51,14 @@ class SnapshotFooterRecord(Message):
         self.version = version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(version: int) -> SnapshotFooterRecord:
+        """SnapshotFooterRecord(...) with every field given, in schema order."""
+        o = _new(SnapshotFooterRecord)
+        o.version = version
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>hB')
 _S1 = _St('>h')

@@ -53,6 +53,15 @@ class SnapshotHeaderRecord(Message):
         self.last_contained_log_timestamp = last_contained_log_timestamp
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(version: int, last_contained_log_timestamp: int) -> SnapshotHeaderRecord:
+        """SnapshotHeaderRecord(...) with every field given, in schema order."""
+        o = _new(SnapshotHeaderRecord)
+        o.version = version
+        o.last_contained_log_timestamp = last_contained_log_timestamp
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>hqB')
 _S1 = _St('>hq')

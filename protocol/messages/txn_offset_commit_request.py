@@ -51,6 +51,15 @@ class TxnOffsetCommitRequestTopic(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partitions: list[TxnOffsetCommitRequestPartition]) -> TxnOffsetCommitRequestTopic:
+        """TxnOffsetCommitRequestTopic(...) with every field given, in schema order."""
+        o = _new(TxnOffsetCommitRequestTopic)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class TxnOffsetCommitRequestPartition(Message):
 
@@ -73,6 +82,17 @@ class TxnOffsetCommitRequestPartition(Message):
         self.committed_leader_epoch = committed_leader_epoch
         self.committed_metadata = committed_metadata
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(partition_index: int, committed_offset: int, committed_leader_epoch: int, committed_metadata: str | None) -> TxnOffsetCommitRequestPartition:
+        """TxnOffsetCommitRequestPartition(...) with every field given, in schema order."""
+        o = _new(TxnOffsetCommitRequestPartition)
+        o.partition_index = partition_index
+        o.committed_offset = committed_offset
+        o.committed_leader_epoch = committed_leader_epoch
+        o.committed_metadata = committed_metadata
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class TxnOffsetCommitRequest(Message):
@@ -108,6 +128,21 @@ class TxnOffsetCommitRequest(Message):
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(transactional_id: str, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str, group_instance_id: str | None, topics: list[TxnOffsetCommitRequestTopic]) -> TxnOffsetCommitRequest:
+        """TxnOffsetCommitRequest(...) with every field given, in schema order."""
+        o = _new(TxnOffsetCommitRequest)
+        o.transactional_id = transactional_id
+        o.group_id = group_id
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.generation_id = generation_id
+        o.member_id = member_id
+        o.group_instance_id = group_instance_id
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iqh')

@@ -51,6 +51,15 @@ class TxnOffsetCommitResponseTopic(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, partitions: list[TxnOffsetCommitResponsePartition]) -> TxnOffsetCommitResponseTopic:
+        """TxnOffsetCommitResponseTopic(...) with every field given, in schema order."""
+        o = _new(TxnOffsetCommitResponseTopic)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class TxnOffsetCommitResponsePartition(Message):
 
@@ -69,6 +78,15 @@ class TxnOffsetCommitResponsePartition(Message):
         self.partition_index = partition_index
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(partition_index: int, error_code: int) -> TxnOffsetCommitResponsePartition:
+        """TxnOffsetCommitResponsePartition(...) with every field given, in schema order."""
+        o = _new(TxnOffsetCommitResponsePartition)
+        o.partition_index = partition_index
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class TxnOffsetCommitResponse(Message):
@@ -90,6 +108,15 @@ class TxnOffsetCommitResponse(Message):
         self.throttle_time_ms = throttle_time_ms
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(throttle_time_ms: int, topics: list[TxnOffsetCommitResponseTopic]) -> TxnOffsetCommitResponse:
+        """TxnOffsetCommitResponse(...) with every field given, in schema order."""
+        o = _new(TxnOffsetCommitResponse)
+        o.throttle_time_ms = throttle_time_ms
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ih')

@@ -53,6 +53,14 @@ class UnregisterBrokerRequest(Message):
         self.broker_id = broker_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(broker_id: int) -> UnregisterBrokerRequest:
+        """UnregisterBrokerRequest(...) with every field given, in schema order."""
+        o = _new(UnregisterBrokerRequest)
+        o.broker_id = broker_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>iB')
 _S1 = _St('>i')

@@ -51,6 +51,15 @@ class TopicData(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str, partitions: list[PartitionData]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic_name = topic_name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -82,6 +91,21 @@ class PartitionData(Message):
         self.pre_vote = pre_vote
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, replica_epoch: int, replica_id: int, replica_directory_id: uuid.UUID, voter_directory_id: uuid.UUID, last_offset_epoch: int, last_offset: int, pre_vote: bool) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.replica_epoch = replica_epoch
+        o.replica_id = replica_id
+        o.replica_directory_id = replica_directory_id
+        o.voter_directory_id = voter_directory_id
+        o.last_offset_epoch = last_offset_epoch
+        o.last_offset = last_offset
+        o.pre_vote = pre_vote
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class VoteRequest(Message):
     """VoteRequest (request 52), versions 0-2."""
@@ -106,6 +130,16 @@ class VoteRequest(Message):
         self.voter_id = voter_id
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(cluster_id: str | None, voter_id: int, topics: list[TopicData]) -> VoteRequest:
+        """VoteRequest(...) with every field given, in schema order."""
+        o = _new(VoteRequest)
+        o.cluster_id = cluster_id
+        o.voter_id = voter_id
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>iiiiqB')

@@ -51,6 +51,15 @@ class TopicData(Message):
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str, partitions: list[PartitionData]) -> TopicData:
+        """TopicData(...) with every field given, in schema order."""
+        o = _new(TopicData)
+        o.topic_name = topic_name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class PartitionData(Message):
 
@@ -76,6 +85,18 @@ class PartitionData(Message):
         self.vote_granted = vote_granted
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, error_code: int, leader_id: int, leader_epoch: int, vote_granted: bool) -> PartitionData:
+        """PartitionData(...) with every field given, in schema order."""
+        o = _new(PartitionData)
+        o.partition_index = partition_index
+        o.error_code = error_code
+        o.leader_id = leader_id
+        o.leader_epoch = leader_epoch
+        o.vote_granted = vote_granted
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class NodeEndpoint(Message):
 
@@ -96,6 +117,16 @@ class NodeEndpoint(Message):
         self.host = host
         self.port = port
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(node_id: int, host: str, port: int) -> NodeEndpoint:
+        """NodeEndpoint(...) with every field given, in schema order."""
+        o = _new(NodeEndpoint)
+        o.node_id = node_id
+        o.host = host
+        o.port = port
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class VoteResponse(Message):
@@ -119,6 +150,16 @@ class VoteResponse(Message):
         self.topics = [] if topics is _UNSET else topics
         self.node_endpoints = [] if node_endpoints is _UNSET else node_endpoints
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(error_code: int, topics: list[TopicData], node_endpoints: list[NodeEndpoint]) -> VoteResponse:
+        """VoteResponse(...) with every field given, in schema order."""
+        o = _new(VoteResponse)
+        o.error_code = error_code
+        o.topics = topics
+        o.node_endpoints = node_endpoints
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ihii?B')

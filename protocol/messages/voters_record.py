@@ -55,6 +55,17 @@ class Voter(Message):
         self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is _UNSET else k_raft_version_feature
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(voter_id: int, voter_directory_id: uuid.UUID, endpoints: list[Endpoint], k_raft_version_feature: KRaftVersionFeature) -> Voter:
+        """Voter(...) with every field given, in schema order."""
+        o = _new(Voter)
+        o.voter_id = voter_id
+        o.voter_directory_id = voter_directory_id
+        o.endpoints = endpoints
+        o.k_raft_version_feature = k_raft_version_feature
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class Endpoint(Message):
 
@@ -76,6 +87,16 @@ class Endpoint(Message):
         self.port = port
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, host: str, port: int) -> Endpoint:
+        """Endpoint(...) with every field given, in schema order."""
+        o = _new(Endpoint)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class KRaftVersionFeature(Message):
 
@@ -94,6 +115,15 @@ class KRaftVersionFeature(Message):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(min_supported_version: int, max_supported_version: int) -> KRaftVersionFeature:
+        """KRaftVersionFeature(...) with every field given, in schema order."""
+        o = _new(KRaftVersionFeature)
+        o.min_supported_version = min_supported_version
+        o.max_supported_version = max_supported_version
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class VotersRecord(Message):
@@ -115,6 +145,15 @@ class VotersRecord(Message):
         self.version = version
         self.voters = [] if voters is _UNSET else voters
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(version: int, voters: list[Voter]) -> VotersRecord:
+        """VotersRecord(...) with every field given, in schema order."""
+        o = _new(VotersRecord)
+        o.version = version
+        o.voters = voters
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>HB')

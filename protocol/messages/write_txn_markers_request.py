@@ -59,6 +59,19 @@ class WritableTxnMarker(Message):
         self.transaction_version = transaction_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(producer_id: int, producer_epoch: int, transaction_result: bool, topics: list[WritableTxnMarkerTopic], coordinator_epoch: int, transaction_version: int) -> WritableTxnMarker:
+        """WritableTxnMarker(...) with every field given, in schema order."""
+        o = _new(WritableTxnMarker)
+        o.producer_id = producer_id
+        o.producer_epoch = producer_epoch
+        o.transaction_result = transaction_result
+        o.topics = topics
+        o.coordinator_epoch = coordinator_epoch
+        o.transaction_version = transaction_version
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class WritableTxnMarkerTopic(Message):
 
@@ -77,6 +90,15 @@ class WritableTxnMarkerTopic(Message):
         self.name = name
         self.partition_indexes = [] if partition_indexes is _UNSET else partition_indexes
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, partition_indexes: list[int]) -> WritableTxnMarkerTopic:
+        """WritableTxnMarkerTopic(...) with every field given, in schema order."""
+        o = _new(WritableTxnMarkerTopic)
+        o.name = name
+        o.partition_indexes = partition_indexes
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class WriteTxnMarkersRequest(Message):
@@ -98,6 +120,14 @@ class WriteTxnMarkersRequest(Message):
     ) -> None:
         self.markers = [] if markers is _UNSET else markers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(markers: list[WritableTxnMarker]) -> WriteTxnMarkersRequest:
+        """WriteTxnMarkersRequest(...) with every field given, in schema order."""
+        o = _new(WriteTxnMarkersRequest)
+        o.markers = markers
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>qh?')

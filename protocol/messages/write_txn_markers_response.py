@@ -51,6 +51,15 @@ class WritableTxnMarkerResult(Message):
         self.topics = [] if topics is _UNSET else topics
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(producer_id: int, topics: list[WritableTxnMarkerTopicResult]) -> WritableTxnMarkerResult:
+        """WritableTxnMarkerResult(...) with every field given, in schema order."""
+        o = _new(WritableTxnMarkerResult)
+        o.producer_id = producer_id
+        o.topics = topics
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class WritableTxnMarkerTopicResult(Message):
 
@@ -69,6 +78,15 @@ class WritableTxnMarkerTopicResult(Message):
         self.name = name
         self.partitions = [] if partitions is _UNSET else partitions
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, partitions: list[WritableTxnMarkerPartitionResult]) -> WritableTxnMarkerTopicResult:
+        """WritableTxnMarkerTopicResult(...) with every field given, in schema order."""
+        o = _new(WritableTxnMarkerTopicResult)
+        o.name = name
+        o.partitions = partitions
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class WritableTxnMarkerPartitionResult(Message):
@@ -89,6 +107,15 @@ class WritableTxnMarkerPartitionResult(Message):
         self.error_code = error_code
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_index: int, error_code: int) -> WritableTxnMarkerPartitionResult:
+        """WritableTxnMarkerPartitionResult(...) with every field given, in schema order."""
+        o = _new(WritableTxnMarkerPartitionResult)
+        o.partition_index = partition_index
+        o.error_code = error_code
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class WriteTxnMarkersResponse(Message):
     """WriteTxnMarkersResponse (response 27), versions 1-2."""
@@ -107,6 +134,14 @@ class WriteTxnMarkersResponse(Message):
     ) -> None:
         self.markers = [] if markers is _UNSET else markers
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(markers: list[WritableTxnMarkerResult]) -> WriteTxnMarkersResponse:
+        """WriteTxnMarkersResponse(...) with every field given, in schema order."""
+        o = _new(WriteTxnMarkersResponse)
+        o.markers = markers
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>ihB')

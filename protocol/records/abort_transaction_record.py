@@ -54,6 +54,14 @@ class AbortTransactionRecord(Message):
         self.reason = reason
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(reason: str | None) -> AbortTransactionRecord:
+        """AbortTransactionRecord(...) with every field given, in schema order."""
+        o = _new(AbortTransactionRecord)
+        o.reason = reason
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)

@@ -68,6 +68,21 @@ class AccessControlEntryRecord(Message):
         self.permission_type = permission_type
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(id: uuid.UUID, resource_type: int, resource_name: str, pattern_type: int, principal: str, host: str, operation: int, permission_type: int) -> AccessControlEntryRecord:
+        """AccessControlEntryRecord(...) with every field given, in schema order."""
+        o = _new(AccessControlEntryRecord)
+        o.id = id
+        o.resource_type = resource_type
+        o.resource_name = resource_name
+        o.pattern_type = pattern_type
+        o.principal = principal
+        o.host = host
+        o.operation = operation
+        o.permission_type = permission_type
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>16sb')
 _S1 = _St('>b')

@@ -54,6 +54,14 @@ class BeginTransactionRecord(Message):
         self.name = name
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str | None) -> BeginTransactionRecord:
+        """BeginTransactionRecord(...) with every field given, in schema order."""
+        o = _new(BeginTransactionRecord)
+        o.name = name
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)

@@ -62,6 +62,18 @@ class BrokerRegistrationChangeRecord(Message):
         self.log_dirs = [] if log_dirs is _UNSET else log_dirs
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(broker_id: int, broker_epoch: int, fenced: int, in_controlled_shutdown: int, log_dirs: list[uuid.UUID]) -> BrokerRegistrationChangeRecord:
+        """BrokerRegistrationChangeRecord(...) with every field given, in schema order."""
+        o = _new(BrokerRegistrationChangeRecord)
+        o.broker_id = broker_id
+        o.broker_epoch = broker_epoch
+        o.fenced = fenced
+        o.in_controlled_shutdown = in_controlled_shutdown
+        o.log_dirs = log_dirs
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>iqB')
 _S1 = _St('>b')

@@ -54,6 +54,14 @@ class ClearElrRecord(Message):
         self.topic_name = topic_name
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_name: str) -> ClearElrRecord:
+        """ClearElrRecord(...) with every field given, in schema order."""
+        o = _new(ClearElrRecord)
+        o.topic_name = topic_name
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)

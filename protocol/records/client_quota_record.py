@@ -54,6 +54,15 @@ class EntityData(Message):
         self.entity_name = entity_name
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(entity_type: str, entity_name: str | None) -> EntityData:
+        """EntityData(...) with every field given, in schema order."""
+        o = _new(EntityData)
+        o.entity_type = entity_type
+        o.entity_name = entity_name
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class ClientQuotaRecord(Message):
     """ClientQuotaRecord (metadata 14), versions 0-0."""
@@ -78,6 +87,17 @@ class ClientQuotaRecord(Message):
         self.value = value
         self.remove = remove
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(entity: list[EntityData], key: str, value: float, remove: bool) -> ClientQuotaRecord:
+        """ClientQuotaRecord(...) with every field given, in schema order."""
+        o = _new(ClientQuotaRecord)
+        o.entity = entity
+        o.key = key
+        o.value = value
+        o.remove = remove
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>d?B')

@@ -60,6 +60,17 @@ class ConfigRecord(Message):
         self.value = value
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(resource_type: int, resource_name: str, name: str, value: str | None) -> ConfigRecord:
+        """ConfigRecord(...) with every field given, in schema order."""
+        o = _new(ConfigRecord)
+        o.resource_type = resource_type
+        o.resource_name = resource_name
+        o.name = name
+        o.value = value
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>b')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')

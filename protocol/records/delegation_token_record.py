@@ -66,6 +66,20 @@ class DelegationTokenRecord(Message):
         self.token_id = token_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(owner: str, requester: str, renewers: list[str], issue_timestamp: int, max_timestamp: int, expiration_timestamp: int, token_id: str) -> DelegationTokenRecord:
+        """DelegationTokenRecord(...) with every field given, in schema order."""
+        o = _new(DelegationTokenRecord)
+        o.owner = owner
+        o.requester = requester
+        o.renewers = renewers
+        o.issue_timestamp = issue_timestamp
+        o.max_timestamp = max_timestamp
+        o.expiration_timestamp = expiration_timestamp
+        o.token_id = token_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>qqq')
 _URLSAFE = bytes.maketrans(b'+/', b'-_')

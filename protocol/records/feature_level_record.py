@@ -56,6 +56,15 @@ class FeatureLevelRecord(Message):
         self.feature_level = feature_level
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, feature_level: int) -> FeatureLevelRecord:
+        """FeatureLevelRecord(...) with every field given, in schema order."""
+        o = _new(FeatureLevelRecord)
+        o.name = name
+        o.feature_level = feature_level
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>hB')
 _S1 = _St('>h')

@@ -52,6 +52,13 @@ class NoOpRecord(Message):
     ) -> None:
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of() -> NoOpRecord:
+        """NoOpRecord(...) with every field given, in schema order."""
+        o = _new(NoOpRecord)
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)

@@ -74,6 +74,24 @@ class PartitionChangeRecord(Message):
         self.last_known_elr = last_known_elr
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_id: int, topic_id: uuid.UUID, isr: list[int] | None, leader: int, replicas: list[int] | None, removing_replicas: list[int] | None, adding_replicas: list[int] | None, leader_recovery_state: int, directories: list[uuid.UUID] | None, eligible_leader_replicas: list[int] | None, last_known_elr: list[int] | None) -> PartitionChangeRecord:
+        """PartitionChangeRecord(...) with every field given, in schema order."""
+        o = _new(PartitionChangeRecord)
+        o.partition_id = partition_id
+        o.topic_id = topic_id
+        o.isr = isr
+        o.leader = leader
+        o.replicas = replicas
+        o.removing_replicas = removing_replicas
+        o.adding_replicas = adding_replicas
+        o.leader_recovery_state = leader_recovery_state
+        o.directories = directories
+        o.eligible_leader_replicas = eligible_leader_replicas
+        o.last_known_elr = last_known_elr
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>i16sB')
 _S1 = _St('>i')

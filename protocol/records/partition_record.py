@@ -78,6 +78,26 @@ class PartitionRecord(Message):
         self.last_known_elr = last_known_elr
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(partition_id: int, topic_id: uuid.UUID, replicas: list[int], isr: list[int], removing_replicas: list[int], adding_replicas: list[int], leader: int, leader_recovery_state: int, leader_epoch: int, partition_epoch: int, directories: list[uuid.UUID], eligible_leader_replicas: list[int] | None, last_known_elr: list[int] | None) -> PartitionRecord:
+        """PartitionRecord(...) with every field given, in schema order."""
+        o = _new(PartitionRecord)
+        o.partition_id = partition_id
+        o.topic_id = topic_id
+        o.replicas = replicas
+        o.isr = isr
+        o.removing_replicas = removing_replicas
+        o.adding_replicas = adding_replicas
+        o.leader = leader
+        o.leader_recovery_state = leader_recovery_state
+        o.leader_epoch = leader_epoch
+        o.partition_epoch = partition_epoch
+        o.directories = directories
+        o.eligible_leader_replicas = eligible_leader_replicas
+        o.last_known_elr = last_known_elr
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>i16s')
 _S1 = _St('>iiiB')

@@ -58,6 +58,16 @@ class ProducerIdsRecord(Message):
         self.next_producer_id = next_producer_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(broker_id: int, broker_epoch: int, next_producer_id: int) -> ProducerIdsRecord:
+        """ProducerIdsRecord(...) with every field given, in schema order."""
+        o = _new(ProducerIdsRecord)
+        o.broker_id = broker_id
+        o.broker_epoch = broker_epoch
+        o.next_producer_id = next_producer_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>iqqB')
 _S1 = _St('>iqq')

@@ -58,6 +58,17 @@ class BrokerEndpoint(Message):
         self.security_protocol = security_protocol
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, host: str, port: int, security_protocol: int) -> BrokerEndpoint:
+        """BrokerEndpoint(...) with every field given, in schema order."""
+        o = _new(BrokerEndpoint)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.security_protocol = security_protocol
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class BrokerFeature(Message):
 
@@ -78,6 +89,16 @@ class BrokerFeature(Message):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, min_supported_version: int, max_supported_version: int) -> BrokerFeature:
+        """BrokerFeature(...) with every field given, in schema order."""
+        o = _new(BrokerFeature)
+        o.name = name
+        o.min_supported_version = min_supported_version
+        o.max_supported_version = max_supported_version
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class RegisterBrokerRecord(Message):
@@ -115,6 +136,23 @@ class RegisterBrokerRecord(Message):
         self.in_controlled_shutdown = in_controlled_shutdown
         self.log_dirs = [] if log_dirs is _UNSET else log_dirs
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(broker_id: int, is_migrating_zk_broker: bool, incarnation_id: uuid.UUID, broker_epoch: int, end_points: list[BrokerEndpoint], features: list[BrokerFeature], rack: str | None, fenced: bool, in_controlled_shutdown: bool, log_dirs: list[uuid.UUID]) -> RegisterBrokerRecord:
+        """RegisterBrokerRecord(...) with every field given, in schema order."""
+        o = _new(RegisterBrokerRecord)
+        o.broker_id = broker_id
+        o.is_migrating_zk_broker = is_migrating_zk_broker
+        o.incarnation_id = incarnation_id
+        o.broker_epoch = broker_epoch
+        o.end_points = end_points
+        o.features = features
+        o.rack = rack
+        o.fenced = fenced
+        o.in_controlled_shutdown = in_controlled_shutdown
+        o.log_dirs = log_dirs
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>HhB')

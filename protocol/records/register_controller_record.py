@@ -58,6 +58,17 @@ class ControllerEndpoint(Message):
         self.security_protocol = security_protocol
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, host: str, port: int, security_protocol: int) -> ControllerEndpoint:
+        """ControllerEndpoint(...) with every field given, in schema order."""
+        o = _new(ControllerEndpoint)
+        o.name = name
+        o.host = host
+        o.port = port
+        o.security_protocol = security_protocol
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class ControllerFeature(Message):
 
@@ -78,6 +89,16 @@ class ControllerFeature(Message):
         self.min_supported_version = min_supported_version
         self.max_supported_version = max_supported_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(name: str, min_supported_version: int, max_supported_version: int) -> ControllerFeature:
+        """ControllerFeature(...) with every field given, in schema order."""
+        o = _new(ControllerFeature)
+        o.name = name
+        o.min_supported_version = min_supported_version
+        o.max_supported_version = max_supported_version
+        o.unknown_tagged_fields = {}
+        return o
 
 
 class RegisterControllerRecord(Message):
@@ -105,6 +126,18 @@ class RegisterControllerRecord(Message):
         self.end_points = [] if end_points is _UNSET else end_points
         self.features = [] if features is _UNSET else features
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(controller_id: int, incarnation_id: uuid.UUID, zk_migration_ready: bool, end_points: list[ControllerEndpoint], features: list[ControllerFeature]) -> RegisterControllerRecord:
+        """RegisterControllerRecord(...) with every field given, in schema order."""
+        o = _new(RegisterControllerRecord)
+        o.controller_id = controller_id
+        o.incarnation_id = incarnation_id
+        o.zk_migration_ready = zk_migration_ready
+        o.end_points = end_points
+        o.features = features
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>HhB')

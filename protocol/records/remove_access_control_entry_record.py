@@ -54,6 +54,14 @@ class RemoveAccessControlEntryRecord(Message):
         self.id = id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(id: uuid.UUID) -> RemoveAccessControlEntryRecord:
+        """RemoveAccessControlEntryRecord(...) with every field given, in schema order."""
+        o = _new(RemoveAccessControlEntryRecord)
+        o.id = id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>16sB')
 _S1 = _St('>16s')

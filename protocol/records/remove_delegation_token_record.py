@@ -54,6 +54,14 @@ class RemoveDelegationTokenRecord(Message):
         self.token_id = token_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(token_id: str) -> RemoveDelegationTokenRecord:
+        """RemoveDelegationTokenRecord(...) with every field given, in schema order."""
+        o = _new(RemoveDelegationTokenRecord)
+        o.token_id = token_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _URLSAFE = bytes.maketrans(b'+/', b'-_')
 _Z16 = bytes(16)

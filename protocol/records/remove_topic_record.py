@@ -54,6 +54,14 @@ class RemoveTopicRecord(Message):
         self.topic_id = topic_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic_id: uuid.UUID) -> RemoveTopicRecord:
+        """RemoveTopicRecord(...) with every field given, in schema order."""
+        o = _new(RemoveTopicRecord)
+        o.topic_id = topic_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>16sB')
 _S1 = _St('>16s')

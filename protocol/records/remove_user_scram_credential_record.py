@@ -56,6 +56,15 @@ class RemoveUserScramCredentialRecord(Message):
         self.mechanism = mechanism
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, mechanism: int) -> RemoveUserScramCredentialRecord:
+        """RemoveUserScramCredentialRecord(...) with every field given, in schema order."""
+        o = _new(RemoveUserScramCredentialRecord)
+        o.name = name
+        o.mechanism = mechanism
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>bB')
 _S1 = _St('>b')

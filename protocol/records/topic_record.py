@@ -56,6 +56,15 @@ class TopicRecord(Message):
         self.topic_id = topic_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, topic_id: uuid.UUID) -> TopicRecord:
+        """TopicRecord(...) with every field given, in schema order."""
+        o = _new(TopicRecord)
+        o.name = name
+        o.topic_id = topic_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>16sB')
 _S1 = _St('>16s')

@@ -51,6 +51,14 @@ class TransactionLogKey(Message):
         self.transactional_id = transactional_id
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(transactional_id: str) -> TransactionLogKey:
+        """TransactionLogKey(...) with every field given, in schema order."""
+        o = _new(TransactionLogKey)
+        o.transactional_id = transactional_id
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>h')
 

@@ -51,6 +51,15 @@ class PartitionsSchema(Message):
         self.partition_ids = [] if partition_ids is _UNSET else partition_ids
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(topic: str, partition_ids: list[int]) -> PartitionsSchema:
+        """PartitionsSchema(...) with every field given, in schema order."""
+        o = _new(PartitionsSchema)
+        o.topic = topic
+        o.partition_ids = partition_ids
+        o.unknown_tagged_fields = {}
+        return o
+
 
 class TransactionLogValue(Message):
     """TransactionLogValue (data), versions 0-1."""
@@ -87,6 +96,23 @@ class TransactionLogValue(Message):
         self.transaction_start_timestamp_ms = transaction_start_timestamp_ms
         self.client_transaction_version = client_transaction_version
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
+
+    @staticmethod
+    def of(producer_id: int, previous_producer_id: int, next_producer_id: int, producer_epoch: int, transaction_timeout_ms: int, transaction_status: int, transaction_partitions: list[PartitionsSchema] | None, transaction_last_update_timestamp_ms: int, transaction_start_timestamp_ms: int, client_transaction_version: int) -> TransactionLogValue:
+        """TransactionLogValue(...) with every field given, in schema order."""
+        o = _new(TransactionLogValue)
+        o.producer_id = producer_id
+        o.previous_producer_id = previous_producer_id
+        o.next_producer_id = next_producer_id
+        o.producer_epoch = producer_epoch
+        o.transaction_timeout_ms = transaction_timeout_ms
+        o.transaction_status = transaction_status
+        o.transaction_partitions = transaction_partitions
+        o.transaction_last_update_timestamp_ms = transaction_last_update_timestamp_ms
+        o.transaction_start_timestamp_ms = transaction_start_timestamp_ms
+        o.client_transaction_version = client_transaction_version
+        o.unknown_tagged_fields = {}
+        return o
 
 
 _S0 = _St('>h')

@@ -56,6 +56,15 @@ class UnfenceBrokerRecord(Message):
         self.epoch = epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(id: int, epoch: int) -> UnfenceBrokerRecord:
+        """UnfenceBrokerRecord(...) with every field given, in schema order."""
+        o = _new(UnfenceBrokerRecord)
+        o.id = id
+        o.epoch = epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>iqB')
 _S1 = _St('>iq')

@@ -56,6 +56,15 @@ class UnregisterBrokerRecord(Message):
         self.broker_epoch = broker_epoch
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(broker_id: int, broker_epoch: int) -> UnregisterBrokerRecord:
+        """UnregisterBrokerRecord(...) with every field given, in schema order."""
+        o = _new(UnregisterBrokerRecord)
+        o.broker_id = broker_id
+        o.broker_epoch = broker_epoch
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>iqB')
 _S1 = _St('>iq')

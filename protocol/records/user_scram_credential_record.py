@@ -64,6 +64,19 @@ class UserScramCredentialRecord(Message):
         self.iterations = iterations
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(name: str, mechanism: int, salt: bytes, stored_key: bytes, server_key: bytes, iterations: int) -> UserScramCredentialRecord:
+        """UserScramCredentialRecord(...) with every field given, in schema order."""
+        o = _new(UserScramCredentialRecord)
+        o.name = name
+        o.mechanism = mechanism
+        o.salt = salt
+        o.stored_key = stored_key
+        o.server_key = server_key
+        o.iterations = iterations
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>b')
 _S1 = _St('>iB')

@@ -54,6 +54,14 @@ class ZkMigrationStateRecord(Message):
         self.zk_migration_state = zk_migration_state
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
+    @staticmethod
+    def of(zk_migration_state: int) -> ZkMigrationStateRecord:
+        """ZkMigrationStateRecord(...) with every field given, in schema order."""
+        o = _new(ZkMigrationStateRecord)
+        o.zk_migration_state = zk_migration_state
+        o.unknown_tagged_fields = {}
+        return o
+
 
 _S0 = _St('>bB')
 _S1 = _St('>b')
