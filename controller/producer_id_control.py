@@ -109,13 +109,11 @@ class ProducerIdControlManager:
             result.events.append(f"Refused a producer id block to broker {broker_id}: "
                                  f"{EXHAUSTED}")
             return result
-        # `generate`, inlined with every field given: the path every broker's block takes.
+        # `generate`, inlined, and `of` for the messages: the path every broker's block takes.
         return ControllerResult(
-            AllocateProducerIdsResponse(throttle_time_ms=0, error_code=_NONE,
-                                        producer_id_start=first, producer_id_len=size),
-            [(ProducerIdsRecord(broker_id=broker_id, broker_epoch=broker_epoch,
-                                next_producer_id=first + size), 0)],
-            [], False,
+            AllocateProducerIdsResponse.of(0, _NONE, first, size),
+            [(ProducerIdsRecord.of(broker_id, broker_epoch, first + size), 0)],
+            None, False,
             [("Producer ids [%d, %d] to broker %d (epoch %d)",
               first, first + size - 1, broker_id, broker_epoch)])
 
