@@ -652,6 +652,8 @@ class PartitionLog:
     # --- durability ----------------------------------------------------------------------
     def begin_flush(self) -> FlushTicket:
         """Write what is pending (one write) and hand back what an fsync must cover."""
+        if not (self._open_values or self._pending or self._dirty):  # nothing since the last
+            return FlushTicket(self.log_end_offset, [], [])
         with self._lock:
             self._seal()
             self._write_pending()
