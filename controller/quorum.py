@@ -319,8 +319,10 @@ class Quorum:
             self._in_flight = False
             self._fail(exc)
             return
+        # Not while writers are split in two (`_overlap`): then others are as good as sure to
+        # be runnable, and the statistics cost more than the rest of the round's start.
         if inline_if_idle and self._round is not None and self._waiters \
-                and self._fsync_s < self.inline_fsync_s:
+                and self._fsync_s < self.inline_fsync_s and not self._overlapping:
             stats = trio.lowlevel.current_statistics()
             if not stats.tasks_runnable and not stats.run_sync_soon_queue_size:
                 self._deliver_inline(outcome.capture(self._timed, fsync))
