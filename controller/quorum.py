@@ -245,6 +245,8 @@ class Quorum:
             elif ring is not None and self._ring_left and ring.ready():
                 # Its answers go now; the next round starts after this pass, with all of it.
                 self._reap_ring(ring, start_next=False)
+                if self._failed is not None:  # its fsync failed: `_fail` answered the queue
+                    return
             entry = queue.popleft()
             task = entry[2]
             if task is None:  # cancelled before it was handled: it never happened

@@ -202,10 +202,13 @@ class ScriptedRing:
         if not self.hold:
             self.complete(len(self.rounds) - 1)
 
-    def complete(self, index: int, result: int = 0) -> None:
+    def complete(self, index: int, result: int = 0, *, wake: bool = True) -> None:
+        """End a round; with `wake` False only a poll of `ready` sees it (as a completion
+        posted while the loop is busy draining)."""
         files, user_data = self.rounds[index]
         self._done += [(user_data, result)] * len(files)
-        os.eventfd_write(self.event_fd, 1)
+        if wake:
+            os.eventfd_write(self.event_fd, 1)
 
     def ready(self) -> bool:
         return bool(self._done)
@@ -289,6 +292,33 @@ async def test_a_failed_ring_fsync_fails_every_unreleased_answer(
     assert failure.group_contains(OSError)
     assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["b"], NodeStopped)
     assert quorum.hwm == durable and len(scripted_ring.rounds) == rounds_before + 1
+    storage.close()
+
+
+async def test_a_failed_fsync_seen_in_the_middle_of_a_drain_fails_the_queue_once(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    """The drain polls the ring between requests; when the poll finds the round failed, the
+    node stops, every queued request gets NodeStopped once, and none of them is handled."""
+    storage, controller = open_node(tmp_path / "data")
+    quorum = Quorum(controller, storage, inline_fsync_s=0)
+    outcomes: dict[str, object] = {}
+    with pytest.raises(BaseExceptionGroup) as failure:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            requests = [await _broker(quorum, broker_id) for broker_id in (2, 3, 4, 5)]
+            rounds_before = len(scripted_ring.rounds)
+            scripted_ring.hold = True
+            nursery.start_soon(_ask, quorum, outcomes, "a", requests[0])
+            await _wait_for(lambda: len(scripted_ring.rounds) > rounds_before, "round 1")
+            end = storage.metadata_end_offset()
+            for name, request in zip("bcd", requests[1:], strict=True):
+                nursery.start_soon(_ask, quorum, outcomes, name, request)  # queued
+            scripted_ring.complete(rounds_before, -errno.EIO, wake=False)
+            await trio.sleep(5)  # the failure ends the nursery well before this
+    assert failure.group_contains(OSError) and not failure.group_contains(AssertionError)
+    assert sorted(outcomes) == ["a", "b", "c", "d"]
+    assert all(isinstance(outcome, NodeStopped) for outcome in outcomes.values())
+    assert storage.metadata_end_offset() == end  # b, c and d were never handled
     storage.close()
 
 
