@@ -174,7 +174,10 @@ class Quorum:
                 self._draining = True
                 self._wake.set()
             return await self._park(entry)
-        result, end, txn_end = self._handle(request, api_version, listener, self.clock_ms())
+        storage = self.storage
+        result, end, txn_end = self._handle(request, api_version, listener, self.clock_ms(),
+                                            storage.metadata_end_offset(),
+                                            storage.txn_end_offset())
         if self._synced is not None:  # the round in flight is durable: release its answers
             self._finish_round()
         if (result.records or result.txn_records) and not self._in_flight \
@@ -189,21 +192,18 @@ class Quorum:
         self._waiters.append(entry)
         return await self._park(entry)
 
-    def _handle(self, request: Any, api_version: int, listener: str | None, now: int
-                ) -> tuple[ControllerResult, int, int]:
-        """`handle` and `_write` one request at `now`: its result and the (metadata, txn) log
-        ends its answer waits for, which are just past its own records (nothing runs in
-        between)."""
-        storage = self.storage
-        result = self.controller.handle(request, api_version, now_ms=now,
-                                        next_offset=storage.metadata_end_offset(),
+    def _handle(self, request: Any, api_version: int, listener: str | None, now: int,
+                end: int, txn_end: int) -> tuple[ControllerResult, int, int]:
+        """`handle` and `_write` one request at `now`, the logs ending at (`end`, `txn_end`):
+        its result and the log ends its answer waits for, which are just past its own records
+        (nothing runs in between)."""
+        result = self.controller.handle(request, api_version, now_ms=now, next_offset=end,
                                         listener=listener)
         if result.records or result.txn_records or result.events:  # most answers have none
-            written = self._write(result, now)
-            if written is not None:
-                return (result, written[0] + len(result.records),
-                        written[1] + len(result.txn_records))
-        return result, storage.metadata_end_offset(), storage.txn_end_offset()
+            ends = self._write(result, now)
+            if ends is not None:
+                return result, ends[0], ends[1]
+        return result, end, txn_end
 
     def _answered(self, result: ControllerResult, end: int, txn_end: int) -> bool:
         """Whether the answer may go now: it depends on nothing uncommitted, or a round has
@@ -234,6 +234,9 @@ class Quorum:
         # round after the whole queue does more per fsync.
         began, count = time.perf_counter(), len(queue)
         now = self.clock_ms()  # one reading for the pass: it runs as one step, nothing between
+        # The logs' ends, carried from one request to the next: only their records move them.
+        storage, handle = self.storage, self._handle
+        end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
         split = -1
         if ring is not None and not self._in_flight and self._overlap(count):
             split = count // 2
@@ -252,9 +255,10 @@ class Quorum:
             if task is None:  # cancelled before it was handled: it never happened
                 continue
             try:
-                result, end, txn_end = self._handle(entry[3], entry[4], entry[5], now)
+                result, end, txn_end = handle(entry[3], entry[4], entry[5], now, end, txn_end)
             except Exception as exc:  # the caller's error, as inline
                 _reschedule(task, outcome.Error(exc))
+                end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
                 continue
             if self._answered(result, end, txn_end):
                 _reschedule(task, outcome.Value(result.response))
@@ -276,8 +280,8 @@ class Quorum:
             raise NodeStopped("the controller is shutting down")
 
     def _write(self, result: ControllerResult, now_ms: int) -> tuple[int, int] | None:
-        """Log the result's events; append and apply its records. The offsets of its first
-        records, or None when it has none."""
+        """Log the result's events; append and apply its records. The (metadata, txn) log
+        ends just past them, or None when it has none."""
         for line in result.events:
             if type(line) is tuple:
                 log.info(*line)
@@ -287,7 +291,7 @@ class Quorum:
             return None
         offset, txn_offset = self.storage.append(result, now_ms)
         self.controller.apply(result, offset=offset, txn_offset=txn_offset)
-        return offset, txn_offset
+        return offset + len(result.records), txn_offset + len(result.txn_records)
 
     # --- commit rounds (all on the loop but a round's fsync) ----------------------------------
     def _pending(self) -> bool:
