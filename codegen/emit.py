@@ -674,8 +674,7 @@ class ModuleEmitter:
         caller takes the encoder, which writes them or names the error; absent fields raise
         as in the encoder. None when the version's layout is not of that shape."""
         live = self.fields_at(struct, version)
-        if not live or any(not f.type.fixed or version in f.nullable or version in f.tagged
-                           for f in live):
+        if any(not f.type.fixed or version in f.nullable or version in f.tagged for f in live):
             return None
         self.tmp = 0
         c = _Code()
@@ -688,7 +687,9 @@ class ModuleEmitter:
                          for f in live)
         c(1, "if o.unknown_tagged_fields:")
         c(2, "return None")
-        if version in self.spec.flexible:
+        if not live:  # no fields (NoOpRecord, the record KRaft appends most): a constant
+            c(1, "return b'\\x00'" if version in self.spec.flexible else "return b''")
+        elif version in self.spec.flexible:
             c(1, f"return {self.fmt(codes + 'B')}.pack({args}, 0)")
         else:
             c(1, f"return {self.fmt(codes)}.pack({args})")

@@ -214,10 +214,16 @@ def _j_ApiVersionsRequest_3(o):
     return {'clientSoftwareName': o.client_software_name, 'clientSoftwareVersion': o.client_software_version}
 
 
+def _b_ApiVersionsRequest_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return b''
+
+
 ApiVersionsRequest._DECODERS = {0: _d_ApiVersionsRequest_0, 1: _d_ApiVersionsRequest_0, 2: _d_ApiVersionsRequest_0, 3: _d_ApiVersionsRequest_3, 4: _d_ApiVersionsRequest_3}
 ApiVersionsRequest._ENCODERS = {0: _e_ApiVersionsRequest_0, 1: _e_ApiVersionsRequest_0, 2: _e_ApiVersionsRequest_0, 3: _e_ApiVersionsRequest_3, 4: _e_ApiVersionsRequest_4}
 ApiVersionsRequest._JSON = {0: _j_ApiVersionsRequest_0, 1: _j_ApiVersionsRequest_0, 2: _j_ApiVersionsRequest_0, 3: _j_ApiVersionsRequest_3, 4: _j_ApiVersionsRequest_3}
-ApiVersionsRequest._BYTES = {}
+ApiVersionsRequest._BYTES = {0: _b_ApiVersionsRequest_0, 1: _b_ApiVersionsRequest_0, 2: _b_ApiVersionsRequest_0}
 ApiVersionsRequest._FIELDS = (
     _F('ClientSoftwareName', 'client_software_name', 'string', None, None, (3, 32767), None, None, None, '', True),
     _F('ClientSoftwareVersion', 'client_software_version', 'string', None, None, (3, 32767), None, None, None, '', True),

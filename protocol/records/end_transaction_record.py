@@ -126,6 +126,12 @@ def _j_EndTransactionRecord_0(o):
     return {}
 
 
+def _b_EndTransactionRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return b'\x00'
+
+
 def _t_EndTransactionRecord_0(b, p):
     L = len(b)
     tn1 = b[p]
@@ -156,7 +162,7 @@ def _t_EndTransactionRecord_0(b, p):
 EndTransactionRecord._DECODERS = {0: _d_EndTransactionRecord_0}
 EndTransactionRecord._ENCODERS = {0: _e_EndTransactionRecord_0}
 EndTransactionRecord._JSON = {0: _j_EndTransactionRecord_0}
-EndTransactionRecord._BYTES = {}
+EndTransactionRecord._BYTES = {0: _b_EndTransactionRecord_0}
 EndTransactionRecord._TEXT = {0: _t_EndTransactionRecord_0}
 EndTransactionRecord._FIELDS = (
 )

@@ -126,6 +126,12 @@ def _j_NoOpRecord_0(o):
     return {}
 
 
+def _b_NoOpRecord_0(o):
+    if o.unknown_tagged_fields:
+        return None
+    return b'\x00'
+
+
 def _t_NoOpRecord_0(b, p):
     L = len(b)
     tn1 = b[p]
@@ -156,7 +162,7 @@ def _t_NoOpRecord_0(b, p):
 NoOpRecord._DECODERS = {0: _d_NoOpRecord_0}
 NoOpRecord._ENCODERS = {0: _e_NoOpRecord_0}
 NoOpRecord._JSON = {0: _j_NoOpRecord_0}
-NoOpRecord._BYTES = {}
+NoOpRecord._BYTES = {0: _b_NoOpRecord_0}
 NoOpRecord._TEXT = {0: _t_NoOpRecord_0}
 NoOpRecord._FIELDS = (
 )
