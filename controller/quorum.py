@@ -143,7 +143,10 @@ class Quorum:
         self._ring_left = 0  # its fsyncs not completed yet
         self._ring_error: OSError | None = None
         self._ring_began = 0.0
-        self._handling_s = 0.0  # handling one queued request (`_drain`), on average
+        # The loop's CPU time per answer released (all of it: the writers' turns, handling,
+        # rounds), on average, measured between rounds; see `_overlap`.
+        self._cpu_per_answer_s = 0.0
+        self._cpu_mark = time.thread_time()
         self._overlapping = False  # see `_overlap`
         self._rounds = 0  # rounds finished since the commit task last did its housekeeping
         self._tick_due = False
@@ -232,7 +235,7 @@ class Quorum:
         # than an fsync lasts, the first half starts a round that is fsynced while the second
         # half is handled; under steady load the two halves then alternate. Otherwise one
         # round after the whole queue does more per fsync.
-        began, count = time.perf_counter(), len(queue)
+        count = len(queue)
         now = self.clock_ms()  # one reading for the pass: it runs as one step, nothing between
         # The logs' ends, carried from one request to the next: only their records move them.
         storage, handle = self.storage, self._handle
@@ -265,8 +268,6 @@ class Quorum:
             else:
                 entry[0], entry[1], entry[3] = end, txn_end, result.response
                 waiters.append(entry)
-        if count:
-            self._handling_s += 0.25 * ((time.perf_counter() - began) / count - self._handling_s)
 
     def stop(self) -> None:
         """Refuse new requests; `run` commits what is pending and returns."""
@@ -416,6 +417,11 @@ class Quorum:
             self._fail(exc)
             return
         released = self._release()
+        if released:
+            cpu = time.thread_time()
+            self._cpu_per_answer_s += 0.25 * ((cpu - self._cpu_mark) / released
+                                              - self._cpu_per_answer_s)
+            self._cpu_mark = cpu
         done, self._committed = self._committed, trio.Event()
         done.set()
         self._rounds += 1
@@ -429,13 +435,15 @@ class Quorum:
 
     def _overlap(self, requests: int) -> bool:
         """Whether to fsync one half of `requests` (the writers now in play) while the other
-        half is handled. Worth it when handling them all takes the loop longer than an fsync
-        lasts: then the loop, not the disk, is what they wait for. Back to one round for all
-        once they take under half an fsync (a margin, so the two ways do not alternate)."""
-        handling = requests * self._handling_s
-        if handling > self._fsync_s:
+        half is handled. In one round for all, the loop waits out each fsync with nothing to
+        do; in two halves it never waits while a half costs it as long as an fsync lasts, but
+        has twice the rounds to pay for. So: two halves once the writers cost the loop (all
+        its CPU time per answer, rounds included) more than one and a half fsyncs, one round
+        again below one fsync (a margin, so the two ways do not alternate)."""
+        cost = requests * self._cpu_per_answer_s
+        if cost > 1.5 * self._fsync_s:
             self._overlapping = True
-        elif handling * 2 < self._fsync_s:
+        elif cost < self._fsync_s:
             self._overlapping = False
         return self._overlapping
 
@@ -470,6 +478,7 @@ class Quorum:
     # --- the commit task -----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._token = trio.lowlevel.current_trio_token()
+        self._cpu_mark = time.thread_time()  # the loop's thread, which may not be __init__'s
         task_status.started()
         self._tick_due = True  # at once: an empty log is bootstrapped by the first tick
         if self.use_fsync_ring and hasattr(self.storage, "begin_flush"):

@@ -290,10 +290,10 @@ async def test_a_queued_request_that_fails_fails_only_its_caller_and_early_answe
         quorum.stop()
 
 
-def test_overlap_starts_when_handling_outlasts_an_fsync_and_ends_below_half_of_one() -> None:
+def test_overlap_starts_above_one_and_a_half_fsyncs_of_loop_time_and_ends_below_one() -> None:
     quorum = Quorum(Controller(), Storage())
-    quorum._handling_s, quorum._fsync_s = 10e-6, 200e-6
-    assert [quorum._overlap(n) for n in (8, 19, 21, 15, 11, 9, 30)] == \
+    quorum._cpu_per_answer_s, quorum._fsync_s = 10e-6, 200e-6
+    assert [quorum._overlap(n) for n in (8, 29, 31, 25, 21, 19, 35)] == \
         [False, False, True, True, True, False, True]
 
 
