@@ -5,13 +5,17 @@
 
 Everything runs on the same disk in the same run, next to its reference:
 - the raw `os.fsync` rate (small write + fsync in a loop): the ceiling for one-fsync appends;
-- appends/s with one fsync per operation (PartitionLog append + flush), and the node's own
-  group commit at 1, 8 and 64 concurrent trio writers: each loops `Quorum.submit` of an
-  AllocateProducerIds (one record) against a real MetadataStorage and QuorumController, with
-  `Quorum.run` committing, and is answered only after the fsync that covers it. These rows
-  run in interleaved rounds (the disk's fsync rate drifts); ratios are paired per round;
-- the same 64-writer group commit on a tmpfs, where fsync costs ~nothing: the CPU per
-  operation of the commit path itself;
+- appends/s with one fsync per operation (PartitionLog append + flush), and, like for like,
+  the log's group commit at 1, 8 and 64 concurrent trio writers: each loops `Quorum.submit`
+  of one NoOpRecord (`NoOpAppender` stands where the controller's logic would) against a
+  real MetadataStorage, with `Quorum.run` committing, and is answered only after the fsync
+  that covers it;
+- the controller's whole commit path at 64 writers: each loops an AllocateProducerIds
+  (handled, one ProducerIdsRecord appended and replayed) through a real QuorumController;
+- these rows run in interleaved rounds (the disk's fsync rate drifts); ratios are paired
+  per round;
+- both 64-writer rows again on a tmpfs, where fsync costs ~nothing: the CPU per operation
+  of the commit path itself;
 - startup of a log of N records (default 1,000,000): full replay vs snapshot near the end,
   and records/s replayed into the QuorumController;
 - reading the same segment with our record reader vs kafka-python's.
@@ -26,6 +30,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
@@ -33,6 +38,7 @@ from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, format_storage
 from kraftpy.controller.quorum import Quorum, wall_clock_ms
 from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -47,6 +53,7 @@ from kraftpy.protocol.records.no_op_record import NoOpRecord
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+NO_SNAPSHOTS = SnapshotPolicy(max_record_bytes=1 << 62, interval_ms=1 << 62)
 
 
 def raw_fsync_rate(directory: Path, seconds: float) -> float:
@@ -96,11 +103,98 @@ def _registration(broker_id: int) -> BrokerRegistrationRequest:
     )
 
 
+class NoOpAppender:
+    """The controller's place in the log rows: every request is one NoOpRecord appended,
+    answered once durable, and replay does nothing (as NoOpRecord's, in Kafka). What is left
+    is the log and its group commit: `Quorum.submit`, the open batch, the rounds, the fsync
+    ring and the answers, the same work as `one_fsync_per_op` plus the sharing."""
+
+    def __init__(self) -> None:
+        self.record = NoOpRecord()
+
+    def handle(self, request: object, api_version: int, *, now_ms: int, next_offset: int,
+               listener: str | None = None) -> ControllerResult:
+        return ControllerResult(next_offset, [(self.record, 0)])
+
+    def usually_writes(self, request: object) -> bool:
+        return True
+
+    def apply(self, result: ControllerResult, *, offset: int, txn_offset: int) -> None:
+        pass
+
+    def tick(self, *, now_ms: int, next_offset: int) -> ControllerResult:
+        return ControllerResult()
+
+    def on_committed(self, metadata_hwm: int, txn_hwm: int) -> None:
+        pass
+
+
+def _writers(quorum: Quorum, writers: int, seconds: float,
+             prepare: Callable[[int], Awaitable[object]]) -> tuple[float, int, int]:
+    """`writers` trio tasks, each looping `quorum.submit` of the request `prepare(i)` gave it,
+    for `seconds` once all are ready, with `Quorum.run` committing: (elapsed, acknowledged
+    operations, fsyncs)."""
+    acked = ready = 0
+    running = True  # a flag, not a clock read per operation
+    all_ready = trio.Event()
+
+    async def writer(i: int) -> None:
+        nonlocal acked, ready
+        request = await prepare(i)
+        ready += 1
+        if ready == writers:
+            all_ready.set()
+        await all_ready.wait()
+        submit = quorum.submit
+        while running:
+            reply = await submit(request, 0)
+            if getattr(reply, "error_code", 0):
+                raise AssertionError(reply)
+            acked += 1
+
+    async def main() -> tuple[float, int, int]:
+        nonlocal running
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            async with trio.open_nursery() as writing:
+                for i in range(writers):
+                    writing.start_soon(writer, i)
+                await all_ready.wait()
+                acked_before, fsyncs_before, began = acked, quorum.fsyncs, trio.current_time()
+                await trio.sleep(seconds)
+                running = False
+                done, fsyncs = acked - acked_before, quorum.fsyncs - fsyncs_before
+                elapsed = trio.current_time() - began
+            quorum.stop()
+        return elapsed, done, fsyncs
+
+    return trio.run(main)
+
+
+def group_commit_log(directory: Path, writers: int, seconds: float) -> tuple[float, float]:
+    """The log's group commit, like for like with `one_fsync_per_op`: `writers` tasks each
+    appending one NoOpRecord per operation through `Quorum.submit` to a real MetadataStorage,
+    answered only after the fsync that covers it. Returns (operations/s, operations per
+    fsync)."""
+    data = directory / f"log-{writers}"
+    format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    storage = MetadataStorage.open(data, node_id=1, policy=NO_SNAPSHOTS)
+    storage.begin_epoch(now_ms=wall_clock_ms())
+    quorum = Quorum(NoOpAppender(), storage)
+
+    async def prepare(i: int) -> object:
+        return i
+
+    elapsed, done, fsyncs = _writers(quorum, writers, seconds, prepare)
+    storage.close()
+    return done / elapsed, done / max(fsyncs, 1)
+
+
 def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, float]:
-    """The node's own commit path: `writers` trio tasks each looping `Quorum.submit` of an
-    AllocateProducerIds (one ProducerIdsRecord, answered after its fsync) against a real
-    MetadataStorage and QuorumController, with `Quorum.run` committing. Returns (acknowledged
-    operations/s, operations per fsync)."""
+    """The controller's commit path end to end: `writers` trio tasks each looping
+    `Quorum.submit` of an AllocateProducerIds (one ProducerIdsRecord, answered after its fsync)
+    against a real MetadataStorage and QuorumController, with `Quorum.run` committing. Returns
+    (acknowledged operations/s, operations per fsync)."""
     data = directory / f"group-{writers}"
     format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
     storage = MetadataStorage.open(data, node_id=1)
@@ -114,12 +208,9 @@ def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, 
     controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
     controller.activate(leader_epoch=epoch, now_ms=now)
     quorum = Quorum(controller, storage)
-    acked = ready = 0
-    running = True  # a flag, not a clock read per operation
-    all_ready = trio.Event()
 
-    async def writer(broker_id: int) -> None:
-        nonlocal acked, ready
+    async def prepare(i: int) -> object:
+        broker_id = i + 2  # 1 is this node
         registered = await quorum.submit(_registration(broker_id), 4)
         assert registered.error_code == 0, registered
         broker_epoch = registered.broker_epoch
@@ -128,47 +219,26 @@ def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, 
             current_metadata_offset=storage.metadata_end_offset(),
             want_fence=False, want_shut_down=False), 1)
         assert not heartbeat.is_fenced, heartbeat
-        request = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
-        ready += 1
-        if ready == writers:
-            all_ready.set()
-        await all_ready.wait()
-        submit = quorum.submit
-        while running:
-            reply = await submit(request, 0)
-            if reply.error_code:
-                raise AssertionError(reply)
-            acked += 1
+        return AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
 
-    async def main() -> tuple[float, int, int]:
-        nonlocal running
-        async with trio.open_nursery() as nursery:
-            await nursery.start(quorum.run)
-            async with trio.open_nursery() as writing:
-                for broker_id in range(2, writers + 2):  # 1 is this node
-                    writing.start_soon(writer, broker_id)
-                await all_ready.wait()
-                acked_before, fsyncs_before, began = acked, quorum.fsyncs, trio.current_time()
-                await trio.sleep(seconds)
-                running = False
-                done, fsyncs = acked - acked_before, quorum.fsyncs - fsyncs_before
-                elapsed = trio.current_time() - began
-            quorum.stop()
-        return elapsed, done, fsyncs
-
-    elapsed, done, fsyncs = trio.run(main)
+    elapsed, done, fsyncs = _writers(quorum, writers, seconds, prepare)
     storage.close()
     return done / elapsed, done / max(fsyncs, 1)
 
 
+# The group commit rows: (label, how, writers).
+GROUP_ROWS = [("log", group_commit_log, 1), ("log", group_commit_log, 8),
+              ("log", group_commit_log, 64), ("controller", group_commit, 64)]
+
+
 def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
-    """The fsync rows, interleaved: each round measures raw fsync, one fsync per operation and
-    group commit at 1, 8 and 64 writers back to back (every other round in reverse order), so
-    a round's ratios share one disk state; the median and the best of the per-round ratios are
-    printed."""
-    names = ["raw", "single", 1, 8, 64]
+    """The fsync rows, interleaved: each round measures raw fsync, one fsync per operation,
+    the log's group commit at 1, 8 and 64 writers and the controller's at 64, back to back
+    (every other round in reverse order), so a round's ratios share one disk state; the
+    median and the best of the per-round ratios are printed."""
+    names: list[object] = ["raw", "single", *GROUP_ROWS]
     rows: dict[object, list[float]] = {name: [] for name in names}
-    per_fsync: dict[int, list[float]] = {1: [], 8: [], 64: []}
+    per_fsync: dict[object, list[float]] = {row: [] for row in GROUP_ROWS}
     for i in range(rounds):
         # Odd rounds run the rows in reverse, so a drift of the disk during a round does not
         # always favour the same side of a ratio.
@@ -178,14 +248,16 @@ def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
             elif name == "single":
                 rows["single"].append(one_fsync_per_op(root / f"single-{i}", seconds))
             else:
-                assert isinstance(name, int)
-                rate, ops = group_commit(root / f"r{i}", name, seconds)
+                label, how, writers = name  # type: ignore[misc]
+                rate, ops = how(root / f"{label}-{i}", writers, seconds)
                 rows[name].append(rate)
                 per_fsync[name].append(ops)
-        print(f"  round {i + 1}: raw fsync {rows['raw'][-1]:7.0f}/s, one fsync per op "
-              f"{rows['single'][-1]:7.0f}/s, group commit 1/8/64 writers "
-              f"{rows[1][-1]:7.0f} {rows[8][-1]:7.0f} {rows[64][-1]:7.0f}/s "
-              f"(64 writers = {rows[64][-1] / rows['single'][-1]:.1f}x one fsync per op)",
+        single = rows["single"][-1]
+        logs = " ".join(f"{rows[row][-1]:6.0f}" for row in GROUP_ROWS[:3])
+        print(f"  round {i + 1}: raw fsync {rows['raw'][-1]:5.0f}/s, one fsync per op "
+              f"{single:5.0f}/s, log group commit 1/8/64 writers {logs}/s "
+              f"({rows[GROUP_ROWS[2]][-1] / single:.1f}x), controller 64 writers "
+              f"{rows[GROUP_ROWS[3]][-1]:6.0f}/s ({rows[GROUP_ROWS[3]][-1] / single:.1f}x)",
               flush=True)
 
     def ratio(name: object, base: str) -> tuple[float, float]:
@@ -194,16 +266,18 @@ def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
 
     raw, single = statistics.median(rows["raw"]), statistics.median(rows["single"])
     print(f"medians of {rounds} rounds of {seconds:g}s:")
-    print(f"{'raw os.fsync (write 100 B + fsync)':44s} {raw:10.0f} /s   "
+    print(f"{'raw os.fsync (write 100 B + fsync)':48s} {raw:10.0f} /s   "
           "(the limit for one fsync per op)")
     med, best = ratio("single", "raw")
-    print(f"{'appends, one fsync per operation':44s} {single:10.0f} /s   "
+    print(f"{'appends, one fsync per operation':48s} {single:10.0f} /s   "
           f"({med:.2f}x raw fsync)")
-    for writers in (1, 8, 64):
-        med, best = ratio(writers, "single")
-        print(f"{f'Quorum group commit, {writers} writers':44s} "
-              f"{statistics.median(rows[writers]):10.0f} /s   ({med:.1f}x one-fsync-per-op, best "
-              f"round {best:.1f}x; {statistics.median(per_fsync[writers]):.1f} ops per fsync)")
+    for row in GROUP_ROWS:
+        label, _, writers = row
+        what = (f"log group commit, {writers} writers" if label == "log"
+                else f"controller (AllocateProducerIds), {writers} writers")
+        med, best = ratio(row, "single")
+        print(f"{what:48s} {statistics.median(rows[row]):10.0f} /s   ({med:.1f}x one-fsync-per-op, "
+              f"best round {best:.1f}x; {statistics.median(per_fsync[row]):.1f} ops per fsync)")
 
 
 def build_log(data: Path, records: int, per_batch: int, snapshot_at: int | None = None) -> None:
@@ -305,13 +379,15 @@ def main() -> None:
         if args.cpu_dir is not None and args.cpu_dir.is_dir():
             cpu_root = Path(tempfile.mkdtemp(prefix="kraftpy-bench-", dir=args.cpu_dir))
             try:
-                rates = [group_commit(cpu_root / f"r{i}", 64, args.seconds)[0]
-                         for i in range(args.rounds)]
+                for label, how, writers in GROUP_ROWS[2:]:
+                    rates = [how(cpu_root / f"{label}-{i}", writers, args.seconds)[0]
+                             for i in range(args.rounds)]
+                    best = max(rates)
+                    print(f"{f'{label} group commit, {writers} writers, on {args.cpu_dir}':48s} "
+                          f"{best:10.0f} /s   (best of {len(rates)}; fsync ~free there: "
+                          f"{1e6 / best:.1f} us CPU per op)")
             finally:
                 shutil.rmtree(cpu_root, ignore_errors=True)
-            best = max(rates)
-            print(f"{'group commit, 64 writers, on ' + str(args.cpu_dir):44s} {best:10.0f} /s   "
-                  f"(best of {len(rates)}; fsync ~free there: {1e6 / best:.1f} us CPU per op)")
         if args.records <= 0:
             return
         data = root / "data"
