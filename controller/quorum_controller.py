@@ -314,7 +314,8 @@ class QuorumController:
             self.acls.replay(record, version, offset)
         elif kind in RETAINED_RECORD_TYPES:
             self.retained.replay(record)
-        self.log_end_offset = max(self.log_end_offset, offset + 1)
+        if offset >= self.log_end_offset:
+            self.log_end_offset = offset + 1
 
     def _replay_config(self, record: Any) -> None:
         key = (record.resource_type, record.resource_name, record.name)
@@ -334,8 +335,9 @@ class QuorumController:
             self.replay(record, version, offset + i)
             if record.API_KEY == BROKER_REGISTRATION_CHANGE and record.in_controlled_shutdown == 1:
                 shutdowns = [*(shutdowns or ()), record.broker_id]
-        for i, (key, value) in enumerate(result.txn_records):
-            self.replay_txn(key, value, txn_offset + i)
+        if result.txn_records:
+            for i, (key, value) in enumerate(result.txn_records):
+                self.replay_txn(key, value, txn_offset + i)
         if shutdowns:  # a controlled shutdown is seen once its whole batch is
             for broker_id in shutdowns:
                 beat = self.cluster.heartbeats.state(broker_id, self.last_now_ms)
