@@ -231,12 +231,11 @@ GROUP_ROWS = [("log", group_commit_log, 1), ("log", group_commit_log, 8),
               ("log", group_commit_log, 64), ("controller", group_commit, 64)]
 
 
-def commit_rounds(root: Path, rounds: int, seconds: float) -> float:
+def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
     """The fsync rows, interleaved: each round measures raw fsync, one fsync per operation,
     the log's group commit at 1, 8 and 64 writers and the controller's at 64, back to back
     (every other round in reverse order), so a round's ratios share one disk state; the
-    median and the best of the per-round ratios are printed. Returns the median rate of one
-    fsync per operation."""
+    median and the best of the per-round ratios are printed."""
     names: list[object] = ["raw", "single", *GROUP_ROWS]
     rows: dict[object, list[float]] = {name: [] for name in names}
     per_fsync: dict[object, list[float]] = {row: [] for row in GROUP_ROWS}
@@ -279,7 +278,6 @@ def commit_rounds(root: Path, rounds: int, seconds: float) -> float:
         med, best = ratio(row, "single")
         print(f"{what:48s} {statistics.median(rows[row]):10.0f} /s   ({med:.1f}x one-fsync-per-op, "
               f"best round {best:.1f}x; {statistics.median(per_fsync[row]):.1f} ops per fsync)")
-    return single
 
 
 def build_log(data: Path, records: int, per_batch: int, snapshot_at: int | None = None) -> None:
@@ -377,7 +375,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="kraftpy-bench-", dir=args.dir))
     try:
         print(f"directory: {root}")
-        single = commit_rounds(root, args.rounds, args.seconds)
+        commit_rounds(root, args.rounds, args.seconds)
         if args.cpu_dir is not None and args.cpu_dir.is_dir():
             cpu_root = Path(tempfile.mkdtemp(prefix="kraftpy-bench-", dir=args.cpu_dir))
             try:
@@ -388,10 +386,6 @@ def main() -> None:
                     print(f"{f'{label} group commit, {writers} writers, on {args.cpu_dir}':48s} "
                           f"{best:10.0f} /s   (best of {len(rates)}; fsync ~free there: "
                           f"{1e6 / best:.1f} us CPU per op)")
-                    # The loop's CPU bounds the rate: 20x one fsync per operation needs that
-                    # rate below best / 20, at best (a real disk's writes cost the loop more).
-                    print(f"{'':48s} {'':10s}      (20x one fsync per op is within reach where "
-                          f"that is below {best / 20:,.0f}/s; on this disk {single:,.0f}/s)")
             finally:
                 shutil.rmtree(cpu_root, ignore_errors=True)
         if args.records <= 0:
