@@ -23,11 +23,12 @@ to start one, which it does after the tasks runnable now: a burst of writers sha
 Off the loop means an io_uring (`log/fsync_ring.py`) where the kernel has one: the kernel's
 own workers fsync while the loop goes on, and the loop sees the end from shared memory as it
 drains, or when the ring's descriptor turns readable. Elsewhere a worker thread fsyncs, which
-must win the GIL from the loop at both ends; its end is seen by the next `submit`. When answers wait for a round and
-nothing else could run meanwhile, the commit task fsyncs it on the loop itself (while the
-last fsync took under `inline_fsync_s`): any hand-off would only add to the wait. When the
-writers in play cost the loop more than an fsync lasts, the queue is split: one half's round
-is fsynced while the other half is handled, and the halves alternate (`_overlap`).
+must win the GIL from the loop at both ends; its end is seen by the next `submit`. When
+answers wait for a round and nothing else could run meanwhile, the commit task fsyncs it on
+the loop itself (while the last fsync took under `inline_fsync_s`): any hand-off would only
+add to the wait. When the writers in play cost the loop (all its CPU time per answer) more
+than an fsync and a half, the queue is split: one half's round is fsynced while the other
+half is handled, and the halves alternate (`_overlap`).
 
 Answers follow ControllerResult's rule: at once when they depend on nothing uncommitted,
 otherwise after the fsync that covers everything appended up to and including their own
