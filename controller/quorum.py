@@ -26,9 +26,9 @@ drains, or when the ring's descriptor turns readable. Elsewhere a worker thread 
 must win the GIL from the loop at both ends; its end is seen by the next `submit`. When
 answers wait for a round and nothing else could run meanwhile, the commit task fsyncs it on
 the loop itself (while the last fsync took under `inline_fsync_s`): any hand-off would only
-add to the wait. When the writers in play cost the loop (all its CPU time per answer) more
-than an fsync and a half, the queue is split: one half's round is fsynced while the other
-half is handled, and the halves alternate (`_overlap`).
+add to the wait. When the loop idles through fsyncs and the writers in play cost it (all its
+CPU time per answer) more than an fsync and a half, the queue is split: one half's round is
+fsynced while the other half is handled, and the halves alternate (`_overlap`).
 
 Answers follow ControllerResult's rule: at once when they depend on nothing uncommitted,
 otherwise after the fsync that covers everything appended up to and including their own
@@ -144,10 +144,12 @@ class Quorum:
         self._ring_left = 0  # its fsyncs not completed yet
         self._ring_error: OSError | None = None
         self._ring_began = 0.0
-        # The loop's CPU time per answer released (all of it: the writers' turns, handling,
-        # rounds), on average, measured between rounds; see `_overlap`.
+        # Measured between rounds, on average (see `_overlap`): the loop's CPU time per answer
+        # released (all of it: the writers' turns, handling, rounds), and how long per round
+        # it had nothing to do.
         self._cpu_per_answer_s = 0.0
-        self._cpu_mark = time.thread_time()
+        self._idle_per_round_s = 0.0
+        self._cpu_mark, self._wall_mark = time.thread_time(), time.perf_counter()
         self._overlapping = False  # see `_overlap`
         self._rounds = 0  # rounds finished since the commit task last did its housekeeping
         self._tick_due = False
@@ -419,10 +421,12 @@ class Quorum:
             return
         released = self._release()
         if released:
-            cpu = time.thread_time()
-            self._cpu_per_answer_s += 0.25 * ((cpu - self._cpu_mark) / released
-                                              - self._cpu_per_answer_s)
-            self._cpu_mark = cpu
+            cpu, wall = time.thread_time(), time.perf_counter()
+            busy = cpu - self._cpu_mark
+            self._cpu_per_answer_s += 0.25 * (busy / released - self._cpu_per_answer_s)
+            self._idle_per_round_s += 0.25 * (wall - self._wall_mark - busy
+                                              - self._idle_per_round_s)
+            self._cpu_mark, self._wall_mark = cpu, wall
         done, self._committed = self._committed, trio.Event()
         done.set()
         self._rounds += 1
@@ -436,16 +440,19 @@ class Quorum:
 
     def _overlap(self, requests: int) -> bool:
         """Whether to fsync one half of `requests` (the writers now in play) while the other
-        half is handled. In one round for all, the loop waits out each fsync with nothing to
-        do; in two halves it never waits while a half costs it as long as an fsync lasts, but
-        has twice the rounds to pay for. So: two halves once the writers cost the loop (all
-        its CPU time per answer, rounds included) more than one and a half fsyncs, one round
-        again below one fsync (a margin, so the two ways do not alternate)."""
-        cost = requests * self._cpu_per_answer_s
-        if cost > 1.5 * self._fsync_s:
-            self._overlapping = True
-        elif cost < self._fsync_s:
+        half is handled. In one round for all, the loop may wait out each fsync with nothing
+        to do; in two halves it never waits while a half costs it as long as an fsync lasts,
+        but has twice the rounds to pay for, and each writer waits for every other round.
+        So: two halves once the loop is seen idle for a quarter of each fsync and the writers
+        cost it (all its CPU time per answer, rounds included) more than one and a half
+        fsyncs; one round again below one fsync (a margin, so the two ways do not alternate).
+        A loop kept busy by other work (answers that write nothing) is never idle: its
+        writers stay in one round."""
+        cost, fsync = requests * self._cpu_per_answer_s, self._fsync_s
+        if cost < fsync:
             self._overlapping = False
+        elif cost > 1.5 * fsync and self._idle_per_round_s > 0.25 * fsync:
+            self._overlapping = True
         return self._overlapping
 
     def _release(self) -> int:
@@ -479,7 +486,8 @@ class Quorum:
     # --- the commit task -----------------------------------------------------------------------
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         self._token = trio.lowlevel.current_trio_token()
-        self._cpu_mark = time.thread_time()  # the loop's thread, which may not be __init__'s
+        # The loop's thread, which may not be __init__'s.
+        self._cpu_mark, self._wall_mark = time.thread_time(), time.perf_counter()
         task_status.started()
         self._tick_due = True  # at once: an empty log is bootstrapped by the first tick
         if self.use_fsync_ring and hasattr(self.storage, "begin_flush"):

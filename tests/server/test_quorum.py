@@ -293,8 +293,18 @@ async def test_a_queued_request_that_fails_fails_only_its_caller_and_early_answe
 def test_overlap_starts_above_one_and_a_half_fsyncs_of_loop_time_and_ends_below_one() -> None:
     quorum = Quorum(Controller(), Storage())
     quorum._cpu_per_answer_s, quorum._fsync_s = 10e-6, 200e-6
+    quorum._idle_per_round_s = 100e-6  # the loop waits out half of each fsync
     assert [quorum._overlap(n) for n in (8, 29, 31, 25, 21, 19, 35)] == \
         [False, False, True, True, True, False, True]
+
+
+def test_a_loop_busy_with_other_work_keeps_its_writers_in_one_round() -> None:
+    quorum = Quorum(Controller(), Storage())
+    quorum._cpu_per_answer_s, quorum._fsync_s = 10e-6, 200e-6
+    quorum._idle_per_round_s = 20e-6  # under a quarter of an fsync: little to fill
+    assert [quorum._overlap(n) for n in (31, 64, 200)] == [False, False, False]
+    quorum._idle_per_round_s = 60e-6
+    assert quorum._overlap(31)
 
 
 async def test_requests_that_do_not_usually_write_are_handled_at_once_even_during_a_round(
