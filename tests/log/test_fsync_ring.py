@@ -114,3 +114,14 @@ def test_where_io_uring_is_refused_open_gives_none(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(fsync_ring.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(fsync_ring, "_libc", RefusingLibc)  # its syscall is static
     assert FsyncRing.open() is None
+
+
+def test_a_closed_ring_refuses_to_submit(ring: FsyncRing, tmp_path: Path) -> None:
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    try:
+        ring.close()
+        with pytest.raises(OSError) as refused:
+            ring.submit([fd], 1)
+        assert refused.value.errno == errno.EBADF
+    finally:
+        os.close(fd)
