@@ -62,6 +62,8 @@ TICK_INTERVAL_S = 0.1
 INLINE_FSYNC_MAX_S = 0.001
 
 _reschedule = trio.lowlevel.reschedule
+_current_task = trio.lowlevel.current_task
+_Value = outcome.Value
 
 
 class FlushRound(Protocol):
@@ -153,9 +155,14 @@ class Quorum:
         self._overlapping = False  # see `_overlap`
         self._rounds = 0  # rounds finished since the commit task last did its housekeeping
         self._tick_due = False
+        # Whether event lines are logged, read again at every drain pass and tick (a level
+        # set at run time counts within a tick), not per event: a dropped line still costs
+        # a logger call.
+        self._log_events = log.isEnabledFor(logging.INFO)
         self._token: trio.lowlevel.TrioToken | None = None
         self._wake = trio.Event()  # the commit task: a round to start, finish or tidy up
-        self._committed = trio.Event()  # replaced after every round
+        # Set after the next round; made only when someone waits (a snapshot's write).
+        self._committed: trio.Event | None = None
         self._stopping = False
         self._failed: BaseException | None = None
         self._background: trio.Nursery  # run's nursery: snapshot writes
@@ -174,7 +181,7 @@ class Quorum:
                 and self._usually_writes(request):
             # Under load: queue behind the others; the commit task handles the whole queue in
             # one pass (`_drain`), which costs less per request than one handling per task.
-            entry = [0, 0, trio.lowlevel.current_task(), request, api_version, listener]
+            entry = [0, 0, _current_task(), request, api_version, listener]
             self._queue.append(entry)
             if not self._draining:
                 self._draining = True
@@ -194,7 +201,7 @@ class Quorum:
         # Park until a round covers (end, txn_end); inline, not a coroutine per answer.
         if not self._in_flight and not self._deferred:
             self._kick()  # its records, or those appended before it, wait for a round
-        entry = [end, txn_end, trio.lowlevel.current_task(), result.response]
+        entry = [end, txn_end, _current_task(), result.response]
         self._waiters.append(entry)
         return await self._park(entry)
 
@@ -240,6 +247,7 @@ class Quorum:
         # round after the whole queue does more per fsync.
         count = len(queue)
         now = self.clock_ms()  # one reading for the pass: it runs as one step, nothing between
+        self._log_events = log.isEnabledFor(logging.INFO)
         # The logs' ends, carried from one request to the next: only their records move them.
         storage, handle = self.storage, self._handle
         end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
@@ -266,8 +274,9 @@ class Quorum:
                 _reschedule(task, outcome.Error(exc))
                 end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
                 continue
-            if self._answered(result, end, txn_end):
-                _reschedule(task, outcome.Value(result.response))
+            hwm = self.hwm  # as `_answered`, inline: once per request
+            if result.respond_before_commit or (hwm[0] >= end and hwm[1] >= txn_end):
+                _reschedule(task, _Value(result.response))
             else:
                 entry[0], entry[1], entry[3] = end, txn_end, result.response
                 waiters.append(entry)
@@ -286,11 +295,12 @@ class Quorum:
     def _write(self, result: ControllerResult, now_ms: int) -> tuple[int, int] | None:
         """Log the result's events; append and apply its records. The (metadata, txn) log
         ends just past them, or None when it has none."""
-        for line in result.events:
-            if type(line) is tuple:
-                log.info(*line)
-            else:
-                log.info("%s", line)
+        if self._log_events:
+            for line in result.events:
+                if type(line) is tuple:
+                    log.info(*line)
+                else:
+                    log.info("%s", line)
         if not result.records and not result.txn_records:
             return None
         offset, txn_offset = self.storage.append(result, now_ms)
@@ -427,8 +437,9 @@ class Quorum:
             self._idle_per_round_s += 0.25 * (wall - self._wall_mark - busy
                                               - self._idle_per_round_s)
             self._cpu_mark, self._wall_mark = cpu, wall
-        done, self._committed = self._committed, trio.Event()
-        done.set()
+        done, self._committed = self._committed, None
+        if done is not None:
+            done.set()
         self._rounds += 1
         self._wake.set()
         if start_next and self._pending():
@@ -466,7 +477,7 @@ class Quorum:
                 break
             waiters.popleft()
             if waiter[2] is not None:
-                _reschedule(waiter[2], outcome.Value(waiter[3]))
+                _reschedule(waiter[2], _Value(waiter[3]))
         return count - len(waiters)
 
     def _fail(self, exc: BaseException) -> None:
@@ -480,7 +491,8 @@ class Quorum:
                 stopped = NodeStopped("the write of this request failed")
                 stopped.__cause__ = self._failed
                 _reschedule(waiter[2], outcome.Error(stopped))
-        self._committed.set()
+        if self._committed is not None:
+            self._committed.set()
         self._wake.set()
 
     # --- the commit task -----------------------------------------------------------------------
@@ -506,7 +518,8 @@ class Quorum:
             raise
         finally:
             self._draining_task = False
-            self._committed.set()
+            if self._committed is not None:
+                self._committed.set()
             ring, self._ring = self._ring, None
             if ring is not None:
                 ring.close()
@@ -549,6 +562,7 @@ class Quorum:
     def _tick(self) -> None:
         if self._failed is not None:
             return
+        self._log_events = log.isEnabledFor(logging.INFO)
         now = self.clock_ms()
         self._write(self.controller.tick(now_ms=now,
                                          next_offset=self.storage.metadata_end_offset()), now)
@@ -566,6 +580,8 @@ class Quorum:
                 if self._failed is not None:
                     job.abandon()
                     return
+                if self._committed is None:
+                    self._committed = trio.Event()
                 await self._committed.wait()
             await trio.to_thread.run_sync(job.write)
         except BaseException:
