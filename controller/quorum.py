@@ -241,10 +241,9 @@ class Quorum:
         self._draining = False
         queue, waiters = self._queue, self._waiters
         ring = self._ring
-        # With a ring and no round in flight, when the queue's requests cost the loop more
-        # than an fsync lasts, the first half starts a round that is fsynced while the second
-        # half is handled; under steady load the two halves then alternate. Otherwise one
-        # round after the whole queue does more per fsync.
+        # With a ring and no round in flight, when `_overlap` says so, the first half starts
+        # a round that is fsynced while the second half is handled; under steady load the two
+        # halves then alternate. Otherwise one round after the whole queue does more per fsync.
         count = len(queue)
         now = self.clock_ms()  # one reading for the pass: it runs as one step, nothing between
         self._log_events = log.isEnabledFor(logging.INFO)
@@ -274,8 +273,7 @@ class Quorum:
                 _reschedule(task, outcome.Error(exc))
                 end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
                 continue
-            hwm = self.hwm  # as `_answered`, inline: once per request
-            if result.respond_before_commit or (hwm[0] >= end and hwm[1] >= txn_end):
+            if self._answered(result, end, txn_end):
                 _reschedule(task, _Value(result.response))
             else:
                 entry[0], entry[1], entry[3] = end, txn_end, result.response
@@ -320,9 +318,10 @@ class Quorum:
         self._wake.set()
 
     def _start_round(self, *, inline_if_idle: bool = False) -> None:
-        """Write what is pending and fsync it in a worker thread (the loop keeps going), or,
-        with `inline_if_idle`, on the loop when answers wait for it, nothing else is runnable
-        and recent fsyncs were quick: the loop would only wait for the thread's hand-offs."""
+        """Write what is pending and fsync it off the loop (the ring, else a worker thread; the
+        loop keeps going), or, with `inline_if_idle`, on the loop when answers wait for it,
+        nothing else is runnable and recent fsyncs were quick: the loop would only wait for
+        the hand-offs."""
         if self._token is None:
             self._token = trio.lowlevel.current_trio_token()
         self._in_flight = True

@@ -28,8 +28,8 @@ class ControllerResult:
       at once. Otherwise it waits until every record of this result, and everything
       appended before it, is fsynced.
     - `events`: one human-readable line per state change worth logging at INFO: a str, or a
-      `(format, *args)` tuple, %-formatted only if the line is logged (the hot paths: most
-      deployments log at INFO rarely read, and the formatting is a fifth of an allocation).
+      `(format, *args)` tuple, %-formatted only if the line is logged (the hot paths: the
+      formatting is a fifth of a block allocation's cost, wasted where INFO is off).
     """
 
     response: Any = None
