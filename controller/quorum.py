@@ -451,6 +451,16 @@ class Quorum:
                 flush.release()
             self._fail(exc)
             return
+        # The next round first: its fsync then runs while this one's answers are released
+        # (a 64-writer loop idled for a tenth of the time on a disk otherwise).
+        if start_next and self._pending():
+            in_play = len(self._waiters) + len(self._queue)  # this round's answers included
+            if self._ring is None or self._overlap(in_play):
+                self._start_round()
+                if self._failed is not None:  # `_fail` answered everyone
+                    return
+            else:  # one round with the answers released below, once they have come back
+                self._kick()
         released = self._release()
         if released:
             cpu, wall = time.thread_time(), time.perf_counter()
@@ -464,12 +474,6 @@ class Quorum:
             done.set()
         self._rounds += 1
         self._wake.set()
-        if start_next and self._pending():
-            if self._ring is None or self._overlap(
-                    released + len(self._waiters) + len(self._queue)):
-                self._start_round()
-            else:  # one round with the answers just released, once they have come back
-                self._kick()
 
     def _overlap(self, requests: int) -> bool:
         """Whether to fsync one half of `requests` (the writers now in play) while the other
@@ -503,9 +507,10 @@ class Quorum:
         return count - len(waiters)
 
     def _fail(self, exc: BaseException) -> None:
-        """A write or fsync failed: stop, and fail every answer still waiting."""
+        """A write or fsync failed: stop, and fail every answer not yet durable."""
         if self._failed is None:
             self._failed = exc
+        self._release()  # what a round covered is durable: answered, not failed
         waiters, self._waiters = self._waiters, deque()
         queue, self._queue = self._queue, deque()
         for waiter in (*waiters, *queue):

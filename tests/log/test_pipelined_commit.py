@@ -191,11 +191,14 @@ class ScriptedRing:
         self.rounds: list[tuple[list[int], int]] = []  # (files, user_data) per submit
         self._done: list[tuple[int, int]] = []
         self.hold = False  # until set, every round completes as soon as it is submitted
+        self.refuse: OSError | None = None  # set: every submit raises it
 
     def fileno(self) -> int:
         return self.event_fd
 
     def submit(self, files: list[int], user_data: int) -> None:
+        if self.refuse is not None:
+            raise self.refuse
         for fd in files:
             os.fstat(fd)  # the round's own descriptors, open while it is in flight
         self.rounds.append((list(files), user_data))
@@ -292,6 +295,37 @@ async def test_a_failed_ring_fsync_fails_every_unreleased_answer(
     assert failure.group_contains(OSError)
     assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["b"], NodeStopped)
     assert quorum.hwm == durable and len(scripted_ring.rounds) == rounds_before + 1
+    storage.close()
+
+
+async def test_answers_a_round_made_durable_go_even_when_the_next_round_cannot_start(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    """A finished round starts the next one before it releases its own answers (so the
+    next fsync runs meanwhile); when that start fails, the node stops, but what the
+    finished round made durable is still answered as such, and only the rest fails."""
+    storage, controller = open_node(tmp_path / "data")
+    quorum = Quorum(controller, storage, inline_fsync_s=0)
+    outcomes: dict[str, object] = {}
+    with pytest.raises(BaseExceptionGroup) as failure:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            first, second = await _broker(quorum, 2), await _broker(quorum, 3)
+            rounds_before = len(scripted_ring.rounds)
+            scripted_ring.hold = True
+            nursery.start_soon(_ask, quorum, outcomes, "a", first)
+            await _wait_for(lambda: len(scripted_ring.rounds) > rounds_before, "round 1")
+            a_end = storage.metadata_end_offset()
+            nursery.start_soon(_ask, quorum, outcomes, "b", second)  # handled during round 1
+            await _wait_for(lambda: storage.metadata_end_offset() == a_end + 1, "B's append")
+            scripted_ring.refuse = OSError(errno.EBADF, "the ring is closed")
+            # As under load (see `_overlap`): the next round starts as soon as this one ends.
+            quorum._cpu_per_answer_s = quorum._idle_per_round_s = 1.0
+            scripted_ring.complete(rounds_before)
+            await trio.sleep(5)  # the failure ends the nursery well before this
+    assert failure.group_contains(OSError) and not failure.group_contains(AssertionError)
+    assert getattr(outcomes["a"], "error_code", None) == 0, outcomes["a"]
+    assert isinstance(outcomes["b"], NodeStopped)
+    assert quorum.hwm[0] == a_end
     storage.close()
 
 
