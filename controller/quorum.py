@@ -8,7 +8,8 @@ queue, in arrival order, and the next operation sees the new state, as in Kafka'
 It costs no task switch, so a request that writes nothing (most InitProducerId answers) is
 answered at once. Under load (a round due or in flight) requests do go to a queue, which the
 commit task handles in one pass, in arrival order (`_drain`): the same steps, for a fraction
-of the cost of taking them one task at a time.
+of the cost of taking them one task at a time, and the pass's metadata records reach the
+log's open batch in one append (`Storage.prepare`) instead of one each.
 
 Durability is pipelined group commit, as Kafka's controller keeps appending while the raft
 thread flushes the previous batch. A commit round writes what both logs have pending (on the
@@ -109,6 +110,10 @@ class Storage(Protocol):
         """Write and fsync both logs; the (metadata, txn) high watermarks. Runs in a thread
         when the storage has no `begin_flush`."""
 
+    # Optional, for drain passes: `prepare()` gives a place (`log/storage.PreparedRecords`)
+    # where the operations of a pass keep their encoded metadata records, to be appended
+    # together (`append(now_ms)`); with it, `append_txn(txn_records, now_ms)` appends a
+    # result's transaction log records alone.
     # Optional, for pipelined rounds: `begin_flush()` writes what is pending (on the loop)
     # and returns a FlushRound, whose `fsync()` runs in a worker thread (or whose `files()`
     # an FsyncRing fsyncs);
@@ -118,6 +123,15 @@ class Storage(Protocol):
         """Housekeeping after commits (snapshots by policy), on the event loop. May return
         a job (`end_offset`, `write()` for a worker thread once `end_offset` is committed,
         `finish()` back on the loop, `abandon()`), which runs beside the commits."""
+
+
+def _log_lines(events: list[Any]) -> None:
+    """A result's event lines at INFO: a str, or a (format, *args) tuple."""
+    for line in events:
+        if type(line) is tuple:
+            log.info(*line)
+        else:
+            log.info("%s", line)
 
 
 class NodeStopped(RuntimeError):
@@ -272,13 +286,21 @@ class Quorum:
         # The logs' ends, carried from one request to the next: only their records move them.
         storage, handle = self.storage, self._handle
         end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
+        # The pass's metadata records go to the log together (see Storage.prepare): before a
+        # round may take them, and after the last request. Without it, one by one.
+        prepare = getattr(storage, "prepare", None)
+        prepared = prepare() if prepare is not None else None
+        controller_handle, apply = self.controller.handle, self.controller.apply
         split = -1
         if ring is not None and not self._in_flight and self._overlap(count):
             split = count // 2
         while queue:
             if split >= 0:
-                if split == 0 and not self._in_flight and self._pending():
-                    self._start_round()
+                if split == 0:
+                    if prepared and not self._append_prepared(prepared, now):
+                        return
+                    if not self._in_flight and self._pending():
+                        self._start_round()
                 split -= 1
             elif ring is not None and self._ring_left and ring.ready():
                 # Its answers go now; the next round starts after this pass, with all of it.
@@ -290,10 +312,25 @@ class Quorum:
             if task is None:  # cancelled before it was handled: it never happened
                 continue
             try:
-                result, end, txn_end = handle(entry[3], entry[4], entry[5], now, end, txn_end)
+                if prepared is None:
+                    result, end, txn_end = handle(entry[3], entry[4], entry[5], now, end,
+                                                  txn_end)
+                else:  # `_handle`, its records kept in `prepared`: written out, the hot path
+                    result = controller_handle(entry[3], entry[4], now_ms=now, next_offset=end,
+                                               listener=entry[5])
+                    records = result.records
+                    if result.txn_records:
+                        end, txn_end = self._write_prepared_txn(result, now, prepared)
+                    elif records or result.events:
+                        if self._log_events:
+                            _log_lines(result.events)
+                        if records:
+                            apply(result, offset=prepared.add(records), txn_offset=txn_end)
+                            end = prepared.end
             except Exception as exc:  # the caller's error, as inline
                 _reschedule(task, outcome.Error(exc))
-                end, txn_end = storage.metadata_end_offset(), storage.txn_end_offset()
+                end = prepared.end if prepared is not None else storage.metadata_end_offset()
+                txn_end = storage.txn_end_offset()
                 continue
             entry[3] = result.response
             if self._answered(result, end, txn_end):
@@ -301,6 +338,8 @@ class Quorum:
             else:
                 entry[0], entry[1] = end, txn_end
                 waiters.append(entry)
+        if prepared:
+            self._append_prepared(prepared, now)
 
     def stop(self) -> None:
         """Refuse new requests; `run` commits what is pending and returns."""
@@ -317,16 +356,35 @@ class Quorum:
         """Log the result's events; append and apply its records. The (metadata, txn) log
         ends just past them, or None when it has none."""
         if self._log_events:
-            for line in result.events:
-                if type(line) is tuple:
-                    log.info(*line)
-                else:
-                    log.info("%s", line)
+            _log_lines(result.events)
         if not result.records and not result.txn_records:
             return None
         offset, txn_offset = self.storage.append(result, now_ms)
         self.controller.apply(result, offset=offset, txn_offset=txn_offset)
         return offset + len(result.records), txn_offset + len(result.txn_records)
+
+    def _write_prepared_txn(self, result: ControllerResult, now_ms: int,
+                            prepared: Any) -> tuple[int, int]:
+        """`_write`, in a drain pass, of a result with transaction log records: those are
+        appended at once; its metadata records are encoded first and kept in `prepared` only
+        once they are, so the operation fails whole. The log ends past them."""
+        if self._log_events:
+            _log_lines(result.events)
+        encoded = prepared.encode(result.records)
+        txn_offset = self.storage.append_txn(result.txn_records, now_ms)
+        offset = prepared.keep(*encoded)
+        self.controller.apply(result, offset=offset, txn_offset=txn_offset)
+        return prepared.end, txn_offset + len(result.txn_records)
+
+    def _append_prepared(self, prepared: Any, now_ms: int) -> bool:
+        """Append what a drain pass prepared. Its operations are applied already, so a failure
+        stops the node (memory is then ahead of the log): False."""
+        try:
+            prepared.append(now_ms)
+        except Exception as exc:
+            self._fail(exc)
+            return False
+        return True
 
     # --- commit rounds (all on the loop but a round's fsync) ----------------------------------
     def _pending(self) -> bool:

@@ -12,10 +12,19 @@ from pathlib import Path
 import pytest
 import trio
 from kraftpy.controller import quorum as quorum_module
-from kraftpy.controller.log.storage import FlushRound
+from kraftpy.controller.log.storage import (
+    FlushRound,
+    MetadataStorage,
+    PreparedRecords,
+    format_storage,
+)
 from kraftpy.controller.quorum import NodeStopped, Quorum
+from kraftpy.controller.result import ControllerResult
+from kraftpy.protocol.errors import EncodeError
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraftpy.protocol.metadata_frame import encode_metadata_record
+from kraftpy.protocol.records.config_record import ConfigRecord
 from support.quorum_crash_writer import open_node, registration
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -373,3 +382,142 @@ async def test_a_round_with_more_files_than_the_ring_holds_is_fsynced_in_a_threa
             quorum.stop()
     finally:
         storage.close()
+
+
+class Scripted:
+    """A controller whose requests say what they write: (name, metadata records, txn
+    records); it answers with the name and notes where each result was applied."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[str, int]] = []  # (name, offset of its first record)
+
+    def handle(self, request, api_version, *, now_ms, next_offset, listener=None):  # type: ignore[no-untyped-def]
+        name, records, txn_records = request
+        return ControllerResult(response=name, records=list(records),
+                                txn_records=list(txn_records))
+
+    def usually_writes(self, request: object) -> bool:
+        return True
+
+    def apply(self, result: ControllerResult, *, offset: int, txn_offset: int) -> None:
+        self.applied.append((result.response, offset))
+
+    def tick(self, *, now_ms: int, next_offset: int) -> ControllerResult:
+        return ControllerResult()
+
+    def on_committed(self, metadata_hwm: int, txn_hwm: int) -> None:
+        pass
+
+
+def _config(name: str) -> tuple[ConfigRecord, int]:
+    return ConfigRecord(resource_type=2, resource_name="t", name=name, value="v"), 0
+
+
+def _scripted_node(tmp_path: Path) -> tuple[Quorum, MetadataStorage]:
+    data = tmp_path / "data"
+    format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+    storage = MetadataStorage.open(data, node_id=1)
+    storage.begin_epoch(now_ms=1)
+    return Quorum(Scripted(), storage, inline_fsync_s=0), storage
+
+
+async def _drain_one_pass(quorum: Quorum, scripted_ring: ScriptedRing,
+                          requests: list[tuple[str, list, list]],
+                          outcomes: dict[str, object]) -> None:
+    """Hold a round in flight, queue `requests` behind it (handled by the commit task in one
+    pass), then let every round complete; outcomes (answers or errors) by name."""
+
+    async def ask(request: tuple[str, list, list]) -> None:
+        try:
+            outcomes[request[0]] = await quorum.submit(request, 0)
+        except Exception as exc:
+            outcomes[request[0]] = exc
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        scripted_ring.hold = True
+        nursery.start_soon(ask, ("first", [_config("first")], []))
+        await _wait_for(lambda: scripted_ring.rounds, "round 1")
+        for request in requests:  # all queued in one scheduler batch, then one pass
+            nursery.start_soon(ask, request)
+        await _wait_for(lambda: len(outcomes) + len(quorum._waiters) == len(requests) + 1,
+                        "the pass")
+        scripted_ring.hold = False
+        for index in range(len(scripted_ring.rounds)):
+            scripted_ring.complete(index)
+        await _wait_for(lambda: len(outcomes) == len(requests) + 1, "the answers")
+        quorum.stop()
+
+
+async def test_a_pass_appends_its_operations_in_arrival_order_and_a_failed_one_leaves_no_trace(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    bad = ConfigRecord(resource_type=999, resource_name="t", name="bad", value="v")
+    requests = [("a", [_config("a1"), _config("a2")], []), ("b", [_config("b"), (bad, 0)], []),
+                ("c", [_config("c")], []), ("d", [], []), ("e", [_config("e")], [])]
+    outcomes: dict[str, object] = {}
+    quorum, storage = _scripted_node(tmp_path)
+    await _drain_one_pass(quorum, scripted_ring, requests, outcomes)
+    assert isinstance(outcomes["b"], EncodeError)  # its caller's error, nothing else
+    assert [outcomes[n] for n in "first a c d e".split()] == "first a c d e".split()
+    applied = quorum.controller.applied  # in the order handled: the queue's (as trio ran them)
+    assert sorted(name for name, _ in applied[1:]) == ["a", "c", "e"]
+    records = {"a": ["a1", "a2"], "c": ["c"], "e": ["e"]}
+    batches = list(storage.metadata.read(applied[0][1]))[-2:]
+    # "first" in the held round's batch; the whole pass in the next one, in handled order,
+    # each operation at the offset it was applied at.
+    assert batches[0].values()[-1] == encode_metadata_record(*_config("first"))
+    order = [name for name, _ in applied[1:]]
+    assert batches[1].values() == [encode_metadata_record(*_config(r))
+                                   for name in order for r in records[name]]
+    offset = batches[1].base_offset
+    for name, at in applied[1:]:
+        assert at == offset
+        offset += len(records[name])
+    storage.close()
+
+
+async def test_an_operation_whose_transaction_log_append_fails_keeps_no_metadata_record(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    quorum, storage = _scripted_node(tmp_path)
+    append_txn = storage.append_txn
+
+    def refuse_bad(txn_records: list, now_ms: int) -> int:
+        if txn_records[0][0] == "bad":
+            raise OSError(errno.EIO, "Input/output error")
+        return append_txn(txn_records, now_ms)
+
+    storage.append_txn = refuse_bad  # type: ignore[method-assign]
+    txn_end = storage.txn_end_offset()
+    requests = [("a", [_config("a")], []), ("t", [_config("t")], [("bad", None)]),
+                ("u", [_config("u")], [("good", None)]), ("c", [_config("c")], [])]
+    outcomes: dict[str, object] = {}
+    await _drain_one_pass(quorum, scripted_ring, requests, outcomes)
+    assert isinstance(outcomes["t"], OSError)
+    assert [outcomes[n] for n in "acu"] == list("acu")
+    applied = quorum.controller.applied  # type: ignore[attr-defined]
+    assert sorted(name for name, _ in applied) == ["a", "c", "first", "u"]
+    logged = list(storage.metadata.read(applied[0][1]))[-1].values()
+    assert logged == [encode_metadata_record(*_config(name)) for name, _ in applied[1:]]
+    assert storage.txn_end_offset() == txn_end + 1 and quorum.hwm[1] == txn_end + 1
+    storage.close()
+
+
+async def test_a_pass_whose_records_cannot_reach_the_log_stops_the_node(
+        tmp_path: Path, scripted_ring: ScriptedRing, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its operations are applied already: memory is ahead of the log, so the node stops and
+    none of them is answered as done."""
+
+    def refuse(prepared: PreparedRecords, now_ms: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(PreparedRecords, "append", refuse)
+    quorum, storage = _scripted_node(tmp_path)
+    end = storage.metadata_end_offset()
+    outcomes: dict[str, object] = {}
+    with pytest.raises(BaseExceptionGroup) as failure:
+        await _drain_one_pass(quorum, scripted_ring, [("a", [_config("a")], []),
+                                                      ("c", [_config("c")], [])], outcomes)
+    assert failure.group_contains(OSError) and not failure.group_contains(AssertionError)
+    assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["c"], NodeStopped)
+    assert storage.metadata_end_offset() == end + 1  # "first" only
+    storage.close()

@@ -71,14 +71,14 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
     acked = 0
     writes: list[dict] = []
 
-    real_append = storage.append
+    real_apply = controller.apply
 
-    def recording_append(result, now_ms):
-        offset, txn_offset = real_append(result, now_ms)
+    def recording_apply(result, *, offset, txn_offset):
+        # Applied at the offsets the records are appended at, whichever way they reach the log.
         appended.extend((r, v, offset + i) for i, (r, v) in enumerate(result.records))
-        return offset, txn_offset
+        real_apply(result, offset=offset, txn_offset=txn_offset)
 
-    monkeypatch.setattr(storage, "append", recording_append)
+    monkeypatch.setattr(controller, "apply", recording_apply)
     real_write = SnapshotJob.write
 
     def observed_write(job: SnapshotJob) -> None:

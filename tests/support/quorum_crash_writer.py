@@ -75,14 +75,15 @@ def run(data: Path, first_broker: int, writers: int, seed: int) -> None:
     quorum = Quorum(controller, storage, inline_fsync_s=0 if seed % 3 else 0.001,
                     fsync_ring=seed % 3 != 2)
     overlapped = 0
-    append = storage.append
+    apply = controller.apply
 
-    def counting_append(result, now_ms):  # type: ignore[no-untyped-def]
+    def counting_apply(result, *, offset, txn_offset):  # type: ignore[no-untyped-def]
+        # Every written operation is applied as it is appended (or prepared for the log).
         nonlocal overlapped
         overlapped += quorum._in_flight
-        return append(result, now_ms)
+        apply(result, offset=offset, txn_offset=txn_offset)
 
-    storage.append = counting_append  # type: ignore[method-assign]
+    controller.apply = counting_apply  # type: ignore[method-assign]
     ready = 0
     all_ready = trio.Event()
 
