@@ -64,6 +64,7 @@ INLINE_FSYNC_MAX_S = 0.001
 
 _reschedule = trio.lowlevel.reschedule
 _current_task = trio.lowlevel.current_task
+_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
 
 
 class _Released(outcome.Outcome[None]):
@@ -219,25 +220,30 @@ class Quorum:
             if not self._draining:
                 self._draining = True
                 self._wake.set()
-            await self._park(entry)
-            return entry[3]
-        storage = self.storage
-        result, end, txn_end = self._handle(request, api_version, listener, self.clock_ms(),
-                                            storage.metadata_end_offset(),
-                                            storage.txn_end_offset())
-        if self._synced is not None:  # the round in flight is durable: release its answers
-            self._finish_round()
-        if (result.records or result.txn_records) and not self._in_flight \
-                and not self._deferred:
-            self._kick()
-        if self._answered(result, end, txn_end):
-            return result.response
-        # Park until a round covers (end, txn_end); inline, not a coroutine per answer.
-        if not self._in_flight and not self._deferred:
-            self._kick()  # its records, or those appended before it, wait for a round
-        entry = [end, txn_end, _current_task(), result.response]
-        self._waiters.append(entry)
-        await self._park(entry)
+        else:
+            storage = self.storage
+            result, end, txn_end = self._handle(request, api_version, listener,
+                                                self.clock_ms(), storage.metadata_end_offset(),
+                                                storage.txn_end_offset())
+            if self._synced is not None:  # the round in flight is durable: release its answers
+                self._finish_round()
+            if (result.records or result.txn_records) and not self._in_flight \
+                    and not self._deferred:
+                self._kick()
+            if self._answered(result, end, txn_end):
+                return result.response
+            # Park until a round covers (end, txn_end); inline, not a coroutine per answer.
+            if not self._in_flight and not self._deferred:
+                self._kick()  # its records, or those appended before it, wait for a round
+            entry = [end, txn_end, _current_task(), result.response]
+            self._waiters.append(entry)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            entry[2] = None  # cancelled: marked, so nobody handles or releases it
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        # Until released (the response is then entry[3]), or the error that stopped it.
+        await _wait_task_rescheduled(abort)
         return entry[3]
 
     def _handle(self, request: Any, api_version: int, listener: str | None, now: int,
@@ -258,18 +264,6 @@ class Quorum:
         already covered everything up to its records."""
         hwm = self.hwm
         return result.respond_before_commit or (hwm[0] >= end and hwm[1] >= txn_end)
-
-    @staticmethod
-    def _park(entry: list[Any]) -> Any:
-        """Wait until `entry` is released (its response is then `entry[3]`), or raise the error
-        that stopped it. Cancelled, it is marked (task None) so nobody handles or releases
-        it."""
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            entry[2] = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        return trio.lowlevel.wait_task_rescheduled(abort)
 
     def _drain(self) -> None:
         """On the commit task: handle every queued request in arrival order, exactly as
