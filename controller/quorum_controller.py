@@ -158,7 +158,7 @@ class QuorumController:
         next_offset, listener)."""
         table: dict[int, Callable[..., ControllerResult]] = {
             INIT_PRODUCER_ID: self._init_producer_id,
-            ALLOCATE_PRODUCER_IDS: lambda r, v, now, off, lis: self.producer_ids.allocate(r, now),
+            ALLOCATE_PRODUCER_IDS: self.producer_ids.allocate,
             BROKER_REGISTRATION: self._register_broker,
             BROKER_HEARTBEAT: lambda r, v, now, off, lis: self.cluster.heartbeat(r, now),
             UNREGISTER_BROKER_API: lambda r, v, now, off, lis: self.cluster.unregister_broker(r),
