@@ -30,7 +30,6 @@ from typing import Any
 
 _SYS_SETUP, _SYS_ENTER = 425, 426  # x86-64 (the same on every arch since 5.1)
 _OP_NOP, _OP_FSYNC = 0, 3
-_SQE_ASYNC = 1 << 4  # IOSQE_ASYNC: straight to a kernel worker (an fsync would block anyway)
 _FEAT_SINGLE_MMAP = 1
 _OFF_SQ_RING, _OFF_CQ_RING, _OFF_SQES = 0, 0x8000000, 0x10000000
 _SQE_SIZE, _CQE_SIZE = 64, 16
@@ -123,8 +122,11 @@ class FsyncRing:
         return self._fd
 
     def submit(self, fds: list[int], user_data: int) -> None:
-        """Queue a full fsync of each file (all tagged `user_data`) and hand them to the kernel."""
-        self.submit_ops([(_OP_FSYNC, fd, user_data) for fd in fds], _SQE_ASYNC)
+        """Queue a full fsync of each file (all tagged `user_data`) and hand them to the kernel.
+        Without IOSQE_ASYNC: the kernel hands an fsync to its workers either way, and measured
+        5-10% sooner without the flag (a 2 KB append's fsync: median 178-195 µs, against
+        185-219 µs with it)."""
+        self.submit_ops([(_OP_FSYNC, fd, user_data) for fd in fds])
 
     def submit_ops(self, ops: list[tuple[int, int, int]], flags: int = 0) -> None:
         if self._fd < 0:
