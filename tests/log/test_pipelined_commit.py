@@ -283,6 +283,21 @@ async def test_a_ring_round_releases_exactly_what_was_written_before_it_began(
         storage.close()
 
 
+async def _a_held_and_b_behind(quorum: Quorum, ring: ScriptedRing, nursery: trio.Nursery,
+                                outcomes: dict[str, object]) -> tuple[int, int]:
+    """Run the quorum; broker 2's block request ("a") in a round the ring holds, then broker
+    3's ("b") sent behind it. The rounds before and the log end after "a"."""
+    await nursery.start(quorum.run)
+    first, second = await _broker(quorum, 2), await _broker(quorum, 3)
+    rounds_before = len(ring.rounds)
+    ring.hold = True
+    nursery.start_soon(_ask, quorum, outcomes, "a", first)
+    await _wait_for(lambda: len(ring.rounds) > rounds_before, "round 1")
+    a_end = quorum.storage.metadata_end_offset()
+    nursery.start_soon(_ask, quorum, outcomes, "b", second)  # handled during round 1
+    return rounds_before, a_end
+
+
 async def test_a_failed_ring_fsync_fails_every_unreleased_answer(
         tmp_path: Path, scripted_ring: ScriptedRing) -> None:
     storage, controller = open_node(tmp_path / "data")
@@ -290,14 +305,9 @@ async def test_a_failed_ring_fsync_fails_every_unreleased_answer(
     outcomes: dict[str, object] = {}
     with pytest.raises(BaseExceptionGroup) as failure:
         async with trio.open_nursery() as nursery:
-            await nursery.start(quorum.run)
-            first, second = await _broker(quorum, 2), await _broker(quorum, 3)
-            durable, rounds_before = quorum.hwm, len(scripted_ring.rounds)
-            scripted_ring.hold = True
-
-            nursery.start_soon(_ask, quorum, outcomes, "a", first)
-            await _wait_for(lambda: len(scripted_ring.rounds) > rounds_before, "round 1")
-            nursery.start_soon(_ask, quorum, outcomes, "b", second)
+            rounds_before, _ = await _a_held_and_b_behind(quorum, scripted_ring, nursery,
+                                                          outcomes)
+            durable = quorum.hwm  # round 1 is held: nothing moved it
             await trio.sleep(0.05)
             scripted_ring.complete(rounds_before, -errno.EIO)
             await trio.sleep(5)  # the failure ends the nursery well before this
@@ -317,14 +327,8 @@ async def test_answers_a_round_made_durable_go_even_when_the_next_round_cannot_s
     outcomes: dict[str, object] = {}
     with pytest.raises(BaseExceptionGroup) as failure:
         async with trio.open_nursery() as nursery:
-            await nursery.start(quorum.run)
-            first, second = await _broker(quorum, 2), await _broker(quorum, 3)
-            rounds_before = len(scripted_ring.rounds)
-            scripted_ring.hold = True
-            nursery.start_soon(_ask, quorum, outcomes, "a", first)
-            await _wait_for(lambda: len(scripted_ring.rounds) > rounds_before, "round 1")
-            a_end = storage.metadata_end_offset()
-            nursery.start_soon(_ask, quorum, outcomes, "b", second)  # handled during round 1
+            rounds_before, a_end = await _a_held_and_b_behind(quorum, scripted_ring, nursery,
+                                                              outcomes)
             await _wait_for(lambda: storage.metadata_end_offset() == a_end + 1, "B's append")
             scripted_ring.refuse = OSError(errno.EBADF, "the ring is closed")
             # As under load (see `_overlap`): the next round starts as soon as this one ends.
