@@ -330,6 +330,12 @@ class QuorumController:
     def apply(self, result: ControllerResult, *, offset: int, txn_offset: int) -> None:
         """Replay a result's records at the offsets they were appended at."""
         records = result.records
+        if len(records) == 1 and not result.txn_records:  # most results: no loop to set up
+            record, version = records[0]
+            self.replay(record, version, offset)
+            if record.API_KEY == BROKER_REGISTRATION_CHANGE and record.in_controlled_shutdown == 1:
+                self._saw_shutdown(record.broker_id, offset)
+            return
         shutdowns = None
         for i, (record, version) in enumerate(records):
             self.replay(record, version, offset + i)
@@ -340,8 +346,13 @@ class QuorumController:
                 self.replay_txn(key, value, txn_offset + i)
         if shutdowns:  # a controlled shutdown is seen once its whole batch is
             for broker_id in shutdowns:
-                beat = self.cluster.heartbeats.state(broker_id, self.last_now_ms)
-                beat.controlled_shutdown_offset = offset + len(records) - 1
+                self._saw_shutdown(broker_id, offset + len(records) - 1)
+
+    def _saw_shutdown(self, broker_id: int, last_offset: int) -> None:
+        """A controlled shutdown is seen once the whole batch asking for it is (its last
+        record at `last_offset`)."""
+        beat = self.cluster.heartbeats.state(broker_id, self.last_now_ms)
+        beat.controlled_shutdown_offset = last_offset
 
     def on_committed(self, metadata_hwm: int, txn_hwm: int) -> None:
         self.high_watermark = max(self.high_watermark, metadata_hwm)

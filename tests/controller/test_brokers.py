@@ -7,9 +7,14 @@ import uuid
 import pytest
 from kraftpy.controller.broker_heartbeat_manager import BrokerControlState as S
 from kraftpy.controller.broker_heartbeat_manager import next_state
+from kraftpy.controller.result import ControllerResult
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.unregister_broker_request import UnregisterBrokerRequest
 from kraftpy.protocol.metadata_frame import decode_metadata_record
+from kraftpy.protocol.records.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
+)
+from kraftpy.protocol.records.no_op_record import NoOpRecord
 from kraftpy.protocol.records.partition_record import PartitionRecord
 from kraftpy.protocol.records.topic_record import TopicRecord
 from support.controller_harness import CLUSTER_ID, KAFKA_41_FEATURES, Harness, settings
@@ -337,3 +342,18 @@ def test_unregister():
 def test_kafka_41_broker_features_register():
     h = Harness()
     assert h.register(2, features=KAFKA_41_FEATURES).error_code == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("others", [0, 2])
+def test_a_controlled_shutdown_counts_from_the_last_record_of_its_batch(others: int) -> None:
+    """Alone (the single-record path of `apply`) or with records after it, a registration
+    change into controlled shutdown is seen once its whole batch is: at the last offset."""
+    h = Harness()
+    e2 = h.unfenced_broker(2)
+    start = h.end
+    h.write(ControllerResult(None, [
+        (BrokerRegistrationChangeRecord(broker_id=2, broker_epoch=e2, fenced=0,
+                                        in_controlled_shutdown=1), 1),
+        *[(NoOpRecord(), 0)] * others]))
+    beat = h.qc.cluster.heartbeats.state(2, h.now_ms)
+    assert beat.controlled_shutdown_offset == start + others
