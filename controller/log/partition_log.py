@@ -479,6 +479,7 @@ class PartitionLog:
         seals it first. An operation that cannot fit any batch raises ValueError, and then
         nothing changed.
         """
+        size = -1  # the operation's size in a batch, at most, once known
         if keys is None and values and not self.read_only:
             # The common case first: null keys, joining an open batch of the same epoch.
             try:
@@ -500,14 +501,15 @@ class PartitionLog:
         epochs = self.leader_epochs
         if epochs and leader_epoch < epochs[-1][0]:
             raise ValueError(f"leader epoch {leader_epoch} below {epochs[-1][0]}")
-        size = RECORD_OVERHEAD_BOUND * count
-        for value in values:
-            if value is not None:
-                size += len(value)
-        if keys is not None:
-            for key in keys:
-                if key is not None:
-                    size += len(key)
+        if size < 0:
+            size = RECORD_OVERHEAD_BOUND * count
+            for value in values:
+                if value is not None:
+                    size += len(value)
+            if keys is not None:
+                for key in keys:
+                    if key is not None:
+                        size += len(key)
         room = self.max_batch_bytes - RECORD_BATCH_OVERHEAD
         with self._lock:
             if self._open_values and (
