@@ -333,26 +333,21 @@ class QuorumController:
         if len(records) == 1 and not result.txn_records:  # most results: no loop to set up
             record, version = records[0]
             self.replay(record, version, offset)
-            if record.API_KEY == BROKER_REGISTRATION_CHANGE and record.in_controlled_shutdown == 1:
-                self._saw_shutdown(record.broker_id, offset)
+            self._note_shutdown(record, offset)
             return
-        shutdowns = None
         for i, (record, version) in enumerate(records):
             self.replay(record, version, offset + i)
-            if record.API_KEY == BROKER_REGISTRATION_CHANGE and record.in_controlled_shutdown == 1:
-                shutdowns = [*(shutdowns or ()), record.broker_id]
-        if result.txn_records:
-            for i, (key, value) in enumerate(result.txn_records):
-                self.replay_txn(key, value, txn_offset + i)
-        if shutdowns:  # a controlled shutdown is seen once its whole batch is
-            for broker_id in shutdowns:
-                self._saw_shutdown(broker_id, offset + len(records) - 1)
+        for i, (key, value) in enumerate(result.txn_records):
+            self.replay_txn(key, value, txn_offset + i)
+        for record, _ in records:
+            self._note_shutdown(record, offset + len(records) - 1)
 
-    def _saw_shutdown(self, broker_id: int, last_offset: int) -> None:
-        """A controlled shutdown is seen once the whole batch asking for it is (its last
-        record at `last_offset`)."""
-        beat = self.cluster.heartbeats.state(broker_id, self.last_now_ms)
-        beat.controlled_shutdown_offset = last_offset
+    def _note_shutdown(self, record: Any, last_offset: int) -> None:
+        """A registration change into controlled shutdown is seen once the whole batch asking
+        for it is: from `last_offset`, its result's last record."""
+        if record.API_KEY == BROKER_REGISTRATION_CHANGE and record.in_controlled_shutdown == 1:
+            beat = self.cluster.heartbeats.state(record.broker_id, self.last_now_ms)
+            beat.controlled_shutdown_offset = last_offset
 
     def on_committed(self, metadata_hwm: int, txn_hwm: int) -> None:
         self.high_watermark = max(self.high_watermark, metadata_hwm)

@@ -218,14 +218,15 @@ class PreparedRecords:
 
     def add(self, records: list[tuple[Any, int]]) -> int:
         """Encode and keep one operation's records (metadata record, version); the offset of
-        the first. `keep(*encode(records))`, in one step for the common single record."""
+        the first. `keep(*encode(records))`, in one step for the common single record that
+        joins the kept chunk."""
         if len(records) != 1:
             return self.keep(*self.encode(records))
         record, version = records[0]
         value = encode_metadata_record(record, version)
         size = RECORD_OVERHEAD_BOUND + len(value)
-        if size > self._room or self._size + size > self._room:
-            return self.keep(*self.encode(records))
+        if self._size + size > self._room:  # a new chunk, or no batch could take it
+            return self.keep([value], self._fitting(size))
         self._values.append(value)
         self._size += size
         offset = self.end
@@ -235,10 +236,12 @@ class PreparedRecords:
     def encode(self, records: list[tuple[Any, int]]) -> tuple[list[bytes], int]:
         """An operation's records encoded, and their size in a batch (at most)."""
         values = [encode_metadata_record(record, version) for record, version in records]
-        size = RECORD_OVERHEAD_BOUND * len(values) + sum(map(len, values))
+        return values, self._fitting(RECORD_OVERHEAD_BOUND * len(values) + sum(map(len, values)))
+
+    def _fitting(self, size: int) -> int:
         if size > self._room:
             raise ValueError(f"an operation of {size} bytes does not fit a record batch")
-        return values, size
+        return size
 
     def keep(self, values: list[bytes], size: int) -> int:
         """Keep an operation's `encode`d records; the offset of the first."""
