@@ -17,9 +17,12 @@ loop) and fsyncs it off the loop; meanwhile requests keep being handled, applied
 appended for the next round. When the fsync returns, the round's high watermarks become
 `hwm`, exactly the waiters those cover are released (an answer waits for the first fsync
 that STARTED after its records, and everything appended before them, were written), and the
-next round starts at once if anything is pending. One round is in flight at a time, so the
-high watermark only moves forward. With no round in flight, an append asks the commit task
-to start one, which it does after the tasks runnable now: a burst of writers shares one fsync.
+next round starts at once if anything is pending. What a pass appends while a round is in
+flight is written at once (`Storage.write_ahead`), so that start has only its fsync to hand
+over: the loop would otherwise write it just as the disk goes idle. One round is in flight
+at a time, so the high watermark only moves forward. With no round in flight, an append asks
+the commit task to start one, which it does after the tasks runnable now: a burst of writers
+shares one fsync.
 
 Off the loop means an io_uring (`log/fsync_ring.py`) where the kernel has one: the kernel's
 own workers fsync while the loop goes on, and the loop sees the end from shared memory as it
@@ -118,7 +121,8 @@ class Storage(Protocol):
     # Optional, for pipelined rounds: `begin_flush()` writes what is pending (on the loop)
     # and returns a FlushRound, whose `fsync()` runs in a worker thread (or whose `files()`
     # an FsyncRing fsyncs);
-    # `complete_flush(round)` then gives the (metadata, txn) high watermarks it covered.
+    # `complete_flush(round)` then gives the (metadata, txn) high watermarks it covered;
+    # `write_ahead()` writes what is pending for a later round (nothing durable yet).
 
     def after_commit(self, controller: Any, now_ms: int) -> Any:
         """Housekeeping after commits (snapshots by policy), on the event loop. May return
@@ -332,8 +336,10 @@ class Quorum:
             else:
                 entry[0], entry[1] = end, txn_end
                 waiters.append(entry)
-        if prepared:
-            self._append_prepared(prepared, now)
+        if prepared and not self._append_prepared(prepared, now):
+            return
+        if self._in_flight:  # the next round's records go to disk now, not when it starts
+            self._write_ahead()
 
     def stop(self) -> None:
         """Refuse new requests; `run` commits what is pending and returns."""
@@ -379,6 +385,16 @@ class Quorum:
             self._fail(exc)
             return False
         return True
+
+    def _write_ahead(self) -> None:
+        """Write the pending records while a round is in flight. They are applied already,
+        so a failure stops the node, as a failed round start does."""
+        write_ahead = getattr(self.storage, "write_ahead", None)
+        if write_ahead is not None:
+            try:
+                write_ahead()
+            except Exception as exc:
+                self._fail(exc)
 
     # --- commit rounds (all on the loop but a round's fsync) ----------------------------------
     def _pending(self) -> bool:

@@ -652,6 +652,14 @@ class PartitionLog:
                 self._dirty.append(seg)
 
     # --- durability ----------------------------------------------------------------------
+    def write_ahead(self) -> None:
+        """Write what is pending now, ahead of the flush that will cover it (a commit round
+        in flight may end first): that flush then has only its fsync left to start."""
+        if self._open_values or self._pending:
+            with self._lock:
+                self._seal()
+                self._write_pending()
+
     def begin_flush(self) -> FlushTicket:
         """Write what is pending (one write) and hand back what an fsync must cover."""
         if not (self._open_values or self._pending or self._dirty):  # nothing since the last

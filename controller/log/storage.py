@@ -599,6 +599,12 @@ class MetadataStorage:
         return FlushRound(self.metadata.begin_flush(),
                           self.txn.begin_flush() if self.txn is not None else None)
 
+    def write_ahead(self) -> None:
+        """Write what both logs have pending, for the round after the one in flight."""
+        self.metadata.write_ahead()
+        if self.txn is not None:
+            self.txn.write_ahead()
+
     def complete_flush(self, flush: FlushRound) -> tuple[int, int]:
         """After `flush.fsync()` returned: the new (metadata, txn) high watermarks."""
         flush.release()

@@ -333,3 +333,35 @@ def test_a_closed_log_leaves_no_sync_descriptor_open(tmp_path: Path) -> None:
     assert max(per_segment[:-1]) == 1 and per_segment[-1] == 2, per_segment
     plog.close()
     assert _open_fds() <= before
+
+
+def test_records_written_ahead_are_on_disk_before_their_flush_which_still_fsyncs_them(
+        tmp_path: Path) -> None:
+    """`write_ahead` while a flush is in flight (rolling a segment on the way): the bytes are
+    in the files at once, decodable, yet durable only through the next flush, whose ticket
+    names every segment they went to."""
+    plog = PartitionLog.open(tmp_path / "p", topic_id=TOPIC_ID, segment_bytes=300)
+    plog.append([b"a"], leader_epoch=1, timestamp=1)
+    in_flight = plog.begin_flush()
+    for _ in range(6):
+        plog.append([b"x" * 60], leader_epoch=1, timestamp=2)
+        plog.write_ahead()
+    assert len(plog.segments) > 1
+    on_disk = []  # as kafka-python reads the files
+    for seg in plog.segments:
+        records = MemoryRecords(seg.path.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            assert batch.validate_crc()
+            on_disk += [record.value for record in batch]
+    assert on_disk == [b"a"] + [b"x" * 60] * 6
+    in_flight.fsync()
+    in_flight.release()
+    assert plog.complete_flush(in_flight) == 1  # the round in flight covers "a" only
+    written = {seg.path for seg in plog.segments}
+    next_round = plog.begin_flush()
+    assert next_round.end_offset == 7 and {s.path for s in next_round.segments} == written
+    next_round.fsync()
+    next_round.release()
+    assert plog.complete_flush(next_round) == 7
+    plog.close()

@@ -24,6 +24,7 @@ from kraftpy.protocol.errors import EncodeError
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.metadata_frame import encode_metadata_record
+from kraftpy.protocol.record_batch import iter_record_batches
 from kraftpy.protocol.records.config_record import ConfigRecord
 from support.quorum_crash_writer import open_node, registration
 
@@ -524,4 +525,62 @@ async def test_a_pass_whose_records_cannot_reach_the_log_stops_the_node(
     assert failure.group_contains(OSError) and not failure.group_contains(AssertionError)
     assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["c"], NodeStopped)
     assert storage.metadata_end_offset() == end + 1  # "first" only
+    storage.close()
+
+
+async def test_a_pass_handled_during_a_round_is_written_at_once_and_answered_after_the_next(
+        tmp_path: Path, scripted_ring: ScriptedRing) -> None:
+    """The pass's records reach the file while round 1 is still in flight (`write_ahead`), so
+    round 2 only has to fsync; they are answered after round 2, which fsyncs that file."""
+    quorum, storage = _scripted_node(tmp_path)
+    segment = storage.metadata.active.path
+    outcomes: dict[str, object] = {}
+
+    async def ask(request: tuple[str, list, list]) -> None:
+        outcomes[request[0]] = await quorum.submit(request, 0)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        scripted_ring.hold = True
+        nursery.start_soon(ask, ("first", [_config("first")], []))
+        await _wait_for(lambda: scripted_ring.rounds, "round 1")
+        size, first_end = segment.stat().st_size, storage.metadata_end_offset()
+        for name in "ab":
+            nursery.start_soon(ask, (name, [_config(name)], []))
+        await _wait_for(lambda: len(quorum._waiters) == 3, "the pass")
+        written = [value for batch in iter_record_batches(segment.read_bytes()[size:])
+                   for value in batch.values()]
+        # (in the order trio ran the two tasks)
+        assert sorted(written) == [encode_metadata_record(*_config(name)) for name in "ab"]
+        assert quorum.hwm[0] < first_end and outcomes == {}
+        scripted_ring.complete(0)
+        await _wait_for(lambda: "first" in outcomes, "round 1's answer")
+        await _wait_for(lambda: len(scripted_ring.rounds) == 2, "round 2")
+        await trio.sleep(0.05)
+        assert set(outcomes) == {"first"} and quorum.hwm[0] == first_end
+        files, _ = scripted_ring.rounds[1]
+        assert len(files) == 1 and os.fstat(files[0]).st_ino == segment.stat().st_ino
+        scripted_ring.complete(1)
+        await _wait_for(lambda: len(outcomes) == 3, "the pass's answers")
+        assert quorum.hwm[0] == storage.metadata_end_offset() == first_end + 2
+        quorum.stop()
+    storage.close()
+
+
+async def test_a_pass_that_cannot_be_written_ahead_stops_the_node(
+        tmp_path: Path, scripted_ring: ScriptedRing, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a pass whose records cannot reach the log: they are applied, so nothing of it is
+    answered as done."""
+
+    def refuse(storage: MetadataStorage) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(MetadataStorage, "write_ahead", refuse)
+    quorum, storage = _scripted_node(tmp_path)
+    outcomes: dict[str, object] = {}
+    with pytest.raises(BaseExceptionGroup) as failure:
+        await _drain_one_pass(quorum, scripted_ring, [("a", [_config("a")], []),
+                                                      ("c", [_config("c")], [])], outcomes)
+    assert failure.group_contains(OSError) and not failure.group_contains(AssertionError)
+    assert all(isinstance(outcomes[name], NodeStopped) for name in ("first", "a", "c"))
     storage.close()
