@@ -584,3 +584,38 @@ async def test_a_pass_that_cannot_be_written_ahead_stops_the_node(
     assert failure.group_contains(OSError) and not failure.group_contains(AssertionError)
     assert all(isinstance(outcomes[name], NodeStopped) for name in ("first", "a", "c"))
     storage.close()
+
+
+async def test_with_fsyncs_in_a_thread_a_pass_during_a_round_is_written_ahead(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same without a ring: the pass's records are written at once, and the round that
+    starts when round 1 ends, and fsyncs them, answers them."""
+    quorum, storage = _scripted_node(tmp_path)
+    quorum = Quorum(quorum.controller, storage, inline_fsync_s=0, fsync_ring=False)
+    gated = GatedFsync(monkeypatch)
+    segment = storage.metadata.active.path
+    outcomes: dict[str, object] = {}
+
+    async def ask(request: tuple[str, list, list]) -> None:
+        outcomes[request[0]] = await quorum.submit(request, 0)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(quorum.run)
+        nursery.start_soon(ask, ("first", [_config("first")], []))
+        await _wait_for(lambda: gated.began, "round 1")
+        size, first_end = segment.stat().st_size, storage.metadata_end_offset()
+        for name in "ab":
+            nursery.start_soon(ask, (name, [_config(name)], []))
+        await _wait_for(lambda: len(quorum._waiters) == 3, "the pass")
+        written = [value for batch in iter_record_batches(segment.read_bytes()[size:])
+                   for value in batch.values()]
+        assert sorted(written) == [encode_metadata_record(*_config(name)) for name in "ab"]
+        assert len(gated.began) == 1 and outcomes == {}
+        gated.open(0)
+        await _wait_for(lambda: len(gated.began) == 2, "round 2")
+        assert gated.began[1] == first_end + 2 and set(outcomes) <= {"first"}
+        gated.open(1)
+        await _wait_for(lambda: len(outcomes) == 3, "the pass's answers")
+        assert quorum.hwm[0] == first_end + 2
+        quorum.stop()
+    storage.close()
