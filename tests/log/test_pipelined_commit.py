@@ -7,6 +7,7 @@ import errno
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -528,6 +529,32 @@ async def test_a_pass_whose_records_cannot_reach_the_log_stops_the_node(
     storage.close()
 
 
+async def _a_pass_during_round_one(quorum: Quorum, nursery: trio.Nursery,
+                                   outcomes: dict[str, object],
+                                   round_one: Callable[[], object]) -> int:
+    """Run the quorum; "first" in round 1 (held by the test; `round_one()` says it began),
+    then "a" and "b", handled in one pass during it, whose records must be in the segment
+    file at once, with nothing answered yet. The log end after "first"."""
+    segment = quorum.storage.metadata.active.path
+
+    async def ask(request: tuple[str, list, list]) -> None:
+        outcomes[request[0]] = await quorum.submit(request, 0)
+
+    await nursery.start(quorum.run)
+    nursery.start_soon(ask, ("first", [_config("first")], []))
+    await _wait_for(round_one, "round 1")
+    size, first_end = segment.stat().st_size, quorum.storage.metadata_end_offset()
+    for name in "ab":
+        nursery.start_soon(ask, (name, [_config(name)], []))
+    await _wait_for(lambda: len(quorum._waiters) == 3, "the pass")
+    written = [value for batch in iter_record_batches(segment.read_bytes()[size:])
+               for value in batch.values()]
+    # (in the order trio ran the two tasks)
+    assert sorted(written) == [encode_metadata_record(*_config(name)) for name in "ab"]
+    assert quorum.hwm[0] < first_end and outcomes == {}
+    return first_end
+
+
 async def test_a_pass_handled_during_a_round_is_written_at_once_and_answered_after_the_next(
         tmp_path: Path, scripted_ring: ScriptedRing) -> None:
     """The pass's records reach the file while round 1 is still in flight (`write_ahead`), so
@@ -535,24 +562,10 @@ async def test_a_pass_handled_during_a_round_is_written_at_once_and_answered_aft
     quorum, storage = _scripted_node(tmp_path)
     segment = storage.metadata.active.path
     outcomes: dict[str, object] = {}
-
-    async def ask(request: tuple[str, list, list]) -> None:
-        outcomes[request[0]] = await quorum.submit(request, 0)
-
     async with trio.open_nursery() as nursery:
-        await nursery.start(quorum.run)
         scripted_ring.hold = True
-        nursery.start_soon(ask, ("first", [_config("first")], []))
-        await _wait_for(lambda: scripted_ring.rounds, "round 1")
-        size, first_end = segment.stat().st_size, storage.metadata_end_offset()
-        for name in "ab":
-            nursery.start_soon(ask, (name, [_config(name)], []))
-        await _wait_for(lambda: len(quorum._waiters) == 3, "the pass")
-        written = [value for batch in iter_record_batches(segment.read_bytes()[size:])
-                   for value in batch.values()]
-        # (in the order trio ran the two tasks)
-        assert sorted(written) == [encode_metadata_record(*_config(name)) for name in "ab"]
-        assert quorum.hwm[0] < first_end and outcomes == {}
+        first_end = await _a_pass_during_round_one(quorum, nursery, outcomes,
+                                                   lambda: scripted_ring.rounds)
         scripted_ring.complete(0)
         await _wait_for(lambda: "first" in outcomes, "round 1's answer")
         await _wait_for(lambda: len(scripted_ring.rounds) == 2, "round 2")
@@ -593,24 +606,11 @@ async def test_with_fsyncs_in_a_thread_a_pass_during_a_round_is_written_ahead(
     quorum, storage = _scripted_node(tmp_path)
     quorum = Quorum(quorum.controller, storage, inline_fsync_s=0, fsync_ring=False)
     gated = GatedFsync(monkeypatch)
-    segment = storage.metadata.active.path
     outcomes: dict[str, object] = {}
-
-    async def ask(request: tuple[str, list, list]) -> None:
-        outcomes[request[0]] = await quorum.submit(request, 0)
-
     async with trio.open_nursery() as nursery:
-        await nursery.start(quorum.run)
-        nursery.start_soon(ask, ("first", [_config("first")], []))
-        await _wait_for(lambda: gated.began, "round 1")
-        size, first_end = segment.stat().st_size, storage.metadata_end_offset()
-        for name in "ab":
-            nursery.start_soon(ask, (name, [_config(name)], []))
-        await _wait_for(lambda: len(quorum._waiters) == 3, "the pass")
-        written = [value for batch in iter_record_batches(segment.read_bytes()[size:])
-                   for value in batch.values()]
-        assert sorted(written) == [encode_metadata_record(*_config(name)) for name in "ab"]
-        assert len(gated.began) == 1 and outcomes == {}
+        first_end = await _a_pass_during_round_one(quorum, nursery, outcomes,
+                                                   lambda: gated.began)
+        assert len(gated.began) == 1
         gated.open(0)
         await _wait_for(lambda: len(gated.began) == 2, "round 2")
         assert gated.began[1] == first_end + 2 and set(outcomes) <= {"first"}
