@@ -14,3 +14,7 @@ from hypothesis import settings
 settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+# Real Apache Kafka 4.1 (tests/support/kafka.py): the jars, a shared node and the Java client,
+# started only by the tests that ask for them.
+from support.kafka_fixtures import java_client, kafka_jars, kafka_oracle  # noqa: E402, F401

@@ -18,7 +18,7 @@ import socket
 import ssl
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kraftpy.protocol.error_codes import ErrorCode
@@ -93,6 +93,9 @@ class KafkaConnection:
         self._correlation = 0
         self._frames = FrameReader(MAX_RESPONSE_BYTES)
         self._versions: dict[int, tuple[int, int]] | None = None
+        # Called with (api key, version, request, response) for every typed answer: lets a
+        # caller keep a transcript, e.g. to compare two servers' answers field by field.
+        self.on_response: Callable[[int, int, Any, Any], None] | None = None
         host, port = self.address
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
@@ -191,6 +194,8 @@ class KafkaConnection:
         correlation, response = decode_response(self.recv_frame(), message.API_KEY, version)
         if correlation != self._correlation:
             raise ClientError(f"answer to request {correlation}, expected {self._correlation}")
+        if self.on_response is not None:
+            self.on_response(message.API_KEY, version, message, response)
         return response
 
     def api_versions(self) -> dict[int, tuple[int, int]]:

@@ -11,7 +11,7 @@ Skipped: nothing.
 from __future__ import annotations
 
 from kraftpy.controller import api
-from kraftpy.controller.api.create_acls import NO_AUTHORIZER, authorizer_enabled
+from kraftpy.controller.api.create_acls import authorizer_enabled
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.describe_acls_request import DescribeAclsRequest
 from kraftpy.protocol.messages.describe_acls_response import DescribeAclsResponse
@@ -20,6 +20,11 @@ API_KEY = 29
 VERSIONS = (1, 3)
 LISTENERS = (api.BROKER, api.CONTROLLER)
 REQUEST = DescribeAclsRequest
+
+
+# Kafka's AclApis words DescribeAcls' answer apart from Create/DeleteAcls' "No Authorizer is
+# configured.", on every listener.
+NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
 def error_response(code: int, message: str | None = None) -> DescribeAclsResponse:

@@ -1,6 +1,8 @@
 """Real Kafka clients get producer ids from a real kraftpy process.
 
-kafka-python, aiokafka and confluent-kafka (librdkafka), each idempotent and transactional:
+kafka-python, aiokafka, confluent-kafka (librdkafka) and Kafka 4.1's own Java client (a small
+program compiled at test time, `tests/apache-kafka/java/KafkaClient.java`), each idempotent
+and transactional:
 an idempotent producer gets a fresh id at epoch 0; a transactional id initialised twice keeps
 its id and bumps its epoch. Many producers at once get distinct ids, and no id handed to a
 client falls inside a block given to a broker.
@@ -12,9 +14,11 @@ import asyncio
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from kraftpy.tools.broker_sim import BrokerSim
+from support.kafka import run_java_client
 from support.producers import confluent_producer_id, kafka_python_producer_id
 from support.server import KraftpyServer, running_server
 
@@ -67,8 +71,29 @@ def confluent_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tu
     return pid, epoch
 
 
+# --- Kafka's Java client -------------------------------------------------------------------
+
+_JAVA: dict[str, Path] = {}
+
+
+@pytest.fixture(autouse=True)
+def _java_classes(request: pytest.FixtureRequest) -> None:
+    """Compile the Java client only for the tests that use it."""
+    if "java" in request.node.name and "classes" not in _JAVA:
+        _JAVA["classes"] = request.getfixturevalue("java_client")
+
+
+def java_pid(srv: KraftpyServer, transactional_id: str | None = None) -> tuple[int, int]:
+    args = (["init-transactional", srv.bootstrap, transactional_id] if transactional_id
+            else ["init-idempotent", srv.bootstrap])
+    run = run_java_client(_JAVA["classes"], *args).check()
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("producer ")]
+    _, pid, epoch = line.split()
+    return int(pid), int(epoch)
+
+
 CLIENTS = {"kafka-python": kafka_python_pid, "aiokafka": aiokafka_pid,
-           "librdkafka": confluent_pid}
+           "librdkafka": confluent_pid, "java": java_pid}
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -87,12 +112,13 @@ def test_transactional(server, client: str) -> None:
     assert pid_of(server, tid) == (pid, 1)
 
 
-def test_one_transactional_id_across_all_three_clients(server) -> None:
+def test_one_transactional_id_across_all_four_clients_with_java(server) -> None:
     tid = txn_id("shared")
     pid, _ = kafka_python_pid(server, tid)
     assert aiokafka_pid(server, tid) == (pid, 1)
     assert confluent_pid(server, tid) == (pid, 2)
-    assert kafka_python_pid(server, tid) == (pid, 3)
+    assert java_pid(server, tid) == (pid, 3)
+    assert kafka_python_pid(server, tid) == (pid, 4)
 
 
 # --- many at once, and never inside a broker's block --------------------------------------------

@@ -13,6 +13,7 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kraftpy.protocol.framing import encode_frame as frame
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
@@ -34,6 +35,7 @@ NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 UNSUPPORTED_VERSION = 35
+NOT_COORDINATOR = 16
 INVALID_REQUEST = 42
 INVALID_PRODUCER_EPOCH = 47
 INVALID_TRANSACTION_TIMEOUT = 50
@@ -41,6 +43,9 @@ STALE_BROKER_EPOCH = 77
 PRODUCER_FENCED = 90
 INCONSISTENT_CLUSTER_ID = 104
 MISMATCHED_ENDPOINT_TYPE = 114
+# What a client retries while a transaction coordinator loads or its topic is being created.
+COORDINATOR_RETRIABLE = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+                                   NOT_COORDINATOR})
 
 
 class CheckFailed(AssertionError):
@@ -65,14 +70,35 @@ class Target:
     # connection does TLS and SASL first, then speaks as on a PLAINTEXT listener.
     client_settings: dict[str, str] = field(default_factory=dict)
     controller_settings: dict[str, str] = field(default_factory=dict)
+    # When a list is given, every typed answer is kept in it as an Exchange, so that two
+    # servers' answers to the same checks can be compared field by field.
+    transcript: list[Exchange] | None = None
+    current_check: str = ""
 
     def connect(self, listener: str) -> KafkaConnection:
         client = listener == "client"
         address = self.client if client else self.controller
         assert address is not None
-        return KafkaConnection(address, self.client_settings if client
+        conn = KafkaConnection(address, self.client_settings if client
                                else self.controller_settings, timeout=self.timeout,
                                client_id="kraftpy-conformance")
+        if self.transcript is not None:
+            transcript, check_name = self.transcript, self.current_check
+            conn.on_response = lambda key, version, request, response: transcript.append(
+                Exchange(check_name, listener, key, version, request, response))
+        return conn
+
+
+@dataclass
+class Exchange:
+    """One typed request and the answer it got, during the check named."""
+
+    check: str
+    listener: str
+    api_key: int
+    version: int
+    request: Any
+    response: Any
 
 
 @dataclass
@@ -275,8 +301,11 @@ def init_pid(conn: KafkaConnection, version: int, txn: str | None, *, pid: int =
 
 
 def init_ok(conn: KafkaConnection, version: int, txn: str | None, **kw: int) -> tuple[int, int]:
+    if txn:  # as a client does: find the coordinator first (Kafka creates its topic then)
+        _retry(lambda: conn.request(FindCoordinatorRequest(key=txn, key_type=1), 1),
+               lambda r: r.error_code in COORDINATOR_RETRIABLE)
     response = _retry(lambda: init_pid(conn, version, txn, **kw),
-                      lambda r: r.error_code == COORDINATOR_LOAD_IN_PROGRESS)
+                      lambda r: r.error_code in COORDINATOR_RETRIABLE)
     expect_eq(response.error_code, NONE, f"InitProducerId v{version} ({txn}) error code")
     return response.producer_id, response.producer_epoch
 
@@ -503,6 +532,7 @@ def run_checks(target: Target, names: Callable[[str], bool] = lambda _: True
             results.append(CheckResult(c.name, c.listener, "skip", "no --controller given"))
             continue
         start = time.monotonic()
+        target.current_check = c.name
         try:
             c.run(target)
             status, detail = "pass", ""
