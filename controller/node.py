@@ -17,7 +17,9 @@ from typing import Any
 import trio
 from kraftpy.controller import api
 from kraftpy.controller.config import ServerConfig
+from kraftpy.controller.log.raft_reader import RaftLogReader
 from kraftpy.controller.quorum import Quorum
+from kraftpy.controller.raft.leader import LogState, RaftLeader
 from kraftpy.controller.server import Server
 
 log = logging.getLogger("kraftpy.node")
@@ -33,11 +35,30 @@ class RunningNode:
     """What request handlers see of the node (`api.Node`)."""
 
     def __init__(self, config: ServerConfig, cluster_id: str, quorum: Quorum,
-                 supported_features: dict[str, tuple[int, int]]) -> None:
+                 supported_features: dict[str, tuple[int, int]], *,
+                 raft: RaftLeader | None = None, raft_log: RaftLogReader | None = None) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.quorum = quorum
         self.supported_features = supported_features
+        # The raft leader's side for observers (Fetch, FetchSnapshot): its decisions, and the
+        # metadata log's files as it reads them.
+        self.raft = raft
+        self.raft_log = raft_log
+
+    def clock_ms(self) -> int:
+        return self.quorum.clock_ms()
+
+    def raft_log_state(self) -> LogState:
+        """The metadata log as the raft leader plans a Fetch answer against it."""
+        reader = self.raft_log
+        assert reader is not None
+        return LogState(start_offset=reader.log_start_offset,
+                        high_watermark=self.quorum.hwm[0], epochs=reader.leader_epochs(),
+                        snapshots=[(s.end_offset, s.epoch) for s in reader.snapshot_ids()])
+
+    async def wait_for_high_watermark(self, past: int) -> None:
+        await self.quorum.wait_for_high_watermark(past)
 
     def submit(self, request: Any, api_version: int, ctx: api.RequestContext) -> Awaitable[Any]:
         # Hands back the quorum's own awaitable: one coroutine less per request.
@@ -106,7 +127,10 @@ async def _serve_node(config: ServerConfig, *, task_status: trio.TaskStatus[Runn
         except recovery.RecoveryError as exc:
             raise NodeStartError(str(exc)) from None
         quorum = Quorum(opened.controller, opened.storage)
-        node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features)
+        node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features,
+                           raft=RaftLeader(cluster_id=opened.cluster_id,
+                                           node_id=config.node_id, epoch=opened.leader_epoch),
+                           raft_log=RaftLogReader(opened.storage))
         server.node = node
         security.install(server, node)
         security.attach_acls(opened.controller)

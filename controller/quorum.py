@@ -250,6 +250,14 @@ class Quorum:
         await _wait_task_rescheduled(abort)
         return entry[3]
 
+    async def wait_for_high_watermark(self, past: int) -> None:
+        """Return once the metadata high watermark is above `past`, or the quorum stopped:
+        what a parked raft Fetch waits for (one Event for all of them, set by every round)."""
+        while self.hwm[0] <= past and self._failed is None and not self._stopping:
+            if self._committed is None:
+                self._committed = trio.Event()
+            await self._committed.wait()
+
     def _handle(self, request: Any, api_version: int, listener: str | None, now: int,
                 end: int, txn_end: int) -> tuple[ControllerResult, int, int]:
         """`handle` and `_write` one request at `now`, the logs ending at (`end`, `txn_end`):

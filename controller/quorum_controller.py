@@ -42,6 +42,7 @@ from kraftpy.controller.transaction_control import TransactionControlManager
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.broker_registration_response import BrokerRegistrationResponse
 from kraftpy.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from kraftpy.protocol.records.no_op_record import NoOpRecord
 
 __all__ = ["QuorumController", "ReplayError", "UnsupportedRequest"]
 
@@ -112,6 +113,7 @@ class QuorumController:
         self.txn_high_watermark = 0
         self.log_end_offset = 0  # one past the last record replayed
         self.last_now_ms = 0
+        self._next_noop_ms = 0  # when the next NoOpRecord is due (see `tick`)
         self._commands = self._command_table()
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -194,7 +196,20 @@ class QuorumController:
                 self.settings.metadata_version, self.settings.bootstrap_features),
                 events=[f"Bootstrapping metadata.version {self.settings.metadata_version}"])
         result = self.cluster.fence_one_stale_broker(now_ms)
-        return result.merge(self._maybe_claim_block(next_offset + len(result.records)))
+        result = result.merge(self._maybe_claim_block(next_offset + len(result.records)))
+        return result.merge(self._maybe_noop(now_ms))
+
+    def _maybe_noop(self, now_ms: int) -> ControllerResult:
+        """A NoOpRecord every `max_idle_interval_ms`, as Kafka's periodic writeNoOpRecord task:
+        brokers fetching the log see it move at least that often."""
+        interval = self.settings.max_idle_interval_ms
+        if interval <= 0 or now_ms < self._next_noop_ms:
+            return ControllerResult(None)
+        first = self._next_noop_ms == 0
+        self._next_noop_ms = now_ms + interval
+        if first:  # the first is due one interval after activation
+            return ControllerResult(None)
+        return ControllerResult(None, records=[(NoOpRecord(), 0)])
 
     @staticmethod
     def idempotent(request: Any, api_version: int) -> bool:

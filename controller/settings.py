@@ -51,6 +51,9 @@ class ControllerSettings:
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     rack: str | None = None
     directory_id: uuid.UUID = uuid.UUID(int=0)
+    # metadata.max.idle.interval.ms: a NoOpRecord this often, as Kafka's controller writes
+    # one, so fetchers see the log move and its high watermark advance; 0 writes none.
+    max_idle_interval_ms: int = 0
 
     def controller_endpoints(self) -> tuple[AdvertisedEndpoint, ...]:
         return tuple(e for e in self.advertised_listeners

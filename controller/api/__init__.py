@@ -42,6 +42,8 @@ MODULES = (
     "describe_acls",
     "create_acls",
     "delete_acls",
+    "fetch",
+    "fetch_snapshot",
 )
 
 

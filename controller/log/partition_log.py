@@ -21,8 +21,10 @@ fsync can run in a worker thread while the owner keeps appending.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
+import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +51,12 @@ MAX_BATCH_BYTES = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
 # delta, offset delta, key length, value length (varints), header count.
 RECORD_OVERHEAD_BOUND = 5 + 1 + 1 + 5 + 5 + 5 + 1
 LEFTOVER_SUFFIXES = (".deleted", ".tmp", ".cleaned", ".swap")
+
+
+# A batch's base offset and length (then the length's bytes follow), and where its last offset
+# delta sits: after partition leader epoch (4), magic (1), crc (4), attributes (2).
+_BATCH_START = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
 class LogCorruptError(RuntimeError):
@@ -704,6 +712,54 @@ class PartitionLog:
                 if limit is not None and batch.base_offset >= limit:
                     return
                 yield batch
+
+    def read_raw(self, start_offset: int, limit_offset: int, max_bytes: int) -> bytes | None:
+        """Whole stored batches from the one holding `start_offset`, below `limit_offset`, as
+        their bytes: what a raft Fetch answers with. At most `max_bytes`, but at least one
+        batch; from one segment, as Kafka reads. Only what is written is read (call it with a
+        limit at or below the high watermark: nothing pending is touched); None when
+        `start_offset` is below the log start (its segment deleted by a snapshot meanwhile)."""
+        segments = self.segments  # replaced, never edited, by a trim in a worker thread
+        if not segments or start_offset < segments[0].base_offset:
+            return None
+        if start_offset >= limit_offset:
+            return b""
+        index = bisect.bisect_right([seg.base_offset for seg in segments], start_offset) - 1
+        seg = segments[index]
+        position = seg.indexes.position_before(start_offset)
+        try:
+            with open(seg.path, "rb") as f:
+                f.seek(position)
+                data = f.read(max(max_bytes, 0) + 64 * 1024)
+                out = bytearray()
+                pos = 0
+                while True:
+                    if len(data) - pos < 12:
+                        more = f.read(64 * 1024)
+                        if not more:
+                            break
+                        data = data[pos:] + more
+                        pos = 0
+                        continue
+                    base, length = _BATCH_START.unpack_from(data, pos)
+                    if base >= limit_offset:
+                        break
+                    size = 12 + length
+                    if out and len(out) + size > max_bytes:
+                        break
+                    while len(data) - pos < size:
+                        more = f.read(max(size, 64 * 1024))
+                        if not more:
+                            return bytes(out)
+                        data = data[pos:] + more
+                        pos = 0
+                    last = base + _LAST_OFFSET_DELTA.unpack_from(data, pos + 23)[0]
+                    if last >= start_offset:
+                        out += data[pos:pos + size]
+                    pos += size
+        except FileNotFoundError:
+            return None
+        return bytes(out)
 
     # --- retention -----------------------------------------------------------------------
     def delete_segments_below(self, offset: int) -> list[Path]:

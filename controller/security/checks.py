@@ -7,7 +7,8 @@ one (transactional ids, topics, coordinator keys): unauthorised entries get thei
 or, for ListTransactions, are left out, as Kafka does.
 
     AllocateProducerIds, BrokerRegistration,     CLUSTER_ACTION on CLUSTER      CLUSTER_AUTHORIZATION_FAILED
-      BrokerHeartbeat, ControllerRegistration
+      BrokerHeartbeat, ControllerRegistration,
+      Fetch, FetchSnapshot (raft)
     UnregisterBroker, CreateAcls, DeleteAcls     ALTER on CLUSTER               CLUSTER_AUTHORIZATION_FAILED
     DescribeCluster                              DESCRIBE on CLUSTER (client listener), ALTER (CONTROLLER listener)
     DescribeQuorum, DescribeAcls                 DESCRIBE on CLUSTER            CLUSTER_AUTHORIZATION_FAILED
@@ -30,7 +31,8 @@ from kraftpy.protocol.error_codes import ErrorCode
 Op, RT = AclOperation, ResourceType
 log = logging.getLogger("kraftpy.authorizer")
 
-CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70})  # registration, heartbeat, ids, controllers
+# registration, heartbeat, ids, controllers; raft Fetch and FetchSnapshot
+CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59})
 ALTER_CLUSTER_APIS = frozenset({64, 30, 31})  # UnregisterBroker, CreateAcls, DeleteAcls
 DESCRIBE_CLUSTER_APIS = frozenset({55, 29})  # DescribeQuorum, DescribeAcls
 DESCRIBE_CLUSTER = 60

@@ -38,7 +38,7 @@ async def test_client_listener_offers_the_old_versions_real_clients_use() -> Non
     assert ranges[3][0] <= 1 and ranges[3][1] >= 12  # Metadata v1-v12
     controller = {k for k, _, _ in api.served(api.CONTROLLER)}
     # 17, 36: SASL; 29-31: ACLs (security)
-    assert {18, 62, 63, 64, 67, 55, 60, 17, 36, 29, 30, 31} == controller
+    assert {18, 62, 63, 64, 67, 55, 60, 17, 36, 29, 30, 31, 1, 59} == controller
 
 
 async def test_kip511_unknown_api_versions_version_gets_a_v0_answer_and_stays_open() -> None:

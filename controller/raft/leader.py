@@ -1,0 +1,301 @@
+"""The raft leader's answers to observers: Fetch and FetchSnapshot of __cluster_metadata-0.
+
+Sans-IO, as KafkaRaftClient decides them (handleFetchRequest, tryCompleteFetchRequest,
+handleFetchSnapshotRequest): the request and a `LogState` in, a `FetchPlan` out, whose
+records the shell reads from the log; the shell also parks a plan that `may_wait` until the
+high watermark moves or the fetcher's MaxWaitMs runs out, then plans again. This node leads
+alone (one voter), so the high watermark is what is durable on its disk, and only records
+below it are served: a fetcher never sees a record that could still be lost.
+
+Brokers find the leader through this: their first Fetch carries epoch 0 and gets
+FENCED_LEADER_EPOCH with CurrentLeader and (v17+) NodeEndpoints. Every fetcher's offset is
+kept (`replicas`) for DescribeQuorum's observers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kraftpy.protocol.messages.fetch_request import FetchRequest
+from kraftpy.protocol.messages.fetch_response import (
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionData,
+    SnapshotId,
+)
+from kraftpy.protocol.messages.fetch_snapshot_request import FetchSnapshotRequest
+from kraftpy.protocol.messages.fetch_snapshot_response import (
+    FetchSnapshotResponse,
+    PartitionSnapshot,
+    TopicSnapshot,
+)
+from kraftpy.protocol.messages.fetch_snapshot_response import (
+    LeaderIdAndEpoch as SnapshotLeader,
+)
+from kraftpy.protocol.messages.fetch_snapshot_response import (
+    NodeEndpoint as SnapshotNodeEndpoint,
+)
+from kraftpy.protocol.messages.fetch_snapshot_response import (
+    SnapshotId as SnapshotIdField,
+)
+
+METADATA_TOPIC = "__cluster_metadata"
+METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, AAAAAAAAAAAAAAAAAAAAAQ
+METADATA_PARTITION = 0
+BOOTSTRAP_SNAPSHOT = (0, 0)  # (end offset, epoch): never replicated
+# KafkaRaftClient's MAX_FETCH_SIZE_BYTES: what the leader reads at most per Fetch.
+MAX_FETCH_BYTES = 8 * 1024 * 1024
+
+NONE = 0
+UNKNOWN_SERVER_ERROR = -1
+UNKNOWN_TOPIC_OR_PARTITION = 3
+NOT_LEADER_OR_FOLLOWER = 6
+BROKER_NOT_AVAILABLE = 8
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+SNAPSHOT_NOT_FOUND = 98
+POSITION_OUT_OF_RANGE = 99
+INCONSISTENT_CLUSTER_ID = 104
+
+
+@dataclass(frozen=True)
+class LogState:
+    """What the leader knows of its log when it plans an answer."""
+
+    start_offset: int
+    high_watermark: int
+    # (epoch, start offset) of each leader epoch, oldest first: Kafka's leader-epoch cache.
+    epochs: Sequence[tuple[int, int]]
+    # (end offset, epoch) of every whole snapshot, oldest first.
+    snapshots: Sequence[tuple[int, int]] = ()
+
+
+@dataclass
+class ReplicaState:
+    """A fetcher as the leader last saw it (DescribeQuorum's ReplicaState)."""
+
+    replica_id: int
+    directory_id: uuid.UUID
+    log_end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@dataclass
+class FetchPlan:
+    """How to answer one Fetch: an error, a divergence, a snapshot, or records from an offset."""
+
+    top_error: int = NONE
+    error: int = NONE
+    high_watermark: int = -1
+    read_from: int | None = None
+    diverging: tuple[int, int] | None = None  # (epoch, end offset)
+    snapshot: tuple[int, int] | None = None  # (end offset, epoch)
+    fetcher_high_watermark: int = 2**63 - 1
+
+    def answer_now(self, max_wait_ms: int) -> bool:
+        """Whether the answer goes at once even without records (Kafka's six reasons but the
+        records, which only the read knows)."""
+        return (self.top_error != NONE or self.error != NONE or max_wait_ms == 0
+                or self.diverging is not None or self.snapshot is not None
+                or self.fetcher_high_watermark < self.high_watermark)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+
+class RaftLeader:
+    """This node leading __cluster_metadata-0 at `epoch`, alone in its voter set."""
+
+    def __init__(self, *, cluster_id: str, node_id: int, epoch: int) -> None:
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.epoch = epoch
+        self.replicas: dict[int, ReplicaState] = {}
+
+    # --- Fetch ---------------------------------------------------------------------------------
+    def plan_fetch(self, request: FetchRequest, version: int, log: LogState, now_ms: int
+                   ) -> FetchPlan:
+        if request.cluster_id is not None and request.cluster_id != self.cluster_id:
+            return FetchPlan(top_error=INCONSISTENT_CLUSTER_ID)
+        if not _one_metadata_partition(request, version):
+            return FetchPlan(top_error=INVALID_REQUEST)
+        part = request.topics[0].partitions[0]
+        if (request.max_wait_ms < 0 or part.fetch_offset < 0 or part.last_fetched_epoch < 0
+                or part.last_fetched_epoch > part.current_leader_epoch):
+            return FetchPlan(error=INVALID_REQUEST)
+        error = self._leader_only(part.current_leader_epoch)
+        if error != NONE:
+            return FetchPlan(error=error)
+        hwm = log.high_watermark
+        plan = FetchPlan(high_watermark=hwm, fetcher_high_watermark=(
+            part.high_watermark if version >= 18 else 2**63 - 1))
+        latest = log.snapshots[-1] if log.snapshots else None
+        if part.fetch_offset == 0 and latest is not None and latest != BOOTSTRAP_SNAPSHOT:
+            plan.snapshot = latest
+            return plan
+        kind, where = validate_offset_and_epoch(log, part.fetch_offset, part.last_fetched_epoch)
+        if kind == "snapshot":
+            plan.snapshot = where
+        elif kind == "diverging":
+            plan.diverging = where
+        else:
+            plan.read_from = part.fetch_offset
+            self._saw(_replica_id(request, version), getattr(part, "replica_directory_id", None),
+                      part.fetch_offset, hwm, now_ms)
+        return plan
+
+    def fetch_response(self, request: FetchRequest, version: int, plan: FetchPlan,
+                       records: bytes, log_start_offset: int,
+                       endpoint: Endpoint | None) -> FetchResponse:
+        """The answer to `request` by `plan`, with the records read for it."""
+        partition = PartitionData(
+            partition_index=METADATA_PARTITION, error_code=plan.error,
+            high_watermark=plan.high_watermark, log_start_offset=log_start_offset,
+            current_leader=LeaderIdAndEpoch(leader_id=self.node_id, leader_epoch=self.epoch),
+            records=records)
+        if plan.diverging is not None:
+            partition.diverging_epoch = EpochEndOffset(epoch=plan.diverging[0],
+                                                       end_offset=plan.diverging[1])
+        if plan.snapshot is not None:
+            partition.snapshot_id = SnapshotId(end_offset=plan.snapshot[0],
+                                               epoch=plan.snapshot[1])
+        topic = (FetchableTopicResponse(topic_id=METADATA_TOPIC_ID, partitions=[partition])
+                 if version >= 13 else
+                 FetchableTopicResponse(topic=METADATA_TOPIC, partitions=[partition]))
+        response = FetchResponse(error_code=plan.top_error, responses=[topic])
+        if plan.top_error != NONE:
+            # KafkaRaftClient answers a bad cluster id or partition with the top-level error
+            # alone.
+            response.responses = []
+        elif version >= 17 and endpoint is not None:
+            response.node_endpoints = [NodeEndpoint(node_id=self.node_id, host=endpoint.host,
+                                                    port=endpoint.port)]
+        return response
+
+    # --- FetchSnapshot -------------------------------------------------------------------------
+    def snapshot_to_send(self, request: FetchSnapshotRequest
+                         ) -> tuple[int, tuple[int, int] | None, int]:
+        """(error, the snapshot id asked for, the position) before the file is read."""
+        if request.cluster_id is not None and request.cluster_id != self.cluster_id:
+            return INCONSISTENT_CLUSTER_ID, None, 0
+        topics = request.topics
+        if len(topics) != 1 or len(topics[0].partitions) != 1:
+            return INVALID_REQUEST, None, 0
+        part = topics[0].partitions[0]
+        if topics[0].name != METADATA_TOPIC or part.partition != METADATA_PARTITION:
+            return UNKNOWN_TOPIC_OR_PARTITION, None, 0
+        error = self._leader_only(part.current_leader_epoch)
+        if error != NONE:
+            return error, None, 0
+        sid = (part.snapshot_id.end_offset, part.snapshot_id.epoch)
+        if sid == BOOTSTRAP_SNAPSHOT:
+            return SNAPSHOT_NOT_FOUND, sid, part.position
+        return NONE, sid, part.position
+
+    def fetch_snapshot_response(self, request: FetchSnapshotRequest, version: int,
+                                error: int, found: tuple[int, bytes] | None,
+                                endpoint: Endpoint | None) -> FetchSnapshotResponse:
+        """The answer: `found` is (file size, bytes from the position), None for no file."""
+        if error in (INCONSISTENT_CLUSTER_ID, INVALID_REQUEST):
+            return FetchSnapshotResponse(error_code=error)
+        topic = request.topics[0]
+        part = topic.partitions[0]
+        if error == NONE and found is None:
+            error = SNAPSHOT_NOT_FOUND
+        size, data = found if found is not None else (0, b"")
+        if error == NONE and not 0 <= part.position < size:
+            error = POSITION_OUT_OF_RANGE
+        out = PartitionSnapshot(index=part.partition, error_code=error, unaligned_records=b"",
+                                current_leader=SnapshotLeader(leader_id=self.node_id,
+                                                              leader_epoch=self.epoch))
+        if error == NONE:
+            out.snapshot_id = SnapshotIdField(end_offset=part.snapshot_id.end_offset,
+                                              epoch=part.snapshot_id.epoch)
+            out.size = size
+            out.position = part.position
+            out.unaligned_records = data
+        response = FetchSnapshotResponse(topics=[TopicSnapshot(name=topic.name,
+                                                               partitions=[out])])
+        if version >= 1 and endpoint is not None:
+            response.node_endpoints = [SnapshotNodeEndpoint(
+                node_id=self.node_id, host=endpoint.host, port=endpoint.port)]
+        return response
+
+    # --- state ---------------------------------------------------------------------------------
+    def _leader_only(self, request_epoch: int) -> int:
+        if request_epoch < self.epoch:
+            return FENCED_LEADER_EPOCH
+        if request_epoch > self.epoch:
+            return UNKNOWN_LEADER_EPOCH
+        return NONE
+
+    def _saw(self, replica_id: int, directory_id: uuid.UUID | None, fetch_offset: int,
+             high_watermark: int, now_ms: int) -> None:
+        if replica_id < 0:
+            return
+        state = self.replicas.get(replica_id)
+        if state is None:
+            state = self.replicas[replica_id] = ReplicaState(
+                replica_id, directory_id or uuid.UUID(int=0))
+        state.log_end_offset = fetch_offset
+        state.last_fetch_ms = now_ms
+        if fetch_offset >= high_watermark:
+            state.last_caught_up_ms = now_ms
+
+
+def _replica_id(request: FetchRequest, version: int) -> int:
+    return request.replica_state.replica_id if version >= 15 else request.replica_id
+
+
+def _one_metadata_partition(request: FetchRequest, version: int) -> bool:
+    topics = request.topics
+    if len(topics) != 1 or len(topics[0].partitions) != 1:
+        return False
+    topic = topics[0]
+    named = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
+    return named and topic.partitions[0].partition == METADATA_PARTITION
+
+
+def end_offset_for_epoch(log: LogState, epoch: int, log_end_offset: int) -> tuple[int, int]:
+    """(epoch, end offset) of the largest leader epoch at or below `epoch`, as Kafka's
+    leader-epoch cache answers (the end is the next epoch's start, or the log end)."""
+    epochs = log.epochs
+    if epochs and epochs[-1][0] == epoch:
+        return epoch, log_end_offset
+    higher = next((e for e in epochs if e[0] > epoch), None)
+    if higher is None:  # larger than every known epoch: the log end at the latest epoch
+        return (epochs[-1][0] if epochs else epoch), log_end_offset
+    floor = [e for e in epochs if e[0] <= epoch]
+    if not floor:
+        earliest = log.snapshots[0] if log.snapshots else None
+        if earliest is not None and earliest[0] == higher[1]:
+            return earliest[1], earliest[0]
+        return epoch, higher[1]
+    return floor[-1][0], higher[1]
+
+
+def validate_offset_and_epoch(log: LogState, offset: int, epoch: int
+                              ) -> tuple[str, tuple[int, int] | None]:
+    """("valid", None), ("diverging", (epoch, end offset)) or ("snapshot", (end offset,
+    epoch)) for a fetcher at `offset` whose last record has `epoch` (ReplicatedLog's rule)."""
+    if log.start_offset == 0 and offset == 0:
+        return "valid", None
+    earliest = log.snapshots[0] if log.snapshots else None
+    if earliest is not None and (offset < log.start_offset
+                                 or (offset == log.start_offset and epoch != earliest[1])
+                                 or epoch < earliest[1]):
+        return "snapshot", log.snapshots[-1]
+    end_epoch, end_offset = end_offset_for_epoch(log, epoch, log.high_watermark)
+    if end_epoch != epoch or end_offset < offset:
+        return "diverging", (end_epoch, end_offset)
+    return "valid", None
