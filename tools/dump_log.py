@@ -30,6 +30,7 @@ from kraftpy.tools.logdecode.dumptext import (
 )
 from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
 from kraftpy.tools.logdecode.paths import FileKind, LogFile, LogKind, cluster_of, expand
+from kraftpy.tools.logdecode.payload import DATA_TYPE
 from kraftpy.tools.logdecode.progress import Progress
 from kraftpy.tools.logdecode.reader import read_log_file
 from kraftpy.tools.logdecode.rows import json_head, row_json
@@ -116,10 +117,11 @@ def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, wr
     batch: BatchInfo | None = None
     pending: list[str] = []  # the current batch's line and its records' lines
     hidden = 0  # NoOpRecords of the current batch left out by --skip-noop
-    payloads, records = write, True
-    if file.log is LogKind.DATA:  # Kafka's default decoder: records and data on request
+    payloads, records = write, "all"
+    data = file.log is LogKind.DATA
+    if data:  # Kafka's default decoder: records and data on request; a summary counts headers
         payloads = write and print_data
-        records = not write or print_data or deep_iteration
+        records = ("all" if print_data or deep_iteration else "none") if write else "control"
     for event in read_log_file(file, payloads=payloads, with_data=False, records=records):
         if type(event) is RecordInfo:
             assert batch is not None
@@ -139,6 +141,8 @@ def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, wr
             batch, hidden = event, 0
             pending = [batch_line(event, event.position)] if write else []
             tally.batches += 1
+            if data and not write and not event.is_control:
+                _count_data(tally, event)
         else:
             tally.problems.append(event)
             if write and event.kind in ("torn-tail", "trailing-bytes"):
@@ -152,6 +156,15 @@ def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, wr
     _flush_batch(lines, pending, hidden)
     if lines:
         out.write("\n".join(lines) + "\n")
+
+
+def _count_data(tally: Tally, batch: BatchInfo) -> None:
+    """A summary of an ordinary topic counts its records from the batch header, unread."""
+    count, epoch = batch.record_count, batch.partition_leader_epoch
+    tally.records += count
+    tally.by_type[DATA_TYPE] += count
+    tally.by_epoch[epoch] += count
+    tally.by_type_epoch[(DATA_TYPE, epoch)] += count
 
 
 def _flush_batch(lines: list[str], pending: list[str], hidden: int) -> None:

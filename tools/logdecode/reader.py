@@ -67,7 +67,7 @@ def crc_problem(path: str, batch: RecordBatch) -> Problem:
 
 def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = True,
                   types: frozenset[str] | None = None, objects: bool = False,
-                  with_data: bool = True, records: bool = True) -> Iterator[Event]:
+                  with_data: bool = True, records: str = "all") -> Iterator[Event]:
     """Yield each batch, then its records, with Problems where the bytes are damaged.
 
     Records are decoded by what their partition holds (`LogFile.log`): metadata records,
@@ -76,7 +76,9 @@ def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = 
     decoding to those record type names (others keep type and version, no data); `objects`
     keeps each decoded record object on `RecordInfo.record` (for replay); `with_data=False`
     leaves a metadata record's `data` None and writes only its JSON text (faster);
-    `records=False` yields batches only (what Kafka's dump prints without --deep-iteration).
+    `records="none"` yields batches only (what Kafka's dump prints without --deep-iteration),
+    `records="control"` the records of control batches only (a count of the rest is in the
+    batch headers).
     """
     path = str(file.path)
     log = file.log
@@ -98,7 +100,7 @@ def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = 
         yield info
         if not info.crc_valid:
             yield crc_problem(path, batch)
-        if records:
+        if records == "all" or (records == "control" and info.is_control):
             yield from _records(path, batch, info, decode_value, payloads, types, objects)
 
 
