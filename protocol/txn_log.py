@@ -2,21 +2,31 @@
 
 Key: version 0 + TransactionLogKey v0 (the transactional id). Value: version 0 or 1 +
 TransactionLogValue at that version (1 is flexible, with the tagged producer-id fields); a
-null value is the tombstone of a removed transactional id.
+null value is the tombstone of a removed transactional id. The key's int16 is also Kafka's
+record type (`coordinator_records`): `decode` reads a record as Kafka 4.1's serde does, where
+any type but 0 is unknown.
 """
 
 from __future__ import annotations
 
 import struct
 
+from kraftpy.protocol.coordinator_records import (
+    CoordinatorRecord,
+    RecordType,
+    decode_record,
+    record_types,
+)
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.records.transaction_log_key import TransactionLogKey
 from kraftpy.protocol.records.transaction_log_value import PartitionsSchema, TransactionLogValue
 
 __all__ = [
+    "RECORD_TYPES",
     "PartitionsSchema",
     "TransactionLogKey",
     "TransactionLogValue",
+    "decode",
     "decode_key",
     "decode_value",
     "encode_key",
@@ -26,6 +36,13 @@ __all__ = [
 _VERSION = struct.Struct(">h")
 KEY_VERSION = 0
 VALUE_VERSION = 1  # what Kafka 4.x writes
+
+RECORD_TYPES: dict[int, RecordType] = record_types([(0, "TRANSACTION_LOG", "TransactionLog")])
+
+
+def decode(key: bytes | None, value: bytes | None) -> CoordinatorRecord:
+    """One `__transaction_state` record as Kafka's dump tool reads it."""
+    return decode_record(RECORD_TYPES, key, value)
 
 
 def encode_key(key: TransactionLogKey | str, version: int = KEY_VERSION) -> bytes:

@@ -9,10 +9,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "dump-log",
         help="decode metadata log segments, snapshots and the files beside them",
-        description="Decode Kafka metadata logs (ours and Apache Kafka's). Default output "
-        "follows kafka-dump-log.sh --cluster-metadata-decoder. A directory is walked for its "
-        "segments and snapshots; name small files (quorum-state, meta.properties, .index, ...) "
-        "or pass --all-files to see those too. Exit status 1 when damage was found.",
+        description="Decode Kafka metadata logs (ours and Apache Kafka's) and Kafka log.dirs "
+        "directories. Default output follows kafka-dump-log.sh with the decoder each partition "
+        "needs: --cluster-metadata-decoder for __cluster_metadata, --transaction-log-decoder "
+        "for __transaction_state, --offsets-decoder for __consumer_offsets, and the default "
+        "decoder for other topics. A directory is walked for its segments and snapshots; name "
+        "small files (quorum-state, meta.properties, .index, ...) or pass --all-files to see "
+        "those too. Exit status 1 when damage was found.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     p.add_argument("--json", action="store_true",
@@ -20,6 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--summary", action="store_true",
                    help="count records by type and leader epoch instead of listing them")
     p.add_argument("--skip-noop", action="store_true", help="hide NoOpRecords (and their batches)")
+    p.add_argument("--print-data-log", action="store_true",
+                   help="ordinary topics: print each record with its key and value as text "
+                        "(as kafka-dump-log.sh --print-data-log)")
+    p.add_argument("--deep-iteration", action="store_true",
+                   help="ordinary topics: print each record's line without key and value "
+                        "(as kafka-dump-log.sh --deep-iteration)")
     p.add_argument("--all-files", action="store_true",
                    help="when walking directories, also decode the small files")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -35,4 +44,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         mode = "json" if args.json else "text"
     return dump_log.main(args.paths, mode=mode, skip_noop=args.skip_noop,
-                         all_files=args.all_files, progress=args.progress)
+                         all_files=args.all_files, progress=args.progress,
+                         print_data=args.print_data_log, deep_iteration=args.deep_iteration)

@@ -1,9 +1,14 @@
-"""`kraftpy dump-log`: what is in a metadata log directory, in Kafka's dump layout, as JSON
-lines, or as a summary.
+"""`kraftpy dump-log`: what is in a metadata log directory or a Kafka `log.dirs` directory, in
+Kafka's dump layout, as JSON lines, or as a summary.
 
-The text layout is `kafka-dump-log.sh --cluster-metadata-decoder`'s (and, for
-`__transaction_state` partitions, `--transaction-log-decoder`'s), so the two tools' output can
-be diffed. Damage is reported on stderr with file and position, and decoding goes on.
+The text layout is Kafka 4.1's `kafka-dump-log.sh`, with the decoder Kafka's tool would need
+for each partition: `--cluster-metadata-decoder` for `__cluster_metadata` (and snapshots),
+`--transaction-log-decoder` for `__transaction_state`, `--offsets-decoder` for
+`__consumer_offsets`, and the default decoder for any other topic (batch lines; record lines
+with `deep_iteration`, and their keys and values as text with `print_data`), so the two tools'
+output can be diffed. JSON rows are typed records only: an ordinary topic's files have none
+and are counted in a note on stderr. Damage is reported on stderr with file and position, and
+decoding goes on.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from kraftpy.tools.logdecode.dumptext import (
     trailing_bytes_line,
 )
 from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
-from kraftpy.tools.logdecode.paths import FileKind, LogFile, cluster_of, expand
+from kraftpy.tools.logdecode.paths import FileKind, LogFile, LogKind, cluster_of, expand
+from kraftpy.tools.logdecode.payload import DATA_TYPE
 from kraftpy.tools.logdecode.progress import Progress
 from kraftpy.tools.logdecode.reader import read_log_file
 from kraftpy.tools.logdecode.rows import json_head, row_json
@@ -49,6 +55,7 @@ class Tally:
     by_type: Counter[str] = field(default_factory=Counter)
     by_epoch: Counter[int] = field(default_factory=Counter)
     by_type_epoch: Counter[tuple[str, int]] = field(default_factory=Counter)
+    data_files_without_rows: int = 0  # --json: files of ordinary topics
 
 
 def resolve(paths: Sequence[str], *, all_files: bool) -> list[LogFile]:
@@ -71,15 +78,20 @@ def resolve(paths: Sequence[str], *, all_files: bool) -> list[LogFile]:
 
 
 def dump(files: Iterable[LogFile], out: IO[str], err: IO[str], *, mode: str = "text",
-         skip_noop: bool = False, progress: Progress | None = None) -> Tally:
+         skip_noop: bool = False, progress: Progress | None = None, print_data: bool = False,
+         deep_iteration: bool = False) -> Tally:
     tally = Tally()
     for file in files:
         tally.files += 1
         if file.kind.has_batches:
             if mode == "json":
-                _json_file(file, out, skip_noop, tally)
+                if file.log is LogKind.DATA:
+                    tally.data_files_without_rows += 1
+                else:
+                    _json_file(file, out, skip_noop, tally)
             else:
-                _text_file(file, out, skip_noop, tally, write=(mode == "text"))
+                _text_file(file, out, skip_noop, tally, write=(mode == "text"),
+                           print_data=print_data, deep_iteration=deep_iteration)
         elif mode.startswith("summary"):
             continue
         else:
@@ -90,17 +102,27 @@ def dump(files: Iterable[LogFile], out: IO[str], err: IO[str], *, mode: str = "t
         _summary(tally, out)
     elif mode == "summary-json":
         out.write(compact_json(summary_dict(tally)) + "\n")
+    if tally.data_files_without_rows:
+        err.write(f"kraftpy dump-log: {tally.data_files_without_rows} file(s) of ordinary topics "
+                  "have no JSON rows (application data, not records of a known type); the text "
+                  "dump shows them (--print-data-log for keys and values)\n")
     for problem in tally.problems:
         err.write(problem_line(problem) + "\n")
     return tally
 
 
-def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, write: bool) -> None:
+def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, write: bool,
+               print_data: bool = False, deep_iteration: bool = False) -> None:
     lines: list[str] = file_header(file, str(file.path)) if write else []
     batch: BatchInfo | None = None
     pending: list[str] = []  # the current batch's line and its records' lines
     hidden = 0  # NoOpRecords of the current batch left out by --skip-noop
-    for event in read_log_file(file, payloads=write, with_data=False):
+    payloads, records = write, "all"
+    data = file.log is LogKind.DATA
+    if data:  # Kafka's default decoder: records and data on request; a summary counts headers
+        payloads = write and print_data
+        records = ("all" if print_data or deep_iteration else "none") if write else "control"
+    for event in read_log_file(file, payloads=payloads, with_data=False, records=records):
         if type(event) is RecordInfo:
             assert batch is not None
             name = event.type_name or event.kind
@@ -119,6 +141,8 @@ def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, wr
             batch, hidden = event, 0
             pending = [batch_line(event, event.position)] if write else []
             tally.batches += 1
+            if data and not write and not event.is_control:
+                _count_data(tally, event)
         else:
             tally.problems.append(event)
             if write and event.kind in ("torn-tail", "trailing-bytes"):
@@ -132,6 +156,15 @@ def _text_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *, wr
     _flush_batch(lines, pending, hidden)
     if lines:
         out.write("\n".join(lines) + "\n")
+
+
+def _count_data(tally: Tally, batch: BatchInfo) -> None:
+    """A summary of an ordinary topic counts its records from the batch header, unread."""
+    count, epoch = batch.record_count, batch.partition_leader_epoch
+    tally.records += count
+    tally.by_type[DATA_TYPE] += count
+    tally.by_epoch[epoch] += count
+    tally.by_type_epoch[(DATA_TYPE, epoch)] += count
 
 
 def _flush_batch(lines: list[str], pending: list[str], hidden: int) -> None:
@@ -225,7 +258,8 @@ def summary_dict(tally: Tally) -> dict[str, Any]:
 
 
 def main(paths: Sequence[str], *, mode: str = "text", skip_noop: bool = False,
-         all_files: bool = False, progress: bool | None = None,
+         all_files: bool = False, progress: bool | None = None, print_data: bool = False,
+         deep_iteration: bool = False,
          out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
     try:
         files = resolve(paths, all_files=all_files)
@@ -234,7 +268,8 @@ def main(paths: Sequence[str], *, mode: str = "text", skip_noop: bool = False,
         return EXIT_USAGE
     bar = Progress.maybe(files, enabled=progress, stream=err)
     try:
-        tally = dump(files, out, err, mode=mode, skip_noop=skip_noop, progress=bar)
+        tally = dump(files, out, err, mode=mode, skip_noop=skip_noop, progress=bar,
+                     print_data=print_data, deep_iteration=deep_iteration)
     except BrokenPipeError:  # `| head`: the reader has seen enough
         _silence_stdout()
         return EXIT_OK

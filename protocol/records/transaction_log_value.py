@@ -64,7 +64,7 @@ class PartitionsSchema(Message):
 class TransactionLogValue(Message):
     """TransactionLogValue (data), versions 0-1."""
 
-    __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
+    __slots__ = ('producer_id', 'previous_producer_id', 'next_producer_id', 'producer_epoch', 'next_producer_epoch', 'transaction_timeout_ms', 'transaction_status', 'transaction_partitions', 'transaction_last_update_timestamp_ms', 'transaction_start_timestamp_ms', 'client_transaction_version', 'unknown_tagged_fields')
     API_KEY = None
     VALID_VERSIONS = (0, 1)
     FLEXIBLE_VERSIONS = (1, 32767)
@@ -77,6 +77,7 @@ class TransactionLogValue(Message):
         previous_producer_id: int = -1,
         next_producer_id: int = -1,
         producer_epoch: int = 0,
+        next_producer_epoch: int = -1,
         transaction_timeout_ms: int = 0,
         transaction_status: int = 0,
         transaction_partitions: list[PartitionsSchema] | None = _UNSET,
@@ -89,6 +90,7 @@ class TransactionLogValue(Message):
         self.previous_producer_id = previous_producer_id
         self.next_producer_id = next_producer_id
         self.producer_epoch = producer_epoch
+        self.next_producer_epoch = next_producer_epoch
         self.transaction_timeout_ms = transaction_timeout_ms
         self.transaction_status = transaction_status
         self.transaction_partitions = [] if transaction_partitions is _UNSET else transaction_partitions
@@ -98,13 +100,14 @@ class TransactionLogValue(Message):
         self.unknown_tagged_fields = {} if unknown_tagged_fields is None else unknown_tagged_fields
 
     @staticmethod
-    def of(producer_id: int, previous_producer_id: int, next_producer_id: int, producer_epoch: int, transaction_timeout_ms: int, transaction_status: int, transaction_partitions: list[PartitionsSchema] | None, transaction_last_update_timestamp_ms: int, transaction_start_timestamp_ms: int, client_transaction_version: int) -> TransactionLogValue:
+    def of(producer_id: int, previous_producer_id: int, next_producer_id: int, producer_epoch: int, next_producer_epoch: int, transaction_timeout_ms: int, transaction_status: int, transaction_partitions: list[PartitionsSchema] | None, transaction_last_update_timestamp_ms: int, transaction_start_timestamp_ms: int, client_transaction_version: int) -> TransactionLogValue:
         """TransactionLogValue(...) with every field given, in schema order."""
         o = _new(TransactionLogValue)
         o.producer_id = producer_id
         o.previous_producer_id = previous_producer_id
         o.next_producer_id = next_producer_id
         o.producer_epoch = producer_epoch
+        o.next_producer_epoch = next_producer_epoch
         o.transaction_timeout_ms = transaction_timeout_ms
         o.transaction_status = transaction_status
         o.transaction_partitions = transaction_partitions
@@ -293,6 +296,7 @@ def _d_TransactionLogValue_0(b, p):
         o = _new(TransactionLogValue)
         o.previous_producer_id = -1
         o.next_producer_id = -1
+        o.next_producer_epoch = -1
         o.client_transaction_version = 0
         F = 'ProducerId'
         o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status = _S2.unpack_from(b, p)
@@ -439,6 +443,7 @@ def _d_TransactionLogValue_1(b, p):
         p += 17
         o.previous_producer_id = -1
         o.next_producer_id = -1
+        o.next_producer_epoch = -1
         o.client_transaction_version = 0
         F = None
         u13 = o.unknown_tagged_fields = {}
@@ -479,6 +484,12 @@ def _d_TransactionLogValue_1(b, p):
                     p += 2
                     if p != te16:
                         raise _DecodeError('tagged field size does not match its content', offset=p)
+                elif tag14 == 3:
+                    F = 'NextProducerEpoch'
+                    o.next_producer_epoch = _S0.unpack_from(b, p)[0]
+                    p += 2
+                    if p != te16:
+                        raise _DecodeError('tagged field size does not match its content', offset=p)
                 else:
                     u13[tag14] = b[p:te16]
                 p = te16
@@ -496,6 +507,8 @@ def _e_TransactionLogValue_0(o, a):
         raise _Absent('PreviousProducerId')
     if o.next_producer_id != -1:
         raise _Absent('NextProducerId')
+    if o.next_producer_epoch != -1:
+        raise _Absent('NextProducerEpoch')
     if o.client_transaction_version != 0:
         raise _Absent('ClientTransactionVersion')
     a(_S2.pack(o.producer_id, o.producer_epoch, o.transaction_timeout_ms, o.transaction_status))
@@ -571,6 +584,10 @@ def _e_TransactionLogValue_1(o, a):
         w13 = []
         w13.append(_S0.pack(o.client_transaction_version))
         T10.append((2, b''.join(w13)))
+    if o.next_producer_epoch != -1:
+        w14 = []
+        w14.append(_S0.pack(o.next_producer_epoch))
+        T10.append((3, b''.join(w14)))
     u9 = o.unknown_tagged_fields
     if u9:
         T10.extend(u9.items())
@@ -592,6 +609,8 @@ def _j_TransactionLogValue_1(o):
     if o.next_producer_id != -1:
         r['nextProducerId'] = o.next_producer_id
     r['producerEpoch'] = o.producer_epoch
+    if o.next_producer_epoch != -1:
+        r['nextProducerEpoch'] = o.next_producer_epoch
     r['transactionTimeoutMs'] = o.transaction_timeout_ms
     r['transactionStatus'] = o.transaction_status
     r['transactionPartitions'] = (None if o.transaction_partitions is None else [None if e is None else _j_PartitionsSchema_0(e) for e in o.transaction_partitions])
@@ -618,6 +637,7 @@ TransactionLogValue._FIELDS = (
     _F('PreviousProducerId', 'previous_producer_id', 'int64', None, None, (1, 32767), None, (1, 32767), 0, -1, False),
     _F('NextProducerId', 'next_producer_id', 'int64', None, None, (1, 32767), None, (1, 32767), 1, -1, False),
     _F('ProducerEpoch', 'producer_epoch', 'int16', None, None, (0, 32767), None, None, None, 0, False),
+    _F('NextProducerEpoch', 'next_producer_epoch', 'int16', None, None, (1, 32767), None, (1, 32767), 3, -1, False),
     _F('TransactionTimeoutMs', 'transaction_timeout_ms', 'int32', None, None, (0, 32767), None, None, None, 0, False),
     _F('TransactionStatus', 'transaction_status', 'int8', None, None, (0, 32767), None, None, None, 0, False),
     _F('TransactionPartitions', 'transaction_partitions', 'array', 'struct', PartitionsSchema, (0, 32767), (0, 32767), None, None, [], False),

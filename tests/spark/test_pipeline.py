@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 from pathlib import Path
 
 import pytest
+from kraftpy.protocol import txn_log
+from kraftpy.protocol.record_batch import build_record_batch
+from kraftpy.protocol.records.offset_commit_key import OffsetCommitKey
+from kraftpy.protocol.records.offset_commit_value import OffsetCommitValue
+from kraftpy.protocol.records.transaction_log_value import TransactionLogValue
 from kraftpy.tools import dump_log, pid_audit
 from kraftpy.tools.logdecode.history import broker_events
-from kraftpy.tools.logdecode.paths import expand
+from kraftpy.tools.logdecode.paths import LogKind, expand
 from kraftpy.tools.logdecode.rows import ROW_NAMES, audit_record, file_rows
 from support.metadata_logs import (
     MetadataLogWriter,
@@ -48,11 +54,30 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     w.append([registration_change(1, 0, shutdown=1)])
     w.close()
     (part / "00000000000000000005.log").write_bytes(w.segments[0].read_bytes()[:50])  # torn
+    _broker_log_dirs(root / "cluster=broker")
     paths = [str(root)]
     real = REFERENCE / "real-metadata-logs"
     paths += [str(real / s / "data") for s in ("flink-on-prem", "spring-kafka", "kafka-4.1-generated")
               if (real / s / "data").exists()]
     return paths
+
+
+def _broker_log_dirs(root: Path) -> None:
+    """A broker's log.dirs: its metadata log, an ordinary topic (no rows) and the coordinators'
+    logs (typed rows)."""
+    synthetic_cluster(root / "__cluster_metadata-0", records=500, seed=6)
+    key = struct.pack(">h", 1) + OffsetCommitKey(group="g", topic="orders", partition=0).encode(0)
+    value = struct.pack(">h", 4) + OffsetCommitValue(offset=2, commit_timestamp=9).encode(4)
+    batches = {
+        "orders-0": build_record_batch([b"\x01\x68\x00", b"{}"], keys=[b"a", None]),
+        "__consumer_offsets-0": build_record_batch([value, None], keys=[key, key]),
+        "__transaction_state-0": build_record_batch(
+            [txn_log.encode_value(TransactionLogValue(producer_id=3, transaction_partitions=None))],
+            keys=[txn_log.encode_key("t")]),
+    }
+    for partition, batch in batches.items():
+        (root / partition).mkdir(parents=True)
+        (root / partition / "00000000000000000000.log").write_bytes(batch)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +96,7 @@ def key(row: dict) -> tuple:
 def test_records_match_the_cli_row_for_row(spark, inputs: list[str], cli: list[dict]) -> None:
     from kraftpy.tools.spark.jobs import read_records
 
-    files = list(expand(inputs))
+    files = [f for f in expand(inputs) if f.log is not LogKind.DATA]  # topics give no rows
     assert len(files) > 40  # many files, one input partition each
     df = read_records(spark, inputs)
     assert df.rdd.getNumPartitions() == len(files)
@@ -85,7 +110,8 @@ def test_records_match_the_cli_row_for_row(spark, inputs: list[str], cli: list[d
     assert len(theirs) == len(ours) > 20_000
     assert theirs == ours
     assert any(r["error"] and r["error"].startswith("torn-tail") for r in theirs)
-    assert {r["cluster"] for r in theirs} >= {"east", "west", "north", "lab"}
+    assert {r["cluster"] for r in theirs} >= {"east", "west", "north", "lab", "broker"}
+    assert {r["record_type"] for r in theirs} >= {"OFFSET_COMMIT", "TRANSACTION_LOG"}
 
 
 def test_pipeline_tables_match_pid_audit(spark, inputs: list[str], cli: list[dict],

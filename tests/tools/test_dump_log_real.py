@@ -88,11 +88,14 @@ def test_skip_noop_and_summary() -> None:
 
 
 def test_transaction_log_is_decoded() -> None:
+    """Kafka 4.1's `--transaction-log-decoder` prints this line for the real record."""
     part = reference("real-metadata-logs", "kafka-4.1-generated", "data", "__transaction_state-10")
     status, out, _ = run_dump([str(part)])
     assert status == 0
-    assert ("key: transaction_metadata::transactionalId=golden-txn payload: producerId:2392,"
-            "producerEpoch:1,state=Empty,partitions=[]") in out
+    assert ('headerKeys: [] key: {"type":"0","data":{"transactionalId":"golden-txn"}} payload: '
+            '{"version":"1","data":{"producerId":2392,"producerEpoch":1,"transactionTimeoutMs":60000,'
+            '"transactionStatus":0,"transactionPartitions":null,'
+            '"transactionLastUpdateTimestampMs":1795242694052,"transactionStartTimestampMs":-1}}\n') in out
     status, out, _ = run_dump([str(part)], mode="json")
     rows = [json.loads(line) for line in out.splitlines()]
     assert [r["payload"]["value"]["producerEpoch"] for r in rows] == [0, 1]

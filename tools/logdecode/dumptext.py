@@ -1,5 +1,7 @@
-"""The text layout of Kafka's `kafka-dump-log.sh --cluster-metadata-decoder`, line for line,
-so people who know Kafka's tool can read ours (and diff the two)."""
+"""The text layout of Kafka 4.1's `kafka-dump-log.sh`, line for line, so people who know
+Kafka's tool can read ours (and diff the two): `--cluster-metadata-decoder` for metadata logs,
+`--transaction-log-decoder` and `--offsets-decoder` for the coordinators' logs, and the default
+decoder (`--print-data-log` for keys and values) for ordinary topics."""
 
 from __future__ import annotations
 
@@ -64,8 +66,10 @@ def _record_tail(record: RecordInfo) -> str:
         if label is None:
             return f" controlType: {record.type_name}({record.type_id})"
         return f" {label} {record.json}"
-    if record.kind == "txn":
-        return _txn_tail(record)
+    if record.kind in _COORDINATOR_KINDS:
+        return _coordinator_tail(record)
+    if record.kind == "data":
+        return _data_tail(record)
     if record.value_size < 0:  # no value: Kafka's decoder prints no payload at all
         return ""
     if record.error:
@@ -75,28 +79,26 @@ def _record_tail(record: RecordInfo) -> str:
     return ""
 
 
-_TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
-               "CompleteAbort", "Dead", "PrepareEpochFence")
+_COORDINATOR_KINDS = frozenset(("txn", "offsets", "coordinator"))
 
 
-def _txn_tail(record: RecordInfo) -> str:
-    """Kafka's `--transaction-log-decoder` form: `key: transaction_metadata::...`."""
+def _coordinator_tail(record: RecordInfo) -> str:
+    """`--transaction-log-decoder` / `--offsets-decoder`: the key as {"type","data"}, the
+    value as {"version","data"} (both numbers as text) or <DELETE> for a tombstone."""
     if record.error:
         return f" key: Error at offset {record.offset}, skipping. {record.error}"
-    key = f" key: transaction_metadata::transactionalId={record.key_data['transactionalId']}"
-    value = record.data
-    if value is None:
-        return key + " payload: <DELETE>"
-    status = value["transactionStatus"]
-    state = _TXN_STATES[status] if 0 <= status < len(_TXN_STATES) else f"Unknown({status})"
-    partitions = [f"{t['topic']}-{p}" for t in value.get("transactionPartitions") or []
-                  for p in t["partitionIds"]]
-    return (
-        f"{key} payload: producerId:{value['producerId']},producerEpoch:{value['producerEpoch']},"
-        f"state={state},partitions=[{','.join(partitions)}],"
-        f"txnLastUpdateTimestamp={value['transactionLastUpdateTimestampMs']},"
-        f"txnTimeoutMs={value['transactionTimeoutMs']}"
-    )
+    if record.key_data is None:
+        return f" key: Unknown record type {record.type_id} at offset {record.offset}, skipping."
+    key = compact_json({"type": str(record.type_id), "data": record.key_data})
+    if record.version < 0:
+        return f" key: {key} payload: <DELETE>"
+    return f" key: {key} payload: {compact_json({'version': str(record.version), 'data': record.data})}"
+
+
+def _data_tail(record: RecordInfo) -> str:
+    """The default decoder with --print-data-log: key and value as text, each when present."""
+    key = "" if record.key_data is None else f" key: {record.key_data}"
+    return key if record.data is None else f"{key} payload: {record.data}"
 
 
 def trailing_bytes_line(count: int, file_name: str) -> str:

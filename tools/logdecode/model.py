@@ -68,10 +68,14 @@ class BatchInfo:
 class RecordInfo:
     """One record and what its value decoded to.
 
-    `kind` is "metadata" (a framed metadata record), "control" (a control record),
-    "txn" (a __transaction_state key/value) or "raw". `type_name` is Kafka's name for the
-    type: PRODUCER_IDS_RECORD, or the control type (LeaderChange, SnapshotHeader, ...).
-    `data` is the JSON form; `error` is set when the value did not decode.
+    `kind` is "metadata" (a framed metadata record), "control" (a control record), "txn" (a
+    __transaction_state key/value), "offsets" (a __consumer_offsets key/value), "coordinator"
+    (a record type neither coordinator log knows), "data" (an ordinary topic's key and value
+    as text) or "raw" (not decoded). `type_name` is Kafka's name for the type:
+    PRODUCER_IDS_RECORD, the control type (LeaderChange, SnapshotHeader, ...), the
+    coordinator record type (TRANSACTION_LOG, OFFSET_COMMIT, ..., UNKNOWN_<id>) or DATA.
+    `data` is the JSON form (the value's text for "data"), `key_data` the key's;
+    `error` is set when the record did not decode.
     """
 
     offset: int

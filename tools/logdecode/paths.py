@@ -1,4 +1,11 @@
-"""Which file is which: Kafka names its log files by role, and the decoder dispatches on that."""
+"""Which file is which: Kafka names its log files by role and its partition directories by
+topic, and the decoder dispatches on both.
+
+Only `__cluster_metadata-*` (with snapshots and `bootstrap.checkpoint`) holds metadata records.
+`__transaction_state-*` and `__consumer_offsets-*` hold the coordinators' records; any other
+partition holds application data, which only the text dump shows (as Kafka's default decoder).
+A segment outside any partition directory (a copied file) is read as metadata.
+"""
 
 from __future__ import annotations
 
@@ -44,6 +51,29 @@ _SUFFIX_KINDS = {
 }
 
 
+class LogKind(enum.Enum):
+    """What the records of a file's partition are."""
+
+    METADATA = "metadata"
+    TRANSACTION = "transaction"  # __transaction_state
+    OFFSETS = "offsets"  # __consumer_offsets
+    DATA = "data"  # any other topic
+
+    @property
+    def is_coordinator(self) -> bool:
+        return self in (LogKind.TRANSACTION, LogKind.OFFSETS)
+
+
+_TOPIC_KINDS = {
+    "__cluster_metadata": LogKind.METADATA,
+    "__transaction_state": LogKind.TRANSACTION,
+    "__consumer_offsets": LogKind.OFFSETS,
+}
+# <topic>-<partition>, or what Kafka renames one to: a log being deleted, a stray one, or the
+# future copy of an alter-log-dirs move (<topic>-<partition>.<id>-delete|-stray|-future).
+_PARTITION_DIR = re.compile(r"^(.+)-(\d+)(?:\.[0-9A-Za-z]+-(?:delete|stray|future))?$")
+
+
 @dataclass(frozen=True)
 class LogFile:
     """A file and what its name says about it."""
@@ -55,14 +85,30 @@ class LogFile:
     partition: str = ""  # the partition directory name, e.g. "__cluster_metadata-0"
 
     @property
+    def log(self) -> LogKind:
+        if not self.partition or self.kind in (FileKind.SNAPSHOT, FileKind.BOOTSTRAP):
+            return LogKind.METADATA
+        return _TOPIC_KINDS.get(self.partition.rsplit("-", 1)[0], LogKind.DATA)
+
+    @property
     def is_transaction_log(self) -> bool:
-        return self.partition.startswith("__transaction_state-")
+        return self.log is LogKind.TRANSACTION
+
+    @property
+    def holds_metadata(self) -> bool:
+        return self.log is LogKind.METADATA
+
+
+def partition_of(directory: str) -> str:
+    """The partition a directory holds ("plain-0" for plain-0 and plain-0.4f2a-delete), or ""."""
+    m = _PARTITION_DIR.match(directory)
+    return f"{m[1]}-{m[2]}" if m else ""
 
 
 def classify(path: str | Path) -> LogFile:
     path = Path(path)
     name = path.name
-    partition = path.parent.name if path.parent.name.rsplit("-", 1)[-1].isdigit() else ""
+    partition = partition_of(path.parent.name)
     if m := _SEGMENT.match(name):
         return LogFile(path, FileKind.SEGMENT, int(m[1]), partition=partition)
     if m := _SNAPSHOT.match(name):
@@ -102,7 +148,7 @@ def cluster_of(path: str | Path, default: str = "") -> str:
     if default:
         return default
     for i in range(len(parts) - 1, 0, -1):
-        if parts[i].startswith("__cluster_metadata-") or parts[i].startswith("__transaction_state-"):
+        if parts[i].startswith(("__cluster_metadata-", "__transaction_state-", "__consumer_offsets-")):
             above = [p for p in parts[: i] if p not in ("data", "kraft", "logs", "metadata")]
             return above[-1] if above else ""
     return ""

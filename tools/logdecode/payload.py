@@ -8,6 +8,7 @@ module when the first record of that type is met, so a log of a few types loads 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kraftpy.protocol import control_records
@@ -183,23 +184,74 @@ def decode_control(rec: RecordInfo, key: bytes | None, value: bytes | None) -> N
 
 def decode_txn(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
                types: frozenset[str] | None, objects: bool = False) -> None:
+    """A `__transaction_state` record; `rec.record` keeps (key, value) for replay."""
     from kraftpy.protocol import txn_log  # its codecs load only for __transaction_state
 
     rec.kind = "txn"
-    rec.type_name = "TRANSACTION_LOG"
+    _coordinator(rec, txn_log.decode, key, value)
+    if rec.json is not None:
+        rec.record = (rec.record.key, rec.record.value)
+
+
+def decode_offsets(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
+                   types: frozenset[str] | None, objects: bool = False) -> None:
+    """A `__consumer_offsets` record, its value as `--offsets-decoder` shows it."""
+    from kraftpy.protocol import offsets_log  # its codecs load only for __consumer_offsets
+
+    rec.kind = "offsets"
+    _coordinator(rec, offsets_log.decode, key, value, offsets_log.value_json)
+
+
+@functools.cache
+def coordinator_type_names() -> frozenset[str]:
+    """Every record type name the two coordinator logs have (TRANSACTION_LOG, OFFSET_COMMIT, ...)."""
+    from kraftpy.protocol import offsets_log, txn_log
+
+    return frozenset(t.name for table in (txn_log.RECORD_TYPES, offsets_log.RECORD_TYPES)
+                     for t in table.values())
+
+
+def _coordinator(rec: RecordInfo, decode: Any, key: bytes | None, value: bytes | None,
+                 value_json: Any = None) -> None:
+    """Type, key and value of a coordinator record. A record type the table does not know
+    keeps `key_data` None and no error: Kafka's decoder skips it by name, and Kafka 4.1 has
+    retired types that older logs still hold. A record that does not decode keeps the error."""
+    from kraftpy.protocol.coordinator_records import UnknownRecordTypeError
+
     try:
-        if key is None:
-            raise DecodeError("transaction log record without a key", offset=0)
-        txn_key, key_version = txn_log.decode_key(key)
-        txn_value, version = txn_log.decode_value(value)
+        record = decode(key, value)
+    except UnknownRecordTypeError as e:  # kind "coordinator": nothing for replay to read
+        rec.kind, rec.type_id, rec.type_name = "coordinator", e.record_type, f"UNKNOWN_{e.record_type}"
+        return
     except DecodeError as e:
+        if key is not None and len(key) >= 2:
+            rec.type_id = int.from_bytes(key[:2], "big", signed=True)
         rec.error = str(e)
         return
-    rec.key_data = txn_key.to_json(key_version)
-    rec.version = -1 if version is None else version
-    rec.data = None if txn_value is None else txn_value.to_json(version)
+    rec.type_id, rec.type_name = record.record_type.id, record.record_type.name
+    rec.key_data = record.key.to_json(0)
+    if record.value is not None:
+        rec.version = record.version
+        rec.data = value_json(record) if value_json is not None else record.value.to_json(record.version)
     rec.json = compact_json({"key": rec.key_data, "value": rec.data})
-    rec.record = (txn_key, txn_value)
+    rec.record = record
+
+
+def decode_data(rec: RecordInfo, key: bytes | None, value: bytes | None, payloads: bool,
+                types: frozenset[str] | None, objects: bool = False) -> None:
+    """A record of an ordinary topic: key and value as text, as Kafka's default decoder
+    (StringDecoder: Java's UTF-8, malformed sequences shown as U+FFFD) prints them."""
+    rec.type_name = DATA_TYPE
+    if not payloads:
+        return
+    from .java_text import java_utf8
+
+    rec.kind = "data"
+    rec.key_data = None if key is None else java_utf8(bytes(key))
+    rec.data = None if value is None else java_utf8(bytes(value))
+
+
+DATA_TYPE = "DATA"
 
 
 def _control_type(key: bytes | None) -> tuple[int, str]:

@@ -21,8 +21,15 @@ from kraftpy.protocol.record_batch import (
 )
 
 from .model import BatchInfo, Problem, RecordInfo, batch_info
-from .paths import LogFile
-from .payload import decode_control, decode_metadata, decode_metadata_text, decode_txn
+from .paths import LogFile, LogKind
+from .payload import (
+    decode_control,
+    decode_data,
+    decode_metadata,
+    decode_metadata_text,
+    decode_offsets,
+    decode_txn,
+)
 
 Event = BatchInfo | RecordInfo | Problem
 
@@ -60,17 +67,27 @@ def crc_problem(path: str, batch: RecordBatch) -> Problem:
 
 def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = True,
                   types: frozenset[str] | None = None, objects: bool = False,
-                  with_data: bool = True) -> Iterator[Event]:
+                  with_data: bool = True, records: str = "all") -> Iterator[Event]:
     """Yield each batch, then its records, with Problems where the bytes are damaged.
 
+    Records are decoded by what their partition holds (`LogFile.log`): metadata records,
+    the coordinators' records, or an ordinary topic's keys and values as text.
     `payloads=False` skips value decoding (type names are still read); `types` limits full
     decoding to those record type names (others keep type and version, no data); `objects`
     keeps each decoded record object on `RecordInfo.record` (for replay); `with_data=False`
-    leaves a metadata record's `data` None and writes only its JSON text (faster).
+    leaves a metadata record's `data` None and writes only its JSON text (faster);
+    `records="none"` yields batches only (what Kafka's dump prints without --deep-iteration),
+    `records="control"` the records of control batches only (a count of the rest is in the
+    batch headers).
     """
     path = str(file.path)
-    if file.is_transaction_log:
+    log = file.log
+    if log is LogKind.TRANSACTION:
         decode_value = decode_txn
+    elif log is LogKind.OFFSETS:
+        decode_value = decode_offsets
+    elif log is LogKind.DATA:
+        decode_value = decode_data
     elif with_data:
         decode_value = decode_metadata
     else:
@@ -83,7 +100,8 @@ def read_log_file(file: LogFile, data: bytes | None = None, *, payloads: bool = 
         yield info
         if not info.crc_valid:
             yield crc_problem(path, batch)
-        yield from _records(path, batch, info, decode_value, payloads, types, objects)
+        if records == "all" or (records == "control" and info.is_control):
+            yield from _records(path, batch, info, decode_value, payloads, types, objects)
 
 
 def _records(path: str, batch: RecordBatch, info: BatchInfo, decode_value, payloads: bool,

@@ -9,6 +9,10 @@ it. A batch of one record is looked up by its record bytes, which are the same i
 batch, so those records are not parsed again either. Anything else (a header that does not
 frame, a CRC mismatch, control and transaction-log batches, several records) takes the general
 way through `RecordBatch.records()`.
+
+The coordinators' logs (`__transaction_state`, `__consumer_offsets`) take the general way
+too, each record a row of its record type with `{"key": ..., "value": ...}` as payload. An
+ordinary topic's files give no rows: their records are application data, not typed records.
 """
 
 from __future__ import annotations
@@ -30,8 +34,15 @@ from kraftpy.protocol.record_batch import (
 )
 
 from .model import Problem, RecordInfo
-from .paths import LogFile
-from .payload import decode_control, decode_txn, metadata_text, text_codec
+from .paths import LogFile, LogKind
+from .payload import (
+    coordinator_type_names,
+    decode_control,
+    decode_offsets,
+    decode_txn,
+    metadata_text,
+    text_codec,
+)
 from .reader import crc_problem, read_file, walk_batches
 
 # control flag, record type, version, payload (JSON text), error: the last five row columns.
@@ -132,8 +143,12 @@ def _value_tail(value: bytes | None, types: frozenset[str] | None,
 
 
 def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None) -> Iterator[Item]:
-    """Every record of one file and every problem in it, in file order."""
+    """Every record of one file and every problem in it, in file order (nothing for an
+    ordinary topic's file)."""
     path = str(file.path)
+    log = file.log
+    if log is LogKind.DATA:
+        return
     if data is None:
         try:
             data = read_file(Path(path))
@@ -144,7 +159,11 @@ def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None
     if caches is None:
         caches = _CACHES[types] = _Caches()
     values, singles = caches.values, caches.singles
-    txn = file.is_transaction_log  # its batches all take the general way
+    # a coordinator log's batches all take the general way, with its decoder
+    coordinator = {LogKind.TRANSACTION: decode_txn, LogKind.OFFSETS: decode_offsets}.get(log)
+    if coordinator is not None and types is not None and not any(
+            t.startswith("UNKNOWN_") or t in coordinator_type_names() for t in types):
+        return  # `types` names only metadata records: nothing here to decode
     get = values.get
     unpack = _HEADER.unpack_from
     view = memoryview(data)
@@ -156,7 +175,7 @@ def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None
         stop = pos + LOG_OVERHEAD + length
         if length < _MIN_LENGTH or magic != 2 or stop > end or count < 0 or delta < 0:
             break
-        if not attrs & _PLAIN_DATA and not txn and crc_of(view[pos + _CRC_START:stop]) == crc:
+        if not attrs & _PLAIN_DATA and not coordinator and crc_of(view[pos + _CRC_START:stop]) == crc:
             if count == 1:
                 key = data[pos + RECORD_BATCH_OVERHEAD:stop]
                 hit = singles.get(key)
@@ -181,14 +200,14 @@ def scan(file: LogFile, data: Any = None, *, types: frozenset[str] | None = None
                             yield pos, base, offset, epoch, timestamp, tail[0], tail[1]
                     pos = stop
                     continue
-        yield from _batch(path, RecordBatch(data, pos), types, values, txn)
+        yield from _batch(path, RecordBatch(data, pos), types, values, coordinator)
         pos = stop
     if pos < end:  # a header that does not frame: the general walk reports it
         for batch in walk_batches(file, data, start=pos):
             if type(batch) is Problem:
                 yield _problem(batch, None)
             else:
-                yield from _batch(path, batch, types, values, txn)
+                yield from _batch(path, batch, types, values, coordinator)
     view.release()
 
 
@@ -213,7 +232,7 @@ def _learn_single(batch: RecordBatch, key: bytes, types: frozenset[str] | None,
 
 
 def _batch(path: str, batch: RecordBatch, types: frozenset[str] | None,
-           values: dict[bytes, tuple[Cols, str] | None], txn: bool) -> Iterator[Item]:
+           values: dict[bytes, tuple[Cols, str] | None], coordinator: Any) -> Iterator[Item]:
     position, base, epoch = batch.position, batch.base_offset, batch.partition_leader_epoch
     if not batch.crc_valid():
         yield _problem(crc_problem(path, batch), batch)
@@ -223,13 +242,13 @@ def _batch(path: str, batch: RecordBatch, types: frozenset[str] | None,
         yield _problem(Problem(path, position, "bad-batch", e.reason, base), batch)
         return
     control = batch.is_control
-    if control or txn:
+    if control or coordinator:
         for offset, timestamp, key, value, _headers in records:
             rec = RecordInfo(offset, timestamp, 0, 0, -1, [], "raw")
             if control:
                 decode_control(rec, key, value)
             else:
-                decode_txn(rec, key, value, True, None)
+                coordinator(rec, key, value, True, None)
             if types is not None and rec.type_name not in types:
                 continue
             cols: Cols = (control, rec.type_name or None, rec.version if rec.version >= 0 else None,

@@ -1,6 +1,11 @@
 """`spark.read.format("kraft-metadata").load(paths)`: one input partition per log file, rows
 exactly as `kraftpy dump-log --json` prints them (`kraftpy.tools.logdecode.rows`).
 
+The records are those of metadata logs and of the coordinators' logs (`__transaction_state`,
+`__consumer_offsets`: one row per record, typed TRANSACTION_LOG, OFFSET_COMMIT, ...). Files of
+ordinary topics in a Kafka `log.dirs` directory hold application data, not typed records: they
+get no input partition, so they give no rows (as `dump-log --json` writes none for them).
+
 Options (Spark lower-cases their keys): `cluster` names the cluster for files whose path does
 not say it; `types` (comma-separated record type names, e.g. PRODUCER_IDS_RECORD) decodes and
 returns only those records, which makes audit queries several times faster. Directories are
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
 
-from kraftpy.tools.logdecode.paths import classify, cluster_of, expand
+from kraftpy.tools.logdecode.paths import LogKind, classify, cluster_of, expand
 from kraftpy.tools.logdecode.rows import ROW_DDL, ROW_FIELDS
 from kraftpy.tools.logdecode.scan import Item, scan
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -56,7 +61,7 @@ class KraftMetadataReader(DataSourceReader):
         self.paths = input_paths(options)
 
     def partitions(self) -> list[FilePartition]:
-        return [FilePartition(str(f.path)) for f in expand(self.paths)]
+        return [FilePartition(str(f.path)) for f in expand(self.paths) if f.log is not LogKind.DATA]
 
     def read(self, partition: FilePartition) -> Iterator:
         """Arrow batches of the file's rows (`rows.file_rows`' columns, built from the decoder's
