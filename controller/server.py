@@ -302,10 +302,11 @@ class Server:
                 log.warning("closing connection from %s on %s: %s",
                             conn.peer, context.listener, exc)
                 return
-            except Exception:
+            except Exception as exc:  # dispatch answers handler failures; this is a bug
                 await io.send(outgoing)
-                log.exception("closing connection from %s on %s: request failed",
-                              conn.peer, context.listener)
+                log.error("closing connection from %s on %s: request failed: %s: %s",
+                          conn.peer, context.listener, type(exc).__name__, exc)
+                log.debug("traceback of the failure above", exc_info=exc)
                 return
             if len(outgoing) >= MAX_COALESCED:
                 await io.send(outgoing)

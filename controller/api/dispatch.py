@@ -3,6 +3,9 @@
 The only place that routes by API key: header, listener check, the KIP-511 rule, body decode,
 handler, encode. What cannot be answered (an unknown key, an API or version this listener does
 not serve, a malformed header or body) raises `CloseConnection`, as Kafka closes the socket.
+A handler that raises, or answers with what does not encode at the version asked, gets the
+API's error response with UNKNOWN_SERVER_ERROR (`errors.py`, Kafka's getErrorResponse) and
+one log line; the connection stays open.
 
 Routing costs one dict lookup: per listener type, a table built once maps the frame's first
 four bytes (api key, api version) to everything the request needs (handler, header version,
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.controller import api
-from kraftpy.controller.api import api_versions, init_producer_id, quick
+from kraftpy.controller.api import api_versions, errors, init_producer_id, quick
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import encode_response, frame_response, read_request_header
 from kraftpy.protocol.messages.request_header import RequestHeader
@@ -101,13 +104,33 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
     fields["api_version"] = api_version
     handler = route.handler
     security = getattr(node, "security", None)  # controller/security/layer.py
-    if security is None or not security.checks_requests:
-        response = await handler.handle(node, request, ctx)
-    else:
-        denied = await security.before(ctx, route.api_key, request)
-        response = denied if denied is not None else await handler.handle(node, request, ctx)
-        response = security.after(ctx, route.api_key, request, response)
-    return frame_response(header.correlation_id, route.flexible_response, response, api_version)
+    try:
+        if security is None or not security.checks_requests:
+            response = await handler.handle(node, request, ctx)
+        else:
+            denied = await security.before(ctx, route.api_key, request)
+            response = denied if denied is not None else await handler.handle(node, request, ctx)
+            response = security.after(ctx, route.api_key, request, response)
+        return frame_response(header.correlation_id, route.flexible_response, response,
+                              api_version)
+    except CloseConnection:
+        raise
+    except Exception as exc:
+        return _failed(route, request, ctx, exc)
+
+
+def _failed(route: Route, request: Any, ctx: api.RequestContext, exc: Exception) -> bytes:
+    """A handler raised, or answered what does not encode at this version: Kafka's error
+    response for the API (UNKNOWN_SERVER_ERROR), one log line, and the connection stays."""
+    api.request_failed(f"unexpected error handling {route.handler.name} v{route.api_version}",
+                       ctx, exc)
+    try:
+        response = errors.error_response(route.api_key, request, route.api_version)
+        return frame_response(ctx.correlation_id, route.flexible_response, response,
+                              route.api_version)
+    except Exception as again:
+        raise CloseConnection(f"{route.handler.name} v{route.api_version} failed and its "
+                              f"error response did not encode either: {again}") from None
 
 
 def _undecodable(route: Route, frame: bytes) -> CloseConnection:
