@@ -29,7 +29,7 @@ from kraftpy.protocol.messages.find_coordinator_request import FindCoordinatorRe
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from kraftpy.protocol.messages.metadata_request import MetadataRequest
 from kraftpy.tools.broker_sim import registration_request
-from kraftpy.tools.kafka_connection import KafkaConnection
+from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
 
 NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -538,6 +538,8 @@ def run_checks(target: Target, names: Callable[[str], bool] = lambda _: True
             status, detail = "pass", ""
         except CheckFailed as exc:
             status, detail = "fail", str(exc)
+        except ClientError as exc:  # the connection failed: its message says all there is
+            status, detail = "fail", f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             status, detail = "fail", f"{type(exc).__name__}: {exc}\n" + "".join(
                 traceback.format_exception(exc)[-3:])
