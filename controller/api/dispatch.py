@@ -90,6 +90,7 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
     except DecodeError:
         end = -1
     if end != len(frame):
+        request = None  # what did decode of a large frame is not kept while it is re-read
         raise _undecodable(route, frame)
     api_version = route.api_version
     if route.quick:
@@ -140,11 +141,19 @@ def _undecodable(route: Route, frame: bytes) -> CloseConnection:
     except DecodeError as exc:
         return CloseConnection(f"error parsing request header: {exc}")
     handler = route.handler
+    cls, version = handler.request_class, route.api_version
+    # Read in place (a large frame is not copied again); offsets count from the body's start.
     try:
-        handler.request_class.decode(frame[body_offset:], route.api_version)
+        _, end = cls.decoder(version)(frame, body_offset)
     except DecodeError as exc:
-        return CloseConnection(f"error reading {handler.name} v{route.api_version} body: {exc}")
-    raise AssertionError("a frame that failed to decode decoded")  # pragma: no cover
+        at = None if exc.offset is None else exc.offset - body_offset
+        why = DecodeError(exc.reason, offset=at, field=exc.field)
+    else:
+        if end == len(frame):  # pragma: no cover
+            raise AssertionError("a frame that failed to decode decoded")
+        why = DecodeError(f"{len(frame) - end} trailing bytes after {cls.__name__} v{version}",
+                          offset=end - body_offset)
+    return CloseConnection(f"error reading {handler.name} v{version} body: {why}")
 
 
 async def _unrouted(node: api.Node, frame: bytes, conn: api.RequestContext) -> bytes:
