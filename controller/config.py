@@ -32,6 +32,8 @@ KAFKA_DEFAULTS: dict[str, str] = {
     "broker.heartbeat.interval.ms": "2000",
     "transaction.max.timeout.ms": "900000",
     "socket.request.max.bytes": "104857600",
+    # Bytes of large requests being read or handled at once; -1 (or any value <= 0): no bound.
+    "queued.max.request.bytes": "-1",
     "connections.max.idle.ms": "600000",
     "metadata.log.segment.bytes": str(1024 * 1024 * 1024),
     "metadata.log.segment.ms": str(7 * 24 * 60 * 60 * 1000),
@@ -83,6 +85,7 @@ class ServerConfig:
     metadata_max_idle_interval_ms: int
     producer_id_quota_per_broker: float
     metadata_log_segment_ms: int = 7 * 24 * 60 * 60 * 1000
+    queued_max_request_bytes: int = -1  # <= 0: unbounded, as in Kafka
     # Kafka's metadata.max.retention.bytes / .ms (-1: no limit). None (neither set): every
     # new snapshot deletes the segments wholly below it and all but one older snapshot.
     metadata_max_retention_bytes: int | None = None
@@ -288,6 +291,11 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
     if isinstance(log_dir, tuple):
         log_dir = log_dir[0]
     node_id = _int(merged, "node.id")
+    request_max = _int(merged, "socket.request.max.bytes", minimum=1)
+    queued_max = _int(merged, "queued.max.request.bytes", minimum=-(1 << 63))
+    if 0 < queued_max < request_max:
+        raise ConfigError(f"queued.max.request.bytes: {queued_max} must be larger or equal "
+                          f"to socket.request.max.bytes ({request_max}), or -1 for no bound")
     known = set(KAFKA_DEFAULTS) | set(EMBEDDED_DEFAULTS) | {
         "advertised.listeners", "log.dirs", "metadata.max.retention.bytes",
         "metadata.max.retention.ms"}
@@ -303,7 +311,8 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
         broker_session_timeout_ms=_int(merged, "broker.session.timeout.ms", minimum=1),
         broker_heartbeat_interval_ms=_int(merged, "broker.heartbeat.interval.ms", minimum=1),
         transaction_max_timeout_ms=_int(merged, "transaction.max.timeout.ms", minimum=1),
-        socket_request_max_bytes=_int(merged, "socket.request.max.bytes", minimum=1),
+        socket_request_max_bytes=request_max,
+        queued_max_request_bytes=queued_max,
         connections_max_idle_ms=_int(merged, "connections.max.idle.ms", minimum=1),
         metadata_log_segment_bytes=_int(merged, "metadata.log.segment.bytes", minimum=1024),
         snapshot_max_record_bytes=_int(

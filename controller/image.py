@@ -112,9 +112,10 @@ def describe_quorum(qc: QuorumController, request: Any, api_version: int, now_ms
                               leader_id=settings.node_id, leader_epoch=qc.leader_epoch,
                               high_watermark=qc.high_watermark, current_voters=[voter],
                               observers=[])
+    # Nodes (and the voters' directory ids) exist from v2 on; Kafka fills them only then.
     nodes = [Node(node_id=settings.node_id, listeners=[
         Listener(name=e.name, host=e.host, port=e.port)
-        for e in settings.controller_endpoints()])]
+        for e in settings.controller_endpoints()])] if api_version >= 2 else []
     return DescribeQuorumResponse(error_code=ErrorCode.NONE, error_message="",
                                   topics=[TopicData(topic_name=METADATA_TOPIC,
                                                     partitions=[partition])],

@@ -9,7 +9,7 @@ the low-water mark: at first Kafka's rule (`prefetch_ratio` of one block used), 
 each time a request finds no id ready (a load that outruns the fsync of a claim), up to
 `max_reserve_blocks`; as many blocks are claimed at once as that mark asks for.
 A request that finds none ready is answered COORDINATOR_LOAD_IN_PROGRESS (retriable), never
-NOT_COORDINATOR.
+NOT_COORDINATOR. A node with no client listener (a controller-only node) claims no block.
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ class Claim:
 
 class ProducerIdManager:
     def __init__(self, node_id: int, block_size: int, prefetch_ratio: float,
-                 max_reserve_blocks: int = 16) -> None:
+                 max_reserve_blocks: int = 16, *, enabled: bool = True) -> None:
         self.node_id = node_id
+        # A node without a client listener answers no InitProducerId, so it claims nothing.
+        self.enabled = enabled
         self.block_size = block_size
         self.prefetch_at = max(1, int(block_size * prefetch_ratio))
         self.low_water = block_size - self.prefetch_at  # ids left that make a claim due
@@ -128,7 +130,7 @@ class ProducerIdManager:
         return max(left, 0) + (len(self.ready) + len(self.claims)) * self.block_size
 
     def wants_block(self) -> bool:
-        return not self.exhausted and self.ids_left() <= self.low_water
+        return self.enabled and not self.exhausted and self.ids_left() <= self.low_water
 
     def claimed(self, offset: int) -> None:
         """A claiming record will be written at `offset`."""

@@ -102,7 +102,8 @@ class QuorumController:
         self.cluster = ClusterControlManager(settings, self.features, self.replication)
         self.producer_ids = ProducerIdControlManager(settings, self.cluster)
         self.own_ids = ProducerIdManager(settings.node_id, settings.producer_id_block_size,
-                                         settings.producer_id_prefetch_ratio)
+                                         settings.producer_id_prefetch_ratio,
+                                         enabled=settings.serves_clients)
         self.transactions = TransactionControlManager(settings.transaction_max_timeout_ms)
         self.acls = AclControlManager()
         self.configs: dict[tuple[int, str, str], Any] = {}  # ConfigRecords, for snapshots

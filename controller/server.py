@@ -37,6 +37,8 @@ from kraftpy.protocol.framing import FrameReader
 log = logging.getLogger("kraftpy.server")
 
 RECEIVE_SIZE = 65536
+# A frame this large that is still arriving is received into one buffer of its own size.
+LARGE_FRAME = RECEIVE_SIZE
 MAX_COALESCED = 64
 
 
@@ -60,6 +62,12 @@ class _StreamIO:
 
     async def receive(self) -> bytes:
         return await self.stream.receive_some(RECEIVE_SIZE)
+
+    async def receive_into(self, view: memoryview) -> int:
+        """Receive at most len(view) bytes into view (0: the peer closed)."""
+        data = await self.stream.receive_some(len(view))
+        view[:len(data)] = data
+        return len(data)
 
     async def send(self, outgoing: list[bytes]) -> None:
         """Send and clear the pending answers."""
@@ -102,6 +110,19 @@ class _SocketIO(_StreamIO):
                 raise trio.BrokenResourceError(str(exc)) from exc
             await trio.lowlevel.wait_readable(self.fd)
 
+    async def receive_into(self, view: memoryview) -> int:
+        await trio.lowlevel.checkpoint()
+        while True:
+            if self.socket.fileno() < 0:
+                raise trio.ClosedResourceError("the connection was closed")
+            try:
+                return os.readv(self.fd, (view,))
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise trio.BrokenResourceError(str(exc)) from exc
+            await trio.lowlevel.wait_readable(self.fd)
+
     async def send(self, outgoing: list[bytes]) -> None:
         if not outgoing:
             return
@@ -127,6 +148,39 @@ class _SocketIO(_StreamIO):
                 raise trio.BrokenResourceError(str(exc)) from exc
 
 
+class RequestMemory:
+    """`queued.max.request.bytes`, as Kafka's SocketServer applies it with its memory pool.
+
+    A frame larger than one receive is read into a buffer of its own size, taken from this
+    pool before its body is read and given back once its request is answered (or its
+    connection closes). While nothing is left, such frames wait unread (the client's bytes
+    stay in the socket buffers); as in Kafka's non-strict pool, a frame is let in whenever
+    anything at all is left, so the bound can be overdrawn by one frame (at most
+    `socket.request.max.bytes`). A limit of 0 or less is no bound (Kafka's default, -1).
+    Frames that arrive whole within one receive (up to RECEIVE_SIZE) are not counted: each
+    connection holds at most one receive of them at a time.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.available = limit
+        self._freed = trio.Event()
+
+    async def acquire(self, size: int) -> None:
+        if self.limit <= 0:
+            return
+        while self.available < 1:
+            await self._freed.wait()
+        self.available -= size
+
+    def release(self, size: int) -> None:
+        if self.limit <= 0 or not size:
+            return
+        self.available += size
+        self._freed.set()
+        self._freed = trio.Event()
+
+
 # A hook run on every new connection after the default setup (TLS, SASL): returns the
 # connection to serve, or None to drop it.
 ConnectionHook = Callable[[Connection, Endpoint], Awaitable[Connection | None]]
@@ -147,6 +201,8 @@ class Server:
         # Connections waiting for their next request: the idle reaper and drain close these.
         self._idle: dict[trio.SocketStream, tuple[Connection, float]] = {}
         self._open = 0
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
+        self._holding: dict[trio.SocketStream, int] = {}  # request_memory held, by connection
         self._all_closed = trio.Event()
         self._all_closed.set()
 
@@ -252,19 +308,31 @@ class Server:
             io: _StreamIO = _SocketIO(raw)
         else:
             io = _StreamIO(conn.stream)  # TLS, or bytes the SASL exchange read ahead
-        node = self.node
-        assert node is not None
-        context = conn.context
         # Answers to requests that were already buffered go out in one write (pipelining
         # clients); they are still produced one at a time, in order. Only this task sends
         # on the connection, so frames are never interleaved and no lock is needed.
         outgoing: list[bytes] = []
+        # Answers the frames it knows (idempotent InitProducerId) in one loop, in order, and
+        # hands over the first other one.
+        assert self.node is not None
+        quick = QuickAnswers.for_connection(self.node, conn.context,
+                                            self.config.socket_request_max_bytes)
+        try:
+            await self._serve_frames(conn, raw, io, reader, quick, outgoing)
+        finally:  # a large frame not answered gives its bytes back
+            self.request_memory.release(self._holding.pop(raw, 0))
+
+    async def _serve_frames(self, conn: Connection, raw: trio.SocketStream, io: _StreamIO,
+                            reader: FrameReader, quick: QuickAnswers | None,
+                            outgoing: list[bytes]) -> None:
+        node = self.node
+        assert node is not None
+        context = conn.context
         idle = self._idle
         now = trio.lowlevel.current_clock().current_time  # trio.current_time, resolved once
         next_frame = reader.next_frame
-        # Answers the frames it knows (idempotent InitProducerId) in one loop, in order, and
-        # hands over the first other one.
-        quick = QuickAnswers.for_connection(node, context, self.config.socket_request_max_bytes)
+        memory = self.request_memory
+        holding = self._holding
         while True:
             try:
                 frame = next_frame() if quick is None else quick.frames(next_frame, outgoing)
@@ -278,6 +346,14 @@ class Server:
                     await io.send(outgoing)
                 if self._draining:
                     return
+                large = reader.take_incomplete(LARGE_FRAME) if reader.buffered >= 4 else None
+                if large is not None:
+                    await memory.acquire(large[0])
+                    holding[raw] = large[0]
+                    frame = await self._receive_large(conn, raw, io, *large)
+                    if frame is None:
+                        return
+            if frame is None:
                 # Waiting costs no cancel scope per request: `_reap_idle` (and `drain`)
                 # close the socket of a connection that waits too long.
                 idle[raw] = (conn, now())
@@ -297,18 +373,51 @@ class Server:
                 continue
             try:
                 outgoing.append(await dispatch(node, frame, context))
+                del frame
+                if holding:  # a large frame's bytes go back once it is answered
+                    memory.release(holding.pop(raw, 0))
             except CloseConnection as exc:
                 await io.send(outgoing)
                 log.warning("closing connection from %s on %s: %s",
                             conn.peer, context.listener, exc)
                 return
-            except Exception:
+            except Exception as exc:  # dispatch answers handler failures; this is a bug
                 await io.send(outgoing)
-                log.exception("closing connection from %s on %s: request failed",
-                              conn.peer, context.listener)
+                log.error("closing connection from %s on %s: request failed: %s: %s",
+                          conn.peer, context.listener, type(exc).__name__, exc)
+                log.debug("traceback of the failure above", exc_info=exc)
                 return
             if len(outgoing) >= MAX_COALESCED:
                 await io.send(outgoing)
+
+    async def _receive_large(self, conn: Connection, raw: trio.SocketStream, io: _StreamIO,
+                             size: int, head: bytes) -> bytes | None:
+        """The rest of a frame of `size` bytes whose first bytes are `head`, received straight
+        into one buffer of that size (None: the connection closed first). A frame in many
+        pieces joined, then sliced, cost three to four times its size; this costs twice, for
+        the moment the buffer becomes the bytes the decoders read. The wait for each piece
+        counts as idle, as any receive does."""
+        buf = bytearray(size)
+        got = len(head)
+        buf[:got] = head
+        del head
+        view = memoryview(buf)
+        idle = self._idle
+        try:
+            while got < size:
+                idle[raw] = (conn, trio.current_time())
+                try:
+                    n = await io.receive_into(view[got:])
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    return None
+                finally:
+                    del idle[raw]
+                if not n:
+                    return None
+                got += n
+        finally:
+            view.release()
+        return bytes(buf)
 
     async def _reap_idle(self) -> None:
         """Close connections idle for connections.max.idle.ms (checked every quarter of it)."""

@@ -62,3 +62,10 @@ class ControllerSettings:
     def broker_endpoints(self) -> tuple[AdvertisedEndpoint, ...]:
         return tuple(e for e in self.advertised_listeners
                      if e.name not in self.controller_listener_names)
+
+    @property
+    def serves_clients(self) -> bool:
+        """Whether this node has a client listener, where InitProducerId is served (and so
+        whether it needs producer-id blocks of its own). Settings that name no listeners at
+        all (the sans-IO controller on its own) count as serving clients."""
+        return not self.advertised_listeners or bool(self.broker_endpoints())

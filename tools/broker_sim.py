@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from kraftpy.protocol.error_codes import error_name
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.messages.broker_registration_request import (
@@ -31,7 +32,7 @@ from kraftpy.protocol.messages.describe_quorum_request import (
     TopicData,
 )
 from kraftpy.protocol.messages.unregister_broker_request import UnregisterBrokerRequest
-from kraftpy.tools.kafka_connection import KafkaConnection, error_name
+from kraftpy.tools.kafka_connection import KafkaConnection
 
 STALE_BROKER_EPOCH = 77
 NOT_CONTROLLER = 41
@@ -42,7 +43,7 @@ class BrokerError(RuntimeError):
     """The controller answered with an error code."""
 
     def __init__(self, what: str, code: int) -> None:
-        super().__init__(f"{what}: error {code} ({error_name(code) or 'unknown'})")
+        super().__init__(f"{what}: error {code} ({error_name(code)})")
         self.code = code
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kraftpy.tools.conformance import Target
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     except ClientError as exc:
         print(f"kraftpy conformance: {exc}", file=sys.stderr)
         return 2
+    failed = _unreachable(target)
+    if failed:
+        print(f"kraftpy conformance: {failed}", file=sys.stderr)
+        return 2
     only = args.only
     results = run_checks(target, (lambda name: only in name) if only else (lambda _: True))
     counts = {"pass": 0, "fail": 0, "skip": 0}
@@ -52,3 +60,16 @@ def run(args: argparse.Namespace) -> int:
                 print("      " + r.detail.replace("\n", "\n      "))
     print(f"{counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped")
     return 1 if counts["fail"] else 0
+
+
+def _unreachable(target: Target) -> str | None:
+    """Why a listener under test cannot be reached (connect, TLS or SASL), or None: one line
+    for the operator instead of every check failing the same way."""
+    from kraftpy.tools.kafka_connection import ClientError
+
+    for listener in ["client"] + (["controller"] if target.controller else []):
+        try:
+            target.connect(listener).close()
+        except ClientError as exc:
+            return f"{listener} listener: {exc}"
+    return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache
@@ -135,12 +136,25 @@ async def through_controller(
     """Submit to the controller; an unexpected failure answers UNKNOWN_SERVER_ERROR, logged."""
     try:
         return await node.submit(request, ctx.api_version, ctx)
-    except Exception:
-        controller_failed(request, ctx)
+    except Exception as exc:
+        controller_failed(request, ctx, exc)
         return on_error(-1)
 
 
-def controller_failed(request: Any, ctx: RequestContext) -> None:
-    """Log the exception being handled: the controller failed on this request."""
-    _log.exception("%s v%d from %s failed in the controller",
-                   type(request).__name__, ctx.api_version, ctx.client_host)
+def controller_failed(request: Any, ctx: RequestContext, exc: BaseException | None = None
+                      ) -> None:
+    """Log that the controller failed on this request (the exception being handled)."""
+    request_failed(f"{type(request).__name__} v{ctx.api_version} failed in the controller",
+                   ctx, exc)
+
+
+def request_failed(what: str, ctx: RequestContext, exc: BaseException | None = None) -> None:
+    """One ERROR line naming the request, its sender and the exception; the traceback only
+    at DEBUG, so that a request repeated by a client cannot flood the log with them."""
+    if exc is None:
+        exc = sys.exc_info()[1]
+    _log.error("%s (correlation id %d, client %r, %s:%d on %s): %s: %s", what,
+               ctx.correlation_id, ctx.client_id, ctx.client_host, ctx.client_port,
+               ctx.listener, type(exc).__name__, exc)
+    if _log.isEnabledFor(logging.DEBUG):
+        _log.debug("traceback of the failure above", exc_info=exc)

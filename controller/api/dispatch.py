@@ -3,6 +3,9 @@
 The only place that routes by API key: header, listener check, the KIP-511 rule, body decode,
 handler, encode. What cannot be answered (an unknown key, an API or version this listener does
 not serve, a malformed header or body) raises `CloseConnection`, as Kafka closes the socket.
+A handler that raises, or answers with what does not encode at the version asked, gets the
+API's error response with UNKNOWN_SERVER_ERROR (`errors.py`, Kafka's getErrorResponse) and
+one log line; the connection stays open.
 
 Routing costs one dict lookup: per listener type, a table built once maps the frame's first
 four bytes (api key, api version) to everything the request needs (handler, header version,
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.controller import api
-from kraftpy.controller.api import api_versions, init_producer_id, quick
+from kraftpy.controller.api import api_versions, errors, init_producer_id, quick
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import encode_response, frame_response, read_request_header
 from kraftpy.protocol.messages.request_header import RequestHeader
@@ -87,6 +90,7 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
     except DecodeError:
         end = -1
     if end != len(frame):
+        request = None  # what did decode of a large frame is not kept while it is re-read
         raise _undecodable(route, frame)
     api_version = route.api_version
     if route.quick:
@@ -101,13 +105,33 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
     fields["api_version"] = api_version
     handler = route.handler
     security = getattr(node, "security", None)  # controller/security/layer.py
-    if security is None or not security.checks_requests:
-        response = await handler.handle(node, request, ctx)
-    else:
-        denied = await security.before(ctx, route.api_key, request)
-        response = denied if denied is not None else await handler.handle(node, request, ctx)
-        response = security.after(ctx, route.api_key, request, response)
-    return frame_response(header.correlation_id, route.flexible_response, response, api_version)
+    try:
+        if security is None or not security.checks_requests:
+            response = await handler.handle(node, request, ctx)
+        else:
+            denied = await security.before(ctx, route.api_key, request)
+            response = denied if denied is not None else await handler.handle(node, request, ctx)
+            response = security.after(ctx, route.api_key, request, response)
+        return frame_response(header.correlation_id, route.flexible_response, response,
+                              api_version)
+    except CloseConnection:
+        raise
+    except Exception as exc:
+        return _failed(route, request, ctx, exc)
+
+
+def _failed(route: Route, request: Any, ctx: api.RequestContext, exc: Exception) -> bytes:
+    """A handler raised, or answered what does not encode at this version: Kafka's error
+    response for the API (UNKNOWN_SERVER_ERROR), one log line, and the connection stays."""
+    api.request_failed(f"unexpected error handling {route.handler.name} v{route.api_version}",
+                       ctx, exc)
+    try:
+        response = errors.error_response(route.api_key, request, route.api_version)
+        return frame_response(ctx.correlation_id, route.flexible_response, response,
+                              route.api_version)
+    except Exception as again:
+        raise CloseConnection(f"{route.handler.name} v{route.api_version} failed and its "
+                              f"error response did not encode either: {again}") from None
 
 
 def _undecodable(route: Route, frame: bytes) -> CloseConnection:
@@ -117,11 +141,19 @@ def _undecodable(route: Route, frame: bytes) -> CloseConnection:
     except DecodeError as exc:
         return CloseConnection(f"error parsing request header: {exc}")
     handler = route.handler
+    cls, version = handler.request_class, route.api_version
+    # Read in place (a large frame is not copied again); offsets count from the body's start.
     try:
-        handler.request_class.decode(frame[body_offset:], route.api_version)
+        _, end = cls.decoder(version)(frame, body_offset)
     except DecodeError as exc:
-        return CloseConnection(f"error reading {handler.name} v{route.api_version} body: {exc}")
-    raise AssertionError("a frame that failed to decode decoded")  # pragma: no cover
+        at = None if exc.offset is None else exc.offset - body_offset
+        why = DecodeError(exc.reason, offset=at, field=exc.field)
+    else:
+        if end == len(frame):  # pragma: no cover
+            raise AssertionError("a frame that failed to decode decoded")
+        why = DecodeError(f"{len(frame) - end} trailing bytes after {cls.__name__} v{version}",
+                          offset=end - body_offset)
+    return CloseConnection(f"error reading {handler.name} v{version} body: {why}")
 
 
 async def _unrouted(node: api.Node, frame: bytes, conn: api.RequestContext) -> bytes:

@@ -49,6 +49,9 @@ def test_errors_are_reported_with_the_error_name(server: KraftpyServer) -> None:
                      "--cluster-id", "AAAAAAAAAAAAAAAAAAAAAA", "--blocks", "0")
     assert run.returncode == 1
     assert "BrokerRegistration: error 104 (INCONSISTENT_CLUSTER_ID)" in run.stderr
+    run = broker_sim("--controller", server.bootstrap, "--broker-id", "9")  # not a CONTROLLER one
+    assert run.returncode == 1
+    assert "DescribeCluster: error 114 (MISMATCHED_ENDPOINT_TYPE)" in run.stderr
     with socket.create_server(("127.0.0.1", 0)) as s:
         port = s.getsockname()[1]
     run = broker_sim("--controller", f"127.0.0.1:{port}", "--broker-id", "9")

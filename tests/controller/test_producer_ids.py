@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kraftpy.controller.cluster_control import ReplayError
 from kraftpy.controller.producer_id_control import INT64_MAX
+from kraftpy.controller.settings import AdvertisedEndpoint
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
@@ -214,3 +215,27 @@ def test_restart_takes_a_fresh_block_and_never_reuses_an_id():
     h.ready_ids()
     after = h.init().producer_id
     assert after >= 1000 and after not in before
+
+
+def _records(h: Harness) -> list:
+    return [decode_metadata_record(value)[0] for value, _ in h.records]
+
+
+def test_a_controller_only_node_claims_no_block_of_its_own():
+    """No client listener, no InitProducerId to answer: no ProducerIdsRecord of its own, and
+    the brokers' blocks start at 0."""
+    controller_only = settings(advertised_listeners=(AdvertisedEndpoint("CONTROLLER", "h", 9093),),
+                               controller_listener_names=("CONTROLLER",))
+    h = Harness(settings=controller_only)
+    for _ in range(5):
+        h.advance(1000)
+    assert not any(isinstance(r, ProducerIdsRecord) for r in _records(h))
+    epoch = h.register(2).broker_epoch
+    granted = h.allocate(2, epoch)
+    assert (granted.error_code, granted.producer_id_start) == (ErrorCode.NONE, 0)
+    combined = settings(advertised_listeners=(AdvertisedEndpoint("CONTROLLER", "h", 9093),
+                                              AdvertisedEndpoint("PLAINTEXT", "h", 9092)),
+                        controller_listener_names=("CONTROLLER",))
+    h = Harness(settings=combined)
+    h.advance(1000)
+    assert [r.broker_id for r in _records(h) if isinstance(r, ProducerIdsRecord)] == [1]

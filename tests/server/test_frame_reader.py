@@ -72,3 +72,38 @@ def test_a_bad_size_is_refused_before_its_body_arrives(size: int, why: str) -> N
     reader.feed(struct.pack(">i", size)[2:])
     with pytest.raises(DecodeError, match=why):
         reader.next_frame()
+
+
+@settings(max_examples=200, deadline=None)
+@given(payloads, st.integers(min_value=1, max_value=999), st.integers(min_value=0, max_value=2000),
+       st.lists(st.integers(min_value=0, max_value=10_000), max_size=6))
+def test_a_large_frame_still_arriving_is_handed_over_once(frames, size, cut, cuts):
+    """After next_frame() gives None, take_incomplete hands over the frame that is arriving
+    (its size and what came of it) if it is large enough; the reader is then empty."""
+    big = bytes(range(256)) * 4
+    big = big[:size]
+    data = _stream(frames) + struct.pack(">i", size) + big
+    arrived = data[:len(data) - 1 - cut % (size + 4)]  # the big frame is never complete
+    reader = FrameReader(max_size=1000)
+    for piece in _cut(arrived, cuts):
+        reader.feed(piece)
+    assert [reader.next_frame() for _ in frames] == frames
+    assert reader.next_frame() is None
+    before = reader.buffered
+    assert reader.take_incomplete(size + 1) is None and reader.buffered == before
+    taken = reader.take_incomplete(size)
+    if before < 4:
+        assert taken is None
+        return
+    got, head = taken
+    assert got == size and big.startswith(head) and len(head) == before - 4
+    assert reader.buffered == 0 and reader.next_frame() is None
+    reader.feed(struct.pack(">i", 2) + b"ok")  # goes on with the next frame
+    assert reader.next_frame() == b"ok"
+
+
+def test_a_whole_frame_is_not_taken() -> None:
+    reader = FrameReader(max_size=1000)
+    reader.feed(struct.pack(">i", 3) + b"abc")
+    assert reader.take_incomplete(1) is None
+    assert reader.next_frame() == b"abc"

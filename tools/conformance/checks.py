@@ -27,9 +27,9 @@ from kraftpy.protocol.messages.describe_quorum_request import (
 )
 from kraftpy.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
-from kraftpy.protocol.messages.metadata_request import MetadataRequest
+from kraftpy.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from kraftpy.tools.broker_sim import registration_request
-from kraftpy.tools.kafka_connection import KafkaConnection
+from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
 
 NONE = 0
 COORDINATOR_LOAD_IN_PROGRESS = 14
@@ -42,10 +42,12 @@ INVALID_TRANSACTION_TIMEOUT = 50
 STALE_BROKER_EPOCH = 77
 PRODUCER_FENCED = 90
 INCONSISTENT_CLUSTER_ID = 104
+UNKNOWN_TOPIC_ID = 100
 MISMATCHED_ENDPOINT_TYPE = 114
 # What a client retries while a transaction coordinator loads or its topic is being created.
 COORDINATOR_RETRIABLE = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
                                    NOT_COORDINATOR})
+ZERO_UUID = uuid.UUID(int=0)
 
 
 class CheckFailed(AssertionError):
@@ -259,6 +261,27 @@ def metadata(t: Target, listener: str) -> None:
         expect_eq(response.topics, [], "topics")
 
 
+@check("Metadata v10 and v11 by topic id: INVALID_REQUEST for each topic; v12: UNKNOWN_TOPIC_ID",
+       "client")
+def metadata_by_topic_id(t: Target, listener: str) -> None:
+    tid = uuid.UUID(int=0x6b72616674707921)
+    by_id = MetadataRequestTopic(topic_id=tid, name=None)
+    with t.connect(listener) as conn:
+        for version in (10, 11):
+            response = conn.request(MetadataRequest(topics=[by_id, MetadataRequestTopic(
+                name=f"conformance-{t.run_id}")], allow_auto_topic_creation=False), version)
+            expect_eq([(x.error_code, x.name, x.topic_id) for x in response.topics],
+                      [(INVALID_REQUEST, "", tid), (INVALID_REQUEST, f"conformance-{t.run_id}",
+                                                    ZERO_UUID)], f"v{version} topics")
+            expect_eq((response.brokers, response.controller_id, response.cluster_id),
+                      ([], -1, None), f"v{version} error answer")
+        response = conn.request(MetadataRequest(topics=[by_id], allow_auto_topic_creation=False),
+                                12)
+        expect_eq([(x.error_code, x.name, x.topic_id) for x in response.topics],
+                  [(UNKNOWN_TOPIC_ID, None, tid)], "v12 topics")
+        still_serving(conn)
+
+
 def _retry(fn: Callable[[], object], retriable: Callable[[object], bool], wait: float = 10.0
            ) -> object:
     deadline = time.monotonic() + wait
@@ -448,6 +471,24 @@ def describe_quorum(t: Target, listener: str) -> None:
                "the leader has no listener")
 
 
+@check("DescribeQuorum v0 and v1 are answered, without the Nodes of v2", "client", "controller")
+def describe_quorum_old_versions(t: Target, listener: str) -> None:
+    with t.connect(listener) as conn:
+        for version in (0, 1):
+            response = conn.request(DescribeQuorumRequest(topics=[TopicData(
+                topic_name="__cluster_metadata",
+                partitions=[PartitionData(partition_index=0)])]), version)
+            expect_eq(response.error_code, NONE, f"v{version} error code")
+            (part,) = response.topics[0].partitions
+            expect_eq(part.error_code, NONE, f"v{version} partition error code")
+            expect(part.leader_id in {v.replica_id for v in part.current_voters},
+                   f"v{version}: leader {part.leader_id} is not a voter")
+            stamped = [v.last_fetch_timestamp > 0 for v in part.current_voters]
+            expect_eq(stamped, [version >= 1] * len(stamped),
+                      f"v{version} LastFetchTimestamp set (v1+ only)")
+        still_serving(conn)
+
+
 # --- bad input: Kafka closes the connection -----------------------------------------------------
 
 def _closes(t: Target, listener: str, data: bytes, what: str) -> None:
@@ -538,6 +579,8 @@ def run_checks(target: Target, names: Callable[[str], bool] = lambda _: True
             status, detail = "pass", ""
         except CheckFailed as exc:
             status, detail = "fail", str(exc)
+        except ClientError as exc:  # the connection failed: its message says all there is
+            status, detail = "fail", f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             status, detail = "fail", f"{type(exc).__name__}: {exc}\n" + "".join(
                 traceback.format_exception(exc)[-3:])
