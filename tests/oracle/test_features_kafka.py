@@ -2,31 +2,27 @@
 defaults runs under `kraftpy serve`, `kraftpy storage format` writes the same bootstrap, and
 `kafka-features describe / upgrade / downgrade` work against kraftpy on both listeners.
 
-Runs Kafka's classes from tests/kafka/libs (see tests/kafka/pom.xml) with the JVM on the PATH,
-one JVM at a time; skips cleanly without them.
+Runs Kafka's tools through tests/support/kafka.py, one JVM at a time.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kraftpy.controller.log.snapshots import read_snapshot
 from kraftpy.protocol.metadata_frame import decode_metadata_record
 from kraftpy.tools.cli import main
-from support.paths import PROJECT
+from support.kafka import run_tool
 from support.server import KraftpyServer, running_server
 
-LIBS = PROJECT / "tests" / "kafka" / "libs"
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("java") is None or not (LIBS / "kafka_2.13-4.1.0.jar").exists(),
-    reason="needs java and Kafka 4.1's jars in tests/kafka/libs")
+pytestmark = pytest.mark.usefixtures("kafka_jars")
 
 # `kafka-features describe` of a Kafka 4.1 combined node formatted with the defaults (the same
 # lines from its client and CONTROLLER listeners, whose ApiVersions v4 answers were recorded),
@@ -47,12 +43,9 @@ KAFKA_41_DESCRIBE = [
 ]
 
 
-def _java(main_class: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["java", "-Xmx384m", "-XX:+UseSerialGC", "-cp", f"{LIBS}/*",
-                           main_class, *args], capture_output=True, text=True, timeout=120)
-    if check:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
+def _java(tool: str, *args: str, check: bool = True) -> Any:
+    run = run_tool(tool, *args)
+    return run.check() if check else run
 
 
 def _kafka_format(srv: KraftpyServer, *args: str) -> None:
@@ -61,7 +54,7 @@ def _kafka_format(srv: KraftpyServer, *args: str) -> None:
     props["log.dirs"] = props["metadata.log.dir"]  # else Kafka formats /tmp/kafka-logs too
     config = srv.root / "kafka.properties"
     config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    _java("kafka.tools.StorageTool", "format", "--config", str(config),
+    _java("StorageTool", "format", "--config", str(config),
           "--cluster-id", CLUSTER, *args)
 
 
@@ -83,7 +76,7 @@ def _log_payloads(srv: KraftpyServer) -> list[dict]:
 
 
 def _describe(*bootstrap: str) -> list[str]:
-    out = _java("org.apache.kafka.tools.FeatureCommand", *bootstrap, "describe").stdout
+    out = _java("FeatureCommand", *bootstrap, "describe").stdout
     return [line.rsplit("\tEpoch:", 1)[0] for line in out.splitlines() if line.strip()]
 
 
@@ -113,16 +106,16 @@ def test_a_directory_kafka_formats_runs_and_features_work_as_kafkas(tmp_path: Pa
             "--bootstrap-controller", srv.controller)
         assert _describe(*client) == KAFKA_41_DESCRIBE
         assert _describe(*controller) == KAFKA_41_DESCRIBE
-        out = _java("org.apache.kafka.tools.FeatureCommand", *controller, "downgrade",
+        out = _java("FeatureCommand", *controller, "downgrade",
                     "--feature", "transaction.version=0").stdout
         assert out.strip() == "transaction.version was downgraded to 0."
-        out = _java("org.apache.kafka.tools.FeatureCommand", *client, "upgrade", "--feature",
+        out = _java("FeatureCommand", *client, "upgrade", "--feature",
                     "transaction.version=2", "--dry-run").stdout
         assert out.strip() == "transaction.version can be upgraded to 2."
         assert [line for line in _describe(*client) if "transaction.version" in line] == [
             "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2"
             "\tFinalizedVersionLevel: 0"]
-        refused = _java("org.apache.kafka.tools.FeatureCommand", *client, "downgrade",
+        refused = _java("FeatureCommand", *client, "downgrade",
                         "--feature", "metadata.version=21", check=False)
         assert refused.returncode == 1
         assert refused.stdout.strip() == (
