@@ -333,7 +333,7 @@ class ClusterControlManager:
         return result
 
     def _partition_change_version(self) -> int:
-        return 1 if self.features.log_dirs_required() else 0
+        return self.features.partition_change_record_version()
 
     # --- reports --------------------------------------------------------------------------
 

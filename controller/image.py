@@ -150,7 +150,7 @@ def describe(qc: QuorumController) -> dict[str, Any]:
         "log_end_offset": qc.log_end_offset,
         "metadata_version": qc.features.metadata_version,
         "features": dict(sorted(qc.features.finalized.items())),
-        "features_epoch": qc.log_end_offset - 1,
+        "features_epoch": qc.features.epoch,
         "brokers": qc.cluster.describe(),
         "topics": qc.replication.describe(),
         "producer_ids": producer_ids,

@@ -28,7 +28,12 @@ SWITCH_INTERVAL_S = 0.001
 
 
 class NodeStartError(RuntimeError):
-    """The node cannot start (port in use, data dir locked or damaged); says which and why."""
+    """The node cannot start (port in use, data dir locked or damaged); says which and why.
+    `exit_code` 2: the data dir needs a feature level this node cannot run."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class RunningNode:
@@ -87,7 +92,8 @@ class RunningNode:
         return api.Features(
             supported=self.supported_features,
             finalized=finalized,
-            epoch=int(image.get("features_epoch", image.get("high_watermark", -1))),
+            epoch=self.quorum.controller.features.epoch,
+            image_epoch=int(image.get("high_watermark", 0)) - 1,
         )
 
 
@@ -125,7 +131,8 @@ async def _serve_node(config: ServerConfig, *, task_status: trio.TaskStatus[Runn
         try:
             opened = await trio.to_thread.run_sync(recovery.open_node_storage, config)
         except recovery.RecoveryError as exc:
-            raise NodeStartError(str(exc)) from None
+            code = 2 if isinstance(exc, recovery.UnsupportedFeatures) else 1
+            raise NodeStartError(str(exc), code) from None
         quorum = Quorum(opened.controller, opened.storage)
         node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features,
                            raft=RaftLeader(cluster_id=opened.cluster_id,

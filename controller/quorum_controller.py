@@ -28,6 +28,7 @@ from kraftpy.controller.feature_control import (
     FeatureControlManager,
     bootstrap_records,
 )
+from kraftpy.controller.feature_updates import FeatureUpdater
 from kraftpy.controller.producer_id_control import (
     ProducerIdControlManager,
     ProducerIdsExhausted,
@@ -61,12 +62,14 @@ PRODUCER_IDS = 15
 BROKER_REGISTRATION_CHANGE = 17
 ACCESS_CONTROL_ENTRY = 18
 REMOVE_ACCESS_CONTROL_ENTRY = 19
+BEGIN_TRANSACTION, END_TRANSACTION, ABORT_TRANSACTION = 23, 24, 25
 REGISTER_CONTROLLER = 27
 
 # API keys answered here.
 INIT_PRODUCER_ID = 22
 CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS = 30, 31, 29
 DESCRIBE_QUORUM = 55
+UPDATE_FEATURES = 57
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
 BROKER_REGISTRATION = 62
@@ -78,7 +81,7 @@ ALLOCATE_PRODUCER_IDS = 67
 
 
 _USUALLY_WRITE = frozenset({ALLOCATE_PRODUCER_IDS, BROKER_REGISTRATION, UNREGISTER_BROKER_API,
-                            CREATE_ACLS, DELETE_ACLS})
+                            CREATE_ACLS, DELETE_ACLS, UPDATE_FEATURES})
 _NONE = ErrorCode.NONE
 _LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 _answer = ControllerResult.answer
@@ -93,11 +96,13 @@ class QuorumController:
         INIT_PRODUCER_ID, DESCRIBE_QUORUM, DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS,
         BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER_API, DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS, ALLOCATE_PRODUCER_IDS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS,
+        UPDATE_FEATURES,
     })
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
-        self.features = FeatureControlManager()
+        self.features = FeatureControlManager(node_id=settings.node_id,
+                                              min_insync_replicas=settings.min_insync_replicas)
         self.replication = ReplicationControlManager()
         self.cluster = ClusterControlManager(settings, self.features, self.replication)
         self.producer_ids = ProducerIdControlManager(settings, self.cluster)
@@ -178,6 +183,7 @@ class QuorumController:
             CREATE_ACLS: lambda r, v, now, off, lis: self.acls.create_acls(r, v),
             DELETE_ACLS: lambda r, v, now, off, lis: self.acls.delete_acls(r, v),
             DESCRIBE_ACLS: lambda r, v, now, off, lis: self.acls.describe_acls(r, v),
+            UPDATE_FEATURES: lambda r, v, now, off, lis: self._feature_updater().handle(r, v),
         }
         assert table.keys() == self.SERVED_API_KEYS
         return table
@@ -189,12 +195,24 @@ class QuorumController:
                 error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1))
         return self.cluster.register_broker(request, now_ms, next_offset)
 
+    def _feature_updater(self) -> FeatureUpdater:
+        return FeatureUpdater(
+            self.features,
+            brokers={b.broker_id: {n: (lo, hi) for n, lo, hi in b.features}
+                     for b in self.cluster.brokers.values()},
+            controllers={c.controller_id: {f.name: (f.min_supported_version,
+                                                    f.max_supported_version)
+                                           for f in c.features}
+                         for c in self.cluster.controllers.values()},
+            configs=self.configs, min_insync_replicas=self.settings.min_insync_replicas)
+
     def tick(self, *, now_ms: int, next_offset: int) -> ControllerResult:
         """Timers: the bootstrap of an empty log, session fencing, this node's id prefetch."""
         self._clock(now_ms)
         if not self.features.metadata_version:
             return ControllerResult(None, records=bootstrap_records(
-                self.settings.metadata_version, self.settings.bootstrap_features),
+                self.settings.metadata_version, self.settings.bootstrap_features,
+                min_insync_replicas=self.settings.min_insync_replicas),
                 events=[f"Bootstrapping metadata.version {self.settings.metadata_version}"])
         result = self.cluster.fence_one_stale_broker(now_ms)
         result = result.merge(self._maybe_claim_block(next_offset + len(result.records)))
@@ -313,7 +331,9 @@ class QuorumController:
         elif kind in (FENCE_BROKER, UNFENCE_BROKER):
             self.cluster.replay_fence(record, kind == FENCE_BROKER)
         elif kind == FEATURE_LEVEL:
-            self.features.replay(record)
+            self.features.replay(record, offset)
+        elif kind in (BEGIN_TRANSACTION, END_TRANSACTION, ABORT_TRANSACTION):
+            self.features.replay_transaction_marker(kind == BEGIN_TRANSACTION, offset)
         elif kind == TOPIC:
             self.replication.replay_topic(record)
         elif kind == PARTITION:

@@ -17,11 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.controller.config import ServerConfig
-from kraftpy.controller.feature_control import SUPPORTED_FEATURES
+from kraftpy.controller.feature_control import (
+    KRAFT_VERSION,
+    METADATA_VERSION,
+    SUPPORTED_FEATURES,
+    UnsupportedFeatureLevel,
+    format_levels,
+    kraft_version_of,
+    unsupported,
+)
 from kraftpy.controller.log import files
 from kraftpy.controller.log.partition_log import LogCorruptError
 from kraftpy.controller.log.retention import RetentionPolicy
-from kraftpy.controller.log.snapshots import SnapshotError
+from kraftpy.controller.log.snapshots import SnapshotError, read_snapshot
 from kraftpy.controller.log.storage import (
     MetadataStorage,
     SnapshotPolicy,
@@ -42,6 +50,11 @@ class RecoveryError(RuntimeError):
     """The data dir cannot be used; the message names the file and the reason."""
 
 
+class UnsupportedFeatures(RecoveryError):
+    """The data dir finalizes a feature level this node cannot run: refused before anything
+    is written (the command exits 2)."""
+
+
 def controller_settings(config: ServerConfig, cluster_id: str) -> ControllerSettings:
     """Kafka properties mapped onto what the sans-IO controller is told."""
     endpoints = tuple(
@@ -53,6 +66,8 @@ def controller_settings(config: ServerConfig, cluster_id: str) -> ControllerSett
     extra: dict[str, Any] = {}
     if "metadata.version" in config.extra:
         extra["metadata_version"] = int(config.extra["metadata.version"])
+    if "min.insync.replicas" in config.extra:
+        extra["min_insync_replicas"] = int(config.extra["min.insync.replicas"])
     return ControllerSettings(
         cluster_id=cluster_id,
         node_id=config.node_id,
@@ -93,10 +108,40 @@ def _format_if_new(config: ServerConfig, log_dir: Path) -> None:
             )
     cluster_id = config.extra.get("cluster.id") or random_uuid()
     metadata_version = controller_settings(config, cluster_id).metadata_version
+    # What `kafka-storage format` would finalize at that metadata.version.
+    levels = format_levels(None, {METADATA_VERSION: metadata_version})
+    levels.pop(METADATA_VERSION)
     format_storage(log_dir, cluster_id=cluster_id, node_id=config.node_id,
-                   metadata_version=metadata_version, now_ms=_now_ms())
+                   metadata_version=metadata_version, features=levels, now_ms=_now_ms())
     log.info("formatted %s for a new cluster %s (node %d, metadata.version %d)",
              log_dir.resolve(), cluster_id, config.node_id, metadata_version)
+
+
+def _check_bootstrap(log_dir: Path) -> None:
+    """A directory whose metadata log is still empty starts from bootstrap.checkpoint: refuse
+    a level we cannot run before opening (and so writing to) the directory."""
+    partition = log_dir / "__cluster_metadata-0"
+    raft_bootstrap = partition / "00000000000000000000-0000000000.checkpoint"
+    if raft_bootstrap.is_file():  # a dynamic quorum's voters (kafka-storage format --standalone)
+        try:
+            level = kraft_version_of(read_snapshot(raft_bootstrap).control)
+        except (SnapshotError, DecodeError) as exc:
+            raise RecoveryError(f"{raft_bootstrap}: {exc}") from None
+        reason = unsupported({KRAFT_VERSION: level})
+        if reason:
+            raise UnsupportedFeatures(f"{raft_bootstrap}: {reason}")
+    if partition.is_dir() and any(p.suffix in (".log", ".checkpoint") and p.stat().st_size
+                                  and p != raft_bootstrap for p in partition.iterdir()):
+        return  # the log's own records decide; replay checks them
+    try:
+        mv, features = read_bootstrap(log_dir)
+    except (SnapshotError, DecodeError) as exc:
+        raise RecoveryError(f"{log_dir / files.BOOTSTRAP_CHECKPOINT}: {exc}") from None
+    if mv is None:
+        return
+    reason = unsupported({**features, METADATA_VERSION: mv})
+    if reason:
+        raise UnsupportedFeatures(f"{log_dir / files.BOOTSTRAP_CHECKPOINT}: {reason}")
 
 
 def retention_policy(config: ServerConfig) -> RetentionPolicy | None:
@@ -116,6 +161,7 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
     started = time.monotonic()
     try:
         _format_if_new(config, log_dir)
+        _check_bootstrap(log_dir)
         storage = MetadataStorage.open(
             log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
             policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
@@ -133,7 +179,18 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
             settings = replace(settings, metadata_version=mv, bootstrap_features=features)
         controller = QuorumController(settings)
         try:
+            if storage.snapshot is not None:
+                reason = unsupported({KRAFT_VERSION: kraft_version_of(storage.snapshot.control)})
+                if reason:
+                    raise UnsupportedFeatureLevel(f"{storage.snapshot.path.name}: {reason}")
             stats = storage.replay_into(controller)
+            if not controller.features.metadata_version:  # empty log: the bootstrap will run
+                reason = unsupported({**settings.bootstrap_features,
+                                      METADATA_VERSION: settings.metadata_version})
+                if reason:
+                    raise UnsupportedFeatureLevel(reason)
+        except UnsupportedFeatureLevel as exc:
+            raise UnsupportedFeatures(f"{log_dir}: {exc}") from None
         except (DecodeError, ValueError) as exc:
             raise RecoveryError(f"cannot replay {log_dir}: {exc}") from None
         controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())

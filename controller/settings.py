@@ -46,6 +46,8 @@ class ControllerSettings:
     # Written once, into an empty log, as the bootstrap metadata transaction.
     metadata_version: int = MV_4_1_IV1
     bootstrap_features: Mapping[str, int] = field(default_factory=dict)
+    # min.insync.replicas: the cluster-level ConfigRecord written when ELR is turned on.
+    min_insync_replicas: int = 1
     # This node's advertised listeners and which of them are CONTROLLER listeners.
     advertised_listeners: tuple[AdvertisedEndpoint, ...] = ()
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)

@@ -50,13 +50,16 @@ class BrokerError(RuntimeError):
 def registration_request(broker_id: int, cluster_id: str, incarnation: uuid.UUID,
                          log_dir: uuid.UUID, *, previous_broker_epoch: int = -1
                          ) -> BrokerRegistrationRequest:
-    """A broker with one PLAINTEXT listener that supports metadata.version 7-27 (3.7 to 4.1)."""
+    """A broker with one PLAINTEXT listener that supports what a Kafka 4.1 broker supports
+    (metadata.version 7-27, that is 3.3-IV3 to 4.1-IV1, and the other features' ranges)."""
+    from kraftpy.controller.feature_control import SUPPORTED_FEATURES
+
     return BrokerRegistrationRequest(
         broker_id=broker_id, cluster_id=cluster_id, incarnation_id=incarnation,
         listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=20000 + broker_id % 10000,
                             security_protocol=0)],
-        features=[Feature(name="metadata.version", min_supported_version=7,
-                          max_supported_version=27)],
+        features=[Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                  for name, (lo, hi) in SUPPORTED_FEATURES.items()],
         rack=None, log_dirs=[log_dir], previous_broker_epoch=previous_broker_epoch)
 
 

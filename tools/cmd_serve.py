@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         return trio.run(serve_node, config)
     except NodeStartError as exc:
         logging.getLogger("kraftpy").error("cannot start: %s", exc)
-        return 1
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except Exception:

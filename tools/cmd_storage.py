@@ -1,15 +1,21 @@
 """`kraftpy storage`: format a data dir, or print a new cluster id, like `kafka-storage.sh`.
 
-    kraftpy storage format --config server.properties [--cluster-id ID] [--feature NAME=LEVEL]
+    kraftpy storage format --config server.properties [--cluster-id ID]
+        [--release-version 4.1] [--feature NAME=LEVEL ...] [--ignore-formatted]
     kraftpy storage random-uuid
 
-`format` writes `meta.properties` and `bootstrap.checkpoint` into `metadata.log.dir`; a
-formatted dir is left alone only with `--ignore-formatted` (exit 0), otherwise it is an error.
+`format` writes `meta.properties` and `bootstrap.checkpoint` into `metadata.log.dir`, with the
+feature levels Kafka 4.1's `kafka-storage format` finalizes: `--release-version` (default
+4.1-IV1) sets metadata.version and the default of every other feature, `--feature` overrides
+one; unknown features, unstable levels and unmet dependencies are refused with Kafka's
+messages (exit 1) before anything is written. A formatted dir is left alone only with
+`--ignore-formatted` (exit 0), otherwise it is an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 
@@ -42,7 +48,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         help="a finalized feature level to bootstrap (repeatable), e.g. "
-        "metadata.version=27 or transaction.version=2",
+        "transaction.version=0 or metadata.version=27",
+    )
+    fmt.add_argument(
+        "--release-version",
+        "-r",
+        metavar="VERSION",
+        help="the release whose feature levels to bootstrap, e.g. 3.9 or 4.0-IV1; the minimum "
+        "is 3.3-IV3, the default 4.1-IV1",
     )
     fmt.add_argument(
         "--ignore-formatted",
@@ -56,28 +69,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _features(items: list[str]) -> dict[str, int]:
+    """`--feature` values, parsed as Kafka's StorageTool.parseNameAndLevel (a short level)."""
     out: dict[str, int] = {}
     for item in items:
-        name, sep, level = item.partition("=")
-        if not sep or not name.strip() or not level.strip().lstrip("-").isdigit():
-            raise ValueError(f"--feature expects NAME=LEVEL, got {item!r}")
-        out[name.strip()] = int(level)
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"Can't parse feature=level string {item}: equals sign not found.")
+        text = text.strip()
+        level = int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else None
+        if level is None or not -32768 <= level <= 32767:
+            raise ValueError(f"Can't parse feature=level string {item}: unable to parse "
+                             f"{text} as a short.")
+        out[name.strip()] = level
     return out
 
 
 def run_format(args: argparse.Namespace) -> int:
     from kraftpy.controller.config import ConfigError, load_config
+    from kraftpy.controller.feature_control import (
+        METADATA_VERSION,
+        format_levels,
+        metadata_version_name,
+    )
     from kraftpy.controller.log.files import LogDirError
     from kraftpy.controller.log.storage import format_storage, random_uuid
-    from kraftpy.controller.settings import MV_4_1_IV1
 
     try:
         config = load_config(args.config)
-        features = _features(args.feature)
-    except (ConfigError, ValueError) as exc:
+    except ConfigError as exc:
         print(f"kraftpy storage format: {exc}", file=sys.stderr)
         return 2
-    metadata_version = features.pop("metadata.version", MV_4_1_IV1)
+    try:
+        features = format_levels(args.release_version, _features(args.feature))
+    except ValueError as exc:  # Kafka's words, and Kafka's exit status
+        print(exc, file=sys.stderr)
+        return 1
+    metadata_version = features.pop(METADATA_VERSION)
     cluster_id = args.cluster_id or random_uuid()
     log_dir = config.metadata_log_dir
     try:
@@ -96,11 +123,11 @@ def run_format(args: argparse.Namespace) -> int:
     if not done:
         print(f"{log_dir} is already formatted; left unchanged.")
         return 0
-    extra = "".join(f", {n}={lvl}" for n, lvl in sorted(features.items()))
-    print(
-        f"Formatted {log_dir} for cluster {cluster_id} (node {config.node_id}, "
-        f"metadata.version={metadata_version}{extra})."
-    )
+    levels = ", ".join(f"{n}={lvl}" for n, lvl in sorted(features.items()) if lvl)
+    print(f"Formatting metadata directory {log_dir} with metadata.version "
+          f"{metadata_version_name(metadata_version)}.")
+    print(f"Cluster {cluster_id}, node {config.node_id}; finalized: "
+          f"metadata.version={metadata_version}{', ' + levels if levels else ''}.")
     return 0
 
 

@@ -45,6 +45,7 @@ MODULES = (
     "delete_acls",
     "fetch",
     "fetch_snapshot",
+    "update_features",
 )
 
 
@@ -123,11 +124,14 @@ def served(listener_type: str) -> list[tuple[int, int, int]]:
 
 @dataclass(frozen=True)
 class Features:
-    """Feature ranges this node supports and the finalized levels (for ApiVersions v3+)."""
+    """Feature ranges this node supports and the finalized levels (for ApiVersions v3+).
+    `epoch` is the controller's FinalizedFeaturesEpoch (where the levels last changed),
+    `image_epoch` a broker's (the last committed offset it has applied)."""
 
     supported: dict[str, tuple[int, int]]
     finalized: dict[str, int]
     epoch: int
+    image_epoch: int = -1
 
 
 async def through_controller(

@@ -122,8 +122,23 @@ def _delete_acls(cls: type, request: Any, version: int, code: int) -> Any:
                                for _ in request.filters])
 
 
+def _fetch(cls: type, request: Any, version: int, code: int) -> Any:
+    """A partition per partition asked for, each with the error and no offsets; the top-level
+    ErrorCode too (v7+) and the request's session id."""
+    from kraftpy.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+
+    topics = [FetchableTopicResponse(
+        topic=t.topic if version < 13 else "", topic_id=t.topic_id, partitions=[
+            PartitionData(partition_index=p.partition, error_code=code, high_watermark=-1,
+                          records=b"") for p in t.partitions])
+        for t in request.topics]
+    return cls(error_code=code if version >= 7 else 0, session_id=request.session_id,
+               responses=topics)
+
+
 # Kafka's getErrorResponse per API key, for the APIs served here.
 BUILDERS: dict[int, Builder] = {
+    1: _fetch,
     3: _metadata,
     10: _find_coordinator,
     17: _top_level,  # SaslHandshake
@@ -134,6 +149,8 @@ BUILDERS: dict[int, Builder] = {
     31: _delete_acls,
     36: _with_api_error,  # SaslAuthenticate
     55: _describe_quorum,
+    57: _with_api_error,  # UpdateFeatures: top-level ErrorCode and ErrorMessage
+    59: _top_level,  # FetchSnapshot: FetchSnapshotResponse.withTopLevelError
     60: _with_api_error,  # DescribeCluster
     61: _describe_producers,
     62: _broker_registration,

@@ -72,9 +72,13 @@ def bootstrap_values(
 ) -> list[bytes]:
     from kraftpy.protocol.records.feature_level_record import FeatureLevelRecord
 
+    # As Kafka's BootstrapMetadata.fromVersions: metadata.version first, then the other
+    # features above level 0 by name; kraft.version is the raft layer's, never a record here.
     records = [FeatureLevelRecord(name="metadata.version", feature_level=metadata_version)]
     records += [
-        FeatureLevelRecord(name=n, feature_level=lvl) for n, lvl in (features or {}).items()
+        FeatureLevelRecord(name=n, feature_level=lvl)
+        for n, lvl in sorted((features or {}).items())
+        if lvl > 0 and n not in ("metadata.version", "kraft.version")
     ]
     return [encode_metadata_record(r, 0) for r in records]
 
@@ -95,8 +99,12 @@ def format_storage(
     Returns False (and changes nothing) if the dir is already formatted and
     `ignore_formatted`; raises `LogDirError` if formatted otherwise or if in use.
     """
+    from kraftpy.controller.feature_control import unsupported
     from kraftpy.protocol.uuid import parse_kafka_uuid
 
+    reason = unsupported({**(features or {}), "metadata.version": metadata_version})
+    if reason:  # refused before anything is written
+        raise files.LogDirError(reason)
     try:
         parse_kafka_uuid(cluster_id)
     except Exception:

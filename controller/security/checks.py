@@ -9,7 +9,8 @@ or, for ListTransactions, are left out, as Kafka does.
     AllocateProducerIds, BrokerRegistration,     CLUSTER_ACTION on CLUSTER      CLUSTER_AUTHORIZATION_FAILED
       BrokerHeartbeat, ControllerRegistration,
       Fetch, FetchSnapshot (raft)
-    UnregisterBroker, CreateAcls, DeleteAcls     ALTER on CLUSTER               CLUSTER_AUTHORIZATION_FAILED
+    UnregisterBroker, CreateAcls, DeleteAcls,    ALTER on CLUSTER               CLUSTER_AUTHORIZATION_FAILED
+      UpdateFeatures
     DescribeCluster                              DESCRIBE on CLUSTER (client listener), ALTER (CONTROLLER listener)
     DescribeQuorum, DescribeAcls                 DESCRIBE on CLUSTER            CLUSTER_AUTHORIZATION_FAILED
     InitProducerId with a transactional id       WRITE on TRANSACTIONAL_ID      TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -33,7 +34,7 @@ log = logging.getLogger("kraftpy.authorizer")
 
 # registration, heartbeat, ids, controllers; raft Fetch and FetchSnapshot
 CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59})
-ALTER_CLUSTER_APIS = frozenset({64, 30, 31})  # UnregisterBroker, CreateAcls, DeleteAcls
+ALTER_CLUSTER_APIS = frozenset({64, 30, 31, 57})  # UnregisterBroker, Create/DeleteAcls, UpdateFeatures
 DESCRIBE_CLUSTER_APIS = frozenset({55, 29})  # DescribeQuorum, DescribeAcls
 DESCRIBE_CLUSTER = 60
 INIT_PRODUCER_ID = 22
@@ -68,6 +69,8 @@ def _error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
         return cls(error_code=code, broker_epoch=-1)
     if api_key in (29, 55, 60, 64, 70):
         return cls(error_code=code, error_message=message)
+    if api_key == 57:
+        return cls(error_code=code, error_message=message, results=[])
     if api_key == 30:
         from kraftpy.protocol.messages.create_acls_response import AclCreationResult
         return cls(results=[AclCreationResult(error_code=code, error_message=message)

@@ -29,6 +29,7 @@ SERVED = sorted({(key, v) for kind in (api.BROKER, api.CONTROLLER)
                  for key, lo, hi in api.served(kind) for v in range(lo, hi + 1)})
 # APIs whose error response mirrors the request's entries: how many entries get the error.
 MIRRORED = {
+    1: lambda r: sum(len(t.partitions) for t in r.topics),
     3: lambda r: len(r.topics or ()),
     10: lambda r: len(r.coordinator_keys),
     30: lambda r: len(r.creations),
@@ -65,8 +66,10 @@ def test_every_served_api_has_an_error_response_that_encodes(data: st.DataObject
     codes = _codes(back)
     assert set(codes) <= {USE, 0}
     if api_key in MIRRORED and not (api_key == 10 and version < 4):
-        # Each entry asked for comes back with the error (Metadata v13+ has it on top too).
-        assert codes.count(USE) == MIRRORED[api_key](request) + (api_key == 3 and version >= 13)
+        # Each entry asked for comes back with the error (Metadata v13+ and Fetch v7+ have it
+        # on top too).
+        on_top = (api_key == 3 and version >= 13) or (api_key == 1 and version >= 7)
+        assert codes.count(USE) == MIRRORED[api_key](request) + on_top
     else:
         assert codes[:1] == [USE]
 

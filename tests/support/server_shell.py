@@ -40,7 +40,7 @@ class ScriptedNode:
 
     def features(self) -> api.Features:
         return api.Features(supported={"metadata.version": (7, 27)},
-                            finalized={"metadata.version": 27}, epoch=5)
+                            finalized={"metadata.version": 27}, epoch=5, image_epoch=9)
 
 
 def shell_config(**overrides: str) -> ServerConfig:
