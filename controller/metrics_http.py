@@ -104,17 +104,21 @@ class MetricsServer:
                 head = await _read_head(stream)
                 if head is None:
                     return
-                answer = self.answer(head)
+                try:
+                    answer = self.answer(head)
+                except Exception:  # a scrape must never take the node down with it
+                    log.exception("metrics request failed")
+                    answer = _response(500, b"internal error\n")
                 await stream.send_all(answer)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
             await trio.aclose_forcefully(stream)
 
-    def answer(self, head: bytes | None) -> bytes:
+    def answer(self, head: bytes) -> bytes:
         """The whole HTTP response to one request head (without its blank line)."""
-        lines = head.decode("latin-1").split("\r\n") if head is not None else []
-        parts = lines[0].split(" ") if lines else []
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             return _response(400, b"bad request\n")
         method, target, _ = parts
@@ -155,7 +159,8 @@ async def _read_head(stream: trio.SocketStream) -> bytes | None:
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+            431: "Request Header Fields Too Large", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 
 
 def _response(status: int, body: bytes, content_type: str = "text/plain; charset=utf-8",
