@@ -135,7 +135,7 @@ CATALOG: tuple[Entry, ...] = (
     _raft("commit-latency-avg", "Average ms of a commit round's fsync over the last 60 s"),
     _raft("commit-latency-max", "Longest commit round fsync (ms) in the last 60 s"),
     _raft("append-records-rate", "Records appended to the metadata log per second"),
-    _raft("fetch-records-rate", "Records fetched from this leader per second (none: 0)"),
+    _raft("fetch-records-rate", "Records this node fetched as a follower per second (it leads: 0)"),
     _raft("election-latency-avg", "Average election ms in the window (none held: NaN)"),
     _raft("election-latency-max", "Longest election ms in the window (none held: NaN)"),
     _y("kafka.server:type=SnapshotEmitter,name=LatestSnapshotGeneratedAgeMs", GAUGE,
