@@ -1,9 +1,10 @@
 """One running kraftpy node: storage recovered, the quorum task, the server, and SIGTERM.
 
 Startup order: bind the listeners (so a port clash fails before the data dir is touched),
-open and recover the data dir, start the quorum task, start accepting. SIGTERM or SIGINT:
-stop accepting, let in-flight requests finish and their records be fsynced, close the logs,
-exit 0.
+start the metrics listener if one is configured (its /ready says 503 meanwhile), open and
+recover the data dir, start the quorum task, start accepting (/ready: 200). SIGTERM or
+SIGINT: stop accepting, let in-flight requests finish and their records be fsynced, close
+the logs, exit 0.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import outcome
 import trio
 from kraftpy.controller import api
 from kraftpy.controller.config import ServerConfig
@@ -113,7 +115,6 @@ async def serve_node(
 
 async def _serve_node(config: ServerConfig, *, task_status: trio.TaskStatus[RunningNode]
                       ) -> int:
-    from kraftpy.controller import recovery
     from kraftpy.controller.security.layer import SecurityConfigError, SecurityLayer
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -128,40 +129,82 @@ async def _serve_node(config: ServerConfig, *, task_status: trio.TaskStatus[Runn
             raise NodeStartError(str(exc)) from None
         config = config.with_bound_ports(bound)
         server.config = config
-        try:
-            opened = await trio.to_thread.run_sync(recovery.open_node_storage, config)
-        except recovery.RecoveryError as exc:
-            code = 2 if isinstance(exc, recovery.UnsupportedFeatures) else 1
-            raise NodeStartError(str(exc), code) from None
-        quorum = Quorum(opened.controller, opened.storage)
-        node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features,
-                           raft=RaftLeader(cluster_id=opened.cluster_id,
-                                           node_id=config.node_id, epoch=opened.leader_epoch),
-                           raft_log=RaftLogReader(opened.storage))
-        server.node = node
-        security.install(server, node)
-        security.attach_acls(opened.controller)
-        clean = False
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(quorum.run)
-                await nursery.start(server.serve)
-                log.info("kraftpy node %d serving cluster %s from %s (leader epoch %d)",
-                         config.node_id, opened.cluster_id, config.metadata_log_dir,
-                         opened.leader_epoch)
-                task_status.started(node)
-                async for signum in signals:
-                    log.info("received %s: stopping (finishing requests in flight)",
-                             signal.Signals(signum).name)
-                    break
-                await server.drain()
-                quorum.stop()
-            clean = True
-        finally:
-            if clean:
-                await trio.to_thread.run_sync(opened.storage.close)
-            elif opened.storage.lock is not None:
-                # No clean-shutdown marker after a failure: the next start validates the log.
-                opened.storage.lock.release()
+        metrics = await _bind_metrics(config)
+        if metrics is None:
+            return await _recover_and_serve(config, server, security, None, signals,
+                                            task_status)
+        # The metrics listener serves from before recovery until the node has stopped.
+        async with trio.open_nursery() as nursery:
+            await nursery.start(metrics.serve)
+            ran = await outcome.acapture(_recover_and_serve, config, server, security,
+                                         metrics.collector, signals, task_status)
+            nursery.cancel_scope.cancel()
+        return ran.unwrap()
+
+
+async def _bind_metrics(config: ServerConfig) -> Any:
+    """The metrics listener `kraftpy.metrics.listener` asks for, bound; None when off."""
+    from kraftpy.controller.config import ConfigError
+    from kraftpy.controller.metrics_http import metrics_address
+
+    try:
+        address = metrics_address(config)
+    except ConfigError as exc:
+        raise NodeStartError(str(exc)) from None
+    if address is None:
+        return None
+    from kraftpy.controller.metrics import NodeCollector
+    from kraftpy.controller.metrics_http import MetricsServer
+
+    metrics = MetricsServer(address, NodeCollector(config.node_id, config.metadata_log_dir))
+    try:
+        await metrics.bind()
+    except OSError as exc:
+        raise NodeStartError(str(exc)) from None
+    return metrics
+
+
+async def _recover_and_serve(config: ServerConfig, server: Server, security: Any,
+                             collector: Any, signals: Any,
+                             task_status: trio.TaskStatus[RunningNode]) -> int:
+    from kraftpy.controller import recovery
+
+    try:
+        opened = await trio.to_thread.run_sync(recovery.open_node_storage, config)
+    except recovery.RecoveryError as exc:
+        code = 2 if isinstance(exc, recovery.UnsupportedFeatures) else 1
+        raise NodeStartError(str(exc), code) from None
+    quorum = Quorum(opened.controller, opened.storage)
+    node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features,
+                       raft=RaftLeader(cluster_id=opened.cluster_id,
+                                       node_id=config.node_id, epoch=opened.leader_epoch),
+                       raft_log=RaftLogReader(opened.storage))
+    server.node = node
+    security.install(server, node)
+    security.attach_acls(opened.controller)
+    clean = False
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            await nursery.start(server.serve)
+            if collector is not None:
+                collector.attach(node)  # /ready: 200 from now on
+            log.info("kraftpy node %d serving cluster %s from %s (leader epoch %d)",
+                     config.node_id, opened.cluster_id, config.metadata_log_dir,
+                     opened.leader_epoch)
+            task_status.started(node)
+            async for signum in signals:
+                log.info("received %s: stopping (finishing requests in flight)",
+                         signal.Signals(signum).name)
+                break
+            await server.drain()
+            quorum.stop()
+        clean = True
+    finally:
+        if clean:
+            await trio.to_thread.run_sync(opened.storage.close)
+        elif opened.storage.lock is not None:
+            # No clean-shutdown marker after a failure: the next start validates the log.
+            opened.storage.lock.release()
     log.info("stopped cleanly")
     return 0

@@ -63,6 +63,8 @@ class ProducerIdControlManager:
         self.block_size = settings.producer_id_block_size
         self.next_producer_id = 0  # first id of the next block handed out
         self.issued = False  # any ProducerIdsRecord replayed (else nothing to snapshot)
+        # Blocks replayed per broker id (a snapshot's counter record is -1): for the metrics.
+        self.granted: dict[int, int] = {}
         self.quotas: dict[int, TokenBucket] = {}  # soft state: per-broker rate limiting
 
     # --- replay ---------------------------------------------------------------------------
@@ -73,6 +75,10 @@ class ProducerIdControlManager:
                               f"than current next producer id {self.next_producer_id}")
         self.next_producer_id = record.next_producer_id
         self.issued = True
+        try:  # a known broker: one subscript, no call (the path of every block)
+            self.granted[record.broker_id] += 1
+        except KeyError:
+            self.granted[record.broker_id] = 1
 
     def snapshot_records(self) -> list[tuple[Any, int]]:
         if not self.issued:

@@ -59,6 +59,7 @@ class ProducerIdManager:
         self.claims: deque[Claim] = deque()  # claiming records not yet committed, in order
         self.exhausted = False  # the cluster counter ran out: no id will ever be ready
         self._dry_claim: Claim | None = None  # the claim a request last waited for
+        self.usable_blocks = 0  # blocks that became usable: ids handed out, for the metrics
 
     @property
     def next_block(self) -> Block | None:
@@ -151,6 +152,7 @@ class ProducerIdManager:
             if claim.first is None:  # the record never made it into the log; claim again
                 continue
             block = Block(claim.first, self.block_size, claim.first)
+            self.usable_blocks += 1
             if self.current is None or self.current.exhausted:
                 self.current = block
             else:

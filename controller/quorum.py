@@ -56,6 +56,7 @@ from typing import Any, Protocol
 import outcome
 import trio
 from kraftpy.controller.log.fsync_ring import FsyncRing
+from kraftpy.controller.metrics_stats import Timings
 from kraftpy.controller.result import ControllerResult
 
 log = logging.getLogger("kraftpy.quorum")
@@ -68,6 +69,7 @@ INLINE_FSYNC_MAX_S = 0.001
 _reschedule = trio.lowlevel.reschedule
 _current_task = trio.lowlevel.current_task
 _wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
+_perf_counter = time.perf_counter
 
 
 class _Released(outcome.Outcome[None]):
@@ -159,6 +161,12 @@ class Quorum:
         self.clock_ms = clock_ms
         self.hwm = (storage.metadata_end_offset(), storage.txn_end_offset())
         self.fsyncs = 0
+        # For the metrics (controller/metrics.py), added to once per round or drain pass:
+        # each round's fsync; each pass's wait (from its first request queued) and handling.
+        self.fsync_timings = Timings()
+        self.queue_timings = Timings()
+        self.pass_timings = Timings()
+        self._queued_at = 0.0
         # Waiting answers in append order, so their (metadata end, txn end) only grow:
         # [end, txn end, task, response] (task None once cancelled).
         self._waiters: deque[list[Any]] = deque()
@@ -223,6 +231,7 @@ class Quorum:
             self._queue.append(entry)
             if not self._draining:
                 self._draining = True
+                self._queued_at = _perf_counter()
                 self._wake.set()
         else:
             storage = self.storage
@@ -281,6 +290,8 @@ class Quorum:
         """On the commit task: handle every queued request in arrival order, exactly as
         `submit` would inline (answered at once, or waiting for the round that covers it)."""
         self._draining = False
+        began = _perf_counter()
+        self.queue_timings.observe(began - self._queued_at, began)
         queue, waiters = self._queue, self._waiters
         ring = self._ring
         # With a ring and no round in flight, when `_overlap` says so, the first half starts
@@ -348,6 +359,7 @@ class Quorum:
             return
         if self._in_flight:  # the next round's records go to disk now, not when it starts
             self._write_ahead()
+        self.pass_timings.observe(_perf_counter() - began, began)
 
     def stop(self) -> None:
         """Refuse new requests; `run` commits what is pending and returns."""
@@ -520,6 +532,7 @@ class Quorum:
             value = synced.unwrap()
             hwm = value if flush is None else self.storage.complete_flush(flush)
             self.fsyncs += 1
+            self.fsync_timings.observe(self._fsync_s, _perf_counter())
             self.hwm = (hwm[0], hwm[1])
             self.controller.on_committed(hwm[0], hwm[1])
         except BaseException as exc:

@@ -18,11 +18,12 @@ frames with the same bytes get quick answers (`quick.py`).
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from kraftpy.controller import api
+from kraftpy.controller import api, metrics_requests
 from kraftpy.controller.api import api_versions, errors, init_producer_id, quick
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import encode_response, frame_response, read_request_header
@@ -32,6 +33,8 @@ from kraftpy.protocol.registry import request_header_version, response_header_ve
 _KEY_VERSION = struct.Struct(">hh")
 _new = object.__new__
 _RequestContext = api.RequestContext
+_perf_counter = time.perf_counter
+_SAMPLE_MASK = metrics_requests.SAMPLE_MASK
 
 
 class CloseConnection(Exception):
@@ -50,6 +53,8 @@ class Route:
     decode_header: Callable[[bytes, int], tuple[RequestHeader, int]]  # generated, at 0
     decode_body: Callable[[bytes, int], tuple[Any, int]]  # generated, at the body's offset
     quick: bool = False  # InitProducerId: remember idempotent requests for quick answers
+    # [requests of this key and version answered] (metrics_requests: shared, read by scrapes)
+    answered: list[int] = field(default_factory=lambda: [0])
 
 
 _ROUTES: dict[str, dict[bytes, Route]] = {}
@@ -69,7 +74,8 @@ def routes(listener_type: str) -> dict[bytes, Route]:
                     h, h.api_key, version, header_version,
                     response_header_version(h.api_key, version) == 1,
                     RequestHeader.decoder(header_version), h.request_class.decoder(version),
-                    h.api_key == init_producer_id.API_KEY)
+                    h.api_key == init_producer_id.API_KEY,
+                    metrics_requests.cell(h.api_key, version))
         _ROUTES[listener_type] = table
     return table
 
@@ -92,6 +98,9 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
     if end != len(frame):
         request = None  # what did decode of a large frame is not kept while it is re-read
         raise _undecodable(route, frame)
+    answered = route.answered
+    answered[0] += 1
+    began = 0.0 if answered[0] & _SAMPLE_MASK else _perf_counter()  # one request in 8 timed
     api_version = route.api_version
     if route.quick:
         quick.remember(conn.listener_type, frame, request, api_version)
@@ -112,12 +121,15 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
             denied = await security.before(ctx, route.api_key, request)
             response = denied if denied is not None else await handler.handle(node, request, ctx)
             response = security.after(ctx, route.api_key, request, response)
-        return frame_response(header.correlation_id, route.flexible_response, response,
-                              api_version)
+        answer = frame_response(header.correlation_id, route.flexible_response, response,
+                                api_version)
     except CloseConnection:
         raise
     except Exception as exc:
         return _failed(route, request, ctx, exc)
+    if began:
+        metrics_requests.timed(route.api_key, _perf_counter() - began, began)
+    return answer
 
 
 def _failed(route: Route, request: Any, ctx: api.RequestContext, exc: Exception) -> bytes:

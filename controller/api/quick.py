@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kraftpy.controller import api
+from kraftpy.controller import api, metrics_requests
 from kraftpy.controller.api import init_producer_id
 from kraftpy.controller.producer_id_manager import NOT_READY
 
@@ -92,6 +92,7 @@ class QuickAnswers:
         append = outgoing.append
         max_size = self.max_size
         pos = 0
+        answers = len(outgoing)
         try:
             while n - pos >= 4:
                 size = _SIZE_AT(data, pos)[0]
@@ -113,6 +114,7 @@ class QuickAnswers:
         finally:
             if pid > first >= 0:
                 hand_out(pid)
+            metrics_requests.cell_of(data[4:8])[0] += len(outgoing) - answers
         return pos
 
     def frames(self, next_frame: Callable[[], bytes | None], outgoing: list[bytes]
@@ -131,6 +133,8 @@ class QuickAnswers:
         pid, end, hand_out = run
         first = pid
         append = outgoing.append
+        answered = metrics_requests.cell_of(frame[:4])
+        answers = len(outgoing)
         try:
             while frame is not None:
                 quick = get(frame[:4] + frame[8:])
@@ -148,6 +152,7 @@ class QuickAnswers:
         finally:
             if pid > first >= 0:
                 hand_out(pid)
+            answered[0] += len(outgoing) - answers
         return frame
 
 
