@@ -235,7 +235,7 @@ class QuorumController:
                                                     f.max_supported_version)
                                            for f in c.features}
                          for c in self.cluster.controllers.values()},
-            configs=self.config_control.records, min_insync_replicas=self.settings.min_insync_replicas)
+            configs=self.configs, min_insync_replicas=self.settings.min_insync_replicas)
 
     def tick(self, *, now_ms: int, next_offset: int) -> ControllerResult:
         """Timers: the bootstrap of an empty log, session fencing, this node's id prefetch."""
@@ -387,6 +387,11 @@ class QuorumController:
             self.retained.replay(record)
         if offset >= self.log_end_offset:
             self.log_end_offset = offset + 1
+
+    @property
+    def configs(self) -> Any:
+        """The ConfigRecords in force, keyed (resource type, resource name, key)."""
+        return self.config_control.records
 
     def _missing_config_resource(self, resource: tuple[int, str]) -> tuple[int, str] | None:
         """Kafka's ConfigResourceExistenceChecker: why a config resource is not there."""
