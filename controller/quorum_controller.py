@@ -14,6 +14,8 @@ a socket or a clock. The managers each own one part of the state:
   ProducerIdManager          this node's own blocks for InitProducerId (volatile use)
   TransactionControlManager  transactional ids in __transaction_state (KIP-98/360)
   AclControlManager          ACLs (controller/acl_control.py)
+  ConfigurationControlManager dynamic topic, broker and cluster configs (config_control.py)
+  TopicControl               CreateTopics, DeleteTopics, CreatePartitions (topic_control.py)
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kraftpy.controller import image
+from kraftpy.controller import config_commands, image
 from kraftpy.controller.acl_control import AclControlManager
 from kraftpy.controller.cluster_control import ClusterControlManager, ReplayError
+from kraftpy.controller.config_control import ConfigurationControlManager
+from kraftpy.controller.config_schema import BROKER as BROKER_RESOURCE
+from kraftpy.controller.config_schema import TOPIC as TOPIC_RESOURCE
 from kraftpy.controller.feature_control import (
     FeatureControlManager,
     bootstrap_records,
@@ -39,6 +44,7 @@ from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.retained_records import RECORD_TYPES as RETAINED_RECORD_TYPES
 from kraftpy.controller.retained_records import RetainedRecords
 from kraftpy.controller.settings import ControllerSettings
+from kraftpy.controller.topic_control import TopicControl
 from kraftpy.controller.transaction_control import TransactionControlManager
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.broker_registration_response import BrokerRegistrationResponse
@@ -64,9 +70,13 @@ ACCESS_CONTROL_ENTRY = 18
 REMOVE_ACCESS_CONTROL_ENTRY = 19
 BEGIN_TRANSACTION, END_TRANSACTION, ABORT_TRANSACTION = 23, 24, 25
 REGISTER_CONTROLLER = 27
+CLEAR_ELR = 28
 
 # API keys answered here.
 INIT_PRODUCER_ID = 22
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+LIST_PARTITION_REASSIGNMENTS, ASSIGN_REPLICAS_TO_DIRS = 46, 73
 CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS = 30, 31, 29
 DESCRIBE_QUORUM = 55
 UPDATE_FEATURES = 57
@@ -81,7 +91,9 @@ ALLOCATE_PRODUCER_IDS = 67
 
 
 _USUALLY_WRITE = frozenset({ALLOCATE_PRODUCER_IDS, BROKER_REGISTRATION, UNREGISTER_BROKER_API,
-                            CREATE_ACLS, DELETE_ACLS, UPDATE_FEATURES})
+                            CREATE_ACLS, DELETE_ACLS, CREATE_TOPICS, DELETE_TOPICS,
+                            CREATE_PARTITIONS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
+                            ASSIGN_REPLICAS_TO_DIRS, UPDATE_FEATURES})
 _NONE = ErrorCode.NONE
 _LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 _answer = ControllerResult.answer
@@ -97,6 +109,8 @@ class QuorumController:
         BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER_API, DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS, ALLOCATE_PRODUCER_IDS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS,
         UPDATE_FEATURES,
+        CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, ALTER_CONFIGS,
+        INCREMENTAL_ALTER_CONFIGS, LIST_PARTITION_REASSIGNMENTS, ASSIGN_REPLICAS_TO_DIRS,
     })
 
     def __init__(self, settings: ControllerSettings) -> None:
@@ -111,7 +125,10 @@ class QuorumController:
                                          enabled=settings.serves_clients)
         self.transactions = TransactionControlManager(settings.transaction_max_timeout_ms)
         self.acls = AclControlManager()
-        self.configs: dict[tuple[int, str, str], Any] = {}  # ConfigRecords, for snapshots
+        self.config_control = ConfigurationControlManager(
+            settings.node_id, settings.static_configs, self.features.elr_enabled,
+            self._missing_config_resource)
+        self.topic_control = TopicControl(self)
         self.retained = RetainedRecords()  # quotas, SCRAM, tokens: kept, not acted on
         self.leader_epoch = 0
         self.active = False
@@ -184,6 +201,20 @@ class QuorumController:
             DELETE_ACLS: lambda r, v, now, off, lis: self.acls.delete_acls(r, v),
             DESCRIBE_ACLS: lambda r, v, now, off, lis: self.acls.describe_acls(r, v),
             UPDATE_FEATURES: lambda r, v, now, off, lis: self._feature_updater().handle(r, v),
+            CREATE_TOPICS: lambda r, v, now, off, lis: self.topic_control.create_topics(r, v),
+            DELETE_TOPICS: lambda r, v, now, off, lis: self.topic_control.delete_topics(r, v),
+            CREATE_PARTITIONS: lambda r, v, now, off, lis:
+                self.topic_control.create_partitions(r, v),
+            LIST_PARTITION_REASSIGNMENTS: lambda r, v, now, off, lis:
+                self.topic_control.list_partition_reassignments(r, v),
+            ASSIGN_REPLICAS_TO_DIRS: lambda r, v, now, off, lis:
+                self.topic_control.assign_replicas_to_dirs(r, v),
+            DESCRIBE_CONFIGS: lambda r, v, now, off, lis: config_commands.describe_configs(
+                self, r, v, lis),
+            ALTER_CONFIGS: lambda r, v, now, off, lis: config_commands.alter_configs(
+                self, r, v, lis),
+            INCREMENTAL_ALTER_CONFIGS: lambda r, v, now, off, lis:
+                config_commands.incremental_alter_configs(self, r, v, lis),
         }
         assert table.keys() == self.SERVED_API_KEYS
         return table
@@ -341,9 +372,13 @@ class QuorumController:
         elif kind == PARTITION_CHANGE:
             self.replication.replay_partition_change(record)
         elif kind == REMOVE_TOPIC:
-            self.replication.replay_remove_topic(record)
+            topic = self.replication.replay_remove_topic(record)
+            if topic is not None:
+                self.config_control.delete_topic_configs(topic.name)
         elif kind == CONFIG:
-            self._replay_config(record)
+            self.config_control.replay(record)
+        elif kind == CLEAR_ELR:
+            self.replication.replay_clear_elr(record)
         elif kind == REGISTER_CONTROLLER:
             self.cluster.controllers[record.controller_id] = record
         elif kind in (ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY):
@@ -353,12 +388,21 @@ class QuorumController:
         if offset >= self.log_end_offset:
             self.log_end_offset = offset + 1
 
-    def _replay_config(self, record: Any) -> None:
-        key = (record.resource_type, record.resource_name, record.name)
-        if record.value is None:
-            self.configs.pop(key, None)
-        else:
-            self.configs[key] = record
+    @property
+    def configs(self) -> Any:
+        """The ConfigRecords in force, keyed (resource type, resource name, key)."""
+        return self.config_control.records
+
+    def _missing_config_resource(self, resource: tuple[int, str]) -> tuple[int, str] | None:
+        """Kafka's ConfigResourceExistenceChecker: why a config resource is not there."""
+        kind, name = resource
+        if kind == TOPIC_RESOURCE and name not in self.replication.topics_by_name:
+            return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        if kind == BROKER_RESOURCE and name:
+            node = int(name)
+            if node not in self.cluster.brokers and node != self.settings.node_id:
+                return (ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node} found.")
+        return None
 
     def replay_txn(self, key: Any, value: Any, offset: int) -> None:
         self.transactions.replay(key, value, offset)
@@ -397,7 +441,7 @@ class QuorumController:
         out += self.retained.feature_records()
         out += self.cluster.snapshot_records()
         out += self.replication.snapshot_records(self.features.partition_record_version())
-        out += [(r, 0) for r in self.configs.values()]
+        out += self.config_control.snapshot_records()
         out += self.retained.quota_records()
         out += self.producer_ids.snapshot_records()
         out += self.acls.snapshot_records()

@@ -79,6 +79,7 @@ def controller_settings(config: ServerConfig, cluster_id: str) -> ControllerSett
         controller_listener_names=config.controller_listener_names,
         rack=config.extra.get("broker.rack"),
         max_idle_interval_ms=config.metadata_max_idle_interval_ms,
+        static_configs=dict(config.properties),
         **extra,
     )
 

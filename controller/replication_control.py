@@ -1,9 +1,9 @@
-"""ReplicationControlManager: topics and partitions, as far as broker liveness needs them.
+"""ReplicationControlManager: topics and partitions, by replaying their records.
 
-kraftpy creates no topics, but a log written by Kafka has them, and Kafka's heartbeat rules
-depend on them: a fenced broker leaves every ISR, a broker in controlled shutdown hands its
-leaderships over, an unfenced one takes leaderless partitions back. Only those moves are made
-here (no ELR, no reassignment); everything else about partitions is kept only to describe it.
+Topics are created, given partitions and deleted by the commands of `topic_control.py`.
+Kafka's heartbeat rules depend on them too: a fenced broker leaves every ISR, a broker in
+controlled shutdown hands its leaderships over, an unfenced one takes leaderless partitions
+back. Only those moves are made here (no ELR, no reassignment).
 """
 
 from __future__ import annotations
@@ -66,14 +66,51 @@ class Topic:
 class ReplicationControlManager:
     def __init__(self) -> None:
         self.topics: dict[uuid.UUID, Topic] = {}
+        self.topics_by_name: dict[str, uuid.UUID] = {}
+        # names with '.' or '_', by their unified form: such names may not collide
+        self._collision_names: dict[str, list[str]] = {}
 
     # --- replay ---------------------------------------------------------------------------
 
     def replay_topic(self, record: TopicRecord) -> None:
         self.topics[record.topic_id] = Topic(record.name, record.topic_id)
+        self.topics_by_name[record.name] = record.topic_id
+        if "." in record.name or "_" in record.name:
+            unified = record.name.replace(".", "_")
+            self._collision_names.setdefault(unified, []).append(record.name)
 
-    def replay_remove_topic(self, record: Any) -> None:
-        self.topics.pop(record.topic_id, None)
+    def replay_remove_topic(self, record: Any) -> Topic | None:
+        """Forget the topic; returns it (its configs go too: the caller removes them)."""
+        topic = self.topics.pop(record.topic_id, None)
+        if topic is None:
+            return None
+        if self.topics_by_name.get(topic.name) == record.topic_id:
+            del self.topics_by_name[topic.name]
+        names = self._collision_names.get(topic.name.replace(".", "_"))
+        if names and topic.name in names:
+            names.remove(topic.name)
+            if not names:
+                del self._collision_names[topic.name.replace(".", "_")]
+        return topic
+
+    def replay_clear_elr(self, record: Any) -> None:
+        """ClearElrRecord: no partition of the topic (of every topic, for an empty name) keeps
+        eligible leader replicas, as after a min.insync.replicas change."""
+        if record.topic_name:
+            topic_id = self.topics_by_name.get(record.topic_name)
+            topics = [self.topics[topic_id]] if topic_id in self.topics else []
+        else:
+            topics = list(self.topics.values())
+        for topic in topics:
+            for part in list(topic.partitions.values()):
+                if part.eligible_leader_replicas or part.last_known_elr:
+                    self.replay_partition_change(PartitionChangeRecord(
+                        partition_id=part.partition_id, topic_id=part.topic_id,
+                        eligible_leader_replicas=[], last_known_elr=[]))
+
+    def colliding(self, unified: str) -> list[str]:
+        """Existing topic names whose '.' -> '_' form is `unified`."""
+        return list(self._collision_names.get(unified, ()))
 
     def replay_partition(self, record: PartitionRecord) -> None:
         topic = self.topics.get(record.topic_id)

@@ -56,6 +56,9 @@ class ControllerSettings:
     # metadata.max.idle.interval.ms: a NoOpRecord this often, as Kafka's controller writes
     # one, so fetchers see the log move and its high watermark advance; 0 writes none.
     max_idle_interval_ms: int = 0
+    # The node's properties: the static layer under topic and broker configs (num.partitions,
+    # default.replication.factor, log.retention.hours, ...), as a Kafka node's own file is.
+    static_configs: Mapping[str, str] = field(default_factory=dict)
 
     def controller_endpoints(self) -> tuple[AdvertisedEndpoint, ...]:
         return tuple(e for e in self.advertised_listeners

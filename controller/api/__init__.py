@@ -46,6 +46,15 @@ MODULES = (
     "fetch",
     "fetch_snapshot",
     "update_features",
+    "create_topics",
+    "delete_topics",
+    "create_partitions",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "list_partition_reassignments",
+    "assign_replicas_to_dirs",
+    "envelope",
 )
 
 

@@ -137,6 +137,28 @@ def _fetch(cls: type, request: Any, version: int, code: int) -> Any:
 
 
 # Kafka's getErrorResponse per API key, for the APIs served here.
+def _create_topics(cls: type, request: Any, version: int, code: int) -> Any:
+    from kraftpy.controller.api.create_topics import error_response
+    return error_response(request, code)
+
+
+def _delete_topics(cls: type, request: Any, version: int, code: int) -> Any:
+    from kraftpy.controller.api.delete_topics import error_response
+    return error_response(request, version, code)
+
+
+def _create_partitions(cls: type, request: Any, version: int, code: int) -> Any:
+    from kraftpy.controller.api.create_partitions import error_response
+    return error_response(request, code)
+
+
+def _per_resource(cls: type, request: Any, version: int, code: int) -> Any:
+    """A result per config resource asked for (Describe/Alter/IncrementalAlterConfigs)."""
+    from kraftpy.controller.api import alter_configs, describe_configs, incremental_alter_configs
+    module = {32: describe_configs, 33: alter_configs, 44: incremental_alter_configs}
+    return module[cls.API_KEY].error_response(request, code)
+
+
 BUILDERS: dict[int, Builder] = {
     1: _fetch,
     3: _metadata,
@@ -159,6 +181,15 @@ BUILDERS: dict[int, Builder] = {
     65: _describe_transactions,
     66: _top_level,  # ListTransactions
     67: _top_level,  # AllocateProducerIds
+    19: _create_topics,
+    20: _delete_topics,
+    32: _per_resource,  # DescribeConfigs
+    33: _per_resource,  # AlterConfigs
+    37: _create_partitions,
+    44: _per_resource,  # IncrementalAlterConfigs
+    46: _with_api_error,  # ListPartitionReassignments
+    58: _top_level,  # Envelope
+    73: _top_level,  # AssignReplicasToDirs
 }
 
 

@@ -8,11 +8,13 @@ or, for ListTransactions, are left out, as Kafka does.
 
     AllocateProducerIds, BrokerRegistration,     CLUSTER_ACTION on CLUSTER      CLUSTER_AUTHORIZATION_FAILED
       BrokerHeartbeat, ControllerRegistration,
-      Fetch, FetchSnapshot (raft)
+      Fetch, FetchSnapshot (raft), AssignReplicasToDirs, Envelope
     UnregisterBroker, CreateAcls, DeleteAcls,    ALTER on CLUSTER               CLUSTER_AUTHORIZATION_FAILED
       UpdateFeatures
     DescribeCluster                              DESCRIBE on CLUSTER (client listener), ALTER (CONTROLLER listener)
-    DescribeQuorum, DescribeAcls                 DESCRIBE on CLUSTER            CLUSTER_AUTHORIZATION_FAILED
+    DescribeQuorum, DescribeAcls,                DESCRIBE on CLUSTER            CLUSTER_AUTHORIZATION_FAILED
+      ListPartitionReassignments
+    Topic and config APIs                        per topic, in their handlers (api/topic_auth.py)
     InitProducerId with a transactional id       WRITE on TRANSACTIONAL_ID      TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     InitProducerId without                       IDEMPOTENT_WRITE on CLUSTER, or WRITE on any TOPIC  CLUSTER_AUTHORIZATION_FAILED
     FindCoordinator (transaction / group key)    DESCRIBE on TRANSACTIONAL_ID / GROUP, per key
@@ -32,10 +34,12 @@ from kraftpy.protocol.error_codes import ErrorCode
 Op, RT = AclOperation, ResourceType
 log = logging.getLogger("kraftpy.authorizer")
 
-# registration, heartbeat, ids, controllers; raft Fetch and FetchSnapshot
-CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59})
+# registration, heartbeat, ids, controllers; raft Fetch and FetchSnapshot; AssignReplicasToDirs,
+# Envelope
+CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59, 73, 58})
 ALTER_CLUSTER_APIS = frozenset({64, 30, 31, 57})  # UnregisterBroker, Create/DeleteAcls, UpdateFeatures
-DESCRIBE_CLUSTER_APIS = frozenset({55, 29})  # DescribeQuorum, DescribeAcls
+DESCRIBE_CLUSTER_APIS = frozenset({55, 29, 46})  # DescribeQuorum, DescribeAcls,
+# ListPartitionReassignments
 DESCRIBE_CLUSTER = 60
 INIT_PRODUCER_ID = 22
 FIND_COORDINATOR, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 10, 61, 65, 66
@@ -67,7 +71,7 @@ def _error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
         return cls(error_code=code, is_caught_up=False, is_fenced=True, should_shut_down=False)
     if api_key == 62:
         return cls(error_code=code, broker_epoch=-1)
-    if api_key in (29, 55, 60, 64, 70):
+    if api_key in (29, 46, 55, 60, 64, 70):
         return cls(error_code=code, error_message=message)
     if api_key == 57:
         return cls(error_code=code, error_message=message, results=[])

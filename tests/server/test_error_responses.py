@@ -36,6 +36,12 @@ MIRRORED = {
     31: lambda r: len(r.filters),
     61: lambda r: sum(len(t.partition_indexes) for t in r.topics),
     65: lambda r: len(r.transactional_ids),
+    19: lambda r: len(r.topics),
+    20: lambda r: len(r.topics or ()) + len(r.topic_names or ()),
+    32: lambda r: len(r.resources),
+    33: lambda r: len(r.resources),
+    37: lambda r: len(r.topics),
+    44: lambda r: len(r.resources),
 }
 V3 = {"client_software_name": "test", "client_software_version": "1"}
 
