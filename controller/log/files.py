@@ -47,10 +47,12 @@ def atomic_write(path: Path, data: bytes, *, tmp_suffix: str = ".tmp") -> None:
 
 
 class DirLock:
-    """An exclusive `fcntl.flock` on `<dir>/.lock`, as Kafka holds on each log dir.
+    """An exclusive lock on `<dir>/.lock`, as Kafka holds on each log dir.
 
-    A second process (or a second open in this one) is refused with `LogDirError` instead of
-    waiting or sharing the directory.
+    Two locks on one descriptor: a POSIX record lock (`fcntl.lockf`), the kind Java's
+    FileChannel.tryLock takes, so a Kafka process and kraftpy refuse each other's directory;
+    and `flock`, which also refuses a second open in this process (record locks do not). A
+    second holder is refused with `LogDirError` instead of waiting or sharing the directory.
     """
 
     def __init__(self, directory: Path) -> None:
@@ -61,7 +63,8 @@ class DirLock:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # BlockingIOError, or EACCES from a record lock held elsewhere
             os.close(fd)
             raise LogDirError(
                 f"{self.path.parent} is in use by another process (lock held on {self.path})"
@@ -71,6 +74,7 @@ class DirLock:
 
     def release(self) -> None:
         if self._fd is not None:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None

@@ -1,71 +1,203 @@
-"""A real Kafka 4.1 broker runs with kraftpy as its controller.
+"""Real Kafka 4.1 brokers run with kraftpy as their controller.
 
-The broker (`process.roles=broker`, `controller.quorum.voters=1@<kraftpy>`) finds the leader
+A broker (`process.roles=broker`, `controller.quorum.voters=1@<kraftpy>`) finds the leader
 through raft Fetch (its first Fetch at epoch 0 is answered FENCED_LEADER_EPOCH with the
-leader), replicates kraftpy's metadata log, registers, is unfenced and reaches RUNNING. A Java
-client's idempotent producer then gets its producer id from the broker, which takes its block
-from kraftpy with AllocateProducerIds: `kraftpy pid-audit` lists that block under the
-broker's id and epoch, and it never overlaps the ids kraftpy hands to clients itself. The
-broker's copy of the metadata log is kraftpy's, batch for batch, up to what it fetched.
+leader), replicates kraftpy's metadata log, registers, is unfenced and reaches RUNNING. Then a
+workload runs through the broker: Kafka's tools create, describe, grow, configure and delete
+topics (forwarded to kraftpy in Envelopes), the Java client produces idempotently and
+transactionally (commit and abort) and a read_committed consumer in a group reads exactly the
+committed records, kafka-python and librdkafka produce idempotently. The broker's producer-id
+blocks are in kraftpy's log under its id and epoch (`kraftpy pid-audit`) and never overlap the
+ids kraftpy hands to clients itself; the broker's copy of the log is kraftpy's, batch for batch.
+
+The same workload on a Kafka 4.1 controller gives the same topics, partitions and configs
+(MetadataShell on both logs) and the same kinds of records.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kraftpy.protocol.record_batch import iter_record_batches
-from support.kafka import KafkaNode, run_java_client
-from support.producers import kafka_python_producer_id
-from support.server import KraftpyServer, running_server
+from support.kafka import KafkaNode, run_java_client, run_tool
+from support.producers import confluent_producer_id, kafka_python_producer_id
+from support.server import KraftpyServer
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def kraftpy(tmp_path: Path, kafka_jars: Path):
-    with running_server(tmp_path / "kraftpy") as srv:
-        yield srv
+def _lines(output: str, word: str) -> list[list[str]]:
+    return [line.split()[1:] for line in output.splitlines() if line.startswith(word + " ")]
 
 
-def _broker(root: Path, srv: KraftpyServer, node_id: int = 2) -> KafkaNode:
-    broker = KafkaNode(root, roles="broker", node_id=node_id,
-                       voters=[f"1@{srv.controller}"], cluster_id=srv.cluster_id())
+def workload(bootstrap: str, java_client: Path) -> dict[str, object]:
+    """Tools and clients through one broker; what they saw."""
+    seen: dict[str, object] = {}
+
+    def tool(*args: str) -> str:
+        return run_tool(*args).check().stdout
+
+    topics = ["TopicCommand", "--bootstrap-server", bootstrap]
+    configs = ["ConfigCommand", "--bootstrap-server", bootstrap]
+    seen["create"] = tool(*topics, "--create", "--topic", "t1", "--partitions", "3")
+    tool(*topics, "--create", "--topic", "t2", "--partitions", "1", "--config",
+         "retention.ms=3600000")
+    tool(*topics, "--alter", "--topic", "t1", "--partitions", "4")
+    tool(*configs, "--alter", "--entity-type", "topics", "--entity-name", "t2",
+         "--add-config", "cleanup.policy=compact")
+    seen["t2 configs"] = tool(*configs, "--describe", "--entity-type", "topics",
+                              "--entity-name", "t2")
+    tool(*topics, "--delete", "--topic", "t2")
+    seen["describe"] = tool(*topics, "--describe", "--topic", "t1")
+    seen["list"] = tool(*topics, "--list")
+    idem = run_java_client(java_client, "produce", bootstrap, "t1", "5").check().stdout
+    committed = run_java_client(java_client, "produce", bootstrap, "t1", "3", "txn-c",
+                                "commit").check().stdout
+    aborted = run_java_client(java_client, "produce", bootstrap, "t1", "2", "txn-a",
+                              "abort").check().stdout
+    consumed = run_java_client(java_client, "consume", bootstrap, "t1", "8", "30000",
+                               "group-1").check().stdout
+    seen["acked"] = sorted(f[2] for out in (idem, committed) for f in _lines(out, "acked"))
+    seen["aborted"] = sorted(f[2] for f in _lines(aborted, "acked"))
+    seen["consumed"] = sorted(f[2] for f in _lines(consumed, "record"))
+    seen["producer ids"] = [int(_lines(out, "producer")[0][0])
+                            for out in (idem, committed, aborted)]
+    seen["python ids"] = [kafka_python_producer_id(bootstrap, wait_s=30)[0],
+                          confluent_producer_id({"bootstrap.servers": bootstrap},
+                                                wait_s=30)[0]]
+    seen["groups"] = tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+                          "--bootstrap-server", bootstrap, "--describe", "--group", "group-1")
+    return seen
+
+
+def _broker_on(root: Path, voter: str, cluster_id: str) -> KafkaNode:
+    broker = KafkaNode(root, roles="broker", node_id=2, voters=[voter], cluster_id=cluster_id)
     broker.format()
+    broker.start(timeout=90)  # waits for "Transitioning from RECOVERY to RUNNING"
     return broker
+
+
+@pytest.fixture(scope="module")
+def on_kraftpy(tmp_path_factory: pytest.TempPathFactory, kafka_jars: Path, java_client: Path
+               ) -> Iterator[tuple[KraftpyServer, KafkaNode, dict[str, object], int]]:
+    root = tmp_path_factory.mktemp("broker-on-kraftpy")
+    srv = KraftpyServer(root / "kraftpy")
+    srv.start()
+    broker = None
+    try:
+        broker = _broker_on(root / "broker", f"1@{srv.controller}", srv.cluster_id())
+        seen = workload(broker.bootstrap, java_client)
+        own_pid = kafka_python_producer_id(srv.bootstrap, wait_s=20)[0]
+        yield srv, broker, seen, own_pid
+    finally:
+        if broker is not None:
+            broker.stop()
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def on_kafka(tmp_path_factory: pytest.TempPathFactory, kafka_jars: Path, java_client: Path
+             ) -> Iterator[tuple[KafkaNode, KafkaNode, dict[str, object]]]:
+    """The same workload on a Kafka 4.1 controller."""
+    root = tmp_path_factory.mktemp("broker-on-kafka")
+    controller = KafkaNode(root / "controller", roles="controller", node_id=1,
+                           static_voter=True)
+    controller.format()
+    controller.start()
+    broker = None
+    try:
+        broker = _broker_on(root / "broker", controller.voter, controller.cluster_id)
+        yield controller, broker, workload(broker.bootstrap, java_client)
+    finally:
+        if broker is not None:
+            broker.stop()
+        controller.stop()
+
+
+def test_the_broker_runs_and_the_workload_succeeds(on_kraftpy) -> None:
+    srv, broker, seen, _ = on_kraftpy
+    log = srv.log_text()
+    assert "Registered broker 2" in log and "FENCED -> UNFENCED" in log
+    assert "Created topic t1." in seen["create"]
+    assert seen["list"].split() == ["t1"]  # t2 deleted; no client has needed a coordinator yet
+    assert seen["describe"].count("Leader: 2") == 4  # grown to four partitions
+    assert "cleanup.policy=compact" in seen["t2 configs"]
+    assert seen["consumed"] == seen["acked"] and len(seen["acked"]) == 8
+    assert not set(seen["aborted"]) & set(seen["consumed"])
+    assert "group-1" in seen["groups"] and "t1" in seen["groups"]
+
+
+def test_the_brokers_blocks_are_in_kraftpys_log(on_kraftpy) -> None:
+    srv, broker, seen, own_pid = on_kraftpy
+    audit = subprocess.run([sys.executable, "-m", "kraftpy.tools", "pid-audit", "--json",
+                            str(srv.data_dir)], capture_output=True, text=True, timeout=60)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    blocks = [b for b in json.loads(audit.stdout)["blocks"] if b["broker_id"] == 2]
+    assert blocks
+    ids = [*seen["producer ids"], *seen["python ids"]]
+    for pid in ids:
+        assert any(b["first_id"] <= pid <= b["last_id"] for b in blocks), (pid, blocks)
+        assert not any(b["first_id"] <= own_pid <= b["last_id"] for b in blocks)
+    assert len(set(ids)) == len(ids)
 
 
 def _batches(segment: Path) -> list[bytes]:
     data = segment.read_bytes()
-    return [bytes(b.buffer[b.start:b.start + 12 + b.length])
-            for b in iter_record_batches(data)]
+    return [bytes(b.buffer[b.start:b.start + 12 + b.length]) for b in iter_record_batches(data)]
 
 
-def test_a_broker_registers_runs_and_takes_producer_id_blocks(
-        kraftpy: KraftpyServer, java_client: Path, tmp_path: Path) -> None:
-    broker = _broker(tmp_path / "broker", kraftpy)
-    try:
-        broker.start(timeout=90)  # waits for "Transitioning from RECOVERY to RUNNING"
-        assert "Registered broker 2" in kraftpy.log_text()
-        assert "Broker 2 (epoch" in kraftpy.log_text() and "FENCED -> UNFENCED" in kraftpy.log_text()
-        idem = run_java_client(java_client, "init-idempotent", broker.bootstrap).check()
-        broker_pid = int(idem.stdout.split()[1])
-        own_pid, _, _ = kafka_python_producer_id(kraftpy.bootstrap, wait_s=20)
-    finally:
-        assert broker.stop() == 143
-    assert kraftpy.stop() == 0
-    audit = subprocess.run([sys.executable, "-m", "kraftpy.tools", "pid-audit", "--json",
-                            str(kraftpy.data_dir)], capture_output=True, text=True, timeout=60)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-    blocks = json.loads(audit.stdout)["blocks"]
-    (granted,) = [b for b in blocks if b["broker_id"] == 2]
-    assert granted["first_id"] <= broker_pid <= granted["last_id"]
-    assert not granted["first_id"] <= own_pid <= granted["last_id"]
-    # The broker's replica of the metadata log holds kraftpy's batches, byte for byte.
-    ours = _batches(kraftpy.data_dir / "__cluster_metadata-0" / "00000000000000000000.log")
+def test_the_brokers_metadata_log_is_kraftpys(on_kraftpy) -> None:
+    srv, broker, _, _ = on_kraftpy
+    ours = _batches(srv.data_dir / "__cluster_metadata-0" / "00000000000000000000.log")
     theirs = _batches(broker.metadata_dir() / "00000000000000000000.log")
-    assert len(theirs) >= 5
+    assert len(theirs) >= 10
     assert theirs == ours[:len(theirs)]
+
+
+def _image(metadata_dir: Path, path: str, copy_to: Path) -> str:
+    """MetadataShell's tree at `path`, from a copy of the segment (the node still runs and
+    holds its directory's lock, which MetadataShell respects)."""
+    (segment,) = sorted(metadata_dir.glob("*.log"))
+    copy = copy_to / f"{metadata_dir.parent.parent.name}-{segment.name}"
+    if not copy.exists():
+        shutil.copyfile(segment, copy)
+    return run_tool("MetadataShell", "--snapshot", str(copy), "tree", path).check().stdout
+
+
+def _topics(tree: str) -> dict[str, dict[str, str]]:
+    """Topic name -> partition -> its registration (directory ids aside), from MetadataShell's
+    tree of /image/topics/byName: a topic at no indent, its partitions at two spaces."""
+    out: dict[str, dict[str, str]] = {}
+    topic = part = None
+    for line in tree.splitlines():
+        if line and not line.startswith(" "):
+            topic, part = line.rstrip(":"), None
+            out[topic] = {}
+        elif line.startswith("  ") and not line.startswith("    "):
+            part = line.strip().rstrip(":")
+        elif line.startswith("    PartitionRegistration(") and topic and part is not None:
+            out[topic][part] = re.sub(r"directories=\[[^\]]*\]", "", line.strip())
+    return out
+
+
+def test_kafkas_controller_gives_the_same_state(on_kraftpy, on_kafka, tmp_path: Path) -> None:
+    srv, _, ours_seen, _ = on_kraftpy
+    controller, _, theirs_seen = on_kafka
+    for key in ("list", "acked", "consumed", "aborted"):
+        assert ours_seen[key] == theirs_seen[key], key
+    mask = re.compile(r"TopicId: \S+")
+    assert mask.sub("", ours_seen["describe"]) == mask.sub("", theirs_seen["describe"])
+    assert ours_seen["t2 configs"] == theirs_seen["t2 configs"]
+    ours_dir, theirs_dir = srv.data_dir / "__cluster_metadata-0", controller.metadata_dir()
+    ours, theirs = (_image(d, "/image/topics/byName", tmp_path) for d in (ours_dir, theirs_dir))
+    assert _topics(ours) == _topics(theirs)
+    assert set(_topics(ours)) == {"t1", "__transaction_state", "__consumer_offsets"}
+    assert _image(ours_dir, "/image/configs", tmp_path) == _image(theirs_dir, "/image/configs",
+                                                                 tmp_path)
