@@ -133,8 +133,8 @@ class PartitionLog:
         self._torn: tuple[Segment, int] | None = None  # (segment, position) to cut, once allowed
         self._torn_reason = ""
         self._empty_after_cut: list[Segment] = []
-        # After a clean stop: (index file, the last offset it names). An index is written only
-        # after its batches, so a log that ends before that offset has lost records.
+        # (the last segment's index file, the last offset it names), as found at open. After a
+        # clean stop every indexed batch was written: a log ending before it lost records.
         self.indexed: tuple[Path, int] | None = None
         # The open batch of `accumulate`: its base offset, leader epoch, timestamp, records.
         self._open_base = 0
@@ -197,11 +197,13 @@ class PartitionLog:
             seg.create()
             self.segments.append(seg)
             files.fsync_dir(d)
+        last = self.segments[-1]
+        indexed = last.indexes.last_offset_on_disk()
+        if indexed is not None:
+            self.indexed = (last.indexes.index_path, indexed)
         if clean:
-            last = self.segments[-1]
             recovery_point = last.base_offset
             if last.indexes.load() and last.indexes.offsets:
-                self.indexed = (last.indexes.index_path, last.indexes.offsets[-1])
                 if last.indexes.positions[-1] < last.path.stat().st_size:
                     recovery_point = last.indexes.offsets[-1]
                 # else the batch it points at is gone: scan the whole segment to find the end
