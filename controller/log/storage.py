@@ -11,7 +11,8 @@ Layout, as Kafka's (`kafka-storage.sh format` plus a running KRaft node):
 
 `MetadataStorage` is what the quorum loop writes through (`append`, `flush` in a worker
 thread, `after_commit` for the snapshot policy). Startup loads the newest valid snapshot,
-then replays the log after it; only batches after the clean point (the snapshot's end offset,
+refuses a log that has lost records (`consistency.py`, checked before anything in the
+directory changes), then replays the log after it; only batches after the clean point (the snapshot's end offset,
 or the last index entry after a clean stop) are validated, which keeps startup from a snapshot
 independent of how long the log has grown.
 """
