@@ -133,7 +133,9 @@ def _start_gap(facts: LogFacts) -> str:
 
 
 def _recorded_without_log(facts: LogFacts) -> str:
-    if facts.snapshots:
+    # A snapshot ending at 0 records no log: `kafka-storage format --standalone` writes
+    # 00000000000000000000-0000000000.checkpoint (the voters) before any segment exists.
+    if facts.snapshots and facts.snapshots[-1].end_offset > 0:
         return f"snapshot {facts.snapshots[-1].file_name} exists"
     if facts.checkpointed_epochs:
         epoch, offset = facts.checkpointed_epochs[-1]

@@ -97,6 +97,7 @@ def test_after_a_clean_stop_the_index_and_quorum_state_are_held_to_the_log() -> 
 
 def test_no_segments_at_all() -> None:
     check(facts(segments=0, end=0))  # a partition directory made just before a crash
+    check(facts(segments=0, end=0, snapshots=[SnapshotId(0, 0)]))  # format --standalone
     text = refusal(facts(segments=0, end=0, snapshots=[SnapshotId(90, 1)]))
     assert "no segment files, but snapshot 00000000000000000090-0000000001.checkpoint exists" in text
     text = refusal(facts(segments=0, end=0, quorum_state={"leaderEpoch": 3}))

@@ -7,7 +7,9 @@ files and the offsets that are gone, no traceback, and not a byte of the directo
 Before, recovery replayed around the gap and handed out acknowledged blocks again.
 The healthy counterparts (a trimmed log with a good snapshot, a damaged newest snapshot whose
 older one still reaches the log start) start and hand out only ids above every acknowledged
-block.
+block. The layouts are the same on every run: the node takes no snapshot of its own and
+writes no periodic NoOpRecord; snapshots are taken between sessions by the storage's
+`take_snapshot`, the one the node's policy calls.
 """
 
 from __future__ import annotations
@@ -21,16 +23,20 @@ from pathlib import Path
 import pytest
 from kraftpy.controller.log.segment import scan
 from kraftpy.controller.log.snapshots import list_snapshots
+from kraftpy.controller.log.storage import MetadataStorage
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.settings import ControllerSettings
 from support.broker_sim import BrokerSim
 from support.server import KraftpyServer
 
 MDIR = "__cluster_metadata-0"
-TRIMMED_AT_SNAPSHOT = {"metadata.log.max.record.bytes.between.snapshots": "4000",
-                       "metadata.log.segment.bytes": "4096"}
-SNAPSHOTS_INSIDE_SEGMENT = {"metadata.log.max.record.bytes.between.snapshots": "1500",
-                            "metadata.log.segment.bytes": "4096"}
-NO_SNAPSHOTS = {"metadata.log.max.record.bytes.between.snapshots": str(10**9),
-                "metadata.log.segment.bytes": "4096"}
+# No snapshot by the node's own policy and no periodic NoOpRecords: the layout (segment rolls,
+# snapshot offsets) is the same on every run. Snapshots are taken between sessions by the
+# storage's own `take_snapshot`, as the node's policy takes them.
+SETTINGS = {"metadata.log.max.record.bytes.between.snapshots": str(10**9),
+            "metadata.log.segment.bytes": "4096",
+            "metadata.max.idle.interval.ms": "0"}
+ONE_SEGMENT = {**SETTINGS, "metadata.log.segment.bytes": str(1 << 20)}
 
 Block = tuple[int, int]
 
@@ -48,35 +54,59 @@ def serve_and_allocate(srv: KraftpyServer, blocks: int) -> list[Block]:
     return acked
 
 
-def template(root: Path, overrides: dict[str, str], sessions: list[int]) -> tuple[Path, list[Block]]:
-    srv = KraftpyServer(root, overrides, log_level="WARNING")
-    acked = [b for n in sessions for b in serve_and_allocate(srv, n)]
-    return srv.data_dir, acked
+def snapshot_now(data: Path) -> int:
+    """A snapshot at the log end; the segments wholly below it and all but one older
+    snapshot go, as after the node's own snapshots. Its end offset."""
+    storage = MetadataStorage.open(data, node_id=1, segment_bytes=4096)
+    try:
+        controller = QuorumController(ControllerSettings(cluster_id=storage.cluster_id,
+                                                         node_id=1))
+        storage.replay_into(controller)
+        return storage.take_snapshot(controller, 1_800_000_000_000).end_offset
+    finally:
+        storage.close()
+
+
+def template(root: Path, steps: list[int | str]) -> tuple[Path, list[Block]]:
+    """Sessions of n blocks, "snapshot" between them, "one segment" for a session that may
+    not roll its segment."""
+    acked: list[Block] = []
+    settings = SETTINGS
+    for step in steps:
+        if step == "snapshot":
+            snapshot_now(root / "data")
+        elif step == "one segment":
+            settings = ONE_SEGMENT
+        else:
+            srv = KraftpyServer(root, settings, log_level="WARNING")
+            acked += serve_and_allocate(srv, int(step))
+            settings = SETTINGS
+    return root / "data", acked
 
 
 @pytest.fixture(scope="module")
 def trimmed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Block]]:
-    """Snapshots right at segment rolls: the newest one is where the log starts, the older one
-    ends before it."""
-    return template(tmp_path_factory.mktemp("trimmed"), TRIMMED_AT_SNAPSHOT, [300])
+    """Two snapshots; the older ends before the log start (the segments between were deleted
+    with the newer one), the newer inside the one segment left."""
+    return template(tmp_path_factory.mktemp("trimmed"), [60, "snapshot", 60, "snapshot"])
 
 
 @pytest.fixture(scope="module")
-def inside(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Block]]:
-    """Both kept snapshots end inside the first segment left."""
-    return template(tmp_path_factory.mktemp("inside"), SNAPSHOTS_INSIDE_SEGMENT, [300])
+def close_snapshots(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Block]]:
+    """Two snapshots, both inside the one segment left."""
+    return template(tmp_path_factory.mktemp("close"),
+                    [60, "snapshot", "one segment", 2, "snapshot"])
 
 
 @pytest.fixture(scope="module")
 def unsnapshotted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Block]]:
     """No snapshot, many segments, two leader epochs (two sessions)."""
-    return template(tmp_path_factory.mktemp("plain"), NO_SNAPSHOTS, [60, 60])
+    return template(tmp_path_factory.mktemp("plain"), [60, 60])
 
 
-def copy_of(made: tuple[Path, list[Block]], root: Path, overrides: dict[str, str]
-            ) -> tuple[KraftpyServer, list[Block]]:
+def copy_of(made: tuple[Path, list[Block]], root: Path) -> tuple[KraftpyServer, list[Block]]:
     data, acked = made
-    srv = KraftpyServer(root, overrides, log_level="WARNING")
+    srv = KraftpyServer(root, SETTINGS, log_level="WARNING")
     shutil.copytree(data, srv.data_dir)
     return srv, acked
 
@@ -128,28 +158,28 @@ def next_block_is_new(srv: KraftpyServer, acked: list[Block]) -> None:
 
 
 def test_a_healthy_trimmed_log_with_a_good_snapshot_starts(trimmed, tmp_path: Path) -> None:
-    srv, acked = copy_of(trimmed, tmp_path, TRIMMED_AT_SNAPSHOT)
-    start = int(segments(srv)[0].name[:20])
-    assert start > 0 and snapshots(srv)[-1][0] == start  # the precondition of this layout
+    srv, acked = copy_of(trimmed, tmp_path)
+    (older, _), (newest, _) = snapshots(srv)
+    assert older < int(segments(srv)[0].name[:20]) < newest and len(segments(srv)) == 1
     next_block_is_new(srv, acked)
 
 
 def test_damaged_newest_snapshot_with_segments_already_trimmed(trimmed, tmp_path: Path) -> None:
-    srv, acked = copy_of(trimmed, tmp_path, TRIMMED_AT_SNAPSHOT)
+    srv, acked = copy_of(trimmed, tmp_path)
     (older, _), (newest, newest_path) = snapshots(srv)
     start = int(segments(srv)[0].name[:20])
-    assert older < start <= newest
+    assert older < start < newest
     flip_a_byte(newest_path)
     line = refused(srv)
     assert "inconsistent snapshot state" in line
     assert f"the log starts at offset {start} ({start:020d}.log)" in line
     assert f"{newest_path.name} is damaged (CRC mismatch" in line
-    assert f"{older:020d}-0000000001.checkpoint ends at offset {older}" in line
+    assert f"{snapshots(srv)[0][1].name} ends at offset {older}" in line
     assert f"offsets {older}..{start - 1} are gone" in line
 
 
-def test_both_snapshots_damaged(inside, tmp_path: Path) -> None:
-    srv, acked = copy_of(inside, tmp_path, SNAPSHOTS_INSIDE_SEGMENT)
+def test_both_snapshots_damaged(trimmed, tmp_path: Path) -> None:
+    srv, acked = copy_of(trimmed, tmp_path)
     start = int(segments(srv)[0].name[:20])
     assert start > 0 and len(snapshots(srv)) == 2
     for _end, path in snapshots(srv):
@@ -160,9 +190,9 @@ def test_both_snapshots_damaged(inside, tmp_path: Path) -> None:
     assert f"offsets 0..{start - 1} are gone" in line
 
 
-def test_damaged_newest_snapshot_whose_older_one_reaches_the_log_start(inside, tmp_path: Path
-                                                                      ) -> None:
-    srv, acked = copy_of(inside, tmp_path, SNAPSHOTS_INSIDE_SEGMENT)
+def test_damaged_newest_snapshot_whose_older_one_reaches_the_log_start(close_snapshots,
+                                                                      tmp_path: Path) -> None:
+    srv, acked = copy_of(close_snapshots, tmp_path)
     (older, _), (_newest, newest_path) = snapshots(srv)
     assert int(segments(srv)[0].name[:20]) <= older  # nothing between them is lost
     flip_a_byte(newest_path)
@@ -171,7 +201,7 @@ def test_damaged_newest_snapshot_whose_older_one_reaches_the_log_start(inside, t
 
 
 def test_missing_first_segment(unsnapshotted, tmp_path: Path) -> None:
-    srv, acked = copy_of(unsnapshotted, tmp_path, NO_SNAPSHOTS)
+    srv, acked = copy_of(unsnapshotted, tmp_path)
     first, second = segments(srv)[:2]
     assert first.name == f"{0:020d}.log" and not snapshots(srv)
     for suffix in (".log", ".index", ".timeindex"):
@@ -200,7 +230,7 @@ def cut_log_at(srv: KraftpyServer, segment: Path, position: int) -> None:
 
 @pytest.mark.parametrize("how", ["crashed", "stopped cleanly"])
 def test_log_truncated_before_a_recorded_epoch(unsnapshotted, tmp_path: Path, how: str) -> None:
-    srv, acked = copy_of(unsnapshotted, tmp_path, NO_SNAPSHOTS)
+    srv, acked = copy_of(unsnapshotted, tmp_path)
     batches = batch_starts(srv)
     second = next(i for i, b in enumerate(batches) if b[3] == 2)  # epoch 2's LeaderChange
     epoch_start = batches[second][2]
@@ -218,24 +248,24 @@ def test_log_truncated_before_a_recorded_epoch(unsnapshotted, tmp_path: Path, ho
     assert f"{gone} and any after are gone" in line
 
 
-def test_snapshot_and_log_do_not_meet(inside, tmp_path: Path) -> None:
-    srv, acked = copy_of(inside, tmp_path, SNAPSHOTS_INSIDE_SEGMENT)
-    (older, _), (newest, newest_path) = snapshots(srv)
-    first = segments(srv)[0]
-    # Cut the log below the older snapshot (still above its start): both end past it.
-    seg, position, end, _ = max(b for b in batch_starts(srv) if b[0] == first and b[2] < older)
-    assert int(first.name[:20]) < end < older
+def test_snapshot_and_log_do_not_meet(trimmed, tmp_path: Path) -> None:
+    srv, acked = copy_of(trimmed, tmp_path)
+    (_older, _), (newest, newest_path) = snapshots(srv)
+    (first,) = segments(srv)
+    # Cut the log below the newest snapshot, still above the log start.
+    seg, position, end, _ = max(b for b in batch_starts(srv) if b[2] < newest)
+    assert int(first.name[:20]) <= end < newest
     cut_log_at(srv, seg, position)
     line = refused(srv)
+    gone = f"offset {end}" if end == newest - 1 else f"offsets {end}..{newest - 1}"
     assert (f"snapshot {newest_path.name} was taken at offset {newest}, but the log ends at "
-            f"offset {end} ({first.name}): offsets {end}..{newest - 1} and any after are "
-            "gone") in line
+            f"offset {end} ({first.name}): {gone} and any after are gone") in line
 
 
 def test_the_refusal_holds_on_every_later_start(trimmed, tmp_path: Path) -> None:
     """Nothing a refused start does makes the next one succeed (no marker removed, no epoch
     bumped, no snapshot cleaned away)."""
-    srv, _acked = copy_of(trimmed, tmp_path, TRIMMED_AT_SNAPSHOT)
+    srv, _acked = copy_of(trimmed, tmp_path)
     flip_a_byte(snapshots(srv)[-1][1])
     (srv.data_dir / MDIR / "00000000000000000001-0000000001-7.checkpoint.part").write_bytes(b"x")
     first = refused(srv)

@@ -132,15 +132,21 @@ def test_snapshots_that_replaced_the_grants_and_registrations_give_no_false_find
                         ("overlap", 123)]
 
 
-def test_a_served_log_trimmed_by_snapshots_audits_clean(tmp_path: Path) -> None:
-    """Through a running `kraftpy serve`: broker 3 registers after broker 2's first hundred
-    blocks, both keep taking blocks; snapshots replace the segments holding both
-    registrations. Every acknowledged block still in the log is listed, with no finding."""
+def test_a_served_log_trimmed_by_a_snapshot_audits_clean(tmp_path: Path) -> None:
+    """Blocks taken through a running `kraftpy serve` by broker 2, and by broker 3 once it
+    registered after broker 2's first hundred; then a snapshot at the log end (the storage's
+    own `take_snapshot`, as the node's policy takes it) replaces every segment but the last,
+    and with them both registrations. The snapshot ends inside the segment left. Every
+    acknowledged block still in the log is listed, none with a finding (before: an
+    "unregistered-epoch" finding for each)."""
+    from kraftpy.controller.log.storage import MetadataStorage
+    from kraftpy.controller.quorum_controller import QuorumController
+    from kraftpy.controller.settings import ControllerSettings
     from support.broker_sim import BrokerSim
     from support.server import running_server
 
     with running_server(tmp_path / "srv", {
-            "metadata.log.max.record.bytes.between.snapshots": "1500",
+            "metadata.log.max.record.bytes.between.snapshots": str(10**9),
             "metadata.log.segment.bytes": "4096"}, log_level="WARNING") as srv:
         two = BrokerSim((srv.host, srv.controller_port), 2)
         two.register()
@@ -151,15 +157,21 @@ def test_a_served_log_trimmed_by_snapshots_audits_clean(tmp_path: Path) -> None:
             acked += [two.allocate(), three.allocate()]
         two.close()
         three.close()
+    storage = MetadataStorage.open(srv.data_dir, node_id=1, segment_bytes=4096)
+    controller = QuorumController(ControllerSettings(cluster_id=storage.cluster_id, node_id=1))
+    storage.replay_into(controller)
+    snapshot = storage.take_snapshot(controller, 1_800_000_000_000)
+    storage.close()
     mdir = srv.data_dir / "__cluster_metadata-0"
-    start = min(int(p.name[:20]) for p in mdir.glob("*.log"))
-    assert start > 0 and start > max(two.epoch, three.epoch)  # both registrations are gone
+    (segment,) = mdir.glob("*.log")
+    start = int(segment.name[:20])
+    assert max(two.epoch, three.epoch) < start < snapshot.end_offset  # registrations gone
     status, out, err = audit([srv.data_dir], "json")
     result = json.loads(out)
     assert (status, result["findings"], err) == (0, [], "")
-    listed = {(b["first_id"], b["last_id"] - b["first_id"] + 1) for b in result["blocks"]}
-    own = {(b["first_id"], b["last_id"] - b["first_id"] + 1) for b in result["blocks"]
-           if b["broker_epoch"] == -1}
-    lowest = min(first for first, _ in listed - own)
-    assert listed - own == {b for b in acked if b[0] >= lowest}  # the log's share, all of it
-    assert len(listed - own) > 20 and lowest > 0
+    assert list(result["seeded_from_snapshot"].values()) == [snapshot.end_offset]
+    listed = {(b["first_id"], b["last_id"] - b["first_id"] + 1) for b in result["blocks"]
+              if b["broker_epoch"] != -1}
+    lowest = min(first for first, _ in listed)
+    assert listed == {b for b in acked if b[0] >= lowest}  # the log's share, all of it
+    assert {b["broker_id"] for b in result["blocks"]} >= {2} and acked[-1] in listed
