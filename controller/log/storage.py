@@ -12,9 +12,9 @@ Layout, as Kafka's (`kafka-storage.sh format` plus a running KRaft node):
 `MetadataStorage` is what the quorum loop writes through (`append`, `flush` in a worker
 thread, `after_commit` for the snapshot policy). Startup loads the newest valid snapshot,
 refuses a log that has lost records (`consistency.py`, checked before anything in the
-directory changes), then replays the log after it; only batches after the clean point (the snapshot's end offset,
-or the last index entry after a clean stop) are validated, which keeps startup from a snapshot
-independent of how long the log has grown.
+directory changes), then replays the log after it; only batches after the clean point (the
+snapshot's end offset, or the last index entry after a clean stop) are validated, which keeps
+startup from a snapshot independent of how long the log has grown.
 """
 
 from __future__ import annotations
@@ -451,10 +451,10 @@ class MetadataStorage:
         )
         if mdir.is_dir() and not self.read_only:
             clean_partial_snapshots(mdir)
-        for sid, why in damaged:
-            log.warning("%s: snapshot %s is damaged (%s); %s", mdir, sid.file_name, why,
-                        f"replaying from {newest.snapshot_id.file_name}, which still reaches "
-                        "the log start" if newest is not None else "replaying the whole log")
+        for sid, why in damaged:  # (refused above unless what replay starts from is whole)
+            log.warning("%s: snapshot %s is damaged (%s); replaying %s", mdir, sid.file_name,
+                        why, f"from {newest.snapshot_id.file_name}" if newest is not None
+                        else "the whole log")
         if self.retention is not None and mdir.is_dir():
             self._snapshots = [
                 (sid, SnapshotInfo(sid.end_offset, path.stat().st_size,
