@@ -31,7 +31,8 @@ SWITCH_INTERVAL_S = 0.001
 
 class NodeStartError(RuntimeError):
     """The node cannot start (port in use, data dir locked or damaged); says which and why.
-    `exit_code` 2: the data dir needs a feature level this node cannot run."""
+    `exit_code` 2: the data dir needs a feature level this node cannot run, or its log has
+    lost records (`recovery.RecoveryError.exit_code`)."""
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
@@ -172,8 +173,7 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
     try:
         opened = await trio.to_thread.run_sync(recovery.open_node_storage, config)
     except recovery.RecoveryError as exc:
-        code = 2 if isinstance(exc, recovery.UnsupportedFeatures) else 1
-        raise NodeStartError(str(exc), code) from None
+        raise NodeStartError(str(exc), exc.exit_code) from None
     quorum = Quorum(opened.controller, opened.storage)
     node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features,
                        raft=RaftLeader(cluster_id=opened.cluster_id,

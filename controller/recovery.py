@@ -1,7 +1,7 @@
 """Opening a data dir for serving: format once, recover, replay, start a new leader epoch.
 
-Startup is replay: `MetadataStorage` (controller/log) recovers both logs and feeds the newest
-whole snapshot, the metadata records after it and the __transaction_state records to the same
+Startup is replay: `MetadataStorage` (controller/log) recovers both logs (refusing one that
+has lost records: `LostRecordsError`) and feeds the newest whole snapshot, the metadata records after it and the __transaction_state records to the same
 `replay` the live loop uses, so a restarted node has exactly the state its fsynced records
 describe. The node then writes quorum-state and a LeaderChange control batch with a bumped
 leader epoch, as a Kafka controller does when it takes over, and only then answers requests.
@@ -27,6 +27,7 @@ from kraftpy.controller.feature_control import (
     unsupported,
 )
 from kraftpy.controller.log import files
+from kraftpy.controller.log.consistency import InconsistentLogError
 from kraftpy.controller.log.partition_log import LogCorruptError
 from kraftpy.controller.log.retention import RetentionPolicy
 from kraftpy.controller.log.snapshots import SnapshotError, read_snapshot
@@ -49,10 +50,21 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 class RecoveryError(RuntimeError):
     """The data dir cannot be used; the message names the file and the reason."""
 
+    exit_code = 1
+
+
+class LostRecordsError(RecoveryError):
+    """The metadata log has lost records (`controller/log/consistency.py`): the node refuses
+    to start, as Kafka does, with nothing in the data dir changed. `kraftpy serve` exits 2."""
+
+    exit_code = 2
+
 
 class UnsupportedFeatures(RecoveryError):
     """The data dir finalizes a feature level this node cannot run: refused before anything
     is written (the command exits 2)."""
+
+    exit_code = 2
 
 
 def controller_settings(config: ServerConfig, cluster_id: str) -> ControllerSettings:
@@ -171,6 +183,8 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
             segment_ms=config.metadata_log_segment_ms,
             retention=retention_policy(config),
         )
+    except InconsistentLogError as exc:
+        raise LostRecordsError(str(exc)) from None
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
         raise RecoveryError(str(exc)) from None
     try:

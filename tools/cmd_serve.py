@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return trio.run(serve_node, config)
     except NodeStartError as exc:
+        # One line; exit 2 when the data dir's log has lost records (nothing was changed).
         logging.getLogger("kraftpy").error("cannot start: %s", exc)
         return exc.exit_code
     except KeyboardInterrupt:

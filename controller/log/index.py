@@ -169,6 +169,22 @@ class SegmentIndexes:
             with open(path, "ab") as f:
                 f.truncate(size)
 
+    def last_offset_on_disk(self) -> int | None:
+        """The offset the `.index` file's last entry names, read from the file (None when it
+        is missing, empty, not whole entries or ends in preallocated zeros)."""
+        try:
+            with open(self.index_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size == 0 or size % _OFFSET_ENTRY.size:
+                    return None
+                f.seek(size - _OFFSET_ENTRY.size)
+                rel, position = _OFFSET_ENTRY.unpack(f.read(_OFFSET_ENTRY.size))
+        except OSError:
+            return None
+        # No entry names position 0 (the first comes after INDEX_INTERVAL_BYTES): zeros are
+        # the unused tail of a file Kafka preallocated, not an entry.
+        return None if position <= 0 or rel < 0 else self.base_offset + rel
+
     # --- lookups ---
     def position_before(self, offset: int) -> int:
         """A file position at or before the batch holding `offset` (0 when none is known).

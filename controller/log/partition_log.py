@@ -26,7 +26,7 @@ import logging
 import os
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,6 +130,12 @@ class PartitionLog:
         self._lock = threading.Lock()
         self._checkpointed_epochs: list[tuple[int, int]] = []
         self._cut_at: int | None = None
+        self._torn: tuple[Segment, int] | None = None  # (segment, position) to cut, once allowed
+        self._torn_reason = ""
+        self._empty_after_cut: list[Segment] = []
+        # (the last segment's index file, the last offset it names), as found at open. After a
+        # clean stop every indexed batch was written: a log ending before it lost records.
+        self.indexed: tuple[Path, int] | None = None
         # The open batch of `accumulate`: its base offset, leader epoch, timestamp, records.
         self._open_base = 0
         self._open_epoch = 0
@@ -154,6 +160,7 @@ class PartitionLog:
         create: bool = True,
         max_batch_bytes: int = MAX_BATCH_BYTES,
         segment_ms: int | None = None,
+        before_changes: Callable[[PartitionLog], None] | None = None,
     ) -> PartitionLog:
         """Open (creating when `create`) and recover a partition directory.
 
@@ -161,7 +168,9 @@ class PartitionLog:
         those after are validated. By default the recovery point is the end offset of the
         newest snapshot file in the directory (a snapshot is only written of fsynced records).
         `clean` (after a clean stop) checks only the batches after the last index entry. An
-        empty directory starts at `start_offset`.
+        empty directory starts at `start_offset`. `before_changes` sees the recovered log
+        (start, end, epochs) before anything in the directory changes (a torn tail cut,
+        indexes rewritten, leftovers deleted); what it raises leaves the directory as it was.
         """
         self = cls(
             directory,
@@ -188,16 +197,24 @@ class PartitionLog:
             seg.create()
             self.segments.append(seg)
             files.fsync_dir(d)
+        last = self.segments[-1]
+        indexed = last.indexes.last_offset_on_disk()
+        if indexed is not None:
+            self.indexed = (last.indexes.index_path, indexed)
         if clean:
-            last = self.segments[-1]
             recovery_point = last.base_offset
             if last.indexes.load() and last.indexes.offsets:
-                recovery_point = last.indexes.offsets[-1]
+                if last.indexes.positions[-1] < last.path.stat().st_size:
+                    recovery_point = last.indexes.offsets[-1]
+                # else the batch it points at is gone: scan the whole segment to find the end
         elif recovery_point is None:
             recovery_point = _newest_snapshot_end(d)
         rebuilt = self._recover(recovery_point)
+        if before_changes is not None:
+            before_changes(self)
         if not read_only:
             # Only now that nothing was refused does anything in the directory change.
+            self._cut_torn_tail()
             for seg in rebuilt:
                 seg.indexes.rewrite()
             self._clean_leftovers()
@@ -231,8 +248,8 @@ class PartitionLog:
     def _recover(self, recovery_point: int) -> list[Segment]:
         """Find each segment's end and validate every batch from `recovery_point` on.
 
-        Reads only, except for cutting a torn tail; returns the segments whose indexes were
-        rebuilt in memory (the caller writes them once recovery has succeeded).
+        Reads only (a torn tail is cut later, by `_cut_torn_tail`); returns the segments whose
+        indexes were rebuilt in memory (the caller writes them once recovery has succeeded).
         """
         rebuilt: list[Segment] = []
         self._checkpointed_epochs = list(self.leader_epochs)
@@ -294,12 +311,9 @@ class PartitionLog:
                 seg.base_offset if expected is None else max(expected, seg.base_offset)
             )
         if self._cut_at is not None and not self.read_only:
-            # Empty segments rolled after the torn one would leave a gap in offsets.
-            for seg in self.segments[self._cut_at + 1 :]:
-                seg.close()
-                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
-                    path.unlink(missing_ok=True)
-                log.warning("%s: removed empty segment after a torn tail", seg.path)
+            # Empty segments rolled after the torn one would leave a gap in offsets (they are
+            # deleted with the cut, in `_cut_torn_tail`).
+            self._empty_after_cut = self.segments[self._cut_at + 1 :]
             del self.segments[self._cut_at + 1 :]
         end = self.log_end_offset
         kept = [(e, o) for e, o in self.leader_epochs if o < end]
@@ -315,6 +329,22 @@ class PartitionLog:
         seg.indexes.on_close()
 
     _epochs_changed = False
+
+    def _cut_torn_tail(self) -> None:
+        """Cut the torn tail recovery found, and the empty segments rolled after it."""
+        torn, self._torn = self._torn, None
+        if torn is not None:
+            seg, position = torn
+            dropped = seg.path.stat().st_size - position
+            log.warning("%s: truncating torn tail at position %d, dropping %d bytes (%s)",
+                        seg.path, position, dropped, self._torn_reason)
+            seg.truncate(position)
+        empty, self._empty_after_cut = self._empty_after_cut, []
+        for seg in empty:
+            seg.close()
+            for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
+                path.unlink(missing_ok=True)
+            log.warning("%s: removed empty segment after a torn tail", seg.path)
 
     def _note_epoch(self, batch: RecordBatch) -> None:
         epoch = batch.partition_leader_epoch
@@ -381,14 +411,10 @@ class PartitionLog:
                 exc.reason,
             )
             return
-        log.warning(
-            "%s: truncating torn tail at position %d, dropping %d bytes (%s)",
-            seg.path,
-            position,
-            dropped,
-            exc.reason,
-        )
-        seg.truncate(position)
+        # Cut only once the caller's checks pass (`_cut_torn_tail`): until then the segment
+        # just ends here in memory.
+        self._torn = (seg, position)
+        self._torn_reason = exc.reason
         self._cut_at = index
 
     # --- state ---------------------------------------------------------------------------
@@ -797,27 +823,6 @@ class PartitionLog:
                 offset,
             )
         return deleted
-
-    def reset_to(self, offset: int) -> None:
-        """Drop every segment and start empty at `offset` (a snapshot newer than the log)."""
-        with self._lock:
-            self._pending = bytearray()
-            self._open_values = []
-            self._open_keys = None
-            self._open_bytes = 0
-            for seg in self.segments:
-                seg.close()
-                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
-                    if path.exists():
-                        path.unlink()
-            seg = Segment(self.directory, offset)
-            seg.create()
-            self.segments = [seg]
-            self._dirty = []
-        files.fsync_dir(self.directory)
-        self.leader_epochs = []
-        files.write_leader_epochs(self.directory, [])
-        self.high_watermark = offset
 
     def close(self) -> None:
         """Flush, add the final time index entries, and release the files."""

@@ -7,7 +7,8 @@ end offset (exclusive) and epoch live only in the file name. It is written to
 crash leaves either no snapshot or a whole one. `bootstrap.checkpoint` has the same layout.
 
 Loading takes the newest snapshot that reads back whole (header, footer, every CRC); a damaged
-one is skipped with a warning and the next older one is tried.
+one is skipped and the next older one is tried. Whether that older one may be used is the
+caller's decision (`consistency.py`: it must still reach the first offset left in the log).
 """
 
 from __future__ import annotations
@@ -252,6 +253,21 @@ def read_snapshot_timestamp(path: Path) -> int | None:
     except (OSError, DecodeError):
         return None
     return None
+
+
+def newest_whole_snapshot(
+    directory: Path,
+) -> tuple[Snapshot | None, list[tuple[SnapshotId, str]]]:
+    """The newest snapshot that reads back whole, and the newer ones that do not (newest
+    first, each with why). Logs nothing: whether an older snapshot may stand in for a damaged
+    one depends on where the log starts, which the caller decides."""
+    damaged: list[tuple[SnapshotId, str]] = []
+    for sid, path in reversed(list_snapshots(directory)):
+        try:
+            return read_snapshot(path, sid), damaged
+        except SnapshotError as exc:
+            damaged.append((sid, str(exc).removeprefix(f"{path}: ")))
+    return None, damaged
 
 
 def load_newest_snapshot(directory: Path, *, below_or_at: int | None = None) -> Snapshot | None:

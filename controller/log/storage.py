@@ -11,9 +11,10 @@ Layout, as Kafka's (`kafka-storage.sh format` plus a running KRaft node):
 
 `MetadataStorage` is what the quorum loop writes through (`append`, `flush` in a worker
 thread, `after_commit` for the snapshot policy). Startup loads the newest valid snapshot,
-then replays the log after it; only batches after the clean point (the snapshot's end offset,
-or the last index entry after a clean stop) are validated, which keeps startup from a snapshot
-independent of how long the log has grown.
+refuses a log that has lost records (`consistency.py`, checked before anything in the
+directory changes), then replays the log after it; only batches after the clean point (the
+snapshot's end offset, or the last index entry after a clean stop) are validated, which keeps
+startup from a snapshot independent of how long the log has grown.
 """
 
 from __future__ import annotations
@@ -25,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.controller.log import files
+from kraftpy.controller.log.consistency import InconsistentLogError, LogFacts, check
 from kraftpy.controller.log.partition_log import (
     RECORD_OVERHEAD_BOUND,
     FlushTicket,
     PartitionLog,
 )
 from kraftpy.controller.log.retention import RetentionPolicy, SnapshotInfo, snapshots_to_drop
+from kraftpy.controller.log.segment import parse_segment_name
 from kraftpy.controller.log.snapshots import (
     Snapshot,
     SnapshotId,
@@ -38,7 +41,7 @@ from kraftpy.controller.log.snapshots import (
     delete_snapshots_before,
     encode_snapshot,
     list_snapshots,
-    load_newest_snapshot,
+    newest_whole_snapshot,
     read_snapshot,
     read_snapshot_timestamp,
     write_checkpoint_file,
@@ -406,14 +409,36 @@ class MetadataStorage:
             )
         clean = (d / CLEAN_SHUTDOWN).exists()
         mdir = d / METADATA_PARTITION
-        if mdir.is_dir() and not self.read_only:
-            clean_partial_snapshots(mdir)
-        newest = None
+        newest: Snapshot | None = None
+        damaged: list[tuple[SnapshotId, str]] = []
+        state = None
         if mdir.is_dir():
-            newest = load_newest_snapshot(mdir)
+            newest, damaged = newest_whole_snapshot(mdir)
+            state = files.read_quorum_state(mdir)
+            facts = LogFacts(
+                mdir, start=0, end=0, segments=0,
+                snapshots=[sid for sid, _ in list_snapshots(mdir)],
+                checkpointed_epochs=files.read_leader_epochs(mdir),
+                quorum_state=state, node_id=int(self.meta["node.id"]), clean=clean,
+            )
+            if not any(parse_segment_name(p.name) is not None for p in mdir.iterdir()):
+                self._check(facts)
         recovery_point: int | None = (
             None if clean else (newest.snapshot_id.end_offset if newest else 0)
         )
+
+        def verify(partition: PartitionLog) -> None:
+            # Before anything changes: does the recovered log still hold every record since
+            # the snapshot replay starts from (see consistency.py)?
+            facts.start, facts.end = partition.log_start_offset, partition.log_end_offset
+            facts.segments = len(partition.segments)
+            facts.last_segment = partition.active.path.name
+            facts.whole = newest.snapshot_id if newest is not None else None
+            facts.damaged = damaged
+            facts.log_epoch = partition.leader_epochs[-1][0] if partition.leader_epochs else -1
+            facts.indexed = partition.indexed
+            self._check(facts)
+
         self.metadata = PartitionLog.open(
             mdir,
             topic_id=files.METADATA_TOPIC_ID,
@@ -422,24 +447,20 @@ class MetadataStorage:
             segment_bytes=self.segment_bytes,
             segment_ms=self.segment_ms,
             read_only=self.read_only,
+            before_changes=verify if mdir.is_dir() else None,
         )
+        if mdir.is_dir() and not self.read_only:
+            clean_partial_snapshots(mdir)
+        for sid, why in damaged:  # (refused above unless what replay starts from is whole)
+            log.warning("%s: snapshot %s is damaged (%s); replaying %s", mdir, sid.file_name,
+                        why, f"from {newest.snapshot_id.file_name}" if newest is not None
+                        else "the whole log")
         if self.retention is not None and mdir.is_dir():
             self._snapshots = [
                 (sid, SnapshotInfo(sid.end_offset, path.stat().st_size,
                                    read_snapshot_timestamp(path)))
                 for sid, path in list_snapshots(mdir)
             ]
-        if newest is not None and newest.snapshot_id.end_offset > self.metadata.log_end_offset:
-            if self.read_only:
-                log.warning("%s: snapshot %s is past the log end", mdir, newest.path.name)
-            else:
-                log.warning(
-                    "%s: log ends at %d, before snapshot %s; starting the log at the snapshot",
-                    mdir,
-                    self.metadata.log_end_offset,
-                    newest.path.name,
-                )
-                self.metadata.reset_to(newest.snapshot_id.end_offset)
         self.snapshot = newest
         if newest is not None:
             self._last_snapshot_offset = newest.snapshot_id.end_offset
@@ -453,12 +474,20 @@ class MetadataStorage:
                 read_only=self.read_only,
                 contiguous=False,
             )
-        state = files.read_quorum_state(mdir) if mdir.is_dir() else None
         epochs = [self.metadata.leader_epochs[-1][0]] if self.metadata.leader_epochs else []
         self.leader_epoch = max([*epochs, state["leaderEpoch"] if state else 0])
         if clean and not self.read_only:
             (d / CLEAN_SHUTDOWN).unlink()
             files.fsync_dir(d)
+
+    def _check(self, facts: LogFacts) -> None:
+        """Refuse a log that lost records; a read-only reader (the tools) is only warned."""
+        try:
+            check(facts)
+        except InconsistentLogError as exc:
+            if not self.read_only:
+                raise
+            log.warning("%s", str(exc).replace("refusing to start", "reading it as it is"))
 
     def _txn_topic_id(self) -> str | None:
         existing = (

@@ -90,3 +90,88 @@ def test_command_line_exit_status(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "kraftpy.tools", "pid-audit", str(tmp_path / "x")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+def test_snapshots_that_replaced_the_grants_and_registrations_give_no_false_findings(
+        tmp_path: Path) -> None:
+    """Segments below 100 were deleted. The older snapshot (50) ends before the log start, the
+    newer one (120) inside the first segment left: the audit starts from the newer one, so the
+    ids granted between 50 and 100 are no gap and broker 2's registration at offset 60 (epoch
+    60, in a deleted segment) is no missing registration. Real findings still count."""
+    part = tmp_path / "cluster=lab" / "__cluster_metadata-0"
+    part.mkdir(parents=True)
+    write_snapshot(part, end_offset=50, epoch=1,
+                   records=[register_broker(1, 10), producer_ids(-1, -1, 5000)])
+    write_snapshot(part, end_offset=120, epoch=1,
+                   records=[register_broker(1, 10), register_broker(2, 60),
+                            producer_ids(-1, -1, 9000)])
+    w = MetadataLogWriter(part, base_offset=100)
+    for next_id in (7000, 8000, 9000):  # offsets 100-102: granted before the snapshot at 120
+        w.append([producer_ids(2, 60, next_id)])
+    while w.next_offset < 120:
+        w.append([no_op()])
+    w.append([producer_ids(2, 60, 10000)])  # 120
+    w.append([producer_ids(1, 10, 11000)])  # 121
+    w.close()
+    status, out, _ = audit([tmp_path], "json")
+    result = json.loads(out)
+    assert status == 0 and result["findings"] == []
+    assert [b["first_id"] for b in result["blocks"]] == [6000, 7000, 8000, 9000, 10000]
+    assert [b["finding"] for b in result["blocks"]] == [""] * 5
+    assert [b["incarnation_id"] is not None for b in result["blocks"]] == [True] * 5
+    assert result["seeded_from_snapshot"] == {"lab": 120}
+
+    w = MetadataLogWriter(part, base_offset=122)  # a second segment: what must still be found
+    w.append([producer_ids(3, 110, 12000)])  # 122: epoch 110 >= 100 would be in the log
+    w.append([producer_ids(3, 110, 12500)])  # 123: overlaps 11000..11999
+    w.close()
+    status, out, _ = audit([tmp_path], "json")
+    findings = [(f["kind"], f["offset"]) for f in json.loads(out)["findings"]]
+    assert status == 1
+    assert findings == [("unregistered-epoch", 122), ("unregistered-epoch", 123),
+                        ("overlap", 123)]
+
+
+def test_a_served_log_trimmed_by_a_snapshot_audits_clean(tmp_path: Path) -> None:
+    """Blocks taken through a running `kraftpy serve` by broker 2, and by broker 3 once it
+    registered after broker 2's first hundred; then a snapshot at the log end (the storage's
+    own `take_snapshot`, as the node's policy takes it) replaces every segment but the last,
+    and with them both registrations. The snapshot ends inside the segment left. Every
+    acknowledged block still in the log is listed, none with a finding (before: an
+    "unregistered-epoch" finding for each)."""
+    from kraftpy.controller.log.storage import MetadataStorage
+    from kraftpy.controller.quorum_controller import QuorumController
+    from kraftpy.controller.settings import ControllerSettings
+    from support.broker_sim import BrokerSim
+    from support.server import running_server
+
+    with running_server(tmp_path / "srv", {
+            "metadata.log.max.record.bytes.between.snapshots": str(10**9),
+            "metadata.log.segment.bytes": "4096"}, log_level="WARNING") as srv:
+        two = BrokerSim((srv.host, srv.controller_port), 2)
+        two.register()
+        acked = [two.allocate() for _ in range(100)]
+        three = BrokerSim((srv.host, srv.controller_port), 3)
+        three.register()
+        for _ in range(100):
+            acked += [two.allocate(), three.allocate()]
+        two.close()
+        three.close()
+    storage = MetadataStorage.open(srv.data_dir, node_id=1, segment_bytes=4096)
+    controller = QuorumController(ControllerSettings(cluster_id=storage.cluster_id, node_id=1))
+    storage.replay_into(controller)
+    snapshot = storage.take_snapshot(controller, 1_800_000_000_000)
+    storage.close()
+    mdir = srv.data_dir / "__cluster_metadata-0"
+    (segment,) = mdir.glob("*.log")
+    start = int(segment.name[:20])
+    assert max(two.epoch, three.epoch) < start < snapshot.end_offset  # registrations gone
+    status, out, err = audit([srv.data_dir], "json")
+    result = json.loads(out)
+    assert (status, result["findings"], err) == (0, [], "")
+    assert list(result["seeded_from_snapshot"].values()) == [snapshot.end_offset]
+    listed = {(b["first_id"], b["last_id"] - b["first_id"] + 1) for b in result["blocks"]
+              if b["broker_epoch"] != -1}
+    lowest = min(first for first, _ in listed)
+    assert listed == {b for b in acked if b[0] >= lowest}  # the log's share, all of it
+    assert {b["broker_id"] for b in result["blocks"]} >= {2} and acked[-1] in listed
