@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -76,3 +78,26 @@ def test_a_node_that_cannot_start_fails_with_kafkas_own_log(tmp_path: Path) -> N
             node.start(timeout=60)
     assert "Address already in use" in str(failed.value)
     assert not node.running
+
+
+def test_kafka_and_kraftpy_refuse_each_others_running_directory(
+        kafka_oracle: KafkaNode, tmp_path: Path) -> None:
+    from support.server import running_server
+
+    # Kafka's tools respect the lock of a directory kraftpy is running on...
+    with running_server(tmp_path / "kraftpy") as srv:
+        segment = srv.data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+        shell = run_tool("MetadataShell", "--snapshot", str(segment), "ls", "/")
+        assert shell.returncode != 0
+        assert f"Unable to lock {srv.data_dir}" in shell.stdout + shell.stderr
+    # ...and kraftpy refuses the directory of a running Kafka node, changing nothing in it.
+    before = sorted(p.name for p in kafka_oracle.data_dir.iterdir())
+    done = subprocess.run(
+        [sys.executable, "-m", "kraftpy.tools", "serve", "--override",
+         f"metadata.log.dir={kafka_oracle.data_dir}", "--override", "node.id=1", "--override",
+         "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0"],
+        capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "in use by another process" in done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert sorted(p.name for p in kafka_oracle.data_dir.iterdir()) == before
