@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kraftpy.controller.settings import TxnTopicSettings
+
 # What a bare `kraftpy serve` runs with: one node in combined mode on loopback.
 EMBEDDED_DEFAULTS: dict[str, str] = {
     "process.roles": "broker,controller",
@@ -42,6 +44,13 @@ KAFKA_DEFAULTS: dict[str, str] = {
     "metadata.max.idle.interval.ms": "500",
     # Rate of AllocateProducerIds per broker (blocks per second); 0 means unlimited.
     "producer.id.allocation.quota.per.broker": "0",
+}
+
+# The __transaction_state topic's settings (TransactionLogConfig), Kafka's defaults when unset.
+TXN_TOPIC_KEYS = {
+    "transaction.state.log.num.partitions": "num_partitions",
+    "transaction.state.log.min.isr": "min_isr",
+    "transaction.state.log.segment.bytes": "segment_bytes",
 }
 
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
@@ -90,6 +99,8 @@ class ServerConfig:
     # new snapshot deletes the segments wholly below it and all but one older snapshot.
     metadata_max_retention_bytes: int | None = None
     metadata_max_retention_ms: int | None = None
+    # transaction.state.log.num.partitions, .min.isr, .segment.bytes (Kafka's defaults).
+    txn_topic: TxnTopicSettings = field(default_factory=TxnTopicSettings)
     extra: dict[str, str] = field(default_factory=dict)
 
     def is_controller_listener(self, name: str) -> bool:
@@ -296,9 +307,12 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
     if 0 < queued_max < request_max:
         raise ConfigError(f"queued.max.request.bytes: {queued_max} must be larger or equal "
                           f"to socket.request.max.bytes ({request_max}), or -1 for no bound")
-    known = set(KAFKA_DEFAULTS) | set(EMBEDDED_DEFAULTS) | {
+    known = set(KAFKA_DEFAULTS) | set(EMBEDDED_DEFAULTS) | set(TXN_TOPIC_KEYS) | {
         "advertised.listeners", "log.dirs", "metadata.max.retention.bytes",
         "metadata.max.retention.ms"}
+    txn_topic = TxnTopicSettings(**{field_name: _int(merged, key, minimum=1)
+                                    for key, field_name in TXN_TOPIC_KEYS.items()
+                                    if key in merged})
     return ServerConfig(
         properties=dict(merged),
         node_id=node_id,
@@ -324,6 +338,7 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
         metadata_log_segment_ms=_int(merged, "metadata.log.segment.ms", minimum=1),
         metadata_max_retention_bytes=_optional_int(merged, "metadata.max.retention.bytes"),
         metadata_max_retention_ms=_optional_int(merged, "metadata.max.retention.ms"),
+        txn_topic=txn_topic,
         extra={k: v for k, v in merged.items() if k not in known},
     )
 

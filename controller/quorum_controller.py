@@ -123,7 +123,10 @@ class QuorumController:
         self.own_ids = ProducerIdManager(settings.node_id, settings.producer_id_block_size,
                                          settings.producer_id_prefetch_ratio,
                                          enabled=settings.serves_clients)
-        self.transactions = TransactionControlManager(settings.transaction_max_timeout_ms)
+        self.transactions = TransactionControlManager(
+            settings.transaction_max_timeout_ms, features=self.features,
+            replication=self.replication, node_id=settings.node_id,
+            log_directory_id=settings.log_directory_id, topic_settings=settings.txn_topic)
         self.acls = AclControlManager()
         self.config_control = ConfigurationControlManager(
             settings.node_id, settings.static_configs, self.features.elr_enabled,
@@ -367,6 +370,7 @@ class QuorumController:
             self.features.replay_transaction_marker(kind == BEGIN_TRANSACTION, offset)
         elif kind == TOPIC:
             self.replication.replay_topic(record)
+            self.transactions.replay_topic(record)
         elif kind == PARTITION:
             self.replication.replay_partition(record)
         elif kind == PARTITION_CHANGE:
@@ -375,6 +379,7 @@ class QuorumController:
             topic = self.replication.replay_remove_topic(record)
             if topic is not None:
                 self.config_control.delete_topic_configs(topic.name)
+            self.transactions.replay_remove_topic(record.topic_id)
         elif kind == CONFIG:
             self.config_control.replay(record)
         elif kind == CLEAR_ELR:
@@ -404,8 +409,10 @@ class QuorumController:
                 return (ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node} found.")
         return None
 
-    def replay_txn(self, key: Any, value: Any, offset: int) -> None:
-        self.transactions.replay(key, value, offset)
+    def replay_txn(self, key: Any, value: Any, offset: int, partition: int | None = None
+                   ) -> None:
+        """One __transaction_state record, read from `partition` (None: its id's own)."""
+        self.transactions.replay(key, value, offset, partition)
 
     def apply(self, result: ControllerResult, *, offset: int, txn_offset: int) -> None:
         """Replay a result's records at the offsets they were appended at."""
@@ -417,8 +424,8 @@ class QuorumController:
             return
         for i, (record, version) in enumerate(records):
             self.replay(record, version, offset + i)
-        for i, (key, value) in enumerate(result.txn_records):
-            self.replay_txn(key, value, txn_offset + i)
+        for i, txn in enumerate(result.txn_records):
+            self.replay_txn(txn.key, txn.value, txn_offset + i, txn.partition.index)
         for record, _ in records:
             self._note_shutdown(record, offset + len(records) - 1)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from kraftpy.controller.log.storage import (
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.settings import AdvertisedEndpoint, ControllerSettings
 from kraftpy.protocol.errors import DecodeError
+from kraftpy.protocol.uuid import parse_kafka_uuid
 
 log = logging.getLogger("kraftpy.recovery")
 
@@ -82,6 +84,7 @@ def controller_settings(config: ServerConfig, cluster_id: str) -> ControllerSett
         extra["min_insync_replicas"] = int(config.extra["min.insync.replicas"])
     return ControllerSettings(
         cluster_id=cluster_id,
+        txn_topic=config.txn_topic,
         node_id=config.node_id,
         broker_session_timeout_ms=config.broker_session_timeout_ms,
         broker_heartbeat_interval_ms=config.broker_heartbeat_interval_ms,
@@ -157,6 +160,31 @@ def _check_bootstrap(log_dir: Path) -> None:
         raise UnsupportedFeatures(f"{log_dir / files.BOOTSTRAP_CHECKPOINT}: {reason}")
 
 
+def _directory_id(storage: MetadataStorage) -> uuid.UUID:
+    """meta.properties' directory.id (Kafka's DirectoryId.UNASSIGNED when it has none)."""
+    text = storage.meta.get("directory.id")
+    try:
+        return parse_kafka_uuid(text) if text else uuid.UUID(int=0)
+    except ValueError:
+        return uuid.UUID(int=0)
+
+
+def migrate_transaction_state(storage: MetadataStorage, controller: QuorumController,
+                              now_ms: int) -> None:
+    """Move transactional ids of kraftpy's former one-partition layout to where Kafka looks
+    for them, before anything is served. Each step (`TransactionControlManager.
+    migration_step`: copy each misplaced id into its own partition, create the topic over
+    the directories found, tombstone the misplaced records) is written and fsynced before
+    the next is asked for, so a crash anywhere leaves every id readable and the next start
+    goes on from there; a directory already in Kafka's layout needs no step."""
+    while (step := controller.transactions.migration_step()) is not None:
+        offset, txn_offset = storage.append(step, now_ms)
+        controller.apply(step, offset=offset, txn_offset=txn_offset)
+        controller.on_committed(*storage.flush())
+        for event in step.events:
+            log.info("%s", event)
+
+
 def retention_policy(config: ServerConfig) -> RetentionPolicy | None:
     """Kafka's retention when `metadata.max.retention.*` is configured (an unset one takes
     Kafka's default); otherwise None: each new snapshot trims the log below itself."""
@@ -182,13 +210,15 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
             background_snapshots=True,  # written in a worker thread beside the commits
             segment_ms=config.metadata_log_segment_ms,
             retention=retention_policy(config),
+            txn_segment_bytes=config.txn_topic.segment_bytes,
         )
     except InconsistentLogError as exc:
         raise LostRecordsError(str(exc)) from None
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
         raise RecoveryError(str(exc)) from None
     try:
-        settings = controller_settings(config, storage.cluster_id)
+        settings = replace(controller_settings(config, storage.cluster_id),
+                           log_directory_id=_directory_id(storage))
         mv, features = read_bootstrap(log_dir)
         if mv is not None:
             settings = replace(settings, metadata_version=mv, bootstrap_features=features)
@@ -208,11 +238,14 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
             raise UnsupportedFeatures(f"{log_dir}: {exc}") from None
         except (DecodeError, ValueError) as exc:
             raise RecoveryError(f"cannot replay {log_dir}: {exc}") from None
+        except files.LogDirError as exc:
+            raise RecoveryError(str(exc)) from None
         controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
         now = _now_ms()
         epoch = storage.begin_epoch(now_ms=now)
         controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
         controller.activate(leader_epoch=epoch, now_ms=now)
+        migrate_transaction_state(storage, controller, now)
     except BaseException:
         storage.close()
         raise

@@ -22,8 +22,8 @@ class ControllerResult:
     - `response`: the typed response message (None for tick()).
     - `records`: `(metadata record, version)` pairs, never split across batches (atomic; other
       operations' records may share the batch), the first at the `next_offset` given.
-    - `txn_records`: `(TransactionLogKey, TransactionLogValue | None)` pairs for
-      `__transaction_state-0` (value version 1; None is a tombstone).
+    - `txn_records`: `transaction_control.TxnRecord`s (partition, TransactionLogKey,
+      TransactionLogValue | None, value version) for `__transaction_state` (None: tombstone).
     - `respond_before_commit`: the response depends on nothing uncommitted and may be sent
       at once. Otherwise it waits until every record of this result, and everything
       appended before it, is fsynced.
@@ -34,12 +34,12 @@ class ControllerResult:
 
     response: Any = None
     records: list[tuple[Any, int]] = field(default_factory=list)
-    txn_records: list[tuple[Any, Any]] = field(default_factory=list)
+    txn_records: list[Any] = field(default_factory=list)
     respond_before_commit: bool = False
     events: list[Any] = field(default_factory=list)
 
     def __init__(self, response: Any = None, records: list[tuple[Any, int]] | None = None,
-                 txn_records: list[tuple[Any, Any]] | None = None,
+                 txn_records: list[Any] | None = None,
                  respond_before_commit: bool = False, events: list[Any] | None = None) -> None:
         # Written out: the generated __init__ calls a default factory per empty list, and
         # every write goes through here (about half the cost).

@@ -19,6 +19,15 @@ MV_4_1_IV1 = 27  # what Kafka 4.1 bootstraps with
 
 
 @dataclass(frozen=True)
+class TxnTopicSettings:
+    """Kafka's transaction.state.log.* settings that shape the __transaction_state topic."""
+
+    num_partitions: int = 50  # transaction.state.log.num.partitions
+    min_isr: int = 2  # transaction.state.log.min.isr
+    segment_bytes: int = 100 * 1024 * 1024  # transaction.state.log.segment.bytes
+
+
+@dataclass(frozen=True)
 class AdvertisedEndpoint:
     """One advertised listener of this node, as DescribeCluster and DescribeQuorum report it."""
 
@@ -53,6 +62,10 @@ class ControllerSettings:
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     rack: str | None = None
     directory_id: uuid.UUID = uuid.UUID(int=0)
+    # meta.properties' directory.id: partitions this node creates are assigned to it.
+    log_directory_id: uuid.UUID = uuid.UUID(int=0)
+    # transaction.state.log.*: the __transaction_state topic this node creates.
+    txn_topic: TxnTopicSettings = field(default_factory=TxnTopicSettings)
     # metadata.max.idle.interval.ms: a NoOpRecord this often, as Kafka's controller writes
     # one, so fetchers see the log move and its high watermark advance; 0 writes none.
     max_idle_interval_ms: int = 0

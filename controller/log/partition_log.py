@@ -1,4 +1,4 @@
-"""PartitionLog: one Kafka partition directory (`__cluster_metadata-0`, `__transaction_state-0`).
+"""PartitionLog: one Kafka partition directory (`__cluster_metadata-0`, `__transaction_state-<n>`).
 
 Theory of operation. The directory holds segments `<20-digit base offset>.log` (v2 record
 batches, back to back) with their `.index`/`.timeindex`, plus `partition.metadata` and

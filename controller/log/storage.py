@@ -7,7 +7,7 @@ Layout, as Kafka's (`kafka-storage.sh format` plus a running KRaft node):
     <metadata.log.dir>/bootstrap.checkpoint     FeatureLevelRecords for the first start
     <metadata.log.dir>/.kafka_cleanshutdown     present only between a clean stop and a start
     <metadata.log.dir>/__cluster_metadata-0/    segments, snapshots, quorum-state, ...
-    <metadata.log.dir>/__transaction_state-0/   the transaction log (keyed records)
+    <metadata.log.dir>/__transaction_state-<n>/ the transaction log, Kafka's partitions (txn_state.py)
 
 `MetadataStorage` is what the quorum loop writes through (`append`, `flush` in a worker
 thread, `after_commit` for the snapshot policy). Startup loads the newest valid snapshot,
@@ -47,6 +47,7 @@ from kraftpy.controller.log.snapshots import (
     write_checkpoint_file,
     write_snapshot,
 )
+from kraftpy.controller.log.txn_state import TransactionStateLog, TxnFlush
 from kraftpy.protocol.control_records import leader_change
 from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.record_batch import RECORD_BATCH_OVERHEAD
@@ -54,7 +55,6 @@ from kraftpy.protocol.record_batch import RECORD_BATCH_OVERHEAD
 log = logging.getLogger("kraftpy.log")
 
 METADATA_PARTITION = "__cluster_metadata-0"
-TXN_PARTITION = "__transaction_state-0"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 DEFAULT_SNAPSHOT_BYTES = 20 * 1024 * 1024
 DEFAULT_SNAPSHOT_INTERVAL_MS = 60 * 60 * 1000
@@ -279,7 +279,7 @@ class FlushRound:
     """What one commit round's fsync covers: each log's written bytes up to an end offset."""
 
     metadata: FlushTicket
-    txn: FlushTicket | None
+    txn: TxnFlush | None
 
     def fsync(self) -> None:
         self.metadata.fsync()
@@ -354,6 +354,7 @@ class MetadataStorage:
         policy: SnapshotPolicy | None = None,
         read_only: bool = False,
         with_txn_log: bool = True,
+        txn_segment_bytes: int = 100 * 1024 * 1024,
         background_snapshots: bool = False,
         segment_ms: int | None = None,
         retention: RetentionPolicy | None = None,
@@ -372,10 +373,11 @@ class MetadataStorage:
         self.policy = policy or SnapshotPolicy()
         self.read_only = read_only
         self.with_txn_log = with_txn_log
+        self.txn_segment_bytes = txn_segment_bytes  # transaction.state.log.segment.bytes
         self.lock: files.DirLock | None = None
         self.meta: dict[str, str] = {}
         self.metadata: PartitionLog
-        self.txn: PartitionLog | None = None
+        self.txn: TransactionStateLog | None = None
         self.snapshot: Snapshot | None = None
         self.leader_epoch = 0
         self._last_snapshot_offset = 0
@@ -465,15 +467,9 @@ class MetadataStorage:
         if newest is not None:
             self._last_snapshot_offset = newest.snapshot_id.end_offset
         self._last_snapshot_bytes = self._bytes_at(self._last_snapshot_offset)
-        if self.with_txn_log and (not self.read_only or (d / TXN_PARTITION).is_dir()):
-            self.txn = PartitionLog.open(
-                d / TXN_PARTITION,
-                topic_id=self._txn_topic_id(),
-                recovery_point=None if clean else 0,
-                segment_bytes=self.segment_bytes,
-                read_only=self.read_only,
-                contiguous=False,
-            )
+        if self.with_txn_log:
+            self.txn = TransactionStateLog.open(
+                d, clean=clean, segment_bytes=self.txn_segment_bytes, read_only=self.read_only)
         epochs = [self.metadata.leader_epochs[-1][0]] if self.metadata.leader_epochs else []
         self.leader_epoch = max([*epochs, state["leaderEpoch"] if state else 0])
         if clean and not self.read_only:
@@ -488,14 +484,6 @@ class MetadataStorage:
             if not self.read_only:
                 raise
             log.warning("%s", str(exc).replace("refusing to start", "reading it as it is"))
-
-    def _txn_topic_id(self) -> str | None:
-        existing = (
-            files.read_partition_metadata(self.log_dir / TXN_PARTITION)
-            if (self.log_dir / TXN_PARTITION).is_dir()
-            else None
-        )
-        return existing or random_uuid()
 
     @property
     def cluster_id(self) -> str:
@@ -536,18 +524,27 @@ class MetadataStorage:
         return stats
 
     def replay_txn_into(self, controller: Any) -> int:
+        """The transaction log's partitions, once the metadata log is replayed: each
+        directory must be the metadata log's `__transaction_state` (by the topic id in its
+        partition.metadata); with no such topic yet (kraftpy's former one-partition layout)
+        the controller adopts the directories' topic id. Records count from 0 over all
+        partitions (`TxnRecord`'s count); every one is durable."""
         from kraftpy.protocol.txn_log import decode_key, decode_value
+        from kraftpy.protocol.uuid import kafka_uuid_str, parse_kafka_uuid
 
-        count = 0
         assert self.txn is not None
-        for batch in self.txn.read():
-            if batch.is_control:
-                continue
-            for record in batch.records():
-                key, _kv = decode_key(record.key)  # type: ignore[arg-type]
-                value, _vv = decode_value(record.value)
-                controller.replay_txn(key, value, record.offset)
-                count += 1
+        txns = getattr(controller, "transactions", None)
+        if txns is not None and txns.topic_id is not None:
+            self.txn.check_topic(kafka_uuid_str(txns.topic_id))
+        elif txns is not None and (disk := self.txn.disk_topic_id()) is not None:
+            txns.adopt(parse_kafka_uuid(disk), self.txn.last_epochs())
+        count = 0
+        for record in self.txn.read():
+            key, _kv = decode_key(record.key)  # type: ignore[arg-type]
+            value, _vv = decode_value(record.value)
+            controller.replay_txn(key, value, count, record.partition)
+            count += 1
+        self.txn.set_end(count)
         return count
 
     def _bytes_at(self, offset: int) -> int:
@@ -605,18 +602,11 @@ class MetadataStorage:
             return offset, self.txn.log_end_offset if self.txn is not None else 0
         return offset, self.append_txn(result.txn_records, now_ms)
 
-    def append_txn(self, txn_records: list[tuple[Any, Any]], now_ms: int) -> int:
-        """Transaction log records (key, value or None), together in one batch; the offset
-        of the first."""
-        from kraftpy.protocol.txn_log import encode_key, encode_value
-
+    def append_txn(self, txn_records: list[Any], now_ms: int) -> int:
+        """A result's TxnRecords, each partition's in one batch; the count of the first."""
         if self.txn is None:
             raise RuntimeError("transaction records but no transaction log is open")
-        keys = [encode_key(k) for k, _ in txn_records]
-        values = [None if v is None else encode_value(v) for _, v in txn_records]
-        return self.txn.accumulate(
-            values, keys=keys, leader_epoch=self.leader_epoch, timestamp=now_ms
-        )
+        return self.txn.accumulate(txn_records, now_ms)
 
     def prepare(self) -> PreparedRecords:
         """A drain pass's place for its operations' metadata records (see PreparedRecords)."""

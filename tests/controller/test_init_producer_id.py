@@ -6,9 +6,16 @@ ids relative to the first one handed out.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from kraftpy.controller.result import ControllerResult
-from kraftpy.controller.transaction_control import TxnMetadata, TxnState
+from kraftpy.controller.transaction_control import (
+    TxnMetadata,
+    TxnPartition,
+    TxnRecord,
+    TxnState,
+)
 from kraftpy.protocol import txn_log
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.describe_transactions_request import DescribeTransactionsRequest
@@ -20,7 +27,7 @@ from kraftpy.protocol.records.transaction_log_value import (
     PartitionsSchema,
     TransactionLogValue,
 )
-from support.controller_harness import Harness
+from support.controller_harness import Harness, settings
 from support.paths import reference
 
 
@@ -112,12 +119,18 @@ def test_timeout_bounds(h):
     assert err(h.init("v", timeout_ms=-5)) == ErrorCode.INVALID_TRANSACTION_TIMEOUT
 
 
-def test_the_record_is_kafkas_transaction_log_value(h):
+@pytest.mark.parametrize("tv, value_version", [(0, 0), (1, 1), (2, 1)])
+def test_the_record_is_kafkas_transaction_log_value(tv, value_version):
+    # transaction.version decides the value's version, as TransactionVersion's
+    # transactionLogValueVersion does: 0 (not flexible) below level 1.
+    h = Harness(settings(bootstrap_features={"transaction.version": tv}))
+    h.ready_ids()
     pid, epoch = ok(h.init("golden-txn", timeout_ms=60000))
-    key, value = h.txn[-1]
+    key, value, partition = h.txn[-1]
     assert key == bytes.fromhex("0000000a") + b"golden-txn"
+    assert partition.index == txn_log.partition_for("golden-txn", 50)
     decoded, version = txn_log.decode_value(value)
-    assert version == 1
+    assert version == value_version
     assert (decoded.producer_id, decoded.producer_epoch, decoded.transaction_timeout_ms,
             decoded.transaction_status, decoded.transaction_partitions,
             decoded.transaction_start_timestamp_ms) == (pid, epoch, 60000, 0, None, -1)
@@ -156,8 +169,10 @@ def test_epoch_32766_rotates_to_a_new_producer_id_and_remembers_the_old(h):
     new_pid, epoch = ok(h.init("t", pid=5000, epoch=32766))
     assert epoch == 0 and new_pid not in (5000, -1)
     value, _ = txn_log.decode_value(h.txn[-1][1])
+    # As Kafka's TransactionLog.valueToBytes: the previous id is not written, only kept
     assert (value.producer_id, value.previous_producer_id, value.producer_epoch) == \
-        (new_pid, 5000, 0)
+        (new_pid, -1, 0)
+    assert h.qc.transactions.txns["t"].previous_producer_id == 5000
     # the client retries with what it held: the old id at the exhausted epoch
     assert ok(h.init("t", pid=5000, epoch=32766)) == (new_pid, 0)
     # and carries on with the new one
@@ -182,8 +197,9 @@ def test_rotation_retry_across_a_restart_is_fenced_as_in_kafka():
     h.ready_ids()
     _at_epoch(h, "t", 5000, 32766)
     # persist the starting state through the harness log
-    h.write(ControllerResult(None, txn_records=[(TransactionLogKey(transactional_id="t"),
-                                                 h.qc.transactions.txns["t"].value())]))
+    home = TxnPartition(uuid.UUID(int=1), txn_log.partition_for("t", 50))
+    h.write(ControllerResult(None, txn_records=[TxnRecord(
+        home, TransactionLogKey(transactional_id="t"), h.qc.transactions.txns["t"].value())]))
     new_pid, _ = ok(h.init("t", pid=5000, epoch=32766))
     h.restart()
     h.ready_ids()
@@ -241,7 +257,7 @@ def test_unfinished_transactions_are_completed_then_the_retry_succeeds(h, state,
     _at_epoch(h, "t", 5000, 7, state)
     start = len(h.txn)
     assert err(h.init("t", pid=5000, epoch=7)) == ErrorCode.CONCURRENT_TRANSACTIONS
-    values = [txn_log.decode_value(v)[0] for _, v in h.txn[start:]]
+    values = [txn_log.decode_value(v)[0] for _, v, _ in h.txn[start:]]
     assert values[-1].transaction_status == done
     fenced = 8 if state is TxnState.ONGOING else 7
     assert [v.producer_epoch for v in values][-1] == fenced

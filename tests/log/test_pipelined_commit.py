@@ -7,6 +7,7 @@ import errno
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,12 +22,14 @@ from kraftpy.controller.log.storage import (
 )
 from kraftpy.controller.quorum import NodeStopped, Quorum
 from kraftpy.controller.result import ControllerResult
+from kraftpy.controller.transaction_control import TxnPartition, TxnRecord
 from kraftpy.protocol.errors import EncodeError
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.record_batch import iter_record_batches
 from kraftpy.protocol.records.config_record import ConfigRecord
+from kraftpy.protocol.records.transaction_log_key import TransactionLogKey
 from support.quorum_crash_writer import open_node, registration
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -415,6 +418,11 @@ class Scripted:
         pass
 
 
+def _tombstone(transactional_id: str) -> TxnRecord:
+    return TxnRecord(TxnPartition(uuid.UUID(int=7), 0),
+                     TransactionLogKey(transactional_id=transactional_id), None)
+
+
 def _config(name: str) -> tuple[ConfigRecord, int]:
     return ConfigRecord(resource_type=2, resource_name="t", name=name, value="v"), 0
 
@@ -488,14 +496,14 @@ async def test_an_operation_whose_transaction_log_append_fails_keeps_no_metadata
     append_txn = storage.append_txn
 
     def refuse_bad(txn_records: list, now_ms: int) -> int:
-        if txn_records[0][0] == "bad":
+        if txn_records[0].key.transactional_id == "bad":
             raise OSError(errno.EIO, "Input/output error")
         return append_txn(txn_records, now_ms)
 
     storage.append_txn = refuse_bad  # type: ignore[method-assign]
     txn_end = storage.txn_end_offset()
-    requests = [("a", [_config("a")], []), ("t", [_config("t")], [("bad", None)]),
-                ("u", [_config("u")], [("good", None)]), ("c", [_config("c")], [])]
+    requests = [("a", [_config("a")], []), ("t", [_config("t")], [_tombstone("bad")]),
+                ("u", [_config("u")], [_tombstone("good")]), ("c", [_config("c")], [])]
     outcomes: dict[str, object] = {}
     await _drain_one_pass(quorum, scripted_ring, requests, outcomes)
     assert isinstance(outcomes["t"], OSError)

@@ -16,6 +16,7 @@ from typing import Any
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.settings import ControllerSettings
+from kraftpy.controller.transaction_control import TxnPartition, TxnRecord
 from kraftpy.protocol import txn_log
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -46,7 +47,8 @@ class Harness:
     leader_epoch: int = 1
     auto_commit: bool = True
     records: list[tuple[bytes, int]] = field(default_factory=list)  # (framed value, offset)
-    txn: list[tuple[bytes, bytes | None]] = field(default_factory=list)
+    # __transaction_state: (key bytes, value bytes or None, the TxnPartition it went to)
+    txn: list[tuple[bytes, bytes | None, TxnPartition]] = field(default_factory=list)
     hwm: int = 0
     txn_hwm: int = 0
     snapshot: list[bytes] | None = None
@@ -69,15 +71,17 @@ class Harness:
         offset, txn_offset = self.end, len(self.txn)
         for record, version in result.records:
             self.records.append((encode_metadata_record(record, version), self.end))
-        for key, value in result.txn_records:
-            self.txn.append((txn_log.encode_key(key),
-                             None if value is None else txn_log.encode_value(value)))
+        for rec in result.txn_records:
+            self.txn.append((txn_log.encode_key(rec.key),
+                             None if rec.value is None
+                             else txn_log.encode_value(rec.value, rec.value_version),
+                             rec.partition))
         if result.records or result.txn_records:
             decoded = ControllerResult(
                 result.response,
                 [decode_metadata_record(v) for v, _ in self.records[offset - self.snapshot_end:]],
-                [(txn_log.decode_key(k)[0], txn_log.decode_value(v)[0])
-                 for k, v in self.txn[txn_offset:]])
+                [TxnRecord(p, txn_log.decode_key(k)[0], *txn_log.decode_value(v))
+                 for k, v, p in self.txn[txn_offset:]])
             self.qc.apply(decoded, offset=offset, txn_offset=txn_offset)
         if self.auto_commit:
             self.commit()
@@ -121,8 +125,9 @@ class Harness:
         for value, offset in self.records:
             record, version = decode_metadata_record(value)
             self.qc.replay(record, version, offset)
-        for i, (k, v) in enumerate(self.txn):
-            self.qc.replay_txn(txn_log.decode_key(k)[0], txn_log.decode_value(v)[0], i)
+        for i, (k, v, p) in enumerate(self.txn):
+            self.qc.replay_txn(txn_log.decode_key(k)[0], txn_log.decode_value(v)[0], i,
+                               p.index)
         self.qc.on_committed(self.end, len(self.txn))
         self.leader_epoch += 1
         self.qc.activate(leader_epoch=self.leader_epoch, now_ms=self.now_ms)
