@@ -3,7 +3,8 @@
 Versions served: 0-2. Listeners: client and CONTROLLER (Kafka answers it on both).
 Behaviour: answered by the controller: a quorum of one voter, this node, leading at the epoch
 bumped at every start, with the high watermark of __cluster_metadata-0.
-Skipped: observers (brokers do not fetch the log from kraftpy).
+Observers: every broker that fetched the log within Kafka's observer session (5 minutes),
+with its fetch offset and times, filled in by the raft leader (`controller/raft/leader.py`).
 """
 
 from __future__ import annotations
@@ -25,4 +26,8 @@ def error_response(code: int) -> DescribeQuorumResponse:
 async def handle(
     node: api.Node, request: DescribeQuorumRequest, ctx: api.RequestContext
 ) -> DescribeQuorumResponse:
-    return await api.through_controller(node, request, ctx, error_response)
+    response = await api.through_controller(node, request, ctx, error_response)
+    raft = getattr(node, "raft", None)
+    if raft is not None and response.error_code == 0:
+        raft.add_observers(response, ctx.api_version, node.clock_ms())  # type: ignore[attr-defined]
+    return response

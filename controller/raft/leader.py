@@ -18,6 +18,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kraftpy.protocol.messages.describe_quorum_response import DescribeQuorumResponse
+from kraftpy.protocol.messages.describe_quorum_response import (
+    ReplicaState as DescribeQuorumReplica,
+)
 from kraftpy.protocol.messages.fetch_request import FetchRequest
 from kraftpy.protocol.messages.fetch_response import (
     EpochEndOffset,
@@ -76,6 +80,10 @@ class LogState:
     snapshots: Sequence[tuple[int, int]] = ()
 
 
+# LeaderState.OBSERVER_SESSION_TIMEOUT_MS: an observer silent this long leaves DescribeQuorum.
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+
+
 @dataclass
 class ReplicaState:
     """A fetcher as the leader last saw it (DescribeQuorum's ReplicaState)."""
@@ -85,6 +93,8 @@ class ReplicaState:
     log_end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    # The leader's log end at this fetcher's previous fetch (Kafka's lastFetchLeaderLogEndOffset).
+    last_fetch_leader_end: int = -1
 
 
 @dataclass
@@ -247,10 +257,37 @@ class RaftLeader:
         if state is None:
             state = self.replicas[replica_id] = ReplicaState(
                 replica_id, directory_id or uuid.UUID(int=0))
-        state.log_end_offset = fetch_offset
-        state.last_fetch_ms = now_ms
+        # LeaderState.updateFollowerState: caught up now if at the leader's end; or caught up
+        # as of the previous fetch if it reached the end the leader had then.
         if fetch_offset >= high_watermark:
-            state.last_caught_up_ms = now_ms
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now_ms)
+        elif state.last_fetch_leader_end > 0 and fetch_offset >= state.last_fetch_leader_end:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.last_fetch_leader_end = high_watermark
+        state.log_end_offset = fetch_offset
+        state.last_fetch_ms = max(state.last_fetch_ms, now_ms)
+
+    def observers(self, now_ms: int) -> list[ReplicaState]:
+        """The fetchers seen within the observer session timeout, by id (others are dropped)."""
+        for replica_id, state in list(self.replicas.items()):
+            if now_ms - state.last_fetch_ms >= OBSERVER_SESSION_TIMEOUT_MS:
+                del self.replicas[replica_id]
+        return [self.replicas[k] for k in sorted(self.replicas)]
+
+    def add_observers(self, response: DescribeQuorumResponse, version: int, now_ms: int) -> None:
+        """Fill DescribeQuorum's observers: the brokers fetching this log (the controller, which
+        answers the rest, knows nothing of raft fetchers)."""
+        for topic in response.topics:
+            for partition in topic.partitions:
+                if topic.topic_name != METADATA_TOPIC or partition.partition_index != 0 \
+                        or partition.error_code != NONE:
+                    continue
+                partition.observers = [DescribeQuorumReplica(
+                    replica_id=o.replica_id,
+                    replica_directory_id=o.directory_id if version >= 2 else uuid.UUID(int=0),
+                    log_end_offset=o.log_end_offset, last_fetch_timestamp=o.last_fetch_ms,
+                    last_caught_up_timestamp=o.last_caught_up_ms)
+                    for o in self.observers(now_ms)]
 
 
 def _replica_id(request: FetchRequest, version: int) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from kraftpy.protocol.record_batch import iter_record_batches
-from support.kafka import KafkaNode, run_java_client, run_tool
+from support.kafka import KafkaNode, metadata_shell_tree, run_java_client, run_tool
 from support.producers import confluent_producer_id, kafka_python_producer_id
 from support.server import KraftpyServer
 
@@ -168,7 +168,7 @@ def _image(metadata_dir: Path, path: str, copy_to: Path) -> str:
     copy = copy_to / f"{metadata_dir.parent.parent.name}-{segment.name}"
     if not copy.exists():
         shutil.copyfile(segment, copy)
-    return run_tool("MetadataShell", "--snapshot", str(copy), "tree", path).check().stdout
+    return metadata_shell_tree(copy, path)
 
 
 def _topics(tree: str) -> dict[str, dict[str, str]]:
@@ -201,3 +201,35 @@ def test_kafkas_controller_gives_the_same_state(on_kraftpy, on_kafka, tmp_path: 
     assert set(_topics(ours)) == {"t1", "__transaction_state", "__consumer_offsets"}
     assert _image(ours_dir, "/image/configs", tmp_path) == _image(theirs_dir, "/image/configs",
                                                                  tmp_path)
+
+
+def _quorum(controller: str, what: str) -> list[list[str]]:
+    """`kafka-metadata-quorum describe` through the CONTROLLER listener, values that belong to
+    one cluster (ids, offsets, times, lags) masked."""
+    out = run_tool("MetadataQuorumCommand", "--bootstrap-controller", controller, "describe",
+                   what).check().stdout
+    rows = []
+    for line in out.splitlines():
+        cells = line.split()
+        if what == "--replication" and cells and cells[0].isdigit():
+            cells = [cells[0], cells[1] if cells[0] == "2" else "DIR", *["X"] * 4, cells[-1]]
+        elif what == "--status":
+            line = re.sub(r"127\.0\.0\.1:\d+", "ADDR", line)
+            line = re.sub(r"^(ClusterId|LeaderEpoch|HighWatermark|MaxFollowerLag|"
+                          r"MaxFollowerLagTimeMs):\s+\S+", r"\1: X", line)
+            cells = [re.sub(r'"directoryId": "[^"]+"', '"directoryId": "D"', line)]
+        rows.append(cells)
+    return rows
+
+
+def test_the_broker_is_an_observer_in_describe_quorum_as_on_kafka(on_kraftpy, on_kafka) -> None:
+    srv, broker, _, _ = on_kraftpy
+    controller, their_broker, _ = on_kafka
+    ours = _quorum(srv.controller, "--replication")
+    assert [row[0] for row in ours[1:]] == ["1", "2"]
+    assert ours[2][-1] == "Observer"
+    assert ours[2][1] != "AAAAAAAAAAAAAAAAAAAAAA"  # the broker's metadata directory id
+    theirs = _quorum(controller.controller, "--replication")
+    # Kafka's broker has its own directory id: compare the rest.
+    assert [r[:1] + r[2:] for r in ours] == [r[:1] + r[2:] for r in theirs]
+    assert _quorum(srv.controller, "--status") == _quorum(controller.controller, "--status")

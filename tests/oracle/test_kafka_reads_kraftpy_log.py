@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from kraftpy.tools.broker_sim import BrokerSim
-from support.kafka import run_tool
+from support.kafka import metadata_shell_tree, run_tool
 from support.producers import kafka_python_producer_id
 from support.server import KraftpyServer
 
@@ -98,14 +98,7 @@ def _our_image(data_dir: Path) -> str:
 
 
 def _tree(source: Path, node: str) -> str:
-    """`kafka-metadata-shell --snapshot SOURCE tree NODE`. The shell now and then prints
-    nothing at all (no error, exit 0: its command ran before the loader published the
-    image, seen about once in five runs on a busy machine); such a run is asked again."""
-    for _ in range(4):
-        out = run_tool("MetadataShell", "--snapshot", str(source), "tree", node).check().stdout
-        if out.strip():
-            break
-    return out
+    return metadata_shell_tree(source, node)
 
 
 def _shell(source: Path) -> tuple[int, dict[str, str]]:

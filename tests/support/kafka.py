@@ -181,6 +181,18 @@ def run_tool(tool: str, *args: str, timeout: float = 120.0, stdin: str | None = 
     return ToolRun(command, done.returncode, done.stdout, done.stderr)
 
 
+def metadata_shell_tree(source: Path, node: str, attempts: int = 5) -> str:
+    """`kafka-metadata-shell --snapshot SOURCE tree NODE`. The shell now and then prints nothing
+    at all (exit 0: its command ran before its loader published the image; seen about once in
+    five runs on a busy machine), so an empty answer is asked again, a bounded number of times."""
+    out = ""
+    for _ in range(attempts):
+        out = run_tool("MetadataShell", "--snapshot", str(source), "tree", node).check().stdout
+        if out.strip():
+            break
+    return out
+
+
 def random_cluster_id() -> str:
     from kraftpy.protocol.uuid import kafka_uuid_str, random_kafka_uuid
 
