@@ -119,9 +119,10 @@ def _supported() -> dict[str, tuple[int, int]]:
 # The feature ranges this node supports, (min, max): a Kafka 4.1 controller's, as ApiVersions
 # advertises them and UpdateFeatures checks them.
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = _supported()
-# What a data dir may have finalized for kraftpy to run on it: the same, but kraft.version 1
-# (a KIP-853 dynamic quorum, whose voters live in the raft log) needs a raft kraftpy lacks.
-RUNNABLE_FEATURES: Mapping[str, tuple[int, int]] = {**SUPPORTED_FEATURES, KRAFT_VERSION: (0, 0)}
+# What a data dir may have finalized for kraftpy to run on it: the same. kraft.version 1 (a
+# KIP-853 quorum whose voters are recorded in the log) runs when the voter set is this node
+# alone (`controller/raft/voters.py`); recovery refuses any other set.
+RUNNABLE_FEATURES: Mapping[str, tuple[int, int]] = dict(SUPPORTED_FEATURES)
 
 
 def metadata_version_name(level: int) -> str:

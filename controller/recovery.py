@@ -24,7 +24,6 @@ from kraftpy.controller.feature_control import (
     SUPPORTED_FEATURES,
     UnsupportedFeatureLevel,
     format_levels,
-    kraft_version_of,
     unsupported,
 )
 from kraftpy.controller.log import files
@@ -40,11 +39,20 @@ from kraftpy.controller.log.storage import (
     read_bootstrap,
 )
 from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.raft.voters import (
+    RAFT_BOOTSTRAP_SNAPSHOT,
+    VoterSetError,
+    check_single_voter,
+    from_control,
+)
 from kraftpy.controller.settings import AdvertisedEndpoint, ControllerSettings
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.uuid import parse_kafka_uuid
 
 log = logging.getLogger("kraftpy.recovery")
+NO_VOTERS = ("kraft.version level 1 with no voter set (formatted with --no-initial-controllers, "
+             "to join a quorum with AddRaftVoter); this is not supported by kraftpy, which "
+             "runs a quorum of one voter")
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -133,19 +141,34 @@ def _format_if_new(config: ServerConfig, log_dir: Path) -> None:
              log_dir.resolve(), cluster_id, config.node_id, metadata_version)
 
 
-def _check_bootstrap(log_dir: Path) -> None:
+def _check_voters(voters: Any, node_id: int, directory_id: uuid.UUID, where: str) -> None:
+    """A KIP-853 voter set kraftpy can lead: this node alone (exit 2 otherwise)."""
+    try:
+        check_single_voter(voters, node_id, directory_id)
+    except VoterSetError as exc:
+        raise UnsupportedFeatures(f"{where}: {exc}") from None
+
+
+def _check_bootstrap(log_dir: Path, node_id: int) -> None:
     """A directory whose metadata log is still empty starts from bootstrap.checkpoint: refuse
     a level we cannot run before opening (and so writing to) the directory."""
     partition = log_dir / "__cluster_metadata-0"
-    raft_bootstrap = partition / "00000000000000000000-0000000000.checkpoint"
+    raft_bootstrap = partition / RAFT_BOOTSTRAP_SNAPSHOT
     if raft_bootstrap.is_file():  # a dynamic quorum's voters (kafka-storage format --standalone)
         try:
-            level = kraft_version_of(read_snapshot(raft_bootstrap).control)
-        except (SnapshotError, DecodeError) as exc:
+            level, voters = from_control(read_snapshot(raft_bootstrap).control)
+            meta = files.read_meta_properties(log_dir)
+        except (SnapshotError, DecodeError, files.LogDirError) as exc:
             raise RecoveryError(f"{raft_bootstrap}: {exc}") from None
-        reason = unsupported({KRAFT_VERSION: level})
+        reason = unsupported({KRAFT_VERSION: level or 0})
         if reason:
             raise UnsupportedFeatures(f"{raft_bootstrap}: {reason}")
+        if level and voters is None:
+            raise UnsupportedFeatures(f"{raft_bootstrap}: {NO_VOTERS}")
+        if voters is not None:
+            text = meta.get("directory.id")
+            _check_voters(voters, node_id,
+                          parse_kafka_uuid(text) if text else uuid.UUID(int=0), str(raft_bootstrap))
     if partition.is_dir() and any(p.suffix in (".log", ".checkpoint") and p.stat().st_size
                                   and p != raft_bootstrap for p in partition.iterdir()):
         return  # the log's own records decide; replay checks them
@@ -202,7 +225,7 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
     started = time.monotonic()
     try:
         _format_if_new(config, log_dir)
-        _check_bootstrap(log_dir)
+        _check_bootstrap(log_dir, config.node_id)
         storage = MetadataStorage.open(
             log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
             policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
@@ -219,15 +242,24 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
     try:
         settings = replace(controller_settings(config, storage.cluster_id),
                            log_directory_id=_directory_id(storage))
+        if storage.kraft_version >= 1:  # the voter's own directory id, as DescribeQuorum shows
+            settings = replace(settings, directory_id=_directory_id(storage))
         mv, features = read_bootstrap(log_dir)
         if mv is not None:
             settings = replace(settings, metadata_version=mv, bootstrap_features=features)
         controller = QuorumController(settings)
         try:
-            if storage.snapshot is not None:
-                reason = unsupported({KRAFT_VERSION: kraft_version_of(storage.snapshot.control)})
-                if reason:
-                    raise UnsupportedFeatureLevel(f"{storage.snapshot.path.name}: {reason}")
+            reason = unsupported({KRAFT_VERSION: storage.kraft_version})
+            if reason:
+                raise UnsupportedFeatureLevel(reason)
+            if storage.kraft_version and storage.voters is None:
+                raise UnsupportedFeatureLevel(NO_VOTERS)
+            if storage.voters is not None:
+                try:
+                    check_single_voter(storage.voters, config.node_id, _directory_id(storage))
+                except VoterSetError as exc:
+                    raise UnsupportedFeatureLevel(str(exc)) from None
+            controller.features.kraft_version = storage.kraft_version
             stats = storage.replay_into(controller)
             if not controller.features.metadata_version:  # empty log: the bootstrap will run
                 reason = unsupported({**settings.bootstrap_features,

@@ -57,6 +57,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the release whose feature levels to bootstrap, e.g. 3.9 or 4.0-IV1; the minimum "
         "is 3.3-IV3, the default 4.1-IV1",
     )
+    quorum = fmt.add_mutually_exclusive_group()
+    quorum.add_argument(
+        "--standalone", "-s", action="store_true",
+        help="a KIP-853 quorum (kraft.version 1) whose one voter is this node, recorded in "
+        "the log so that brokers find it through controller.quorum.bootstrap.servers",
+    )
+    quorum.add_argument(
+        "--initial-controllers", "-I", metavar="id@host:port:directoryId,...",
+        help="the initial voters of a KIP-853 quorum; kraftpy runs one voter: this node",
+    )
+    quorum.add_argument(
+        "--no-initial-controllers", "-N", action="store_true",
+        help="a KIP-853 controller that joins later (AddRaftVoter): not supported by kraftpy",
+    )
     fmt.add_argument(
         "--ignore-formatted",
         "-g",
@@ -108,6 +122,11 @@ def run_format(args: argparse.Namespace) -> int:
     cluster_id = args.cluster_id or random_uuid()
     log_dir = config.metadata_log_dir
     try:
+        voters, directory_id = _voters(args, config)
+    except ValueError as exc:
+        print(f"kraftpy storage format: {exc}", file=sys.stderr)
+        return 1
+    try:
         done = format_storage(
             log_dir,
             cluster_id=cluster_id,
@@ -116,6 +135,8 @@ def run_format(args: argparse.Namespace) -> int:
             features=features,
             now_ms=time.time_ns() // 1_000_000,
             ignore_formatted=args.ignore_formatted,
+            voters=voters,
+            directory_id=directory_id,
         )
     except (LogDirError, OSError) as exc:
         print(f"kraftpy storage format: {exc}", file=sys.stderr)
@@ -129,6 +150,39 @@ def run_format(args: argparse.Namespace) -> int:
     print(f"Cluster {cluster_id}, node {config.node_id}; finalized: "
           f"metadata.version={metadata_version}{', ' + levels if levels else ''}.")
     return 0
+
+
+def _voters(args: argparse.Namespace, config: object) -> tuple[object, str | None]:
+    """(the VotersRecord, this node's directory id) for --standalone / --initial-controllers;
+    (None, None) for a static quorum. ValueError, in one line, for what kraftpy cannot run."""
+    from kraftpy.controller.log.storage import random_uuid
+    from kraftpy.controller.raft.voters import VoterSpec, parse_initial_controllers, voters_record
+    from kraftpy.protocol.uuid import kafka_uuid_str, parse_kafka_uuid
+
+    if args.no_initial_controllers:
+        raise ValueError("--no-initial-controllers makes a controller that joins an existing "
+                         "quorum with AddRaftVoter; kraftpy runs a quorum of one voter")
+    if not (args.standalone or args.initial_controllers):
+        return None, None
+    node_id = config.node_id  # type: ignore[attr-defined]
+    if args.standalone:
+        names = config.controller_listener_names  # type: ignore[attr-defined]
+        endpoints = tuple((name, config.advertised(name).host,  # type: ignore[attr-defined]
+                           config.advertised(name).port) for name in names  # type: ignore[attr-defined]
+                          if any(ep.name == name for ep in config.listeners))  # type: ignore[attr-defined]
+        if not endpoints:
+            raise ValueError("--standalone needs a CONTROLLER listener in listeners")
+        directory = random_uuid()
+        spec = VoterSpec(node_id, parse_kafka_uuid(directory), endpoints)
+        return voters_record([spec]), directory
+    controllers = parse_initial_controllers(args.initial_controllers)
+    if [c[0] for c in controllers] != [node_id]:
+        raise ValueError(f"--initial-controllers names {[c[0] for c in controllers]}; kraftpy "
+                         f"runs a quorum of one voter, this node ({node_id})")
+    (_, host, port, directory_id), = controllers
+    name = config.controller_listener_names[0]  # type: ignore[attr-defined]
+    return (voters_record([VoterSpec(node_id, directory_id, ((name, host, port),))]),
+            kafka_uuid_str(directory_id))
 
 
 def run_random_uuid(args: argparse.Namespace) -> int:

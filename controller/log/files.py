@@ -145,8 +145,17 @@ def write_quorum_state(
     leader_epoch: int,
     voted_id: int = -1,
     voters: list[int] | None = None,
+    data_version: int = 0,
 ) -> None:
-    """One-line JSON of QuorumStateData v0 plus data_version, as a static-quorum Kafka writes."""
+    """One-line JSON of QuorumStateData plus data_version, as Kafka writes it: v0 with the
+    voters (a static quorum, kraft.version 0), v1 without them and with the voted directory
+    (kraft.version 1: the voters are in the log)."""
+    if data_version >= 1:
+        atomic_write(partition_dir / QUORUM_STATE, json.dumps({
+            "leaderId": leader_id, "leaderEpoch": leader_epoch, "votedId": voted_id,
+            "votedDirectoryId": "AAAAAAAAAAAAAAAAAAAAAA", "data_version": 1,
+        }, separators=(",", ":")).encode())
+        return
     state = {
         "clusterId": "",
         "leaderId": leader_id,

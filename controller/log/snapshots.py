@@ -171,14 +171,17 @@ def write_snapshot(
     *,
     last_contained_log_timestamp: int,
     timestamp: int,
+    control: Iterable[tuple[bytes, bytes]] = (),
 ) -> Path:
-    """Write a whole snapshot atomically; returns its path."""
+    """Write a whole snapshot atomically; returns its path. `control`: the KRaftVersion and
+    Voters records a kraft.version 1 snapshot carries after its header."""
     path = directory / snapshot_id.file_name
     batches = encode_snapshot(
         values,
         epoch=snapshot_id.epoch,
         last_contained_log_timestamp=last_contained_log_timestamp,
         timestamp=timestamp,
+        control=control,
     )
     write_checkpoint_file(path, batches)
     return path

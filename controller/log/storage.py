@@ -48,7 +48,7 @@ from kraftpy.controller.log.snapshots import (
     write_snapshot,
 )
 from kraftpy.controller.log.txn_state import TransactionStateLog, TxnFlush
-from kraftpy.protocol.control_records import leader_change
+from kraftpy.protocol.control_records import leader_change, parse_control_key
 from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.record_batch import RECORD_BATCH_OVERHEAD
 
@@ -96,8 +96,12 @@ def format_storage(
     directory_id: str | None = None,
     now_ms: int = 0,
     ignore_formatted: bool = False,
+    voters: Any = None,
 ) -> bool:
     """Write meta.properties and bootstrap.checkpoint, as `kafka-storage.sh format` does.
+
+    `voters` (a VotersRecord, with `directory_id` this node's in it): a KIP-853 quorum at
+    kraft.version 1, written into the raft bootstrap snapshot of __cluster_metadata-0.
 
     Returns False (and changes nothing) if the dir is already formatted and
     `ignore_formatted`; raises `LogDirError` if formatted otherwise or if in use.
@@ -130,6 +134,14 @@ def format_storage(
             timestamp=now_ms,
         )
         write_checkpoint_file(log_dir / files.BOOTSTRAP_CHECKPOINT, batches)
+        if voters is not None:
+            from kraftpy.controller.raft.voters import RAFT_BOOTSTRAP_SNAPSHOT, control_records
+
+            partition = log_dir / METADATA_PARTITION
+            partition.mkdir(exist_ok=True)
+            write_checkpoint_file(partition / RAFT_BOOTSTRAP_SNAPSHOT, encode_snapshot(
+                [], epoch=0, last_contained_log_timestamp=now_ms, timestamp=now_ms,
+                control=control_records(1, voters)))
         files.write_meta_properties(
             log_dir,
             cluster_id=cluster_id,
@@ -191,6 +203,7 @@ class SnapshotJob:
             values,
             last_contained_log_timestamp=self.last_contained_log_timestamp,
             timestamp=self.now_ms,
+            control=storage.raft_control_records(),
         )
         log.info("snapshot %s written (%d records)", sid.file_name, len(values))
         storage._trim_after_snapshot(sid, self.last_contained_log_timestamp, self.now_ms)
@@ -380,6 +393,11 @@ class MetadataStorage:
         self.txn: TransactionStateLog | None = None
         self.snapshot: Snapshot | None = None
         self.leader_epoch = 0
+        # KIP-853: kraft.version and the recorded voter set (None with static voters), and
+        # whether the log or a snapshot holds that set (else only the raft bootstrap does).
+        self.kraft_version = 0
+        self.voters: Any = None
+        self.voters_in_log = False
         self._last_snapshot_offset = 0
         self._last_snapshot_bytes = 0
         self._last_snapshot_ms: int | None = None
@@ -472,6 +490,7 @@ class MetadataStorage:
                 d, clean=clean, segment_bytes=self.txn_segment_bytes, read_only=self.read_only)
         epochs = [self.metadata.leader_epochs[-1][0]] if self.metadata.leader_epochs else []
         self.leader_epoch = max([*epochs, state["leaderEpoch"] if state else 0])
+        self._load_voters()
         if clean and not self.read_only:
             (d / CLEAN_SHUTDOWN).unlink()
             files.fsync_dir(d)
@@ -559,7 +578,9 @@ class MetadataStorage:
 
     # --- leadership ---
     def begin_epoch(self, *, voters: list[int] | None = None, now_ms: int) -> int:
-        """Become leader in a new epoch: quorum-state first, then a LeaderChange batch."""
+        """Become leader in a new epoch: quorum-state first, then a LeaderChange batch. With
+        kraft.version 1 and a voter set only the raft bootstrap snapshot holds, the batch also
+        carries KRaftVersion and Voters, as Kafka's first leader writes them."""
         epoch = self.leader_epoch + 1
         me = self.node_id
         files.write_quorum_state(
@@ -567,14 +588,56 @@ class MetadataStorage:
             leader_id=me,
             leader_epoch=epoch,
             voters=voters or [me],
+            data_version=1 if self.kraft_version >= 1 else 0,
         )
         key, value = leader_change(me, voters or [me])
+        keys, values = [key], [value]
+        if self.kraft_version >= 1 and not self.voters_in_log:
+            for k, v in self.raft_control_records():
+                keys.append(k)
+                values.append(v)
+            self.voters_in_log = True
         self.metadata.append(
-            [value], keys=[key], control=True, leader_epoch=epoch, timestamp=now_ms
+            values, keys=keys, control=True, leader_epoch=epoch, timestamp=now_ms
         )
         self.metadata.flush()
         self.leader_epoch = epoch
         return epoch
+
+    def raft_control_records(self) -> list[tuple[bytes, bytes]]:
+        """KRaftVersion and Voters, for snapshots and an epoch's start (none at kraft.version 0)."""
+        if self.kraft_version < 1 or self.voters is None:
+            return []
+        from kraftpy.controller.raft.voters import control_records
+
+        return control_records(self.kraft_version, self.voters)
+
+    def _load_voters(self) -> None:
+        """kraft.version and voters: from the log's control batches, else the newest snapshot,
+        else the raft bootstrap snapshot `kafka-storage format --standalone` writes."""
+        from kraftpy.controller.raft.voters import RAFT_BOOTSTRAP_SNAPSHOT, from_control
+
+        level, voters = (None, None)
+        if self.snapshot is not None and self.snapshot.snapshot_id is not None \
+                and self.snapshot.snapshot_id.end_offset > 0:
+            level, voters = from_control(self.snapshot.control)
+        start = self.snapshot.snapshot_id.end_offset if self.snapshot is not None and \
+            self.snapshot.snapshot_id is not None else None
+        for batch in self.metadata.read(start):
+            if not batch.is_control:
+                continue
+            for record in batch.records():
+                kind = parse_control_key(record.key)
+                if kind in (5, 6):  # KRAFT_VERSION, KRAFT_VOTERS
+                    got_level, got_voters = from_control([(kind, record.value)])
+                    level = got_level if got_level is not None else level
+                    voters = got_voters if got_voters is not None else voters
+        self.voters_in_log = voters is not None
+        bootstrap = self.log_dir / METADATA_PARTITION / RAFT_BOOTSTRAP_SNAPSHOT
+        if voters is None and bootstrap.is_file():
+            level, voters = from_control(read_snapshot(bootstrap).control)
+        self.kraft_version = level or 0
+        self.voters = voters
 
     # --- the quorum loop's Storage protocol ---
     def metadata_end_offset(self) -> int:
@@ -705,6 +768,7 @@ class MetadataStorage:
             values,
             last_contained_log_timestamp=last_ts,
             timestamp=now_ms,
+            control=self.raft_control_records(),
         )
         log.info("snapshot %s written (%d records)", sid.file_name, len(values))
         self._last_snapshot_offset = hwm

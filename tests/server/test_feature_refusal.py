@@ -67,8 +67,9 @@ def test_a_log_that_raised_a_level_beyond_ours_is_refused_and_left_alone(tmp_pat
     _refused(srv, "share.version level 2")
 
 
-def test_a_dynamic_quorum_directory_is_refused(tmp_path: Path) -> None:
-    """`kafka-storage format --standalone` writes kraft.version 1 into a bootstrap snapshot."""
+def test_a_dynamic_quorum_directory_without_voters_is_refused(tmp_path: Path) -> None:
+    """`kafka-storage format --no-initial-controllers` writes kraft.version 1 and no voters
+    into a bootstrap snapshot: a controller that waits to be added, which kraftpy cannot be."""
     srv = KraftpyServer(tmp_path)
     format_storage(srv.data_dir, cluster_id=CLUSTER, node_id=1, metadata_version=27)
     partition = srv.data_dir / "__cluster_metadata-0"
@@ -79,4 +80,4 @@ def test_a_dynamic_quorum_directory_is_refused(tmp_path: Path) -> None:
     write_checkpoint_file(partition / "00000000000000000000-0000000000.checkpoint",
                           encode_snapshot([], epoch=0, last_contained_log_timestamp=0,
                                           timestamp=0, control=control))
-    _refused(srv, "kraft.version level 1")
+    _refused(srv, "kraft.version level 1 with no voter set")
