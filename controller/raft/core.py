@@ -145,6 +145,7 @@ class RaftNode:
         self._leader_endpoints: dict[int, tuple[str, int]] = {}
         self.anomalies: list[str] = []  # peers contradicting Raft's invariants (never expected)
         self.now = now_ms
+        self._version = 0  # of the request being answered: NodeEndpoints only where it has them
         stored = election or ElectionState(epoch=0, voters=self.voters.ids)
         last_epoch = log.last_fetched_epoch
         if stored.epoch < last_epoch:
@@ -275,6 +276,7 @@ class RaftNode:
         """A Raft request from a peer; its answer comes as a `Respond` with `token` (now, or
         later for a Fetch that waits for new records)."""
         self.now = now_ms
+        self._version = version
         if request.cluster_id is not None and request.cluster_id != self.cluster_id:
             self._respond_top_error(token, request, INCONSISTENT_CLUSTER_ID)
         elif isinstance(request, VoteRequest):
@@ -454,8 +456,11 @@ class RaftNode:
             raise TypeError(f"not a Raft request: {type(request).__name__}")
         self._out.append(Respond(token, build()))
 
-    def _leader_node(self) -> tuple[int, str, int] | None:
+    def _leader_node(self, since: int = 1) -> tuple[int, str, int] | None:
+        """The leader's endpoint for an answer's NodeEndpoints (in versions >= `since`)."""
         leader = self.state.leader_id
+        if self._version < since:
+            return None
         if leader is None:
             return None
         endpoint = self._endpoint(leader)
@@ -568,7 +573,7 @@ class RaftNode:
         return m.fetch_response(
             error=error, epoch=self.epoch, leader_id=self._leader_or_sentinel(),
             high_watermark=-1 if hwm is None else hwm,
-            log_start_offset=self.log.start_offset, leader=self._leader_node())
+            log_start_offset=self.log.start_offset, leader=self._leader_node(17))
 
     def _try_fetch(self, fetch: _ParkedFetch) -> tuple[FetchResponse, int | None]:
         part = fetch.part
@@ -588,12 +593,13 @@ class RaftNode:
         response = m.fetch_response(
             error=NONE, epoch=self.epoch, leader_id=self.node_id,
             high_watermark=-1 if s.high_watermark is None else s.high_watermark,
-            log_start_offset=self.log.start_offset, leader=self._leader_node(),
+            log_start_offset=self.log.start_offset, leader=self._leader_node(17),
             diverging=where if kind == "diverging" else None,
             snapshot=where if kind == "snapshot" else None)
         return response, read_from
 
     def _complete_fetch(self, fetch: _ParkedFetch) -> None:
+        self._version = fetch.version
         response, read_from = self._try_fetch(fetch)
         self._out.append(Respond(fetch.token, response, read_from, MAX_FETCH_BYTES))
 
@@ -1015,6 +1021,7 @@ class RaftNode:
             self._linger_deadline = NEVER
             parked, self._parked = self._parked, []
             for fetch in parked:
+                self._version = fetch.version
                 self._out.append(Respond(fetch.token, self._empty_fetch(
                     NOT_LEADER_OR_FOLLOWER)))
         if (old.epoch, old.leader_id) != (state.epoch, state.leader_id):

@@ -10,7 +10,8 @@ own `random.Random(seed)`.
 
 After every event the safety properties are checked, and the first violation raises
 `SafetyViolation` naming seed, time and what broke:
-- at most one leader per epoch;
+- at most one leader per epoch, and each voter grants one candidate per epoch (across its
+  restarts: the vote is on disk before the answer leaves);
 - log matching: two logs holding an entry with the same offset and epoch hold the same
   entries up to it (a chained hash per entry, one global map of (offset, epoch) -> hash);
 - committed entries are never changed: whatever any node reports below its high watermark is
@@ -75,6 +76,7 @@ class Disk:
     snapshots: dict[tuple[int, int], bytes] = field(default_factory=dict)
     start: int = 0  # log start offset (the newest snapshot's end once the log below goes)
     start_hash: int = 0
+    index: dict[int, tuple[int, bytes, int]] = field(default_factory=dict)  # of `batches`
 
     @property
     def end(self) -> int:
@@ -84,11 +86,13 @@ class Disk:
         return self.batches[-1].hashes[-1] if self.batches else self.start_hash
 
     def entry(self, offset: int) -> tuple[int, bytes, int] | None:
-        for b in self.batches:
-            if b.base <= offset < b.end:
-                i = offset - b.base
-                return b.epoch, b.values[i], b.hashes[i]
-        return None
+        return self.index.get(offset)
+
+    def keep(self, batches: list[Batch]) -> None:
+        """The log becomes `batches` (a cut at either end)."""
+        self.batches = batches
+        self.index = {b.base + i: (b.epoch, v, h) for b in batches
+                      for i, (v, h) in enumerate(zip(b.values, b.hashes, strict=True))}
 
 
 @dataclass
@@ -111,6 +115,7 @@ class Faults:
     delay: tuple[int, int] = (1, 30)
     long_delay: float = 0.03  # share of messages held 100-1500 ms (reordered)
     crash_every: tuple[int, int] = (800, 4000)  # ms between crashes (0: none)
+    down_for: tuple[int, int] = (10, 3000)  # ms a crashed node stays down
     partition_every: tuple[int, int] = (1000, 5000)
     flush_delay: tuple[int, int] = (0, 8)
     snapshot_every: int = 2500  # ms, 0: no snapshots
@@ -138,6 +143,8 @@ class Sim:
         self.committed_in: dict[int, int] = {}
         self.chain: dict[tuple[int, int], int] = {}  # (offset, epoch) -> hash
         self.appended = 0
+        self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
+        self._votes_asked: dict[tuple, Any] = {}
         self.stats = {"messages": 0, "dropped": 0, "crashes": 0, "elections": 0,
                       "snapshots_installed": 0, "truncations": 0, "events": 0}
         self.chaos = True
@@ -188,11 +195,7 @@ class Sim:
     # ----- nodes ----------------------------------------------------------------------------
     def _start(self, node: SimNode) -> None:
         disk = node.disk
-        keep = []
-        for b in disk.batches:  # what was not fsynced is gone
-            if b.end <= disk.durable_end:
-                keep.append(b)
-        disk.batches = keep
+        disk.keep([b for b in disk.batches if b.end <= disk.durable_end])  # unsynced: gone
         disk.durable_end = disk.end
         epochs: list[tuple[int, int]] = []
         for b in disk.batches:
@@ -331,6 +334,8 @@ class Sim:
                 self.fail(f"log matching: node {node.node_id} holds a different history up "
                           f"to offset {base + i} of epoch {epoch}")
         disk.batches.append(Batch(base, epoch, values, raw, hashes))
+        for i, (value, h) in enumerate(zip(values, hashes, strict=True)):
+            disk.index[base + i] = (epoch, value, h)
 
     def _truncate(self, node: SimNode, offset: int) -> None:
         disk = node.disk
@@ -341,7 +346,7 @@ class Sim:
         kept = [b for b in disk.batches if b.end <= offset]
         if any(b.base < offset < b.end for b in disk.batches):
             self.fail(f"node {node.node_id}: truncation to {offset} inside a batch")
-        disk.batches = kept
+        disk.keep(kept)
         disk.durable_end = min(disk.durable_end, disk.end)
         node.gen += 1
 
@@ -444,7 +449,7 @@ class Sim:
             epoch = entries[-1][1]
             sid = (hwm, epoch)
             disk.snapshots[sid] = pickle.dumps((entries, entries[-1][3]))
-            disk.batches = [b for b in disk.batches if b.base >= hwm]
+            disk.keep([b for b in disk.batches if b.base >= hwm])
             disk.snapshots = {k: v for k, v in disk.snapshots.items() if k[0] >= hwm}
             disk.start, disk.start_hash = hwm, entries[-1][3]
             self._apply(node, raft.on_snapshot(sid, delete_before=True, now_ms=self.now))
@@ -462,7 +467,7 @@ class Sim:
         disk = node.disk
         disk.snapshots = {k: v for k, v in disk.snapshots.items() if k[0] >= sid[0]}
         disk.snapshots[sid] = blob
-        disk.batches = []
+        disk.keep([])
         disk.start = disk.durable_end = sid[0]
         disk.start_hash = end_hash
         node.gen += 1
@@ -501,12 +506,19 @@ class Sim:
     def _on_deliver(self, payload: tuple[int, int, tuple]) -> None:
         src, dst, message = payload
         node = self.nodes[dst]
-        if node.raft is None or not self._connected(src, dst):
+        if not self._connected(src, dst):
+            return  # silence: the sender waits out its request timeout
+        if node.raft is None:
+            if message[0] == "req":  # refused: the sender hears of it one trip later
+                self._push(self.now + self.rng.randint(*self.faults.delay), "refused",
+                           (src, message[2], message[3], dst))
             return
         raft = node.raft
         if message[0] == "req":
             _, source, incarnation, correlation, request = message
             version = VERSIONS.get(type(request).__name__, 17)
+            if type(request).__name__ == "VoteRequest":
+                self._votes_asked[(dst, source, incarnation, correlation)] = request
             self._apply(node, raft.handle_request((source, incarnation, correlation), request,
                                                   version, self.now))
         else:
@@ -516,9 +528,26 @@ class Sim:
             self._apply(node, raft.handle_response(src, correlation, response, self.now))
         self._poll(node)
 
+    def _on_refused(self, payload: tuple[int, int, int, int]) -> None:
+        node_id, incarnation, correlation, dst = payload
+        node = self.nodes[node_id]
+        if node.raft is None or node.incarnation != incarnation:
+            return
+        self._apply(node, node.raft.request_failed(dst, correlation, self.now))
+        self._poll(node)
+
     def _respond(self, node: SimNode, action: a.Respond) -> None:
         source, incarnation, correlation = action.token
         response = action.response
+        asked = self._votes_asked.pop((node.node_id, *action.token), None)
+        if asked is not None and response.topics:
+            part, answer = asked.topics[0].partitions[0], response.topics[0].partitions[0]
+            if answer.vote_granted and not part.pre_vote:
+                voted = self.votes.setdefault((node.node_id, part.replica_epoch),
+                                              part.replica_id)
+                if voted != part.replica_id:
+                    self.fail(f"node {node.node_id} voted for {voted} and {part.replica_id} "
+                              f"in epoch {part.replica_epoch}")
         if action.read_from is not None:
             parts = [b.raw for b in node.disk.batches if b.base >= action.read_from]
             if parts and node.disk.batches and not any(
@@ -542,7 +571,8 @@ class Sim:
         node = self.nodes[self.rng.randint(1, len(self.nodes))]
         if node.raft is not None:
             self._crash(node)
-            self._push(self.now + self.rng.randint(10, 3000), "restart", node.node_id)
+            self._push(self.now + self.rng.randint(*self.faults.down_for), "restart",
+                       node.node_id)
 
     def _on_restart(self, node_id: int) -> None:
         node = self.nodes[node_id]
