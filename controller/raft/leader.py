@@ -15,9 +15,14 @@ kept (`replicas`) for DescribeQuorum's observers.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kraftpy.controller.raft.log_state import (  # noqa: F401 (re-exported)
+    BOOTSTRAP_SNAPSHOT,
+    LogState,
+    end_offset_for_epoch,
+    validate_offset_and_epoch,
+)
 from kraftpy.protocol.messages.describe_quorum_response import DescribeQuorumResponse
 from kraftpy.protocol.messages.describe_quorum_response import (
     ReplicaState as DescribeQuorumReplica,
@@ -51,7 +56,6 @@ from kraftpy.protocol.messages.fetch_snapshot_response import (
 METADATA_TOPIC = "__cluster_metadata"
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Kafka's Uuid.METADATA_TOPIC_ID, AAAAAAAAAAAAAAAAAAAAAQ
 METADATA_PARTITION = 0
-BOOTSTRAP_SNAPSHOT = (0, 0)  # (end offset, epoch): never replicated
 # KafkaRaftClient's MAX_FETCH_SIZE_BYTES: what the leader reads at most per Fetch.
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 
@@ -66,18 +70,6 @@ UNKNOWN_LEADER_EPOCH = 75
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
 INCONSISTENT_CLUSTER_ID = 104
-
-
-@dataclass(frozen=True)
-class LogState:
-    """What the leader knows of its log when it plans an answer."""
-
-    start_offset: int
-    high_watermark: int
-    # (epoch, start offset) of each leader epoch, oldest first: Kafka's leader-epoch cache.
-    epochs: Sequence[tuple[int, int]]
-    # (end offset, epoch) of every whole snapshot, oldest first.
-    snapshots: Sequence[tuple[int, int]] = ()
 
 
 # LeaderState.OBSERVER_SESSION_TIMEOUT_MS: an observer silent this long leaves DescribeQuorum.
@@ -301,38 +293,3 @@ def _one_metadata_partition(request: FetchRequest, version: int) -> bool:
     topic = topics[0]
     named = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
     return named and topic.partitions[0].partition == METADATA_PARTITION
-
-
-def end_offset_for_epoch(log: LogState, epoch: int, log_end_offset: int) -> tuple[int, int]:
-    """(epoch, end offset) of the largest leader epoch at or below `epoch`, as Kafka's
-    leader-epoch cache answers (the end is the next epoch's start, or the log end)."""
-    epochs = log.epochs
-    if epochs and epochs[-1][0] == epoch:
-        return epoch, log_end_offset
-    higher = next((e for e in epochs if e[0] > epoch), None)
-    if higher is None:  # larger than every known epoch: the log end at the latest epoch
-        return (epochs[-1][0] if epochs else epoch), log_end_offset
-    floor = [e for e in epochs if e[0] <= epoch]
-    if not floor:
-        earliest = log.snapshots[0] if log.snapshots else None
-        if earliest is not None and earliest[0] == higher[1]:
-            return earliest[1], earliest[0]
-        return epoch, higher[1]
-    return floor[-1][0], higher[1]
-
-
-def validate_offset_and_epoch(log: LogState, offset: int, epoch: int
-                              ) -> tuple[str, tuple[int, int] | None]:
-    """("valid", None), ("diverging", (epoch, end offset)) or ("snapshot", (end offset,
-    epoch)) for a fetcher at `offset` whose last record has `epoch` (ReplicatedLog's rule)."""
-    if log.start_offset == 0 and offset == 0:
-        return "valid", None
-    earliest = log.snapshots[0] if log.snapshots else None
-    if earliest is not None and (offset < log.start_offset
-                                 or (offset == log.start_offset and epoch != earliest[1])
-                                 or epoch < earliest[1]):
-        return "snapshot", log.snapshots[-1]
-    end_epoch, end_offset = end_offset_for_epoch(log, epoch, log.high_watermark)
-    if end_epoch != epoch or end_offset < offset:
-        return "diverging", (end_epoch, end_offset)
-    return "valid", None

@@ -1,0 +1,68 @@
+"""Kafka's controller.quorum.* settings, as the Raft core is told them (QuorumConfig).
+
+The core reads no properties file: the node maps the keys below onto `RaftConfig`, and
+`RaftConfig.from_properties` does that with Kafka's defaults and bounds, naming the key of
+any bad value, so a typo stops the node instead of running with a surprise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+PREFIX = "controller.quorum."
+# KafkaRaftClient's fixed sizes and the broker's replica.fetch.wait.max.ms default.
+MAX_FETCH_BYTES = 8 * 1024 * 1024
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+FETCH_MAX_WAIT_MS = 500
+CHECK_QUORUM_TIMEOUT_FACTOR = 1.5
+
+
+class RaftConfigError(ValueError):
+    """A controller.quorum.* value Kafka would refuse; the message names the key."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RaftConfig:
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    append_linger_ms: int = 25
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
+
+    @property
+    def check_quorum_timeout_ms(self) -> int:
+        """A leader that hears from no majority for this long resigns (1.5x fetch timeout)."""
+        return int(self.fetch_timeout_ms * CHECK_QUORUM_TIMEOUT_FACTOR)
+
+    @property
+    def begin_quorum_epoch_interval_ms(self) -> int:
+        return self.fetch_timeout_ms // 2
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> RaftConfig:
+        """Kafka's keys, defaults and lower bounds (all at least 0)."""
+        names = {
+            "election.timeout.ms": "election_timeout_ms",
+            "fetch.timeout.ms": "fetch_timeout_ms",
+            "election.backoff.max.ms": "election_backoff_max_ms",
+            "append.linger.ms": "append_linger_ms",
+            "request.timeout.ms": "request_timeout_ms",
+            "retry.backoff.ms": "retry_backoff_ms",
+        }
+        values: dict[str, int] = {}
+        for key, attr in names.items():
+            text = props.get(PREFIX + key)
+            if text is None:
+                continue
+            try:
+                value = int(text.strip())
+            except ValueError:
+                raise RaftConfigError(
+                    f"{PREFIX}{key}: {text!r} is not an integer") from None
+            if not 0 <= value <= 2**31 - 1:
+                raise RaftConfigError(f"{PREFIX}{key}: {value} is outside [0, 2147483647]")
+            values[attr] = value
+        return cls(**values)
