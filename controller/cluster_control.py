@@ -20,6 +20,7 @@ from kraftpy.controller.broker_heartbeat_manager import (
     next_state,
 )
 from kraftpy.controller.feature_control import FeatureControlManager
+from kraftpy.controller.partition_change import LOST, MIGRATING, UNASSIGNED
 from kraftpy.controller.replication_control import ReplicationControlManager
 from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.settings import ControllerSettings
@@ -169,12 +170,38 @@ class ClusterControlManager:
         reg = self.brokers.get(broker_id)
         return reg is not None and reg.state is BrokerControlState.UNFENCED
 
+    def has_online_dir(self, broker_id: int, directory: uuid.UUID) -> bool:
+        """Kafka's hasOnlineDir: registered, and the directory is one of its online ones
+        (UNASSIGNED and MIGRATING always are, LOST never; no dirs known counts as online)."""
+        reg = self.brokers.get(broker_id)
+        if reg is None:
+            return False
+        if directory in (UNASSIGNED, MIGRATING):
+            return True
+        if directory == LOST:
+            return False
+        return not reg.log_dirs or directory in reg.log_dirs
+
+    def default_dir(self, broker_id: int) -> uuid.UUID:
+        """Where a new replica on the broker goes (ClusterDescriber.defaultDir): its only
+        log dir, UNASSIGNED with several (the broker says which), MIGRATING with none or
+        before metadata.version 3.7-IV2."""
+        if not self.features.log_dirs_required():
+            return MIGRATING
+        reg = self.brokers.get(broker_id)
+        if reg is None:
+            return UNASSIGNED
+        if not reg.log_dirs:
+            return MIGRATING
+        return reg.log_dirs[0] if len(reg.log_dirs) == 1 else UNASSIGNED
+
     def unfenced(self) -> list[int]:
         return [b for b, reg in self.brokers.items() if not reg.fenced]
 
     # --- commands -------------------------------------------------------------------------
 
-    def register_broker(self, request: Any, now_ms: int, next_offset: int) -> ControllerResult:
+    def register_broker(self, request: Any, now_ms: int, next_offset: int,
+                        api_version: int = 4) -> ControllerResult:
         broker_id = request.broker_id
 
         def fail(code: ErrorCode, why: str) -> ControllerResult:
@@ -212,10 +239,11 @@ class ClusterControlManager:
                                        existing.in_controlled_shutdown)
         else:
             epoch, fenced, shutting = next_offset, True, False
-            if existing is not None:  # the old incarnation ended uncleanly: leave its ISRs
-                result.records += self.replication.remove_from_isr(
-                    broker_id, lambda b: b != broker_id and self.usable(b),
-                    self._partition_change_version())
+            # The previous incarnation's places (ISR, and ELR after an unclean end) go
+            # first; from v3 a broker says which epoch it stopped cleanly in.
+            clean = api_version >= 3 and existing is not None \
+                and existing.epoch == request.previous_broker_epoch
+            result.records += self.replication.handle_broker_shutdown(broker_id, clean)
         version = self.features.register_broker_record_version()
         reg = BrokerRegistration(
             broker_id, epoch, request.incarnation_id,
@@ -285,22 +313,21 @@ class ClusterControlManager:
         result = ControllerResult(None)
         if current is nxt:
             return result
-        b, epoch, pv = reg.broker_id, reg.epoch, self._partition_change_version()
+        b, epoch = reg.broker_id, reg.epoch
         S = BrokerControlState
         if nxt in (S.FENCED, S.SHUTDOWN_NOW):
-            result.records += self.replication.remove_from_isr(
-                b, lambda r: r != b and self.usable(r), pv)
+            result.records += self.replication.handle_broker_fenced(b)
             result.records.append((BrokerRegistrationChangeRecord(
                 broker_id=b, broker_epoch=epoch, fenced=1), 0))
         elif nxt is S.UNFENCED:
             result.records.append((BrokerRegistrationChangeRecord(
                 broker_id=b, broker_epoch=epoch, fenced=-1), 0))
-            result.records += self.replication.elect_for(b, pv)
+            result.records += self.replication.handle_broker_unfenced(b)
         elif nxt is S.CONTROLLED_SHUTDOWN:
-            result.records.append((BrokerRegistrationChangeRecord(
-                broker_id=b, broker_epoch=epoch, in_controlled_shutdown=1), 1))
-            result.records += self.replication.move_leaders_away(
-                b, lambda r: r != b and self.usable(r), pv)
+            if not reg.in_controlled_shutdown:
+                result.records.append((BrokerRegistrationChangeRecord(
+                    broker_id=b, broker_epoch=epoch, in_controlled_shutdown=1), 1))
+            result.records += self.replication.handle_broker_in_controlled_shutdown(b)
         result.events.append(f"Broker {b} (epoch {epoch}): {current.name} -> {nxt.name}")
         return result
 
@@ -326,8 +353,7 @@ class ClusterControlManager:
         b = reg.broker_id
         result = ControllerResult(UnregisterBrokerResponse(throttle_time_ms=0,
                                                            error_code=ErrorCode.NONE))
-        result.records += self.replication.remove_from_isr(
-            b, lambda r: r != b and self.usable(r), self._partition_change_version())
+        result.records += self.replication.handle_broker_unregistered(b)
         result.records.append((UnregisterBrokerRecord(broker_id=b, broker_epoch=reg.epoch), 0))
         result.events.append(f"Unregistered broker {b} (epoch {reg.epoch})")
         return result

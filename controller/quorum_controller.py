@@ -16,6 +16,8 @@ a socket or a clock. The managers each own one part of the state:
   AclControlManager          ACLs (controller/acl_control.py)
   ConfigurationControlManager dynamic topic, broker and cluster configs (config_control.py)
   TopicControl               CreateTopics, DeleteTopics, CreatePartitions (topic_control.py)
+  PartitionCommands          AlterPartition, ElectLeaders, reassignments, the periodic
+                             preferred and unclean elections (partition_commands.py)
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from kraftpy.controller.feature_control import (
     bootstrap_records,
 )
 from kraftpy.controller.feature_updates import FeatureUpdater
+from kraftpy.controller.partition_commands import PartitionCommands
 from kraftpy.controller.producer_id_control import (
     ProducerIdControlManager,
     ProducerIdsExhausted,
 )
 from kraftpy.controller.producer_id_manager import NOT_READY, ProducerIdManager
-from kraftpy.controller.replication_control import ReplicationControlManager
+from kraftpy.controller.replication_control import ElectionSchedule, ReplicationControlManager
 from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.retained_records import RECORD_TYPES as RETAINED_RECORD_TYPES
 from kraftpy.controller.retained_records import RetainedRecords
@@ -77,6 +80,7 @@ INIT_PRODUCER_ID = 22
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 LIST_PARTITION_REASSIGNMENTS, ASSIGN_REPLICAS_TO_DIRS = 46, 73
+ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, ALTER_PARTITION = 43, 45, 56
 CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS = 30, 31, 29
 DESCRIBE_QUORUM = 55
 UPDATE_FEATURES = 57
@@ -93,7 +97,8 @@ ALLOCATE_PRODUCER_IDS = 67
 _USUALLY_WRITE = frozenset({ALLOCATE_PRODUCER_IDS, BROKER_REGISTRATION, UNREGISTER_BROKER_API,
                             CREATE_ACLS, DELETE_ACLS, CREATE_TOPICS, DELETE_TOPICS,
                             CREATE_PARTITIONS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
-                            ASSIGN_REPLICAS_TO_DIRS, UPDATE_FEATURES})
+                            ASSIGN_REPLICAS_TO_DIRS, UPDATE_FEATURES, ALTER_PARTITION,
+                            ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS})
 _NONE = ErrorCode.NONE
 _LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 _answer = ControllerResult.answer
@@ -111,6 +116,7 @@ class QuorumController:
         UPDATE_FEATURES,
         CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, ALTER_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS, LIST_PARTITION_REASSIGNMENTS, ASSIGN_REPLICAS_TO_DIRS,
+        ALTER_PARTITION, ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS,
     })
 
     def __init__(self, settings: ControllerSettings) -> None:
@@ -132,6 +138,9 @@ class QuorumController:
             settings.node_id, settings.static_configs, self.features.elr_enabled,
             self._missing_config_resource)
         self.topic_control = TopicControl(self)
+        self.replication.bind(self.cluster, self.features, self.config_control)
+        self.partition_commands = PartitionCommands(self.replication)
+        self.elections = ElectionSchedule.of(settings.static_configs)
         self.retained = RetainedRecords()  # quotas, SCRAM, tokens: kept, not acted on
         self.leader_epoch = 0
         self.active = False
@@ -151,6 +160,7 @@ class QuorumController:
         self._clock(now_ms)
         for broker_id in self.cluster.unfenced():
             self.cluster.heartbeats.register(broker_id, now_ms)
+        self.elections.start(now_ms)
 
     def _clock(self, now_ms: int) -> None:
         self.last_now_ms = max(self.last_now_ms, now_ms)
@@ -209,7 +219,13 @@ class QuorumController:
             CREATE_PARTITIONS: lambda r, v, now, off, lis:
                 self.topic_control.create_partitions(r, v),
             LIST_PARTITION_REASSIGNMENTS: lambda r, v, now, off, lis:
-                self.topic_control.list_partition_reassignments(r, v),
+                self.partition_commands.list_partition_reassignments(r, v),
+            ALTER_PARTITION_REASSIGNMENTS: lambda r, v, now, off, lis:
+                self.partition_commands.alter_partition_reassignments(r, v),
+            ALTER_PARTITION: lambda r, v, now, off, lis:
+                self.partition_commands.alter_partition(r, v),
+            ELECT_LEADERS: lambda r, v, now, off, lis:
+                self.partition_commands.elect_leaders(r, v),
             ASSIGN_REPLICAS_TO_DIRS: lambda r, v, now, off, lis:
                 self.topic_control.assign_replicas_to_dirs(r, v),
             DESCRIBE_CONFIGS: lambda r, v, now, off, lis: config_commands.describe_configs(
@@ -227,7 +243,7 @@ class QuorumController:
         if not self.features.metadata_version:  # not bootstrapped yet: retry shortly
             return ControllerResult.reply(BrokerRegistrationResponse(
                 error_code=ErrorCode.NOT_CONTROLLER, broker_epoch=-1))
-        return self.cluster.register_broker(request, now_ms, next_offset)
+        return self.cluster.register_broker(request, now_ms, next_offset, api_version)
 
     def _feature_updater(self) -> FeatureUpdater:
         return FeatureUpdater(
@@ -250,7 +266,28 @@ class QuorumController:
                 events=[f"Bootstrapping metadata.version {self.settings.metadata_version}"])
         result = self.cluster.fence_one_stale_broker(now_ms)
         result = result.merge(self._maybe_claim_block(next_offset + len(result.records)))
+        result = result.merge(self._maybe_elect(now_ms))
         return result.merge(self._maybe_noop(now_ms))
+
+    def _maybe_elect(self, now_ms: int) -> ControllerResult:
+        """Kafka's periodic electPreferred (when auto.leader.rebalance.enable) and
+        electUnclean tasks: due one interval after activation, again at once while a run
+        hit its limit, else one interval later."""
+        schedule, commands = self.elections, self.partition_commands
+        result = ControllerResult(None)
+        if schedule.balance_due(now_ms):
+            records, more = commands.balance_partition_leaders(schedule.max_elections)
+            schedule.balanced(now_ms, more)
+            result.records += records
+            if records:
+                result.events.append(f"Preferred leader election for {len(records)} "
+                                     "imbalanced partition(s)")
+        if schedule.unclean_due(now_ms):
+            records, more, events = commands.elect_unclean_leaders(schedule.max_elections)
+            schedule.uncleaned(now_ms, more)
+            result.records += records
+            result.events += events
+        return result
 
     def _maybe_noop(self, now_ms: int) -> ControllerResult:
         """A NoOpRecord every `max_idle_interval_ms`, as Kafka's periodic writeNoOpRecord task:

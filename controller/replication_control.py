@@ -1,22 +1,38 @@
 """ReplicationControlManager: topics and partitions, by replaying their records.
 
-Topics are created, given partitions and deleted by the commands of `topic_control.py`.
-Kafka's heartbeat rules depend on them too: a fenced broker leaves every ISR, a broker in
-controlled shutdown hands its leaderships over, an unfenced one takes leaderless partitions
-back. Only those moves are made here (no ELR, no reassignment).
+Topics are created, given partitions and deleted by the commands of `topic_control.py`;
+AlterPartition, elections and reassignments are in `partition_commands.py`. What is here is
+the state and the moves that broker events make, as Kafka 4.1's generateLeaderAndIsrUpdates:
+a fenced broker, or one in controlled shutdown, leaves every ISR and hands its leaderships to
+the next in-sync replica; an unfenced one may lead leaderless partitions again; an
+unregistered one leaves ISRs and ELRs; one back from an unclean shutdown (ELR on) loses its
+ELR places too. Each partition's next state comes from `partition_change.py`.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kraftpy.controller.partition_change import (
+    UNASSIGNED,
+    Election,
+    PartitionChangeBuilder,
+    current_directories,
+)
 from kraftpy.protocol.records.partition_change_record import PartitionChangeRecord
 from kraftpy.protocol.records.partition_record import PartitionRecord
 from kraftpy.protocol.records.topic_record import TopicRecord
 from kraftpy.protocol.uuid import kafka_uuid_str
+
+if TYPE_CHECKING:
+    from kraftpy.controller.cluster_control import ClusterControlManager
+    from kraftpy.controller.config_control import ConfigurationControlManager
+    from kraftpy.controller.feature_control import FeatureControlManager
+
+TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -163,53 +179,126 @@ class ReplicationControlManager:
             yield from topic.partitions.values()
 
     def leads_partitions(self, broker_id: int) -> bool:
+        """Kafka's BrokersToIsrs.hasLeaderships."""
         return any(p.leader == broker_id for p in self.partitions())
 
-    # --- leader and ISR moves -------------------------------------------------------------
+    def topic_of(self, part: Partition) -> Topic:
+        return self.topics[part.topic_id]
 
-    def remove_from_isr(self, broker_id: int, usable: Callable[[int], bool],
-                        version: int) -> list[tuple[Any, int]]:
-        """Fencing: the broker leaves every ISR (keeping a last member) and every leadership."""
-        out = []
-        for part in self.partitions():
-            if broker_id not in part.isr:
-                continue
-            isr = [r for r in part.isr if r != broker_id] or [broker_id]
-            leader = part.leader
-            if leader == broker_id or leader not in isr:
-                leader = next((r for r in part.replicas if r in isr and r != broker_id
-                               and usable(r)), NO_LEADER)
-            out.extend(self._change(part, isr, leader, version))
+    # --- what the other managers say (set by `bind`) --------------------------------------
+
+    def bind(self, cluster: ClusterControlManager, features: FeatureControlManager,
+             configs: ConfigurationControlManager) -> None:
+        """The managers whose state the leader and ISR rules read: brokers, feature levels,
+        topic configs. Replay needs none of them."""
+        self.cluster, self.features, self.configs = cluster, features, configs
+
+    def topic_config(self, name: str, key: str) -> str | None:
+        """The topic's effective value of `key`: its own, else the broker layers' (Kafka's
+        ConfigurationControlManager.getTopicConfig)."""
+        own = self.configs.configs((TOPIC_RESOURCE, name))
+        if key in own:
+            return own[key]
+        value, _ = self.configs.broker_layers().topic_value(key)
+        return value
+
+    def effective_min_isr(self, topic: Topic) -> int:
+        """min.insync.replicas, never above the replication factor (getTopicEffectiveMinIsr)."""
+        text = self.topic_config(topic.name, "min.insync.replicas") or "1"
+        try:
+            min_isr = int(text)
+        except ValueError:
+            min_isr = 1
+        first = topic.partitions.get(0) or next(iter(topic.partitions.values()), None)
+        factor = len(first.replicas) if first is not None else min_isr
+        return min(min_isr, factor)
+
+    def unclean_enabled(self, topic: Topic) -> bool:
+        """unclean.leader.election.enable for the topic (uncleanLeaderElectionEnabledForTopic)."""
+        return (self.topic_config(topic.name, "unclean.leader.election.enable") or ""
+                ).strip().lower() == "true"
+
+    def acceptor(self, part: Partition,
+                 accept: Callable[[int], bool] | None = None) -> Callable[[int], bool]:
+        """Kafka's LeaderAcceptor: active (or `accept`) and its replica's directory online."""
+        accept = accept or self.cluster.usable
+        dirs = dict(zip(part.replicas, current_directories(part), strict=False))
+
+        def test(broker_id: int) -> bool:
+            return accept(broker_id) and self.cluster.has_online_dir(
+                broker_id, dirs.get(broker_id, UNASSIGNED))
+        return test
+
+    def builder(self, part: Partition, accept: Callable[[int], bool] | None = None,
+                election: Election = Election.ONLINE) -> PartitionChangeBuilder:
+        """A PartitionChangeBuilder over `part` with this cluster's rules."""
+        topic = self.topic_of(part)
+        return PartitionChangeBuilder(
+            part, self.acceptor(part, accept), self.features.metadata_version,
+            self.effective_min_isr(topic), elr_enabled=self.features.elr_enabled(),
+            election=election, default_dir=self.cluster.default_dir)
+
+    def change_version(self) -> int:
+        return self.features.partition_change_record_version()
+
+    # --- leader and ISR moves on broker events --------------------------------------------
+
+    def generate_leader_and_isr_updates(self, parts: Iterable[Partition], *,
+                                        remove: int = NO_LEADER, add: int = NO_LEADER,
+                                        unclean: int = NO_LEADER) -> list[tuple[Any, int]]:
+        """Kafka's generateLeaderAndIsrUpdates: `remove` leaves each ISR and may not lead,
+        `add` may lead though still fenced (it is being unfenced), `unclean` (a broker back
+        from an unclean shutdown) leaves ISR and ELR and may not lead."""
+        def accept(r: int) -> bool:
+            return r not in (remove, unclean) and (r == add or self.cluster.usable(r))
+
+        out: list[tuple[Any, int]] = []
+        version = self.change_version()
+        for part in list(parts):
+            b = self.builder(part, accept, Election.UNCLEAN
+                             if self.unclean_enabled(self.topic_of(part)) else Election.ONLINE)
+            if unclean != NO_LEADER:
+                b.set_unclean_shutdown_replicas([unclean])
+            b.set_target_isr(r for r in part.isr if r not in (remove, unclean))
+            record = b.build()
+            if record is not None:
+                out.append((record, version))
         return out
 
-    def move_leaders_away(self, broker_id: int, usable: Callable[[int], bool],
-                          version: int) -> list[tuple[Any, int]]:
-        """Controlled shutdown: hand each leadership to another usable ISR member."""
-        out = []
-        for part in self.partitions():
-            if part.leader != broker_id:
-                continue
-            isr = [r for r in part.isr if r != broker_id] or list(part.isr)
-            leader = next((r for r in part.replicas if r in isr and r != broker_id
-                           and usable(r)), NO_LEADER)
-            out.extend(self._change(part, isr, leader, version))
-        return out
+    def in_isr(self, broker_id: int) -> list[Partition]:
+        return [p for p in self.partitions() if broker_id in p.isr]
 
-    def elect_for(self, broker_id: int, version: int) -> list[tuple[Any, int]]:
-        """Unfencing: leaderless partitions whose ISR holds the broker get it as leader."""
-        return [c for p in self.partitions() if p.leader == NO_LEADER and broker_id in p.isr
-                for c in self._change(p, p.isr, broker_id, version)]
+    def in_elr(self, broker_id: int) -> list[Partition]:
+        return [p for p in self.partitions() if broker_id in (p.eligible_leader_replicas or ())]
 
-    @staticmethod
-    def _change(part: Partition, isr: list[int], leader: int,
-                version: int) -> list[tuple[Any, int]]:
-        """The change record taking `part` to (isr, leader); none when nothing changes."""
-        if isr == part.isr and leader == part.leader:
-            return []
-        return [(PartitionChangeRecord(
-            partition_id=part.partition_id, topic_id=part.topic_id,
-            isr=isr if isr != part.isr else None,
-            leader=leader if leader != part.leader else NO_LEADER_CHANGE), version)]
+    def leaderless(self) -> list[Partition]:
+        return [p for p in self.partitions() if p.leader == NO_LEADER]
+
+    def handle_broker_fenced(self, broker_id: int) -> list[tuple[Any, int]]:
+        """Fenced (session expired, asked, or shutting down now): out of every ISR."""
+        return self.generate_leader_and_isr_updates(self.in_isr(broker_id), remove=broker_id)
+
+    def handle_broker_unfenced(self, broker_id: int) -> list[tuple[Any, int]]:
+        """Unfenced: leaderless partitions may now elect it."""
+        return self.generate_leader_and_isr_updates(self.leaderless(), add=broker_id)
+
+    def handle_broker_in_controlled_shutdown(self, broker_id: int) -> list[tuple[Any, int]]:
+        """Controlled shutdown: out of every ISR, its leaderships to the next in-sync replica."""
+        return self.generate_leader_and_isr_updates(self.in_isr(broker_id), remove=broker_id)
+
+    def handle_broker_unregistered(self, broker_id: int) -> list[tuple[Any, int]]:
+        return (self.generate_leader_and_isr_updates(self.in_isr(broker_id), remove=broker_id)
+                + self.generate_leader_and_isr_updates(self.in_elr(broker_id),
+                                                       remove=broker_id))
+
+    def handle_broker_shutdown(self, broker_id: int, clean: bool) -> list[tuple[Any, int]]:
+        """A new incarnation registers: an unclean end (ELR on) also costs its ELR places."""
+        if self.features.elr_enabled() and not clean:
+            return (self.generate_leader_and_isr_updates(self.in_isr(broker_id),
+                                                         unclean=broker_id)
+                    + self.generate_leader_and_isr_updates(self.in_elr(broker_id),
+                                                           unclean=broker_id))
+        return self.generate_leader_and_isr_updates(self.in_isr(broker_id), remove=broker_id)
 
     def describe(self) -> list[dict[str, Any]]:
         return [{"name": t.name, "topic_id": kafka_uuid_str(t.topic_id),
@@ -219,6 +308,47 @@ class ReplicationControlManager:
                                 for p in sorted(t.partitions.values(),
                                                 key=lambda p: p.partition_id)]}
                 for t in sorted(self.topics.values(), key=lambda t: t.name)]
+
+
+@dataclass
+class ElectionSchedule:
+    """When the periodic elections run (Kafka's electPreferred and electUnclean tasks):
+    `auto.leader.rebalance.enable` with `leader.imbalance.check.interval.seconds`, and
+    `unclean.leader.election.interval.ms`, from the node's properties."""
+
+    balance_interval_ms: int | None = 300_000  # None: auto.leader.rebalance.enable=false
+    unclean_interval_ms: int = 300_000
+    max_elections: int = 1000  # Kafka's maxElectionsPerImbalance
+    next_balance_ms: int = 0
+    next_unclean_ms: int = 0
+
+    @staticmethod
+    def of(props: Any) -> ElectionSchedule:
+        def number(key: str, default: int) -> int:
+            try:
+                return int(str(props.get(key, default)).strip())
+            except ValueError:
+                return default
+        enabled = str(props.get("auto.leader.rebalance.enable", "true")).strip().lower()
+        balance = number("leader.imbalance.check.interval.seconds", 300) * 1000
+        return ElectionSchedule(balance if enabled == "true" else None,
+                                number("unclean.leader.election.interval.ms", 300_000))
+
+    def start(self, now_ms: int) -> None:
+        self.next_balance_ms = now_ms + (self.balance_interval_ms or 0)
+        self.next_unclean_ms = now_ms + self.unclean_interval_ms
+
+    def balance_due(self, now_ms: int) -> bool:
+        return self.balance_interval_ms is not None and now_ms >= self.next_balance_ms
+
+    def balanced(self, now_ms: int, more: bool) -> None:
+        self.next_balance_ms = now_ms + (0 if more else self.balance_interval_ms or 0)
+
+    def unclean_due(self, now_ms: int) -> bool:
+        return now_ms >= self.next_unclean_ms
+
+    def uncleaned(self, now_ms: int, more: bool) -> None:
+        self.next_unclean_ms = now_ms + (0 if more else self.unclean_interval_ms)
 
 
 def _opt(values: list[int] | None) -> list[int] | None:

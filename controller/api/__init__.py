@@ -53,6 +53,9 @@ MODULES = (
     "alter_configs",
     "incremental_alter_configs",
     "list_partition_reassignments",
+    "alter_partition_reassignments",
+    "alter_partition",
+    "elect_leaders",
     "assign_replicas_to_dirs",
     "envelope",
 )

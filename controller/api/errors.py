@@ -152,6 +152,16 @@ def _create_partitions(cls: type, request: Any, version: int, code: int) -> Any:
     return error_response(request, code)
 
 
+def _elect_leaders(cls: type, request: Any, version: int, code: int) -> Any:
+    from kraftpy.controller.api.elect_leaders import error_response
+    return error_response(request, code)
+
+
+def _alter_partition_reassignments(cls: type, request: Any, version: int, code: int) -> Any:
+    from kraftpy.controller.api.alter_partition_reassignments import error_response
+    return error_response(request, code)
+
+
 def _per_resource(cls: type, request: Any, version: int, code: int) -> Any:
     """A result per config resource asked for (Describe/Alter/IncrementalAlterConfigs)."""
     from kraftpy.controller.api import alter_configs, describe_configs, incremental_alter_configs
@@ -187,7 +197,10 @@ BUILDERS: dict[int, Builder] = {
     33: _per_resource,  # AlterConfigs
     37: _create_partitions,
     44: _per_resource,  # IncrementalAlterConfigs
+    43: _elect_leaders,
+    45: _alter_partition_reassignments,
     46: _with_api_error,  # ListPartitionReassignments
+    56: _top_level,  # AlterPartition
     58: _top_level,  # Envelope
     73: _top_level,  # AssignReplicasToDirs
 }

@@ -1,10 +1,12 @@
 """ListPartitionReassignments (key 46).
 
-Versions served: 0. Listeners: client and CONTROLLER.
-Behaviour: kraftpy starts no reassignments, so the answer lists none (`kafka-topics
---describe` asks it of every topic it shows). With an authorizer, DESCRIBE on the cluster is
-needed (the security layer's check).
-Skipped: nothing to list.
+Versions served: 0. Listeners: client and CONTROLLER (a broker forwards it in an Envelope).
+Behaviour: the reassignments in flight (partition_commands.py): each partition's replicas,
+adding and removing replicas; null topics list every reassigning partition, named ones only
+those of them that are reassigning (`kafka-topics --describe` asks it of every topic it
+shows; `kafka-reassign-partitions --verify` asks it too). With an authorizer, DESCRIBE on the
+cluster is needed (the security layer's check).
+Skipped: nothing.
 """
 
 from __future__ import annotations

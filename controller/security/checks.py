@@ -8,9 +8,10 @@ or, for ListTransactions, are left out, as Kafka does.
 
     AllocateProducerIds, BrokerRegistration,     CLUSTER_ACTION on CLUSTER      CLUSTER_AUTHORIZATION_FAILED
       BrokerHeartbeat, ControllerRegistration,
-      Fetch, FetchSnapshot (raft), AssignReplicasToDirs, Envelope
+      Fetch, FetchSnapshot (raft), AssignReplicasToDirs, Envelope, AlterPartition
     UnregisterBroker, CreateAcls, DeleteAcls,    ALTER on CLUSTER               CLUSTER_AUTHORIZATION_FAILED
-      UpdateFeatures
+      UpdateFeatures, ElectLeaders,
+      AlterPartitionReassignments
     DescribeCluster                              DESCRIBE on CLUSTER (client listener), ALTER (CONTROLLER listener)
     DescribeQuorum, DescribeAcls,                DESCRIBE on CLUSTER            CLUSTER_AUTHORIZATION_FAILED
       ListPartitionReassignments
@@ -36,8 +37,10 @@ log = logging.getLogger("kraftpy.authorizer")
 
 # registration, heartbeat, ids, controllers; raft Fetch and FetchSnapshot; AssignReplicasToDirs,
 # Envelope
-CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59, 73, 58})
-ALTER_CLUSTER_APIS = frozenset({64, 30, 31, 57})  # UnregisterBroker, Create/DeleteAcls, UpdateFeatures
+# and AlterPartition
+CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59, 73, 58, 56})
+# UnregisterBroker, Create/DeleteAcls, UpdateFeatures, ElectLeaders, AlterPartitionReassignments
+ALTER_CLUSTER_APIS = frozenset({64, 30, 31, 57, 43, 45})
 DESCRIBE_CLUSTER_APIS = frozenset({55, 29, 46})  # DescribeQuorum, DescribeAcls,
 # ListPartitionReassignments
 DESCRIBE_CLUSTER = 60
@@ -75,6 +78,9 @@ def _error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
         return cls(error_code=code, error_message=message)
     if api_key == 57:
         return cls(error_code=code, error_message=message, results=[])
+    if api_key in (43, 45):
+        from kraftpy.controller.api import errors
+        return errors.BUILDERS[api_key](cls, request, 0, code)
     if api_key == 30:
         from kraftpy.protocol.messages.create_acls_response import AclCreationResult
         return cls(results=[AclCreationResult(error_code=code, error_message=message)
