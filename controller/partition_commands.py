@@ -208,9 +208,9 @@ class PartitionCommands:
             return ControllerResult.reply(ElectLeadersResponse(
                 throttle_time_ms=0, error_code=ErrorCode.NONE, replica_election_results=[]))
         if election_type not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
-            return ControllerResult.reply(self.elect_error(request, ErrorCode.INVALID_REQUEST,
-                                                           f"Unknown election type "
-                                                           f"{election_type}"))
+            return ControllerResult.reply(self.elect_error(
+                request, api_version, ErrorCode.INVALID_REQUEST,
+                f"Unknown election type {election_type}"))
         response = ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                         replica_election_results=[])
         records: list[tuple[Any, int]] = []
@@ -234,7 +234,7 @@ class PartitionCommands:
                         partition_id=pid, error_code=code, error_message=message))
         if len(records) > MAX_RECORDS_PER_USER_OP:
             return ControllerResult.reply(self.elect_error(
-                request, ErrorCode.POLICY_VIOLATION,
+                request, api_version, ErrorCode.POLICY_VIOLATION,
                 "Unable to perform excessively large batch operation."))
         if not records:
             return ControllerResult.reply(response)
@@ -243,9 +243,13 @@ class PartitionCommands:
                                         "leader"])
 
     @staticmethod
-    def elect_error(request: Any, code: int, message: str | None) -> ElectLeadersResponse:
-        """ElectLeadersRequest.getErrorResponse: the error on every named partition."""
-        return ElectLeadersResponse(throttle_time_ms=0, error_code=code, replica_election_results=[
+    def elect_error(request: Any, version: int, code: int, message: str | None
+                    ) -> ElectLeadersResponse:
+        """ElectLeadersRequest.getErrorResponse: the error on every named partition (and at
+        the top from v1)."""
+        return ElectLeadersResponse(
+            throttle_time_ms=0, error_code=code if version >= 1 else 0,
+            replica_election_results=[
             ReplicaElectionResult(topic=t.topic, partition_result=[
                 PartitionResult(partition_id=p, error_code=code, error_message=message)
                 for p in t.partitions])

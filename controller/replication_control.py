@@ -51,8 +51,8 @@ class Partition:
     adding_replicas: list[int] = field(default_factory=list)
     leader_recovery_state: int = 0
     directories: list[uuid.UUID] = field(default_factory=list)
-    eligible_leader_replicas: list[int] | None = None
-    last_known_elr: list[int] | None = None
+    eligible_leader_replicas: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
 
     def record(self, version: int) -> tuple[PartitionRecord, int]:
         """At `version` (metadata.version's), or the one its fields need if that is later."""
@@ -137,7 +137,7 @@ class ReplicationControlManager:
             record.leader, record.leader_epoch, record.partition_epoch,
             list(record.removing_replicas), list(record.adding_replicas),
             record.leader_recovery_state, list(record.directories or []),
-            _opt(record.eligible_leader_replicas), _opt(record.last_known_elr))
+            list(record.eligible_leader_replicas or []), list(record.last_known_elr or []))
 
     def replay_partition_change(self, record: PartitionChangeRecord) -> None:
         topic = self.topics.get(record.topic_id)
@@ -349,7 +349,3 @@ class ElectionSchedule:
 
     def uncleaned(self, now_ms: int, more: bool) -> None:
         self.next_unclean_ms = now_ms + (0 if more else self.unclean_interval_ms)
-
-
-def _opt(values: list[int] | None) -> list[int] | None:
-    return None if values is None else list(values)

@@ -24,12 +24,14 @@ LISTENERS = (api.BROKER, api.CONTROLLER)
 REQUEST = ElectLeadersRequest
 
 
-def error_response(request: ElectLeadersRequest, code: int) -> ElectLeadersResponse:
+def error_response(request: ElectLeadersRequest, version: int, code: int
+                   ) -> ElectLeadersResponse:
     """ElectLeadersRequest.getErrorResponse (no message for UNKNOWN_SERVER_ERROR)."""
-    return PartitionCommands.elect_error(request, code, None)
+    return PartitionCommands.elect_error(request, version, code, None)
 
 
 async def handle(node: api.Node, request: ElectLeadersRequest, ctx: api.RequestContext
                  ) -> ElectLeadersResponse:
     return await api.through_controller(node, request, ctx,
-                                        lambda code: error_response(request, code))
+                                        lambda code: error_response(request, ctx.api_version,
+                                                                    code))

@@ -154,7 +154,7 @@ def _create_partitions(cls: type, request: Any, version: int, code: int) -> Any:
 
 def _elect_leaders(cls: type, request: Any, version: int, code: int) -> Any:
     from kraftpy.controller.api.elect_leaders import error_response
-    return error_response(request, code)
+    return error_response(request, version, code)
 
 
 def _alter_partition_reassignments(cls: type, request: Any, version: int, code: int) -> Any:

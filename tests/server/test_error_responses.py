@@ -42,6 +42,8 @@ MIRRORED = {
     33: lambda r: len(r.resources),
     37: lambda r: len(r.topics),
     44: lambda r: len(r.resources),
+    43: lambda r: sum(len(t.partitions) for t in r.topic_partitions or ()),
+    45: lambda r: sum(len(t.partitions) for t in r.topics),
 }
 V3 = {"client_software_name": "test", "client_software_version": "1"}
 
@@ -72,9 +74,10 @@ def test_every_served_api_has_an_error_response_that_encodes(data: st.DataObject
     codes = _codes(back)
     assert set(codes) <= {USE, 0}
     if api_key in MIRRORED and not (api_key == 10 and version < 4):
-        # Each entry asked for comes back with the error (Metadata v13+ and Fetch v7+ have it
-        # on top too).
-        on_top = (api_key == 3 and version >= 13) or (api_key == 1 and version >= 7)
+        # Each entry asked for comes back with the error (Metadata v13+, Fetch v7+,
+        # ElectLeaders v1+ and AlterPartitionReassignments have it on top too).
+        on_top = (api_key == 3 and version >= 13) or (api_key == 1 and version >= 7) or (
+            api_key == 43 and version >= 1) or api_key == 45
         assert codes.count(USE) == MIRRORED[api_key](request) + on_top
     else:
         assert codes[:1] == [USE]

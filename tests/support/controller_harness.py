@@ -139,7 +139,7 @@ class Harness:
     def register(self, broker_id: int, *, incarnation: uuid.UUID | None = None,
                  features: tuple[tuple[str, int, int], ...] = KAFKA_41_FEATURES,
                  cluster_id: str = CLUSTER_ID, version: int = 4,
-                 log_dirs: list[uuid.UUID] | None = None) -> Any:
+                 log_dirs: list[uuid.UUID] | None = None, previous_epoch: int = -1) -> Any:
         return self.handle(BrokerRegistrationRequest(
             broker_id=broker_id, cluster_id=cluster_id,
             incarnation_id=incarnation or uuid.uuid4(),
@@ -148,7 +148,8 @@ class Harness:
             features=[Feature(name=n, min_supported_version=lo, max_supported_version=hi)
                       for n, lo, hi in features],
             rack=None,
-            log_dirs=[uuid.uuid4()] if log_dirs is None else log_dirs), version)
+            log_dirs=[uuid.uuid4()] if log_dirs is None else log_dirs,
+            previous_broker_epoch=previous_epoch), version)
 
     def heartbeat(self, broker_id: int, epoch: int, *, offset: int | None = None,
                   want_fence: bool = False, want_shut_down: bool = False) -> Any:
