@@ -233,3 +233,49 @@ def test_the_broker_is_an_observer_in_describe_quorum_as_on_kafka(on_kraftpy, on
     # Kafka's broker has its own directory id: compare the rest.
     assert [r[:1] + r[2:] for r in ours] == [r[:1] + r[2:] for r in theirs]
     assert _quorum(srv.controller, "--status") == _quorum(controller.controller, "--status")
+
+
+def _record_types(metadata_dir: Path) -> list[str]:
+    """The kinds of records in a metadata log, runs of one kind counted once, leaving out what
+    differs by design: NoOps (timed), control records, the controller's own registration
+    (Kafka's ControllerRegistration; kraftpy is not a Kafka controller process) and the
+    producer-id blocks a kraftpy node claims for its own InitProducerId answers."""
+    done = subprocess.run([sys.executable, "-m", "kraftpy.tools", "dump-log", "--json",
+                           "--no-progress", *map(str, sorted(metadata_dir.glob("*.log")))],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    kinds: list[str] = []
+    for line in done.stdout.splitlines():
+        row = json.loads(line)
+        kind = row["record_type"]
+        if row["is_control"] or kind in ("NO_OP_RECORD", "REGISTER_CONTROLLER_RECORD"):
+            continue
+        if kind == "PRODUCER_IDS_RECORD" and row["payload"]["brokerEpoch"] == -1:
+            continue  # kraftpy's own block (broker epoch -1)
+        if not kinds or kinds[-1] != kind:
+            kinds.append(kind)
+    return kinds
+
+
+def test_kafkas_controller_writes_the_same_kinds_of_records(on_kraftpy, on_kafka) -> None:
+    srv, _, _, _ = on_kraftpy
+    controller, _, _ = on_kafka
+    ours = _record_types(srv.data_dir / "__cluster_metadata-0")
+    theirs = _record_types(controller.metadata_dir())
+    assert "TOPIC_RECORD" in ours and "REMOVE_TOPIC_RECORD" in ours
+    assert ours == theirs
+
+
+def test_dump_log_segments_reads_kraftpys_log_after_the_workload(on_kraftpy, tmp_path: Path
+                                                                 ) -> None:
+    srv, _, _, _ = on_kraftpy
+    (segment,) = sorted((srv.data_dir / "__cluster_metadata-0").glob("*.log"))
+    copy = tmp_path / segment.name
+    shutil.copyfile(segment, copy)
+    kafka = run_tool("DumpLogSegments", "--cluster-metadata-decoder", "--files",
+                     str(copy)).check().stdout
+    assert "isvalid: false" not in kafka and "PARTITION_RECORD" in kafka
+    ours = subprocess.run([sys.executable, "-m", "kraftpy.tools", "dump-log", "--no-progress",
+                           str(copy)], capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.splitlines() == kafka.splitlines()
