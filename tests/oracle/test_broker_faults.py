@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from kraftpy.protocol.record_batch import iter_record_batches
 from support.kafka import KafkaNode, run_tool
+from support.producers import read_committed
 from support.server import KraftpyServer
 
 pytestmark = pytest.mark.slow
@@ -70,23 +71,6 @@ class Producer(threading.Thread):
             producer.close(5)
 
 
-def _read_all(bootstrap: str, topic: str, expected: int) -> list[str]:
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             isolation_level="read_committed", consumer_timeout_ms=10_000)
-    try:
-        values = []
-        deadline = time.monotonic() + 60
-        for message in consumer:
-            values.append(message.value.decode())
-            if len(values) >= expected or time.monotonic() > deadline:
-                break
-        return values
-    finally:
-        consumer.close()
-
-
 def test_kill_9_of_kraftpy_under_a_brokers_produce_load(tmp_path: Path, kafka_jars: Path
                                                          ) -> None:
     srv = KraftpyServer(tmp_path / "kraftpy",
@@ -117,7 +101,7 @@ def test_kill_9_of_kraftpy_under_a_brokers_produce_load(tmp_path: Path, kafka_ja
         # Metadata changes work again.
         run_tool("TopicCommand", "--bootstrap-server", broker.bootstrap, "--create",
                  "--topic", "after", "--partitions", "1").check()
-        assert sorted(_read_all(broker.bootstrap, "load", len(producer.acked))) == \
+        assert sorted(read_committed(broker.bootstrap, "load", len(producer.acked))) == \
             sorted(producer.acked)
         # A broker that starts after the segments below the snapshot were deleted catches
         # up through FetchSnapshot.

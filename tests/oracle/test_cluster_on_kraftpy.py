@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from support.kafka import KafkaNode, run_tool
+from support.producers import read_committed
 from support.server import KraftpyServer
 
 pytestmark = pytest.mark.slow
@@ -98,24 +99,6 @@ def wait_for(check, timeout: float, what: str, step: float = 0.25) -> float:
             last = exc
         time.sleep(step)
     pytest.fail(f"{what} not within {timeout}s (last: {last!r})")
-
-
-def read_all(bootstrap: str, expected: int) -> list[str]:
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             isolation_level="read_committed", consumer_timeout_ms=15_000,
-                             enable_auto_commit=False)
-    try:
-        values = []
-        deadline = time.monotonic() + 90
-        for message in consumer:
-            values.append(message.value.decode())
-            if len(values) >= expected or time.monotonic() > deadline:
-                break
-        return values
-    finally:
-        consumer.close()
 
 
 @dataclass
@@ -224,7 +207,7 @@ def failover_scenario(cluster: Cluster) -> Outcome:
         producer.stop.set()
         producer.join(120)
     acked = [v for v, _, _ in producer.acked]
-    seen = read_all(bootstrap, len(acked))
+    seen = read_committed(bootstrap, TOPIC, len(acked))
     return Outcome(
         failover_s=failover, acked=len(acked), lost=len(set(acked) - set(seen)),
         duplicates=len(seen) - len(set(seen)), isr_sizes_after_restart=isr_sizes,

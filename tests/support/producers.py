@@ -78,3 +78,24 @@ def confluent_producer_id(conf: Mapping[str, Any], *, transactional_id: str | No
     except KafkaException as exc:  # a fatal error is raised from a call
         errors.append((exc.args[0].name(), True, exc.args[0].str()))
     return got.get("producer_id", -1), got.get("producer_epoch", -1), errors
+
+
+def read_committed(bootstrap: str, topic: str, expected: int, *, wait_s: float = 90.0
+                   ) -> list[str]:
+    """The values a kafka-python read_committed consumer reads from `topic` from the start,
+    until it has `expected` of them, finds nothing new for 15 s, or `wait_s` runs out."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             isolation_level="read_committed", consumer_timeout_ms=15_000,
+                             enable_auto_commit=False)
+    try:
+        values = []
+        deadline = time.monotonic() + wait_s
+        for message in consumer:
+            values.append(message.value.decode())
+            if len(values) >= expected or time.monotonic() > deadline:
+                break
+        return values
+    finally:
+        consumer.close()
