@@ -53,6 +53,9 @@ class RunningNode:
         # metadata log's files as it reads them.
         self.raft = raft
         self.raft_log = raft_log
+        # A quorum of several voters: the Raft core's shell (the quorum itself), which answers
+        # Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot.
+        self.raft_shell: Any = None
 
     def clock_ms(self) -> int:
         return self.quorum.clock_ms()
@@ -169,7 +172,24 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
                              collector: Any, signals: Any,
                              task_status: trio.TaskStatus[RunningNode]) -> int:
     from kraftpy.controller import recovery
+    from kraftpy.controller.raft import shell
 
+    try:
+        voters = shell.configured_voters(config)
+    except shell.RaftShellError as exc:
+        raise NodeStartError(str(exc)) from None
+    if voters is not None:
+        try:
+            opened_quorum = await trio.to_thread.run_sync(shell.open_quorum, config, voters)
+        except recovery.RecoveryError as exc:
+            raise NodeStartError(str(exc), exc.exit_code) from None
+        except shell.RaftShellError as exc:
+            raise NodeStartError(str(exc)) from None
+        node = RunningNode(config, opened_quorum.cluster_id, opened_quorum,  # type: ignore[arg-type]
+                           opened_quorum.supported_features)
+        node.raft_shell = opened_quorum
+        return await _serve(config, server, security, collector, signals, task_status, node,
+                            opened_quorum.storage, opened_quorum.raft.epoch)
     try:
         opened = await trio.to_thread.run_sync(recovery.open_node_storage, config)
     except recovery.RecoveryError as exc:
@@ -179,9 +199,18 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
                        raft=RaftLeader(cluster_id=opened.cluster_id,
                                        node_id=config.node_id, epoch=opened.leader_epoch),
                        raft_log=RaftLogReader(opened.storage))
+    return await _serve(config, server, security, collector, signals, task_status, node,
+                        opened.storage, opened.leader_epoch)
+
+
+async def _serve(config: ServerConfig, server: Server, security: Any, collector: Any,
+                 signals: Any, task_status: trio.TaskStatus[RunningNode], node: RunningNode,
+                 storage: Any, leader_epoch: int) -> int:
+    """Run the quorum and the server until a signal; then drain, stop, close the logs."""
+    quorum = node.quorum
     server.node = node
     security.install(server, node)
-    security.attach_acls(opened.controller)
+    security.attach_acls(quorum.controller)
     clean = False
     try:
         async with trio.open_nursery() as nursery:
@@ -190,8 +219,7 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
             if collector is not None:
                 collector.attach(node)  # /ready: 200 from now on
             log.info("kraftpy node %d serving cluster %s from %s (leader epoch %d)",
-                     config.node_id, opened.cluster_id, config.metadata_log_dir,
-                     opened.leader_epoch)
+                     config.node_id, node.cluster_id, config.metadata_log_dir, leader_epoch)
             task_status.started(node)
             async for signum in signals:
                 log.info("received %s: stopping (finishing requests in flight)",
@@ -202,9 +230,9 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
         clean = True
     finally:
         if clean:
-            await trio.to_thread.run_sync(opened.storage.close)
-        elif opened.storage.lock is not None:
+            await trio.to_thread.run_sync(storage.close)
+        elif storage.lock is not None:
             # No clean-shutdown marker after a failure: the next start validates the log.
-            opened.storage.lock.release()
+            storage.lock.release()
     log.info("stopped cleanly")
     return 0

@@ -7,7 +7,9 @@ topic checks, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH with CurrentLeader and 
 offset below the high watermark (what is durable), HighWatermark and LogStartOffset. A fetch
 that finds nothing new is parked until the high watermark moves or MaxWaitMs runs out (each
 parked fetch is one sleeping task: nothing while idle); it is answered at once when the
-fetcher's HighWatermark (v18) is behind. CLUSTER_ACTION when an authorizer is on.
+fetcher's HighWatermark (v18) is behind. CLUSTER_ACTION when an authorizer is on. In a quorum
+of several voters the Raft core answers instead (`RaftQuorum.raft_request`): voters' fetches
+move its high watermark, and it serves the log up to its end to them.
 Skipped: fetch sessions (raft fetchers do not use them), partitions other than the metadata
 log (INVALID_REQUEST, as Kafka's raft client answers).
 """
@@ -37,6 +39,12 @@ def endpoint(node: api.Node, ctx: api.RequestContext) -> Endpoint | None:
 
 async def handle(node: api.Node, request: FetchRequest, ctx: api.RequestContext
                  ) -> FetchResponse:
+    shell = getattr(node, "raft_shell", None)
+    if shell is not None:
+        response = await shell.raft_request(request, ctx.api_version)
+        if response is None:
+            raise RuntimeError("the raft quorum stopped before answering")
+        return response
     raft = node.raft  # type: ignore[attr-defined]
     version = ctx.api_version
     max_bytes = min(max(request.max_bytes, 1), MAX_FETCH_BYTES)

@@ -6,6 +6,7 @@ Behaviour: KafkaRaftClient's handleFetchSnapshotRequest (`controller/raft/leader
 id, topic and leader-epoch checks; SNAPSHOT_NOT_FOUND for the bootstrap snapshot (0-0) and for
 ids not on disk; POSITION_OUT_OF_RANGE; otherwise the file's bytes from Position (at most
 MaxBytes), its Size, CurrentLeader and (v1) NodeEndpoints. CLUSTER_ACTION with an authorizer.
+In a quorum of several voters the Raft core answers (`RaftQuorum.raft_request`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ REQUEST = FetchSnapshotRequest
 
 async def handle(node: api.Node, request: FetchSnapshotRequest, ctx: api.RequestContext
                  ) -> FetchSnapshotResponse:
+    shell = getattr(node, "raft_shell", None)
+    if shell is not None:
+        response = await shell.raft_request(request, ctx.api_version)
+        if response is None:
+            raise RuntimeError("the raft quorum stopped before answering")
+        return response
     raft = node.raft  # type: ignore[attr-defined]
     error, sid, position = raft.snapshot_to_send(request)
     found = None

@@ -716,6 +716,49 @@ class PartitionLog:
         ticket.sync()
         return self.complete_flush(ticket)
 
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record at or above `offset`, a batch boundary (a Raft follower's
+        diverging suffix, never committed data): later segments go, the one holding `offset`
+        is cut there (fsynced), its indexes and the leader-epoch checkpoint follow."""
+        if self.read_only:
+            raise files.LogDirError(f"{self.directory} is open read-only")
+        if offset >= self.log_end_offset:
+            return
+        with self._lock:
+            self._seal()
+            self._write_pending()
+            segs = self.segments
+            keep = [s for s in segs if s.base_offset < offset] or segs[:1]
+            for seg in segs[len(keep):]:
+                seg.close()
+                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
+                    path.unlink(missing_ok=True)
+            self._dirty = [s for s in self._dirty if s in keep]
+            seg = keep[-1]
+            position = None
+            if offset <= seg.base_offset:
+                position = 0
+            else:
+                for batch in scan(seg.path, seg.indexes.position_before(offset), seg.size):
+                    if batch.base_offset == offset:
+                        position = batch.position
+                        break
+                    if batch.base_offset > offset or batch.next_offset > offset:
+                        raise ValueError(f"offset {offset} is not a batch boundary of "
+                                         f"{seg.path}")
+                if position is None:
+                    raise ValueError(f"offset {offset} not found in {seg.path}")
+            seg.truncate(position)
+            seg.indexes.writable = True
+            seg.next_offset = max(offset, seg.base_offset)
+            self.segments = keep
+            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            kept = [(e, o) for e, o in self.leader_epochs if o < self.log_end_offset]
+            if kept != self.leader_epochs:
+                self.leader_epochs = kept
+                files.write_leader_epochs(self.directory, kept)
+        files.fsync_dir(self.directory)
+
     # --- reading -------------------------------------------------------------------------
     def read(
         self, start_offset: int | None = None, *, committed_only: bool = False

@@ -66,3 +66,24 @@ class RaftConfig:
                 raise RaftConfigError(f"{PREFIX}{key}: {value} is outside [0, 2147483647]")
             values[attr] = value
         return cls(**values)
+
+
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """`controller.quorum.voters` ("id@host:port,..."): id -> (host, port), Kafka's syntax;
+    `RaftConfigError` names the entry it cannot read."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in (v.strip() for v in text.split(",")):
+        if not item:
+            continue
+        ident, at, address = item.partition("@")
+        host, colon, port = address.rpartition(":")
+        try:
+            node_id, port_number = int(ident), int(port)
+        except ValueError:
+            node_id = port_number = -1
+        if not at or not colon or not host or node_id < 0 or not 0 < port_number <= 65535:
+            raise RaftConfigError(f"{PREFIX}voters: {item!r} is not id@host:port")
+        if node_id in voters:
+            raise RaftConfigError(f"{PREFIX}voters: voter {node_id} is named twice")
+        voters[node_id] = (host.strip("[]"), port_number)
+    return voters

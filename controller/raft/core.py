@@ -199,6 +199,11 @@ class RaftNode:
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
+    @property
+    def next_offset(self) -> int:
+        """The offset `append` gives its next record (the log end plus what lingers)."""
+        return self._next_offset()
+
     def next_deadline(self) -> float:
         """When `poll` must run next (absolute ms) if no event comes first; the shell also
         calls `poll` after every event it hands in, which sends what became due."""

@@ -251,3 +251,23 @@ def running_server(
 def kraftpy_server(tmp_path: Path) -> Iterator[KraftpyServer]:
     with running_server(tmp_path / "kraftpy") as srv:
         yield srv
+
+
+def quorum_servers(root: Path, count: int = 3, overrides: Mapping[str, str] | None = None,
+                   **kwargs: object) -> list[KraftpyServer]:
+    """`count` servers (not started) forming one static quorum: node ids 1..count, one
+    cluster id, each one's CONTROLLER listener named in everyone's controller.quorum.voters."""
+    import uuid
+
+    from kraftpy.protocol.uuid import kafka_uuid_str
+
+    ports = [(free_port(), free_port()) for _ in range(count)]
+    voters = ",".join(f"{i + 1}@{HOST}:{controller}" for i, (_, controller) in enumerate(ports))
+    cluster_id = kafka_uuid_str(uuid.uuid4())
+    servers = []
+    for i, (client, controller) in enumerate(ports):
+        props = {"node.id": str(i + 1), "controller.quorum.voters": voters,
+                 "cluster.id": cluster_id, **(overrides or {})}
+        servers.append(KraftpyServer(Path(root) / f"node{i + 1}", props, client_port=client,
+                                     controller_port=controller, **kwargs))  # type: ignore[arg-type]
+    return servers

@@ -1,0 +1,598 @@
+"""The Raft core (`core.py`) run as a trio shell: a quorum of several static voters.
+
+`RaftQuorum` stands where `Quorum` stands for one voter (what `RunningNode` and the metrics
+use: `submit`, `hwm`, `running`, `controller`, `storage`, `run`, `stop`), with the metadata
+log replicated by the core instead of committed by a local fsync:
+
+- Every event goes to the core (`RaftNode`), and its actions are carried out in order on the
+  loop: `Send` through `peers.Peers`, `Respond` to the handler awaiting it (Vote,
+  BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot come in through
+  `raft_request`), appends (as leader: `AppendBatch`; as follower: the fetched batches
+  as they came), truncations, `quorum-state` (written durably before the next action),
+  fsyncs (`Flush`: one worker-thread fsync at a time, in order, reported back with
+  `on_flushed`).
+- A commit is the core's `Committed(high_watermark)`: a majority of voters has the records on
+  disk. Every node replays the committed records into its `QuorumController` (state changes
+  only by replay); the leader has applied its own already, as it appended them.
+- Only the active leader handles requests: it becomes active once everything in its log is
+  committed (its LeaderChange included) and replayed, so it answers from the whole history.
+  Anywhere else `submit` answers NOT_CONTROLLER (NOT_COORDINATOR for InitProducerId, which a
+  client answers by finding the coordinator again). An answer waits until the high watermark
+  covers everything appended up to its records.
+- A leader that loses leadership fails every answer still waiting (NOT_CONTROLLER: the client
+  asks again, never sees an uncommitted change as done) and rebuilds its controller from the
+  snapshot and the committed log, dropping what it applied ahead of the commit.
+
+Not yet: snapshots are neither taken nor installed here (a follower offered one stops with
+an error), transactional state (`__transaction_state`) is not replicated, so requests that
+would write it are refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+from kraftpy.controller.log import files
+from kraftpy.controller.metrics_stats import Timings
+from kraftpy.controller.raft import actions as a
+from kraftpy.controller.raft import quorum_state
+from kraftpy.controller.raft.config import RaftConfig
+from kraftpy.controller.raft.core import RaftNode
+from kraftpy.controller.raft.log_state import RaftLog
+from kraftpy.controller.raft.messages import fill_snapshot_chunk
+from kraftpy.controller.raft.peers import Peers
+from kraftpy.controller.raft.roles import Leader
+from kraftpy.controller.raft.voters import VoterSet
+from kraftpy.protocol.metadata_frame import decode_metadata_record, encode_metadata_record
+from kraftpy.protocol.record_batch import iter_record_batches
+
+log = logging.getLogger("kraftpy.raft")
+
+NOT_CONTROLLER = 41
+NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE = 15
+INIT_PRODUCER_ID = 22
+TICK_INTERVAL_S = 0.1
+METADATA_PARTITION = "__cluster_metadata-0"
+_BATCH_HEAD = struct.Struct(">qi")
+
+
+class RaftShellError(RuntimeError):
+    """The shell cannot go on (a failed write, or something stage 1 does not do)."""
+
+
+class NodeStopped(RuntimeError):
+    """The quorum stopped before this request could be answered."""
+
+
+def _log_lines(events: list[Any]) -> None:
+    """A result's event lines at INFO: a str, or a (format, *args) tuple."""
+    for line in events:
+        if type(line) is tuple:
+            log.info(*line)
+        else:
+            log.info("%s", line)
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(eq=False)
+class _Reply:
+    """A Raft request waiting for the core's `Respond`."""
+
+    event: trio.Event = field(default_factory=trio.Event)
+    response: Any = None
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """An answer waiting for the high watermark to pass `end`."""
+
+    end: int
+    txn_end: int
+    term: int
+    request: Any
+    version: int
+    response: Any
+    event: trio.Event = field(default_factory=trio.Event)
+
+
+class RaftQuorum:
+    """The node's quorum when `controller.quorum.voters` names more than one voter."""
+
+    def __init__(self, *, node_id: int, cluster_id: str, storage: Any,
+                 make_controller: Callable[[], Any], raft_config: RaftConfig,
+                 voters: VoterSet, addresses: dict[int, tuple[str, int]],
+                 directory_id: Any, endpoint: tuple[str, str, int],
+                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.storage = storage
+        self.metadata = storage.metadata
+        self.partition_dir = Path(self.metadata.directory)
+        self.make_controller = make_controller
+        self.clock_ms = clock_ms
+        self.fsyncs = 0
+        self.fsync_timings = Timings()
+        self.queue_timings = Timings()
+        self.pass_timings = Timings()
+        self.supported_features: dict[str, tuple[int, int]] = {}
+        self.active = False  # the leader, caught up and answering
+        self.term = 0  # counts activations: a waiter of an earlier one is never released
+        self._stopping = False
+        self._failed: BaseException | None = None
+        self._waiters: deque[_Waiter] = deque()
+        self._replies: set[_Reply] = set()
+        self._flushes: deque[int] = deque()
+        self._flush_wake = trio.Event()
+        self._wake = trio.Event()
+        self._committed = trio.Event()
+        self._tick_due = False
+        meta = self.metadata
+        snapshots = self._snapshot_ids()
+        start = meta.log_start_offset
+        self.controller, self.replayed = self._fresh_controller(start)
+        self.hwm = (self.replayed, storage.txn_end_offset())
+        election_path = self.partition_dir / quorum_state.FILE_NAME
+        election = (quorum_state.decode(election_path.read_bytes())
+                    if election_path.exists() else None)
+        raft_log = RaftLog(start_offset=start, end_offset=meta.log_end_offset,
+                           flushed_offset=meta.log_end_offset,
+                           epochs=list(meta.leader_epochs), snapshots=snapshots,
+                           high_watermark=self.replayed)
+        self.raft = RaftNode(config=raft_config, node_id=node_id, directory_id=directory_id,
+                             cluster_id=cluster_id, voters=voters, log=raft_log,
+                             election=election, now_ms=clock_ms(),
+                             rng=random.Random(), listener=endpoint[0],
+                             endpoints=(endpoint,))
+        self.peers = Peers(node_id, {i: hp for i, hp in addresses.items() if i != node_id},
+                           request_timeout_ms=raft_config.request_timeout_ms,
+                           on_response=self._on_response, on_failure=self._on_failure)
+        self._do(self.raft._take())
+
+    # --- what RunningNode and the handlers use ---------------------------------------------
+    @property
+    def running(self) -> bool:
+        """Whether `submit` handles requests here: the active leader, not stopping."""
+        return self.active and self._failed is None and not self._stopping
+
+    @property
+    def leader_id(self) -> int | None:
+        return self.raft.leader_id
+
+    async def submit(self, request: Any, api_version: int, listener: str | None = None) -> Any:
+        self._check_running()
+        if not self.active:
+            return self._not_leader(request, api_version)
+        now = self.clock_ms()
+        next_offset = self.raft.next_offset
+        result = self.controller.handle(request, api_version, now_ms=now,
+                                        next_offset=next_offset, listener=listener)
+        if result.txn_records:
+            log.warning("%s would write transaction state, which a quorum of several voters "
+                        "does not replicate yet: refused", type(request).__name__)
+            return _error_response(request, api_version, COORDINATOR_NOT_AVAILABLE)
+        end = self._write(result, now, next_offset)
+        txn_end = self.storage.txn_end_offset()
+        if result.respond_before_commit or (self.hwm[0] >= end and self.hwm[1] >= txn_end):
+            return result.response
+        waiter = _Waiter(end, txn_end, self.term, request, api_version, result.response)
+        self._waiters.append(waiter)
+        await waiter.event.wait()
+        if waiter.response is None:
+            raise NodeStopped("the quorum stopped before this request was committed")
+        return waiter.response
+
+    async def wait_for_high_watermark(self, past: int) -> None:
+        while self.hwm[0] <= past and self._failed is None and not self._stopping:
+            await self._committed.wait()
+
+    async def raft_request(self, request: Any, version: int) -> Any:
+        """The core's answer to a Raft request from a peer (None if the quorum stopped)."""
+        if self._failed is not None or self._stopping:
+            return None
+        reply = _Reply()
+        self._replies.add(reply)
+        try:
+            self._guard(lambda: self._do(self.raft.handle_request(
+                reply, request, version, self.clock_ms())))
+            await reply.event.wait()
+        finally:
+            self._replies.discard(reply)
+        return reply.response
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._fail_waiters(None)
+        self._wake.set()
+
+    def _check_running(self) -> None:
+        if self._failed is not None:
+            raise NodeStopped("the controller stopped after a failure") from self._failed
+        if self._stopping:
+            raise NodeStopped("the controller is shutting down")
+
+    def _not_leader(self, request: Any, version: int) -> Any:
+        code = NOT_COORDINATOR if request.API_KEY == INIT_PRODUCER_ID else NOT_CONTROLLER
+        return _error_response(request, version, code)
+
+    # --- the leader's writes ------------------------------------------------------------------
+    def _write(self, result: Any, now: int, next_offset: int) -> int:
+        """Append and apply a result's records; the log end its answer waits for."""
+        if result.events:
+            _log_lines(result.events)
+        if not result.records:
+            return next_offset
+        values = [encode_metadata_record(r, v) for r, v in result.records]
+        base = self.raft.append(values, now)
+        self.controller.apply(result, offset=base, txn_offset=self.storage.txn_end_offset())
+        end = base + len(values)
+        self.replayed = max(self.replayed, end)
+        self._kick()
+        return end
+
+    def _tick(self) -> None:
+        if not self.active or self._failed is not None or self._stopping:
+            return
+        now = self.clock_ms()
+        next_offset = self.raft.next_offset
+        result = self.controller.tick(now_ms=now, next_offset=next_offset)
+        if result.txn_records:
+            log.warning("a timer would write transaction state, which a quorum of several "
+                        "voters does not replicate yet: skipped")
+            return
+        self._write(result, now, next_offset)
+
+    # --- the core's actions -------------------------------------------------------------------
+    def _do(self, actions: list[a.Action]) -> None:
+        for action in actions:
+            kind = type(action)
+            if kind is a.Send:
+                self.peers.send(action.destination, action.correlation_id, action.request)
+            elif kind is a.Respond:
+                self._respond(action)
+            elif kind is a.AppendBatch:
+                keys = [k for k, _ in action.records]
+                base = self.metadata.append(
+                    [v for _, v in action.records], keys=keys if any(keys) else None,
+                    control=action.control, leader_epoch=action.epoch,
+                    timestamp=action.timestamp)
+                if base != action.base_offset:
+                    raise RaftShellError(f"batch appended at {base}, the core expected "
+                                         f"{action.base_offset}")
+            elif kind is a.AppendFetched:
+                self._append_fetched(action)
+            elif kind is a.Truncate:
+                if action.offset < self.replayed and action.offset < self.hwm[0]:
+                    raise RaftShellError(f"truncation to {action.offset} below the committed "
+                                         f"{self.hwm[0]}")
+                log.info("truncating the metadata log to offset %d (a diverging suffix)",
+                         action.offset)
+                self.metadata.truncate_to(action.offset)
+            elif kind is a.Flush:
+                self._flushes.append(action.offset)
+                self._flush_wake.set()
+            elif kind is a.WriteQuorumState:
+                files.atomic_write(self.partition_dir / quorum_state.FILE_NAME, action.data)
+            elif kind is a.Committed:
+                self._on_committed(action.high_watermark)
+            elif kind is a.LeaderChanged:
+                log.info("leader of epoch %d: %s", action.epoch,
+                         "none known" if action.leader_id is None else action.leader_id)
+            elif kind is a.Note:
+                getattr(log, action.level, log.info)("%s", action.text)
+            elif kind in (a.WriteSnapshotChunk, a.InstallSnapshot):
+                raise RaftShellError("the leader offers a snapshot: installing one is not "
+                                     "supported by a kraftpy voter yet")
+        self._check_role()
+
+    def _respond(self, action: a.Respond) -> None:
+        response = action.response
+        if action.read_from is not None:
+            self.metadata.write_ahead()
+            data = self.metadata.read_raw(action.read_from, self.metadata.log_end_offset,
+                                          action.max_bytes)
+            response.responses[0].partitions[0].records = data or b""
+        elif action.snapshot is not None:
+            (end, epoch), position, max_bytes = action.snapshot
+            path = self.partition_dir / f"{end:020d}-{epoch:010d}.checkpoint"
+            found = None
+            try:
+                with open(path, "rb") as f:
+                    size = f.seek(0, 2)
+                    f.seek(max(position, 0))
+                    found = (size, f.read(max_bytes))
+            except OSError:
+                found = None
+            fill_snapshot_chunk(response, found)
+        reply = action.token
+        reply.response = response
+        reply.event.set()
+
+    def _append_fetched(self, action: a.AppendFetched) -> None:
+        data = action.records
+        for batch in iter_record_batches(data):
+            self.metadata.append_batch(bytes(data[batch.start:batch.end]))
+        if self.metadata.log_end_offset != action.end_offset:
+            raise RaftShellError(f"fetched batches end at {self.metadata.log_end_offset}, "
+                                 f"the core expected {action.end_offset}")
+
+    def _on_committed(self, hwm: int) -> None:
+        if hwm > self.replayed:
+            self._replay(self.controller, self.replayed, hwm)
+            self.replayed = hwm
+        txn_hwm = self.storage.txn_end_offset()
+        self.hwm = (hwm, txn_hwm)
+        self.controller.on_committed(hwm, txn_hwm)
+        waiters = self._waiters
+        while waiters and waiters[0].end <= hwm and waiters[0].txn_end <= txn_hwm:
+            waiter = waiters.popleft()
+            waiter.event.set()
+        self._committed.set()
+        self._committed = trio.Event()
+
+    def _check_role(self) -> None:
+        """Activate a caught-up leader; deactivate one that is no longer leading."""
+        leading = isinstance(self.raft.state, Leader) and self._failed is None
+        if self.active and not leading:
+            self.active = False
+            log.info("no longer the active controller (epoch %d): failing %d answers in "
+                     "flight, rebuilding the controller from the committed log",
+                     self.raft.epoch, len(self._waiters))
+            self._fail_waiters(NOT_CONTROLLER)
+            self.controller, self.replayed = self._fresh_controller(self.hwm[0])
+        elif not self.active and leading:
+            end = self.raft.log.end_offset
+            if self.raft.high_watermark >= end and self.hwm[0] >= end:
+                self.replayed = max(self.replayed, end)
+                self.term += 1
+                self.controller.activate(leader_epoch=self.raft.epoch, now_ms=self.clock_ms())
+                self.active = True
+                self._tick_due = True
+                log.info("active controller in epoch %d from offset %d", self.raft.epoch, end)
+
+    def _fail_waiters(self, code: int | None) -> None:
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            waiter.response = (None if code is None
+                               else _error_response(waiter.request, waiter.version, code))
+            waiter.event.set()
+
+    # --- replay -------------------------------------------------------------------------------
+    def _fresh_controller(self, hwm: int) -> tuple[Any, int]:
+        """A controller with the newest snapshot and the log below `hwm` replayed: what a
+        node's state is when it holds only committed records."""
+        controller = self.make_controller()
+        controller.features.kraft_version = self.storage.kraft_version
+        start = self.metadata.log_start_offset
+        snapshot = self.storage.snapshot
+        if snapshot is not None and snapshot.snapshot_id is not None:
+            last = snapshot.snapshot_id.end_offset - 1
+            for value in snapshot.values:
+                record, version = decode_metadata_record(value)
+                controller.replay(record, version, last)
+            start = max(start, snapshot.snapshot_id.end_offset)
+        if hwm > start:
+            self._replay(controller, start, hwm)
+        end = max(start, hwm)
+        controller.on_committed(end, self.storage.txn_end_offset())
+        return controller, end
+
+    def _replay(self, controller: Any, start: int, end: int) -> None:
+        for batch in self.metadata.read(start):
+            if batch.base_offset >= end:
+                break
+            if batch.is_control:
+                continue
+            offset = batch.base_offset
+            for value in batch.values():
+                if start <= offset < end:
+                    record, version = decode_metadata_record(value)  # type: ignore[arg-type]
+                    controller.replay(record, version, offset)
+                offset += 1
+
+    def _snapshot_ids(self) -> list[tuple[int, int]]:
+        out = []
+        for path in self.partition_dir.glob("*.checkpoint"):
+            name = path.name
+            if len(name) == 42 and name[:20].isdigit() and name[21:31].isdigit():
+                sid = (int(name[:20]), int(name[21:31]))
+                if sid != (0, 0):
+                    out.append(sid)
+        return sorted(out)
+
+    # --- the tasks ----------------------------------------------------------------------------
+    def _kick(self) -> None:
+        self._wake.set()
+
+    def _on_response(self, source: int, correlation_id: int, response: Any) -> None:
+        self._guard(lambda: self._do(self.raft.handle_response(
+            source, correlation_id, response, self.clock_ms())))
+
+    def _on_failure(self, destination: int, correlation_id: int) -> None:
+        self._guard(lambda: self._do(self.raft.request_failed(
+            destination, correlation_id, self.clock_ms())))
+
+    def _guard(self, step: Callable[[], None]) -> None:
+        if self._failed is not None:
+            return
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - the node stops with it, logged by run
+            self._fail(exc)
+        self._kick()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._failed is None:
+            self._failed = exc
+            log.error("the raft quorum stopped: %s: %s", type(exc).__name__, exc)
+        self.active = False
+        self._fail_waiters(None)
+        for reply in list(self._replies):
+            reply.event.set()
+        self._committed.set()
+        self._wake.set()
+        self._flush_wake.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        task_status.started()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.peers.run)
+                nursery.start_soon(self._flusher)
+                nursery.start_soon(self._ticker)
+                await self._poll_loop()
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        if self._failed is not None:
+            raise RaftShellError(str(self._failed)) from self._failed
+
+    async def _poll_loop(self) -> None:
+        resigned = False
+        while self._failed is None:
+            if self._wake.is_set():
+                self._wake = trio.Event()
+            now = self.clock_ms()
+            if self._stopping and not resigned:
+                resigned = True
+                self._guard(lambda t=now: self._do(self.raft.resign(t)))
+                await trio.sleep(0.1)  # EndQuorumEpoch on its way to the other voters
+                return
+            elif self._stopping:
+                return
+            self._guard(lambda t=now: self._do(self.raft.poll(t)))
+            if self._tick_due:
+                self._tick_due = False
+                self._guard(self._tick)
+            wait_s = max(0.0, (self.raft.next_deadline() - self.clock_ms()) / 1000)
+            with trio.move_on_after(min(wait_s, 1.0)):
+                await self._wake.wait()
+
+    async def _ticker(self) -> None:
+        while True:
+            await trio.sleep(TICK_INTERVAL_S)
+            self._tick_due = True
+            self._wake.set()
+
+    async def _flusher(self) -> None:
+        """One fsync at a time, in the order the core asked for them."""
+        while True:
+            if not self._flushes:
+                self._flush_wake = trio.Event()
+                await self._flush_wake.wait()
+                if self._failed is not None:
+                    return
+                continue
+            offset = self._flushes.popleft()
+            began = time.perf_counter()
+            try:
+                flush = self.storage.begin_flush()
+                await trio.to_thread.run_sync(flush.fsync)
+                self.storage.complete_flush(flush)
+            except OSError as exc:
+                self._fail(RaftShellError(f"fsync of the metadata log failed: {exc}"))
+                return
+            self.fsyncs += 1
+            self.fsync_timings.observe(time.perf_counter() - began, began)
+            self._guard(lambda o=offset: self._do(self.raft.on_flushed(o, self.clock_ms())))
+
+
+def _error_response(request: Any, version: int, code: int) -> Any:
+    from kraftpy.controller.api.errors import error_response
+
+    return error_response(request.API_KEY, request, version, code)
+
+
+def configured_voters(config: Any) -> dict[int, tuple[str, int]] | None:
+    """The static voters of `controller.quorum.voters` when it names more than one (a
+    quorum this shell runs), else None (the one-voter node, unchanged)."""
+    from kraftpy.controller.raft.config import RaftConfigError, parse_voters
+
+    text = config.properties.get("controller.quorum.voters", "").strip()
+    if not text:
+        return None
+    try:
+        voters = parse_voters(text)
+    except RaftConfigError as exc:
+        raise RaftShellError(str(exc)) from None
+    if len(voters) <= 1:
+        return None
+    if config.node_id not in voters:
+        raise RaftShellError(f"node.id {config.node_id} is not one of controller.quorum.voters "
+                             f"({', '.join(map(str, sorted(voters)))}); kraftpy does not run "
+                             "as an observer of a quorum yet")
+    return voters
+
+
+def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
+    """Format if new, open and recover the data dir (nothing replayed past the newest
+    snapshot: the log's records are replayed as the quorum commits them), build the shell."""
+    from dataclasses import replace
+
+    from kraftpy.controller import recovery
+    from kraftpy.controller.feature_control import SUPPORTED_FEATURES
+    from kraftpy.controller.log.consistency import InconsistentLogError
+    from kraftpy.controller.log.partition_log import LogCorruptError
+    from kraftpy.controller.log.snapshots import SnapshotError
+    from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, read_bootstrap
+    from kraftpy.controller.quorum_controller import QuorumController
+    from kraftpy.controller.raft.config import RaftConfigError
+
+    try:
+        raft_config = RaftConfig.from_properties(config.properties)
+    except RaftConfigError as exc:
+        raise RaftShellError(str(exc)) from None
+    log_dir = Path(config.metadata_log_dir)
+    try:
+        recovery._format_if_new(config, log_dir)
+        storage = MetadataStorage.open(
+            log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
+            policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
+                                  interval_ms=config.snapshot_interval_ms),
+            background_snapshots=True, segment_ms=config.metadata_log_segment_ms,
+            retention=recovery.retention_policy(config),
+            txn_segment_bytes=config.txn_topic.segment_bytes)
+    except InconsistentLogError as exc:
+        raise recovery.LostRecordsError(str(exc)) from None
+    except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
+        raise recovery.RecoveryError(str(exc)) from None
+    try:
+        if storage.kraft_version:
+            raise RaftShellError("a quorum of several voters runs at kraft.version 0 (static "
+                                 "controller.quorum.voters); this data dir has kraft.version "
+                                 f"{storage.kraft_version}")
+        directory_id = recovery._directory_id(storage)
+        settings = replace(recovery.controller_settings(config, storage.cluster_id),
+                           log_directory_id=directory_id)
+        mv, features = read_bootstrap(log_dir)
+        if mv is not None:
+            settings = replace(settings, metadata_version=mv, bootstrap_features=features)
+        listener = config.controller_listener_names[0]
+        advertised = config.advertised(listener)
+        quorum = RaftQuorum(
+            node_id=config.node_id, cluster_id=storage.cluster_id, storage=storage,
+            make_controller=lambda: QuorumController(settings), raft_config=raft_config,
+            voters=VoterSet.static(voters, listener), addresses=voters,
+            directory_id=directory_id, endpoint=(listener, advertised.host, advertised.port))
+        quorum.supported_features = dict(SUPPORTED_FEATURES)
+    except BaseException:
+        storage.close()
+        raise
+    log.info("opened %s as voter %d of %s: log %d-%d, epoch %d", log_dir, config.node_id,
+             sorted(voters), storage.metadata.log_start_offset,
+             storage.metadata.log_end_offset, quorum.raft.epoch)
+    return quorum
