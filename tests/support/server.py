@@ -170,6 +170,11 @@ class KraftpyServer:
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
         """Start the process and wait until its plaintext listeners answer ApiVersions."""
+        self.launch()
+        self.wait_answering(timeout)
+
+    def launch(self) -> None:
+        """Start the process, not waiting for it (`wait_answering` does)."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.starts += 1
         with self.log_path.open("ab") as log:
@@ -179,6 +184,10 @@ class KraftpyServer:
             self.proc = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.root
             )
+
+    def wait_answering(self, timeout: float = 30.0) -> None:
+        """Wait until the launched process's plaintext listeners answer ApiVersions."""
+        assert self.proc is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
