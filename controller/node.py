@@ -177,14 +177,14 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
     try:
         voters = shell.configured_voters(config)
     except shell.RaftShellError as exc:
-        raise NodeStartError(str(exc)) from None
+        raise NodeStartError(str(exc), exc.exit_code) from None
     if voters is not None:
         try:
             opened_quorum = await trio.to_thread.run_sync(shell.open_quorum, config, voters)
         except recovery.RecoveryError as exc:
             raise NodeStartError(str(exc), exc.exit_code) from None
         except shell.RaftShellError as exc:
-            raise NodeStartError(str(exc)) from None
+            raise NodeStartError(str(exc), exc.exit_code) from None
         node = RunningNode(config, opened_quorum.cluster_id, opened_quorum,  # type: ignore[arg-type]
                            opened_quorum.supported_features)
         node.raft_shell = opened_quorum

@@ -19,12 +19,13 @@ API_KEY = 53
 VERSIONS = (0, 1)
 LISTENERS = (api.CONTROLLER,)
 REQUEST = BeginQuorumEpochRequest
+INCONSISTENT_VOTER_SET = 94
 
 
 async def handle(node: api.Node, request: BeginQuorumEpochRequest, ctx: api.RequestContext) -> Any:
     shell = getattr(node, "raft_shell", None)
     if shell is None:
-        return m.begin_quorum_epoch_response(81, _epoch(node), node.config.node_id, None)
+        return m.begin_quorum_epoch_response(INCONSISTENT_VOTER_SET, _epoch(node), node.config.node_id, None)
     response = await shell.raft_request(request, ctx.api_version)
     if response is None:
         raise RuntimeError("the raft quorum stopped before answering")

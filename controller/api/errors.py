@@ -180,6 +180,9 @@ BUILDERS: dict[int, Builder] = {
     30: _create_acls,
     31: _delete_acls,
     36: _with_api_error,  # SaslAuthenticate
+    52: _top_level,  # Vote: VoteResponse with the top-level error only
+    53: _top_level,  # BeginQuorumEpoch
+    54: _top_level,  # EndQuorumEpoch
     55: _describe_quorum,
     57: _with_api_error,  # UpdateFeatures: top-level ErrorCode and ErrorMessage
     59: _top_level,  # FetchSnapshot: FetchSnapshotResponse.withTopLevelError

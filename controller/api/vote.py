@@ -19,12 +19,13 @@ API_KEY = 52
 VERSIONS = (0, 2)
 LISTENERS = (api.CONTROLLER,)
 REQUEST = VoteRequest
+INCONSISTENT_VOTER_SET = 94
 
 
 async def handle(node: api.Node, request: VoteRequest, ctx: api.RequestContext) -> Any:
     shell = getattr(node, "raft_shell", None)
     if shell is None:
-        return m.vote_response(81, _epoch(node), node.config.node_id, False, None)
+        return m.vote_response(INCONSISTENT_VOTER_SET, _epoch(node), node.config.node_id, False, None)
     response = await shell.raft_request(request, ctx.api_version)
     if response is None:
         raise RuntimeError("the raft quorum stopped before answering")

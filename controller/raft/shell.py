@@ -67,7 +67,12 @@ _BATCH_HEAD = struct.Struct(">qi")
 
 
 class RaftShellError(RuntimeError):
-    """The shell cannot go on (a failed write, or something stage 1 does not do)."""
+    """The shell cannot go on (a failed write, or something it does not do yet); with
+    `exit_code` 2 a configuration value is wrong (the message names the key)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 class NodeStopped(RuntimeError):
@@ -528,13 +533,13 @@ def configured_voters(config: Any) -> dict[int, tuple[str, int]] | None:
     try:
         voters = parse_voters(text)
     except RaftConfigError as exc:
-        raise RaftShellError(str(exc)) from None
+        raise RaftShellError(str(exc), 2) from None
     if len(voters) <= 1:
         return None
     if config.node_id not in voters:
         raise RaftShellError(f"node.id {config.node_id} is not one of controller.quorum.voters "
                              f"({', '.join(map(str, sorted(voters)))}); kraftpy does not run "
-                             "as an observer of a quorum yet")
+                             "as an observer of a quorum yet", 2)
     return voters
 
 
@@ -555,7 +560,7 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
     try:
         raft_config = RaftConfig.from_properties(config.properties)
     except RaftConfigError as exc:
-        raise RaftShellError(str(exc)) from None
+        raise RaftShellError(str(exc), 2) from None
     log_dir = Path(config.metadata_log_dir)
     try:
         recovery._format_if_new(config, log_dir)
@@ -574,7 +579,7 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
         if storage.kraft_version:
             raise RaftShellError("a quorum of several voters runs at kraft.version 0 (static "
                                  "controller.quorum.voters); this data dir has kraft.version "
-                                 f"{storage.kraft_version}")
+                                 f"{storage.kraft_version}", 2)
         directory_id = recovery._directory_id(storage)
         settings = replace(recovery.controller_settings(config, storage.cluster_id),
                            log_directory_id=directory_id)

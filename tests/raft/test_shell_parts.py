@@ -1,0 +1,134 @@
+"""The quorum shell's parts that need no peers: the metadata log cut back to a batch boundary
+(a follower's diverging suffix), `controller.quorum.voters` as Kafka writes it, and which
+configurations run a quorum of several voters (the one-voter node is left as it was)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kraftpy.controller.config import build_config
+from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.raft.config import RaftConfigError, parse_voters
+from kraftpy.controller.raft.shell import RaftShellError, configured_voters
+
+
+def _log(tmp_path: Path) -> PartitionLog:
+    d = tmp_path / "__cluster_metadata-0"
+    d.mkdir(exist_ok=True)
+    return PartitionLog.open(d)
+
+
+def _values(log: PartitionLog) -> list[tuple[int, int, bytes]]:
+    out = []
+    for batch in log.read():
+        offset = batch.base_offset
+        for value in batch.values():
+            out.append((offset, batch.partition_leader_epoch, value))
+            offset += 1
+    return out
+
+
+def test_truncate_to_drops_the_suffix_and_its_epochs(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    log.append([b"a", b"b"], leader_epoch=1, timestamp=1)
+    log.append([b"c"], leader_epoch=1, timestamp=2)
+    log.append([b"d", b"e"], leader_epoch=2, timestamp=3)
+    log.flush()
+    assert log.leader_epochs == [(1, 0), (2, 3)]
+    log.truncate_to(3)
+    assert log.log_end_offset == 3
+    assert log.leader_epochs == [(1, 0)]
+    assert [v for _, _, v in _values(log)] == [b"a", b"b", b"c"]
+    log.append([b"x"], leader_epoch=3, timestamp=4)  # the leader's records take their place
+    log.flush()
+    log.close()
+    reopened = _log(tmp_path)
+    assert [(o, e, v) for o, e, v in _values(reopened)][-2:] == [(2, 1, b"c"), (3, 3, b"x")]
+    assert reopened.leader_epochs == [(1, 0), (3, 3)]
+    assert reopened.log_end_offset == 4
+    reopened.close()
+
+
+def test_truncate_to_a_pending_batch_and_to_nothing(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    log.append([b"a"], leader_epoch=1, timestamp=1)
+    log.append([b"b"], leader_epoch=1, timestamp=1)  # not yet written: written, then cut
+    log.truncate_to(1)
+    assert [v for _, _, v in _values(log)] == [b"a"]
+    log.truncate_to(5)  # past the end: nothing to do
+    assert log.log_end_offset == 1
+    log.truncate_to(0)
+    assert log.log_end_offset == 0 and log.leader_epochs == [] and _values(log) == []
+    log.close()
+
+
+def test_truncate_inside_a_batch_is_refused(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    log.append([b"a", b"b", b"c"], leader_epoch=1, timestamp=1)
+    log.flush()
+    with pytest.raises(ValueError, match="batch boundary"):
+        log.truncate_to(1)
+    assert log.log_end_offset == 3
+    log.close()
+
+
+def test_parse_voters_as_kafka_writes_them() -> None:
+    assert parse_voters("1@localhost:9093, 2@10.0.0.2:9094,3@[::1]:9095") == {
+        1: ("localhost", 9093), 2: ("10.0.0.2", 9094), 3: ("::1", 9095)}
+    for bad in ("1localhost:9093", "x@h:1", "1@h", "1@h:0", "1@:9093", "1@h:1,1@h:2"):
+        with pytest.raises(RaftConfigError, match="controller.quorum.voters"):
+            parse_voters(bad)
+
+
+def _config(tmp_path: Path, **extra: str):
+    props = {"process.roles": "broker,controller", "node.id": "1",
+             "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+             "controller.listener.names": "CONTROLLER",
+             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+             "metadata.log.dir": str(tmp_path / "data"), **extra}
+    return build_config(props)
+
+
+def test_which_configurations_run_a_quorum(tmp_path: Path) -> None:
+    assert configured_voters(_config(tmp_path)) is None
+    one = _config(tmp_path, **{"controller.quorum.voters": "1@127.0.0.1:9093"})
+    assert configured_voters(one) is None  # a single voter: the node as before
+    three = _config(tmp_path, **{"controller.quorum.voters":
+                                 "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"})
+    assert configured_voters(three) == {1: ("127.0.0.1", 9093), 2: ("127.0.0.1", 9094),
+                                        3: ("127.0.0.1", 9095)}
+    outside = _config(tmp_path, **{"controller.quorum.voters": "2@h:1,3@h:2"})
+    with pytest.raises(RaftShellError, match="node.id 1 is not one of"):
+        configured_voters(outside)
+    with pytest.raises(RaftShellError, match="is not id@host:port"):
+        configured_voters(_config(tmp_path, **{"controller.quorum.voters": "1@h:1,oops"}))
+
+
+def test_a_lone_voter_refuses_election_requests() -> None:
+    """One voter holds no elections: Vote, BeginQuorumEpoch and EndQuorumEpoch are answered
+    INCONSISTENT_VOTER_SET in the partition, with its epoch and itself as leader, at every
+    version (the answers encode)."""
+    import trio
+    from kraftpy.controller.api import RequestContext, begin_quorum_epoch, end_quorum_epoch, vote
+    from kraftpy.controller.raft import messages as m
+    from kraftpy.controller.raft.voters import ReplicaKey
+
+    class LoneNode:
+        config = _config(Path("/nonexistent"))
+        raft = type("Leader", (), {"epoch": 7})()
+        raft_shell = None
+
+    cases = [
+        (vote, m.vote_request("c", 8, ReplicaKey(2), ReplicaKey(1), 1, 5, False)),
+        (begin_quorum_epoch, m.begin_quorum_epoch_request("c", 8, 2, (), ReplicaKey(1))),
+        (end_quorum_epoch, m.end_quorum_epoch_request("c", 8, 2, [], ())),
+    ]
+    for module, request in cases:
+        for version in range(module.VERSIONS[0], module.VERSIONS[1] + 1):
+            ctx = RequestContext("CONTROLLER", "controller", "PLAINTEXT", "127.0.0.1", 1,
+                                 api_version=version)
+            answer = trio.run(module.handle, LoneNode(), request, ctx)
+            part = m.partition(answer)
+            assert (part.error_code, part.leader_id, part.leader_epoch) == (94, 1, 7)
+            assert type(answer).decode(answer.encode(version), version) == answer
