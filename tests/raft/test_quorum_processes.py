@@ -18,15 +18,20 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-import pytest
 from kraftpy.controller.log.partition_log import PartitionLog
-from kraftpy.protocol.messages.describe_cluster_request import DescribeClusterRequest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from kraftpy.protocol.metadata_frame import decode_metadata_record
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 from kraftpy.tools.broker_sim import BrokerSim, registration_request
 from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
-from support.server import KraftpyServer, quorum_servers
+from support.server import (
+    KraftpyServer,
+    is_quorum_leader,
+    quorum_leader,
+    quorum_servers,
+    start_quorum,
+    stop_quorum,
+)
 
 ELECTION_TIMEOUT_MS = 1000  # Kafka's default controller.quorum.election.timeout.ms
 NOT_CONTROLLER, NOT_COORDINATOR = 41, 16
@@ -35,41 +40,6 @@ KILLS = 5
 # A new leader must serve a broker before the broker's own request times out
 # (request.timeout.ms, 30 s in Kafka); fetch.timeout.ms (2 s) + an election is the usual path.
 FAILOVER_LIMIT_S = 15.0
-
-
-def _start(servers: list[KraftpyServer]) -> float:
-    """Launch all at once; the monotonic time at which all answer."""
-    for srv in servers:
-        srv.launch()
-    for srv in servers:
-        srv.wait_answering(60)
-    return time.monotonic()
-
-
-def _is_leader(srv: KraftpyServer) -> bool:
-    """DescribeCluster goes through the controller: only the active leader answers it."""
-    try:
-        with KafkaConnection(("127.0.0.1", srv.controller_port), timeout=2.0) as conn:
-            return conn.request(DescribeClusterRequest(endpoint_type=2), 1).error_code == 0
-    except (ClientError, OSError):
-        return False
-
-
-def _leader(servers: list[KraftpyServer], timeout: float = 30.0) -> KraftpyServer:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for srv in servers:
-            if srv.running and _is_leader(srv):
-                return srv
-        time.sleep(0.02)
-    logs = "\n".join(f"--- {s.root.name}\n{s.log_tail(30)}" for s in servers)
-    pytest.fail(f"no leader within {timeout}s:\n{logs}")
-
-
-def _stop_all(servers: list[KraftpyServer]) -> None:
-    for srv in servers:
-        if srv.running:
-            assert srv.stop() == 0, srv.log_tail()
 
 
 def _grants(srv: KraftpyServer) -> list[ProducerIdsRecord]:
@@ -91,8 +61,8 @@ def _grants(srv: KraftpyServer) -> list[ProducerIdsRecord]:
 def test_three_voters_elect_a_leader_that_alone_serves(tmp_path: Path) -> None:
     servers = quorum_servers(tmp_path)
     try:
-        ready = _start(servers)
-        leader = _leader(servers, timeout=10)
+        ready = start_quorum(servers)
+        leader = quorum_leader(servers, timeout=10)
         elected_s = time.monotonic() - ready
         print(f"leader {leader.root.name} serving {elected_s * 1000:.0f} ms after all answered")
         assert elected_s < 2 * ELECTION_TIMEOUT_MS / 1000
@@ -124,7 +94,7 @@ def test_three_voters_elect_a_leader_that_alone_serves(tmp_path: Path) -> None:
         broker.close()
         time.sleep(1.0)  # the followers fetch the last grants
     finally:
-        _stop_all(servers)
+        stop_quorum(servers)
     for srv in servers:  # replicated: every voter's log holds both grants
         ends = [r.next_producer_id for r in _grants(srv) if r.broker_id == BROKER_ID]
         assert ends == [first[0] + first[1], second[0] + second[1]], srv.root.name
@@ -157,7 +127,7 @@ class _Load:
 
     def _leader(self) -> KraftpyServer | None:
         for srv in self.servers:
-            if srv.running and _is_leader(srv):
+            if srv.running and is_quorum_leader(srv):
                 return srv
         return None
 
@@ -225,15 +195,15 @@ def test_kill_the_leader_under_load(tmp_path: Path) -> None:
     servers = quorum_servers(tmp_path)
     failovers: list[float] = []
     try:
-        _start(servers)
-        leader = _leader(servers)
+        start_quorum(servers)
+        leader = quorum_leader(servers)
         cluster_id = leader.cluster_id()
         with _Load(servers, cluster_id) as load:
             for _ in range(KILLS):
                 deadline = time.monotonic() + 20
                 while not load.blocks and time.monotonic() < deadline:
                     time.sleep(0.05)
-                leader = _leader(servers)
+                leader = quorum_leader(servers)
                 seen = len(load.blocks)
                 while len(load.blocks) < seen + 3 and time.monotonic() < deadline:
                     time.sleep(0.02)  # under load at the moment of the kill
@@ -258,7 +228,7 @@ def test_kill_the_leader_under_load(tmp_path: Path) -> None:
         assert len(load.blocks) > KILLS and len(load.ids) > KILLS
         time.sleep(1.5)  # the restarted voters catch up
     finally:
-        _stop_all(servers)
+        stop_quorum(servers)
     starts = [first for _, first, _ in load.blocks]
     assert len(set(starts)) == len(starts), "a block acknowledged twice"
     assert len(set(load.ids)) == len(load.ids), "a producer id handed out twice"

@@ -280,3 +280,44 @@ def quorum_servers(root: Path, count: int = 3, overrides: Mapping[str, str] | No
         servers.append(KraftpyServer(Path(root) / f"node{i + 1}", props, client_port=client,
                                      controller_port=controller, **kwargs))  # type: ignore[arg-type]
     return servers
+
+
+def start_quorum(servers: Sequence[KraftpyServer], timeout: float = 60.0) -> float:
+    """Launch all at once; the monotonic time at which all answer ApiVersions."""
+    for srv in servers:
+        srv.launch()
+    for srv in servers:
+        srv.wait_answering(timeout)
+    return time.monotonic()
+
+
+def is_quorum_leader(srv: KraftpyServer) -> bool:
+    """DescribeCluster goes through the controller: only the active leader answers it."""
+    from kraftpy.protocol.messages.describe_cluster_request import DescribeClusterRequest
+    from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
+
+    try:
+        with KafkaConnection((srv.host, srv.controller_port), timeout=2.0) as conn:
+            return conn.request(DescribeClusterRequest(endpoint_type=2), 1).error_code == 0
+    except (ClientError, OSError):
+        return False
+
+
+def quorum_leader(servers: Sequence[KraftpyServer], timeout: float = 30.0) -> KraftpyServer:
+    """The server that answers as the active leader (fails the test after `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for srv in servers:
+            if srv.running and is_quorum_leader(srv):
+                return srv
+        time.sleep(0.02)
+    logs = "\n".join(f"--- {s.root.name}\n{s.log_tail(30)}" for s in servers)
+    pytest.fail(f"no leader within {timeout}s:\n{logs}")
+
+
+def stop_quorum(servers: Sequence[KraftpyServer]) -> None:
+    """SIGTERM each running server; each must exit 0."""
+    for srv in servers:
+        if srv.running:
+            code = srv.stop()
+            assert code == 0, f"kraftpy serve exited {code} on SIGTERM:\n{srv.log_tail()}"
