@@ -10,6 +10,7 @@ over the three data dirs finds nothing).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -36,7 +37,7 @@ from support.server import (
 ELECTION_TIMEOUT_MS = 1000  # Kafka's default controller.quorum.election.timeout.ms
 NOT_CONTROLLER, NOT_COORDINATOR = 41, 16
 BROKER_ID = 100
-KILLS = 5
+KILLS = int(os.environ.get("KRAFTPY_QUORUM_KILLS", "5"))  # more with the variable
 # A new leader must serve a broker before the broker's own request times out
 # (request.timeout.ms, 30 s in Kafka); fetch.timeout.ms (2 s) + an election is the usual path.
 FAILOVER_LIMIT_S = 15.0
@@ -74,7 +75,8 @@ def test_three_voters_elect_a_leader_that_alone_serves(tmp_path: Path) -> None:
         broker.register()
         first = broker.allocate()
         second = broker.allocate()
-        assert second[0] == first[0] + first[1]
+        # later and disjoint (the leader's own InitProducerId blocks may come between)
+        assert second[0] >= first[0] + first[1] and first[1] == second[1] == 1000
         with KafkaConnection(("127.0.0.1", leader.client_port)) as client:
             answer = client.request(InitProducerIdRequest(transactional_id=None,
                                                           transaction_timeout_ms=1000), 4)
