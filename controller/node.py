@@ -225,6 +225,8 @@ async def _serve(config: ServerConfig, server: Server, security: Any, collector:
                 log.info("received %s: stopping (finishing requests in flight)",
                          signal.Signals(signum).name)
                 break
+            if node.raft_shell is not None:
+                quorum.stop()  # resign first: nothing may wait for commits during the drain
             await server.drain()
             quorum.stop()
         clean = True

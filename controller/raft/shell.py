@@ -136,6 +136,7 @@ class RaftQuorum:
         self.active = False  # the leader, caught up and answering
         self.term = 0  # counts activations: a waiter of an earlier one is never released
         self._stopping = False
+        self._done = False  # `run` has ended: no raft request is answered any more
         self._failed: BaseException | None = None
         self._waiters: deque[_Waiter] = deque()
         self._replies: set[_Reply] = set()
@@ -177,8 +178,9 @@ class RaftQuorum:
         return self.raft.leader_id
 
     async def submit(self, request: Any, api_version: int, listener: str | None = None) -> Any:
-        self._check_running()
-        if not self.active:
+        if self._failed is not None:
+            self._check_running()
+        if not self.active or self._stopping:
             return self._not_leader(request, api_version)
         now = self.clock_ms()
         next_offset = self.raft.next_offset
@@ -205,7 +207,7 @@ class RaftQuorum:
 
     async def raft_request(self, request: Any, version: int) -> Any:
         """The core's answer to a Raft request from a peer (None if the quorum stopped)."""
-        if self._failed is not None or self._stopping:
+        if self._failed is not None or self._done:
             return None
         reply = _Reply()
         self._replies.add(reply)
@@ -218,8 +220,13 @@ class RaftQuorum:
         return reply.response
 
     def stop(self) -> None:
+        """Leave the quorum: a leader resigns (EndQuorumEpoch), the answers still waiting for
+        a commit fail with NOT_CONTROLLER (the client asks the next leader), and every raft
+        request still parked is answered once `run` ends. Called before the server drains,
+        so that nothing waits for a commit the drained connections could no longer bring."""
         self._stopping = True
-        self._fail_waiters(None)
+        self.active = False
+        self._fail_waiters(NOT_CONTROLLER)
         self._wake.set()
 
     def _check_running(self) -> None:
@@ -349,7 +356,8 @@ class RaftQuorum:
 
     def _check_role(self) -> None:
         """Activate a caught-up leader; deactivate one that is no longer leading."""
-        leading = isinstance(self.raft.state, Leader) and self._failed is None
+        leading = (isinstance(self.raft.state, Leader) and self._failed is None
+                   and not self._stopping)
         if self.active and not leading:
             self.active = False
             log.info("no longer the active controller (epoch %d): failing %d answers in "
@@ -463,6 +471,10 @@ class RaftQuorum:
         except BaseException as exc:
             self._fail(exc)
             raise
+        finally:
+            self._done = True
+            for reply in list(self._replies):  # parked raft requests: answered as stopped
+                reply.event.set()
         if self._failed is not None:
             raise RaftShellError(str(self._failed)) from self._failed
 

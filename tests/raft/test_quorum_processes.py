@@ -95,6 +95,11 @@ def test_three_voters_elect_a_leader_that_alone_serves(tmp_path: Path) -> None:
                 assert answer.error_code == NOT_COORDINATOR
         broker.close()
         time.sleep(1.0)  # the followers fetch the last grants
+        began = time.monotonic()
+        assert leader.stop() == 0  # SIGTERM: resigns, drains, exits
+        stopped_s = time.monotonic() - began
+        assert stopped_s < 5, leader.log_tail()
+        assert quorum_leader(servers, timeout=10) is not leader  # the others elect anew
     finally:
         stop_quorum(servers)
     for srv in servers:  # replicated: every voter's log holds both grants
@@ -221,10 +226,23 @@ def test_kill_the_leader_under_load(tmp_path: Path) -> None:
                                            for s in servers))
                 failovers.append(after[0][0] - killed_at)
                 leader.start(60)
+            leader = quorum_leader(servers)  # SIGTERM under load: it resigns, drains, exits 0
+            stopped_at = time.monotonic()
+            assert leader.stop() == 0
+            stop_s = time.monotonic() - stopped_at
+            while not (load.blocks and load.blocks[-1][0] > stopped_at) and \
+                    time.monotonic() - stopped_at < FAILOVER_LIMIT_S:
+                time.sleep(0.02)
+            assert load.blocks[-1][0] > stopped_at, "nothing served after the leader's SIGTERM"
+            resigned_s = load.blocks[-1][0] - stopped_at
+            leader.start(60)
             time.sleep(0.5)
         print("failover (kill -9 to the next AllocateProducerIds answered), s:",
               " ".join(f"{f:.2f}" for f in failovers),
-              f"; {len(load.blocks)} blocks, {len(load.ids)} producer ids acknowledged")
+              f"; {len(load.blocks)} blocks, {len(load.ids)} producer ids acknowledged;"
+              f" SIGTERM of the leader under load: exited in {stop_s:.2f} s, served again"
+              f" {resigned_s:.2f} s after it")
+        assert stop_s < 10
         assert max(failovers) < FAILOVER_LIMIT_S
         assert not load.errors, load.errors[:5]
         assert len(load.blocks) > KILLS and len(load.ids) > KILLS
