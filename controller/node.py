@@ -211,6 +211,8 @@ async def _serve(config: ServerConfig, server: Server, security: Any, collector:
     server.node = node
     security.install(server, node)
     security.attach_acls(quorum.controller)
+    if node.raft_shell is not None:
+        node.raft_shell.on_new_controller = security.attach_acls
     clean = False
     try:
         async with trio.open_nursery() as nursery:

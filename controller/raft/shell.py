@@ -133,6 +133,8 @@ class RaftQuorum:
         self.queue_timings = Timings()
         self.pass_timings = Timings()
         self.supported_features: dict[str, tuple[int, int]] = {}
+        # Told of each controller rebuilt after a lost leadership (the security layer's ACLs).
+        self.on_new_controller: Callable[[Any], None] | None = None
         self.active = False  # the leader, caught up and answering
         self.term = 0  # counts activations: a waiter of an earlier one is never released
         self._stopping = False
@@ -365,6 +367,8 @@ class RaftQuorum:
                      self.raft.epoch, len(self._waiters))
             self._fail_waiters(NOT_CONTROLLER)
             self.controller, self.replayed = self._fresh_controller(self.hwm[0])
+            if self.on_new_controller is not None:
+                self.on_new_controller(self.controller)
         elif not self.active and leading:
             end = self.raft.log.end_offset
             if self.raft.high_watermark >= end and self.hwm[0] >= end:
