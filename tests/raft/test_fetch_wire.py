@@ -36,7 +36,8 @@ def _leader(conn: KafkaConnection, cluster: str) -> int:
 
 
 def test_fetch_reads_the_log_and_parks_until_the_next_commit(tmp_path: Path) -> None:
-    with running_server(tmp_path / "kraftpy") as srv:
+    # No periodic NoOpRecord here: the only commit after the first records is the broker's.
+    with running_server(tmp_path / "kraftpy", {"metadata.max.idle.interval.ms": "0"}) as srv:
         cluster = srv.cluster_id()
         host, port = srv.controller.split(":")
         with KafkaConnection(srv.controller, timeout=30) as conn:
@@ -62,10 +63,12 @@ def test_fetch_reads_the_log_and_parks_until_the_next_commit(tmp_path: Path) -> 
                 end = list(iter_record_batches(more))[-1].last_offset + 1
             assert more == b"" and fetched == on_disk.read_bytes()[:len(fetched)]
             # Parked for up to a minute, woken by a broker's registration (a commit).
-            threading.Timer(0.5, lambda: BrokerSim((host, int(port)), broker_id=9).register()
-                            ).start()
+            registration = threading.Timer(
+                0.5, lambda: BrokerSim((host, int(port)), broker_id=9).register())
+            registration.start()
             woken = conn.request(fetch(end, epoch=epoch, last_epoch=epoch, cluster=cluster,
                                        max_wait=60_000, hwm=end), 18)
+            registration.join(30)
             records = list(iter_record_batches(woken.responses[0].partitions[0].records))
             assert records and records[0].base_offset == end
 
