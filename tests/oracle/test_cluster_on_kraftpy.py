@@ -9,143 +9,40 @@ SIGTERM has its leaderships moved away before it exits (its log: the controller 
 no time-out; exit 143). A read_committed consumer then finds every acknowledged record.
 
 The same scenario runs on a Kafka 4.1 controller, and the test asserts the same outcome
-for both. A second test moves a partition with `kafka-reassign-partitions` to another
-broker and back and runs `kafka-leader-election` (preferred).
+for both. Kafka's partition tools on such a cluster: `test_cluster_tools_on_kraftpy.py`.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.kafka import KafkaNode, run_tool
+from support.kafka import run_tool
+from support.kafka_cluster import (
+    BROKERS,
+    AckedProducer,
+    Cluster,
+    start_cluster,
+    stop_cluster,
+    wait_for,
+)
+from support.kafka_cluster import describe as describe_topic
 from support.producers import read_committed
-from support.server import KraftpyServer
 
 pytestmark = pytest.mark.slow
 
 SESSION_MS = 6000
-BROKERS = (2, 3, 4)
 TOPIC = "replicated"
 CONTROLLER_PROPS = {"broker.session.timeout.ms": str(SESSION_MS),
                     "leader.imbalance.check.interval.seconds": "5"}
 
 
-class Producer(threading.Thread):
-    """kafka-python, idempotent, acks=all; every acknowledged value and its partition."""
-
-    def __init__(self, bootstrap: str) -> None:
-        super().__init__(daemon=True)
-        self.bootstrap = bootstrap
-        self.acked: list[tuple[str, int, float]] = []  # (value, partition, time)
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        from kafka import KafkaProducer
-
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True,
-                                 acks="all", linger_ms=0, retries=2**31 - 1,
-                                 request_timeout_ms=10_000)
-        try:
-            i = 0
-            deadline = time.monotonic() + 600
-            while not self.stop.is_set() and time.monotonic() < deadline:
-                value = f"r-{i}"
-                try:
-                    meta = producer.send(TOPIC, value.encode()).get(timeout=60)
-                    self.acked.append((value, meta.partition, time.monotonic()))
-                except Exception as exc:  # kept: a lost acknowledgement is what we check
-                    self.errors.append(f"{type(exc).__name__}: {exc}")
-                i += 1
-                time.sleep(0.005)
-        finally:
-            producer.close(10)
-
-    def acks_on(self, partition: int, after: float) -> list[float]:
-        return [t for _, p, t in self.acked if p == partition and t > after]
-
-
 def describe(bootstrap: str) -> dict[int, tuple[int, list[int], list[int]]]:
-    """partition -> (leader, replicas, isr), as the brokers' metadata has it."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
-    try:
-        (topic,) = admin.describe_topics([TOPIC])
-        assert not topic["error_code"], topic
-        return {p["partition_index"]: (p["leader_id"], list(p["replica_nodes"]),
-                                       list(p["isr_nodes"]))
-                for p in topic["partitions"]}
-    finally:
-        admin.close()
-
-
-def wait_for(check, timeout: float, what: str, step: float = 0.25) -> float:
-    """Seconds until `check()` is true (fails the test after `timeout`)."""
-    start = time.monotonic()
-    last = None
-    while time.monotonic() - start < timeout:
-        try:
-            last = check()
-            if last is True:
-                return time.monotonic() - start
-        except Exception as exc:  # a broker going away: ask again
-            last = exc
-        time.sleep(step)
-    pytest.fail(f"{what} not within {timeout}s (last: {last!r})")
-
-
-@dataclass
-class Cluster:
-    kind: str
-    controller_voter: str
-    cluster_id: str
-    brokers: dict[int, KafkaNode] = field(default_factory=dict)
-    stop_controller: object = None
-    controller_log: object = None
-
-    def bootstrap(self, *exclude: int) -> str:
-        return ",".join(n.bootstrap for b, n in self.brokers.items() if b not in exclude)
-
-
-def start_cluster(root: Path, kind: str) -> Cluster:
-    if kind == "kraftpy":
-        srv = KraftpyServer(root / "kraftpy", CONTROLLER_PROPS)
-        srv.start()
-        cluster = Cluster(kind, f"1@{srv.controller}", srv.cluster_id())
-        cluster.stop_controller = srv.stop
-        cluster.controller_log = lambda: srv.log_path.read_text(errors="replace")
-    else:
-        node = KafkaNode(root / "controller", roles="controller", node_id=1, static_voter=True,
-                         overrides=CONTROLLER_PROPS)
-        node.format()
-        node.start()
-        cluster = Cluster(kind, node.voter, node.cluster_id)
-        cluster.stop_controller = node.stop
-        cluster.controller_log = node.log_text
-    for b in BROKERS:
-        broker = KafkaNode(root / f"broker-{b}", roles="broker", node_id=b,
-                           voters=[cluster.controller_voter], cluster_id=cluster.cluster_id,
-                           overrides={"broker.rack": f"rack-{b % 2}"})
-        broker.format()
-        cluster.brokers[b] = broker
-    for broker in cluster.brokers.values():
-        broker.start(wait=False)
-    for broker in cluster.brokers.values():
-        broker.wait_started(timeout=120)
-    return cluster
-
-
-def stop_cluster(cluster: Cluster) -> None:
-    for broker in cluster.brokers.values():
-        broker.kill()
-    cluster.stop_controller()
+    return describe_topic(bootstrap, TOPIC)
 
 
 @dataclass
@@ -170,7 +67,7 @@ def failover_scenario(cluster: Cluster) -> Outcome:
     wait_for(lambda: all(len(isr) == 3 and leader in BROKERS
                          for leader, _, isr in describe(bootstrap).values()), 60,
              "every partition led with ISR 3")
-    producer = Producer(bootstrap)
+    producer = AckedProducer(bootstrap, TOPIC)
     producer.start()
     try:
         wait_for(lambda: len(producer.acked) > 200, 60, "200 acknowledgements")
@@ -223,7 +120,9 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory, kafka_jars: Path
              ) -> Iterator[dict[str, Outcome]]:
     results: dict[str, Outcome] = {}
     for kind in ("kraftpy", "kafka"):
-        cluster = start_cluster(tmp_path_factory.mktemp(f"cluster-{kind}"), kind)
+        cluster = start_cluster(tmp_path_factory.mktemp(f"cluster-{kind}"), kind,
+                                CONTROLLER_PROPS, {b: {"broker.rack": f"rack-{b % 2}"}
+                                                   for b in BROKERS})
         try:
             results[kind] = failover_scenario(cluster)
             if kind == "kraftpy":

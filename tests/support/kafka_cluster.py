@@ -10,6 +10,7 @@ the outcomes: what the brokers' metadata says, not how either controller got the
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ class Cluster:
     brokers: dict[int, KafkaNode] = field(default_factory=dict)
     stop_controller: Callable[..., Any] | None = None
     controller_log: Callable[[], str] | None = None
+    controller_data: Path | None = None  # the controller's metadata log directory
 
     def bootstrap(self, *exclude: int) -> str:
         """The listeners of the brokers not excluded (running or not: clients skip the dead)."""
@@ -53,6 +55,7 @@ def start_cluster(root: Path, kind: str, controller_props: Mapping[str, str],
         cluster = Cluster(kind, f"1@{srv.controller}", srv.cluster_id())
         cluster.stop_controller = srv.stop
         cluster.controller_log = lambda: srv.log_path.read_text(errors="replace")
+        cluster.controller_data = srv.data_dir
     else:
         node = KafkaNode(root / "controller", roles="controller", node_id=1, static_voter=True,
                          overrides=controller_props)
@@ -61,6 +64,7 @@ def start_cluster(root: Path, kind: str, controller_props: Mapping[str, str],
         cluster = Cluster(kind, node.voter, node.cluster_id)
         cluster.stop_controller = node.stop
         cluster.controller_log = node.log_text
+        cluster.controller_data = node.data_dir
     for b in brokers:
         broker = KafkaNode(root / f"broker-{b}", roles="broker", node_id=b,
                            voters=[cluster.controller_voter], cluster_id=cluster.cluster_id,
@@ -111,3 +115,44 @@ def wait_for(check: Callable[[], object], timeout: float, what: str,
             last = exc
         time.sleep(step)
     pytest.fail(f"{what} not within {timeout}s (last: {last!r})")
+
+
+class AckedProducer(threading.Thread):
+    """kafka-python, idempotent, acks=all, one record at a time to `topic`; keeps every
+    acknowledged value with its partition and time, and every error (an unacknowledged
+    record may be lost; an acknowledged one may not)."""
+
+    def __init__(self, bootstrap: str, topic: str, limit_s: float = 600) -> None:
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic, self.limit_s = bootstrap, topic, limit_s
+        self.acked: list[tuple[str, int, float]] = []  # (value, partition, time)
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True,
+                                 acks="all", linger_ms=0, retries=2**31 - 1,
+                                 request_timeout_ms=10_000)
+        try:
+            i = 0
+            deadline = time.monotonic() + self.limit_s
+            while not self.stop.is_set() and time.monotonic() < deadline:
+                value = f"r-{i}"
+                try:
+                    meta = producer.send(self.topic, value.encode()).get(timeout=60)
+                    self.acked.append((value, meta.partition, time.monotonic()))
+                except Exception as exc:
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                i += 1
+                time.sleep(0.005)
+        finally:
+            producer.close(10)
+
+    def acks_on(self, partition: int, after: float) -> list[float]:
+        return [t for _, p, t in self.acked if p == partition and t > after]
+
+    def values(self) -> list[str]:
+        return [v for v, _, _ in self.acked]
+
