@@ -52,9 +52,6 @@ from kraftpy.protocol.messages.delete_topics_response import (
     DeletableTopicResult,
     DeleteTopicsResponse,
 )
-from kraftpy.protocol.messages.list_partition_reassignments_response import (
-    ListPartitionReassignmentsResponse,
-)
 from kraftpy.protocol.records.partition_change_record import PartitionChangeRecord
 from kraftpy.protocol.records.remove_topic_record import RemoveTopicRecord
 from kraftpy.protocol.records.topic_record import TopicRecord
@@ -472,13 +469,7 @@ class TopicControl:
                                  "or in controlled shutdown.")
             records.append(self._partition(topic_id, current + i, replicas, isr).record(version))
 
-    # --- ListPartitionReassignments, AssignReplicasToDirs ---------------------------------
-
-    def list_partition_reassignments(self, request: Any, api_version: int) -> ControllerResult:
-        """No reassignment is ever started here, so every answer lists none: for named
-        partitions too, as Kafka leaves out partitions that are not being reassigned."""
-        return ControllerResult.reply(ListPartitionReassignmentsResponse(
-            throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, topics=[]))
+    # --- AssignReplicasToDirs -------------------------------------------------------------
 
     def assign_replicas_to_dirs(self, request: Any, api_version: int) -> ControllerResult:
         """A broker with several log dirs says which holds each of its replicas: one

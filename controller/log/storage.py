@@ -490,7 +490,8 @@ class MetadataStorage:
                 d, clean=clean, segment_bytes=self.txn_segment_bytes, read_only=self.read_only)
         epochs = [self.metadata.leader_epochs[-1][0]] if self.metadata.leader_epochs else []
         self.leader_epoch = max([*epochs, state["leaderEpoch"] if state else 0])
-        self._load_voters()
+        if not self.read_only:  # only writing (epochs, snapshots) needs them: tools skip it
+            self._load_voters()
         if clean and not self.read_only:
             (d / CLEAN_SHUTDOWN).unlink()
             files.fsync_dir(d)

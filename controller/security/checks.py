@@ -62,8 +62,10 @@ def _cluster(az: Authorizer, ctx: Any, op: AclOperation) -> bool:
     return az.authorize(ctx.principal, ctx.client_host, op, RT.CLUSTER, CLUSTER_NAME)
 
 
-def _error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
-    """The response of `api_key` that carries nothing but this error (Kafka's getErrorResponse)."""
+def _error_response(api_key: int, request: Any, version: int, code: ErrorCode) -> Any:
+    """The response of `api_key` that carries nothing but this error: the APIs whose answer
+    carries the authorization message are built here; every other one as Kafka's
+    getErrorResponse builds it (`api/errors.py`), at the request's version."""
     from kraftpy.protocol.registry import API_KEYS
 
     cls = API_KEYS[api_key].response
@@ -78,9 +80,6 @@ def _error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
         return cls(error_code=code, error_message=message)
     if api_key == 57:
         return cls(error_code=code, error_message=message, results=[])
-    if api_key in (43, 45):
-        from kraftpy.controller.api import errors
-        return errors.BUILDERS[api_key](cls, request, 0, code)
     if api_key == 30:
         from kraftpy.protocol.messages.create_acls_response import AclCreationResult
         return cls(results=[AclCreationResult(error_code=code, error_message=message)
@@ -90,7 +89,9 @@ def _error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
         return cls(filter_results=[DeleteAclsFilterResult(error_code=code, error_message=message,
                                                           matching_acls=[])
                                    for _ in request.filters])
-    return cls(error_code=code)
+    from kraftpy.controller.api import errors
+
+    return errors.error_response(api_key, request, version, code)
 
 
 def denial(az: Authorizer, ctx: Any, api_key: int, request: Any) -> Any | None:
@@ -114,7 +115,7 @@ def denial(az: Authorizer, ctx: Any, api_key: int, request: Any) -> Any | None:
         return None
     log.info("Principal = %s is denied api key %d from host %s: %s", ctx.principal, api_key,
              ctx.client_host, code.name)
-    return _error_response(api_key, request, code)
+    return _error_response(api_key, request, getattr(ctx, "api_version", 0), code)
 
 
 def _init_producer_id(az: Authorizer, ctx: Any, request: Any) -> ErrorCode | None:

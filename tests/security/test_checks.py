@@ -185,3 +185,19 @@ def test_transactions_and_producers_are_restricted_per_entry() -> None:
                                ltr.ListTransactionsResponse(transaction_states=[
                                    ltr.TransactionState(transactional_id="x")])
                                ).transaction_states) == 1
+
+
+@pytest.mark.parametrize("version", [4, 12, 18])
+def test_a_denied_raft_fetch_answers_as_kafkas_getErrorResponse_at_its_version(version) -> None:
+    """CLUSTER_ACTION is needed; the answer mirrors the partition asked for with the error
+    (and carries it on top from v7), encodable at the version asked (v4 has no top-level
+    error code)."""
+    from kraftpy.protocol.messages.fetch_response import FetchResponse
+    from support.raft import fetch
+
+    ctx = Ctx()
+    ctx.api_version = version
+    denied = checks.denial(authorizer(), ctx, 1, fetch(0))
+    back = FetchResponse.decode(denied.encode(version), version)
+    assert [p.error_code for t in back.responses for p in t.partitions] == [31]
+    assert back.error_code == (31 if version >= 7 else 0)
