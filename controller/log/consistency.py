@@ -19,6 +19,11 @@ The end of the log is checked against what the directory recorded about it:
   log (it is fsynced before the node serves).
 No segment file at all while snapshots, leader epochs or a quorum-state exist is a lost log.
 
+A voter of a quorum of several (`downloads`) is the exception Kafka makes too: its newest
+snapshot may end past its log when it stopped after installing a snapshot downloaded from the
+leader but before its log was dropped; recovery then finishes that (truncateToLatestSnapshot),
+so nothing of the old log is checked.
+
 `check` raises `InconsistentLogError`, one line naming the files and the gap. kraftpy keeps
 no recovery-point or log-start-offset checkpoint for the metadata log (Kafka's
 KafkaMetadataLog does not either), and no high watermark on disk.
@@ -58,6 +63,7 @@ class LogFacts:
     node_id: int | None = None
     clean: bool = False
     last_segment: str = ""  # the last segment file's name
+    downloads: bool = False  # a quorum voter: a newest whole snapshot past the end is installed
 
 
 def _refuse(facts: LogFacts, message: str) -> InconsistentLogError:
@@ -72,6 +78,8 @@ def _offsets(first: int, last: int) -> str:
 
 def check(facts: LogFacts) -> None:
     """Raise `InconsistentLogError` if the log has lost records (see the module docstring)."""
+    if installed_past_end(facts):
+        return
     tail = facts.last_segment
     if facts.segments == 0:
         recorded = _recorded_without_log(facts)
@@ -114,6 +122,15 @@ def check(facts: LogFacts) -> None:
             f"log ({tail}, ending at offset {facts.end}) has no batch of epoch {led} "
             f"(its last is epoch {facts.log_epoch}): the records of epoch {led} are gone",
         )
+
+
+def installed_past_end(facts: LogFacts) -> bool:
+    """A quorum voter whose newest snapshot (whole, none newer) ends past its log: one it
+    downloaded and installed; the log is to be dropped and started at its end."""
+    whole = facts.whole
+    return (facts.downloads and whole is not None and not facts.damaged
+            and bool(facts.snapshots) and facts.snapshots[-1] == whole
+            and (facts.segments == 0 or whole.end_offset > facts.end))
 
 
 def _start_gap(facts: LogFacts) -> str:

@@ -83,6 +83,7 @@ class FlushTicket:
     end_offset: int
     segments: list[Segment] = field(default_factory=list)
     fds: list[int] = field(default_factory=list)
+    generation: int = 0  # the log's truncation count when it was made
 
     def sync(self) -> None:
         """fsync every file, then let go of the descriptors."""
@@ -143,6 +144,7 @@ class PartitionLog:
         self._open_values: list[bytes | None] = []
         self._open_keys: list[bytes | None] | None = None  # None while every key is null
         self._open_bytes = 0
+        self._generation = 0  # counts truncations: a flush ticket of an earlier one is stale
 
     # --- opening -------------------------------------------------------------------------
     @classmethod
@@ -697,16 +699,18 @@ class PartitionLog:
     def begin_flush(self) -> FlushTicket:
         """Write what is pending (one write) and hand back what an fsync must cover."""
         if not (self._open_values or self._pending or self._dirty):  # nothing since the last
-            return FlushTicket(self.log_end_offset, [], [])
+            return FlushTicket(self.log_end_offset, [], [], self._generation)
         with self._lock:
             self._seal()
             self._write_pending()
             dirty, self._dirty = self._dirty, []
-            ticket = FlushTicket(self.log_end_offset, dirty, [s.hold_sync_fd() for s in dirty])
+            ticket = FlushTicket(self.log_end_offset, dirty, [s.hold_sync_fd() for s in dirty],
+                                 self._generation)
         return ticket
 
     def complete_flush(self, ticket: FlushTicket) -> int:
-        if ticket.end_offset > self.high_watermark:
+        # A ticket made before a truncation may end past what the log now holds.
+        if ticket.generation == self._generation and ticket.end_offset > self.high_watermark:
             self.high_watermark = ticket.end_offset
         return self.high_watermark
 
@@ -749,6 +753,7 @@ class PartitionLog:
                 if position is None:
                     raise ValueError(f"offset {offset} not found in {seg.path}")
             seg.truncate(position)
+            self._generation += 1
             seg.indexes.writable = True
             seg.next_offset = max(offset, seg.base_offset)
             self.segments = keep
@@ -758,6 +763,36 @@ class PartitionLog:
                 self.leader_epochs = kept
                 files.write_leader_epochs(self.directory, kept)
         files.fsync_dir(self.directory)
+
+    def reset_to(self, offset: int) -> None:
+        """Drop the whole log and start it empty at `offset` (Kafka's truncateFullyAndStartAt:
+        a follower that installed a snapshot ending there). Crash-ordered: the leader-epoch
+        checkpoint is emptied first, then segments go newest first, then the new segment is
+        made, so a crash leaves a prefix of the old log (or none) below a snapshot that ends
+        past it, which a voter's recovery finishes the same way (`MetadataStorage.open`)."""
+        if self.read_only:
+            raise files.LogDirError(f"{self.directory} is open read-only")
+        with self._lock:
+            self._open_values = []
+            self._open_keys = None
+            self._open_bytes = 0
+            self._pending = bytearray()
+            self._dirty = []
+            self._generation += 1  # a flush of the old log in flight covers nothing now
+            self.leader_epochs = []
+            files.write_leader_epochs(self.directory, [])
+            doomed, self.segments = self.segments, []
+            for seg in reversed(doomed):
+                seg.close()
+                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
+                    path.unlink(missing_ok=True)
+            files.fsync_dir(self.directory)
+            seg = Segment(self.directory, offset)
+            seg.create()
+            self.segments = [seg]
+            self.high_watermark = offset
+        files.fsync_dir(self.directory)
+        self.indexed = None
 
     # --- reading -------------------------------------------------------------------------
     def read(

@@ -294,8 +294,11 @@ def delete_snapshots_before(
     doomed = older[: max(0, len(older) - keep)]
     for _sid, path in doomed:
         gone = path.with_name(path.name + ".deleted")
-        os.replace(path, gone)
-        gone.unlink()
+        try:  # a follower's install may have deleted it meanwhile
+            os.replace(path, gone)
+        except FileNotFoundError:
+            continue
+        gone.unlink(missing_ok=True)
     if doomed:
         fsync_dir(directory)
     return [p for _, p in doomed]

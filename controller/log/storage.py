@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.controller.log import files
-from kraftpy.controller.log.consistency import InconsistentLogError, LogFacts, check
+from kraftpy.controller.log.consistency import (
+    InconsistentLogError,
+    LogFacts,
+    check,
+    installed_past_end,
+)
 from kraftpy.controller.log.partition_log import (
     RECORD_OVERHEAD_BOUND,
     FlushTicket,
@@ -371,8 +376,15 @@ class MetadataStorage:
         background_snapshots: bool = False,
         segment_ms: int | None = None,
         retention: RetentionPolicy | None = None,
+        downloads: bool = False,
     ) -> None:
         self.log_dir = Path(log_dir)
+        # A voter of a quorum of several: snapshots also come from the leader (see `installed`)
+        # and a newest snapshot past the log end is one installed before a stop.
+        self.downloads = downloads
+        # The snapshot the last trim (a new snapshot, or retention) cut the log to: the raft
+        # layer's log start. Set in the worker thread, read on the loop after `finish`.
+        self.trimmed_to: SnapshotId | None = None
         # metadata.log.segment.ms: a segment older than this (by record timestamps) is rolled.
         self.segment_ms = segment_ms
         # metadata.max.retention.*: None keeps only the newest snapshot's suffix and one older
@@ -432,6 +444,7 @@ class MetadataStorage:
         newest: Snapshot | None = None
         damaged: list[tuple[SnapshotId, str]] = []
         state = None
+        facts: LogFacts | None = None
         if mdir.is_dir():
             newest, damaged = newest_whole_snapshot(mdir)
             state = files.read_quorum_state(mdir)
@@ -440,6 +453,8 @@ class MetadataStorage:
                 snapshots=[sid for sid, _ in list_snapshots(mdir)],
                 checkpointed_epochs=files.read_leader_epochs(mdir),
                 quorum_state=state, node_id=int(self.meta["node.id"]), clean=clean,
+                whole=newest.snapshot_id if newest is not None else None, damaged=damaged,
+                downloads=self.downloads,
             )
             if not any(parse_segment_name(p.name) is not None for p in mdir.iterdir()):
                 self._check(facts)
@@ -471,6 +486,15 @@ class MetadataStorage:
         )
         if mdir.is_dir() and not self.read_only:
             clean_partial_snapshots(mdir)
+            if self.downloads and facts is not None and installed_past_end(facts) \
+                    and newest is not None:
+                end = newest.snapshot_id.end_offset  # type: ignore[union-attr]
+                if self.metadata.log_end_offset != end or self.metadata.log_start_offset != end:
+                    log.warning("%s: snapshot %s (installed from the leader) ends past the log "
+                                "(%d); dropping the log, which now starts there", mdir,
+                                newest.snapshot_id.file_name,  # type: ignore[union-attr]
+                                self.metadata.log_end_offset)
+                    self.metadata.reset_to(end)
         for sid, why in damaged:  # (refused above unless what replay starts from is whole)
             log.warning("%s: snapshot %s is damaged (%s); replaying %s", mdir, sid.file_name,
                         why, f"from {newest.snapshot_id.file_name}" if newest is not None
@@ -703,18 +727,21 @@ class MetadataStorage:
         txn_hwm = self.txn.complete_flush(flush.txn) if self.txn is not None and flush.txn else 0
         return hwm, txn_hwm
 
-    def after_commit(self, controller: Any, now_ms: int) -> SnapshotId | SnapshotJob | None:
+    def after_commit(self, controller: Any, now_ms: int, *, at: int | None = None
+                     ) -> SnapshotId | SnapshotJob | RetentionJob | None:
         """Snapshot when the policy says so. On the event loop, right after a commit.
 
         In place (the default) only when nothing is appended past the high watermark, so the
         controller's state is the committed one; with `background_snapshots` a `SnapshotJob`
         is returned instead (its records taken now, its file written in a worker thread).
+        `at` (a Raft voter): the offset the controller's state stands at, a batch boundary
+        the caller waits to see committed; by default the log end offset.
         """
         if self._job is not None:  # one snapshot at a time
             return None
         if self._last_snapshot_ms is None:
             self._last_snapshot_ms = now_ms
-        hwm = self.metadata.high_watermark
+        hwm = self.metadata.high_watermark if at is None else at
         bytes_since = self.metadata.size_bytes - self._last_snapshot_bytes
         if not self.policy.due(
             bytes_since=bytes_since,
@@ -730,18 +757,23 @@ class MetadataStorage:
             self._last_snapshot_bytes = self._bytes_at(self._last_snapshot_offset)
             return None
         if self.background_snapshots:
-            return self.begin_snapshot(controller, now_ms)
+            return self.begin_snapshot(controller, now_ms, end=at)
         if self.metadata.log_end_offset > hwm:
             return None
         return self.take_snapshot(controller, now_ms)
 
-    def begin_snapshot(self, controller: Any, now_ms: int) -> SnapshotJob:
+    def begin_snapshot(self, controller: Any, now_ms: int, *, end: int | None = None
+                       ) -> SnapshotJob:
         """Take the controller's records now, at the log end offset: the state there is exactly
         the replay of every record appended so far (durable or not yet). Encoding and writing
-        them wait for the commit of that offset, in a worker thread."""
-        end = self.metadata.log_end_offset
+        them wait for the commit of that offset, in a worker thread. `end`: the offset the
+        controller's state stands at, when that is not the log end (a Raft follower)."""
+        last_ts = self.metadata.last_append_timestamp if end is None else None
+        if end is None:
+            end = self.metadata.log_end_offset
+        else:
+            last_ts = self._timestamp_below(end)
         records = controller.snapshot_records()
-        last_ts = self.metadata.last_append_timestamp
         if last_ts is None:
             last_ts = self.snapshot.last_contained_log_timestamp if self.snapshot else 0
         self._job = SnapshotJob(
@@ -751,10 +783,33 @@ class MetadataStorage:
 
     def _snapshot_written(self, job: SnapshotJob) -> None:
         self._job = None
-        end = job.snapshot_id.end_offset
+        end = max(job.snapshot_id.end_offset, self._last_snapshot_offset)  # (an install)
         self._last_snapshot_offset = end
         self._last_snapshot_ms = job.now_ms
         self._last_snapshot_bytes = self._bytes_at(end)
+
+    def installed(self, snapshot: Snapshot, size: int, now_ms: int) -> None:
+        """A snapshot downloaded from the leader is in place and the log starts at its end:
+        it is now the one replay starts from and the one the policy counts from."""
+        sid = snapshot.snapshot_id
+        assert sid is not None
+        self.snapshot = snapshot
+        self._last_snapshot_offset = sid.end_offset
+        self._last_snapshot_ms = now_ms
+        self._last_snapshot_bytes = 0
+        self.trimmed_to = sid
+        if self.retention is not None:
+            self._snapshots = [(sid, SnapshotInfo(sid.end_offset, size,
+                                                  snapshot.last_contained_log_timestamp))]
+
+    def _timestamp_below(self, end: int) -> int | None:
+        """The timestamp of the batch holding offset `end - 1` (Kafka's last contained log
+        timestamp), found through the offset index; None if the log no longer holds it."""
+        if end <= self.metadata.log_start_offset:
+            return None
+        for batch in self.metadata.read(end - 1):
+            return batch.max_timestamp if batch.base_offset < end else None
+        return None
 
     def take_snapshot(self, controller: Any, now_ms: int) -> SnapshotId:
         """Write a snapshot of the committed state at the high watermark, then trim the log."""
@@ -784,6 +839,7 @@ class MetadataStorage:
         if self.retention is None:
             self.metadata.delete_segments_below(sid.end_offset)
             delete_snapshots_before(mdir, sid, keep=1)
+            self.trimmed_to = sid
             return
         size = (mdir / sid.file_name).stat().st_size
         self._snapshots = [*self._snapshots, (sid, SnapshotInfo(sid.end_offset, size, last_ts))]
@@ -811,6 +867,7 @@ class MetadataStorage:
         self.metadata.delete_segments_below(keep_from.end_offset)
         delete_snapshots_before(self.log_dir / METADATA_PARTITION, keep_from, keep=0)
         self._snapshots = self._snapshots[dropped:]
+        self.trimmed_to = keep_from
         log.info("retention: %d older snapshot(s) deleted; the log now starts at or before %d",
                  dropped, keep_from.end_offset)
 

@@ -42,6 +42,12 @@ from typing import Any
 
 import trio
 from kraftpy.controller.log import files
+from kraftpy.controller.log.snapshots import (
+    SnapshotId,
+    delete_snapshots_before,
+    list_snapshots,
+    newest_whole_snapshot,
+)
 from kraftpy.controller.metrics_stats import Timings
 from kraftpy.controller.raft import actions as a
 from kraftpy.controller.raft import quorum_state
@@ -51,6 +57,7 @@ from kraftpy.controller.raft.log_state import RaftLog
 from kraftpy.controller.raft.messages import fill_snapshot_chunk
 from kraftpy.controller.raft.peers import Peers
 from kraftpy.controller.raft.roles import Leader
+from kraftpy.controller.raft.snapshot_download import SnapshotDownload
 from kraftpy.controller.raft.voters import VoterSet
 from kraftpy.protocol.metadata_frame import decode_metadata_record, encode_metadata_record
 from kraftpy.protocol.record_batch import iter_record_batches
@@ -147,9 +154,16 @@ class RaftQuorum:
         self._wake = trio.Event()
         self._committed = trio.Event()
         self._tick_due = False
+        # Counts what invalidates a snapshot taken ahead of its commit: a truncation, an
+        # installed snapshot, a lost leadership (the controller rebuilt).
+        self._generation = 0
+        self._snapshot_due = True  # look at the snapshot policy on the next pass
+        self._snapshotting = False  # a snapshot or retention job is on its way
+        self._jobs: trio.Nursery | None = None
+        self._download = SnapshotDownload(self.partition_dir)
         meta = self.metadata
-        snapshots = self._snapshot_ids()
         start = meta.log_start_offset
+        snapshots = [sid for sid in self._snapshot_ids() if sid[0] >= start]
         self.controller, self.replayed = self._fresh_controller(start)
         self.hwm = (self.replayed, storage.txn_end_offset())
         election_path = self.partition_dir / quorum_state.FILE_NAME
@@ -277,6 +291,7 @@ class RaftQuorum:
             elif kind is a.Respond:
                 self._respond(action)
             elif kind is a.AppendBatch:
+                self._snapshot_due = True
                 keys = [k for k, _ in action.records]
                 base = self.metadata.append(
                     [v for _, v in action.records], keys=keys if any(keys) else None,
@@ -293,6 +308,7 @@ class RaftQuorum:
                                          f"{self.hwm[0]}")
                 log.info("truncating the metadata log to offset %d (a diverging suffix)",
                          action.offset)
+                self._generation += 1
                 self.metadata.truncate_to(action.offset)
             elif kind is a.Flush:
                 self._flushes.append(action.offset)
@@ -300,15 +316,20 @@ class RaftQuorum:
             elif kind is a.WriteQuorumState:
                 files.atomic_write(self.partition_dir / quorum_state.FILE_NAME, action.data)
             elif kind is a.Committed:
+                self._snapshot_due = True
                 self._on_committed(action.high_watermark)
             elif kind is a.LeaderChanged:
                 log.info("leader of epoch %d: %s", action.epoch,
                          "none known" if action.leader_id is None else action.leader_id)
             elif kind is a.Note:
                 getattr(log, action.level, log.info)("%s", action.text)
-            elif kind in (a.WriteSnapshotChunk, a.InstallSnapshot):
-                raise RaftShellError("the leader offers a snapshot: installing one is not "
-                                     "supported by a kraftpy voter yet")
+            elif kind is a.WriteSnapshotChunk:
+                if action.position == 0:
+                    log.info("downloading snapshot %s from the leader",
+                             SnapshotId(*action.snapshot_id).file_name)
+                self._download.write(action.snapshot_id, action.position, action.data)
+            elif kind is a.InstallSnapshot:
+                self._install(action.snapshot_id)
         self._check_role()
 
     def _respond(self, action: a.Respond) -> None:
@@ -366,6 +387,7 @@ class RaftQuorum:
                      "flight, rebuilding the controller from the committed log",
                      self.raft.epoch, len(self._waiters))
             self._fail_waiters(NOT_CONTROLLER)
+            self._generation += 1
             self.controller, self.replayed = self._fresh_controller(self.hwm[0])
             if self.on_new_controller is not None:
                 self.on_new_controller(self.controller)
@@ -393,7 +415,7 @@ class RaftQuorum:
         controller = self.make_controller()
         controller.features.kraft_version = self.storage.kraft_version
         start = self.metadata.log_start_offset
-        snapshot = self.storage.snapshot
+        snapshot = self._newest_snapshot()
         if snapshot is not None and snapshot.snapshot_id is not None:
             last = snapshot.snapshot_id.end_offset - 1
             for value in snapshot.values:
@@ -428,6 +450,96 @@ class RaftQuorum:
                 if sid != (0, 0):
                     out.append(sid)
         return sorted(out)
+
+    def _newest_snapshot(self) -> Any:
+        """The newest whole snapshot in the directory (the storage's, if it is that one)."""
+        ids = [sid for sid, _ in list_snapshots(self.partition_dir) if sid.end_offset > 0]
+        known = self.storage.snapshot
+        if known is not None and ids and known.snapshot_id == ids[-1]:
+            return known
+        if not ids:
+            return known
+        newest, _damaged = newest_whole_snapshot(self.partition_dir)
+        if newest is not None:
+            self.storage.snapshot = newest
+        return newest
+
+    # --- snapshots ----------------------------------------------------------------------------
+    def _maybe_snapshot(self) -> None:
+        """Ask the snapshot policy, when the controller's state stands at a batch boundary
+        that is committed (a follower, or a leader with nothing in flight) or that is the
+        log's end (a leader whose last batch is written: the job then waits for its commit,
+        and is dropped if a truncation or a lost leadership comes first)."""
+        self._snapshot_due = False
+        if self._snapshotting or self._jobs is None or self._failed is not None \
+                or self._stopping:
+            return
+        at = self.replayed
+        if at > self.hwm[0] and at != self.metadata.log_end_offset:
+            return  # the core still holds records the controller applied: not a boundary
+        job = self.storage.after_commit(self.controller, self.clock_ms(), at=at)
+        if job is None or not callable(getattr(job, "write", None)):
+            return
+        self._snapshotting = True
+        self._jobs.start_soon(self._write_snapshot, job, self._generation)
+
+    async def _write_snapshot(self, job: Any, generation: int) -> None:
+        """A snapshot taken on the loop, written in a worker thread once its end offset is
+        committed and on this node's disk; retention's deletions likewise (at once)."""
+        end = job.end_offset
+        try:
+            while self.hwm[0] < end or self.metadata.high_watermark < end:
+                if self._generation != generation or self._failed is not None \
+                        or self._stopping:
+                    job.abandon()
+                    return
+                with trio.move_on_after(0.05):
+                    await self._committed.wait()
+            if self._generation != generation:
+                job.abandon()
+                return
+            await trio.to_thread.run_sync(job.write)
+        except OSError as exc:
+            job.abandon()
+            self._fail(RaftShellError(f"writing a snapshot of the metadata log failed: {exc}"))
+            return
+        except BaseException:
+            job.abandon()
+            raise
+        finally:
+            self._snapshotting = False
+        job.finish()
+        self._guard(lambda: self._snapshot_written(job))
+
+    def _snapshot_written(self, job: Any) -> None:
+        """Tell the core of the new snapshot and of where the log now starts (nothing of
+        it when an installed snapshot replaced the log meanwhile: it starts past both)."""
+        now = self.clock_ms()
+        sid = getattr(job, "snapshot_id", None)
+        if sid is not None and sid.end_offset > self.raft.log.start_offset:
+            self._do(self.raft.on_snapshot((sid.end_offset, sid.epoch), delete_before=False,
+                                           now_ms=now))
+        cut = self.storage.trimmed_to
+        if cut is not None and cut.end_offset > self.raft.log.start_offset:
+            self._do(self.raft.on_snapshot((cut.end_offset, cut.epoch), delete_before=True,
+                                           now_ms=now))
+
+    def _install(self, snapshot_id: tuple[int, int]) -> None:
+        """The downloaded snapshot is whole: freeze it, drop the log and the older snapshots
+        (Kafka's truncateToLatestSnapshot), rebuild the controller from it."""
+        self._generation += 1
+        snapshot, size = self._download.install(snapshot_id)
+        sid = SnapshotId(*snapshot_id)
+        self.metadata.reset_to(sid.end_offset)
+        delete_snapshots_before(self.partition_dir, sid, keep=0)
+        self.storage.installed(snapshot, size, self.clock_ms())
+        self.controller, self.replayed = self._fresh_controller(sid.end_offset)
+        self.hwm = (self.replayed, self.storage.txn_end_offset())
+        if self.on_new_controller is not None:
+            self.on_new_controller(self.controller)
+        log.info("installed snapshot %s (%d bytes, %d records) from the leader; the log now "
+                 "starts at offset %d", sid.file_name, size, len(snapshot.values),
+                 sid.end_offset)
 
     # --- the tasks ----------------------------------------------------------------------------
     def _kick(self) -> None:
@@ -467,6 +579,7 @@ class RaftQuorum:
         task_status.started()
         try:
             async with trio.open_nursery() as nursery:
+                self._jobs = nursery
                 nursery.start_soon(self.peers.run)
                 nursery.start_soon(self._flusher)
                 nursery.start_soon(self._ticker)
@@ -477,6 +590,8 @@ class RaftQuorum:
             raise
         finally:
             self._done = True
+            self._jobs = None
+            self._download.abandon()
             for reply in list(self._replies):  # parked raft requests: answered as stopped
                 reply.event.set()
         if self._failed is not None:
@@ -499,6 +614,8 @@ class RaftQuorum:
             if self._tick_due:
                 self._tick_due = False
                 self._guard(self._tick)
+            if self._snapshot_due:
+                self._guard(self._maybe_snapshot)
             wait_s = max(0.0, (self.raft.next_deadline() - self.clock_ms()) / 1000)
             with trio.move_on_after(min(wait_s, 1.0)):
                 await self._wake.wait()
@@ -586,7 +703,7 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
                                   interval_ms=config.snapshot_interval_ms),
             background_snapshots=True, segment_ms=config.metadata_log_segment_ms,
             retention=recovery.retention_policy(config),
-            txn_segment_bytes=config.txn_topic.segment_bytes)
+            txn_segment_bytes=config.txn_topic.segment_bytes, downloads=True)
     except InconsistentLogError as exc:
         raise recovery.LostRecordsError(str(exc)) from None
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
