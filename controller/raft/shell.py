@@ -23,8 +23,20 @@ log replicated by the core instead of committed by a local fsync:
   asks again, never sees an uncommitted change as done) and rebuilds its controller from the
   snapshot and the committed log, dropping what it applied ahead of the commit.
 
-Not yet: snapshots are neither taken nor installed here (a follower offered one stops with
-an error), transactional state (`__transaction_state`) is not replicated, so requests that
+- Snapshots: every voter snapshots its committed state by the single-voter policy
+  (`MetadataStorage.after_commit(at=...)`: bytes and time since the last one), taken on the
+  loop where the controller's state stands at a batch boundary (a follower's high watermark;
+  a leader's last written batch, dropped unless committed before a truncation or a lost
+  leadership), written in a worker thread once committed and on disk; the segments and older
+  snapshots it covers go by the storage's retention rules, and the core learns where the log
+  now starts (`on_snapshot`), so the leader answers a fetch below it with the snapshot id and
+  serves that snapshot's bytes by FetchSnapshot. A follower sent there downloads it chunk by
+  chunk (`snapshot_download.py`: a `.checkpoint.part`, fsynced, checked whole, renamed),
+  drops its log (`PartitionLog.reset_to`, Kafka's truncateToLatestSnapshot) and rebuilds its
+  controller from it; one stopped between the rename and the drop finishes it at its next
+  start, one stopped during the download starts it over.
+
+Not yet: transactional state (`__transaction_state`) is not replicated, so requests that
 would write it are refused.
 """
 

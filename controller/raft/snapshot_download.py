@@ -12,7 +12,7 @@ partial file (deleted at the next start) or a whole snapshot, never a broken one
 from __future__ import annotations
 
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 from kraftpy.controller.log.files import fsync_dir
@@ -44,9 +44,14 @@ class SnapshotDownload:
         if position == 0:
             self.abandon()
             stem = SnapshotId(*snapshot_id).file_name.removesuffix(".checkpoint")
-            fd, name = tempfile.mkstemp(prefix=f"{stem}-", suffix=PART_SUFFIX,
-                                        dir=self.directory)
-            self._fd, self.path, self.snapshot_id, self.size = fd, Path(name), snapshot_id, 0
+            while True:  # as Java's createTempFile: prefix, an unsigned random long, suffix
+                path = self.directory / f"{stem}-{secrets.randbits(64)}{PART_SUFFIX}"
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    break
+                except FileExistsError:
+                    continue
+            self._fd, self.path, self.snapshot_id, self.size = fd, path, snapshot_id, 0
         elif self._fd is None or self.snapshot_id != snapshot_id or self.size != position:
             raise SnapshotDownloadError(
                 f"snapshot chunk of {SnapshotId(*snapshot_id).file_name} at position "
@@ -75,7 +80,7 @@ class SnapshotDownload:
             snapshot = read_snapshot(path, sid)
         except (OSError, SnapshotError) as exc:
             self.abandon()
-            raise SnapshotDownloadError(f"downloaded snapshot {path.name}: {exc}") from None
+            raise SnapshotDownloadError(f"the downloaded snapshot is not whole: {exc}") from None
         final = self.directory / sid.file_name
         os.replace(path, final)
         fsync_dir(self.directory)

@@ -1,0 +1,153 @@
+"""The quorum shell's snapshot parts without peers: a download into a partial file and its
+atomic install, the log dropped and started at the snapshot's end, a voter that stopped
+between the two finishing it at its next start (a single voter still refuses such a dir),
+and a snapshot taken at the offset a follower's state stands at rather than its log end."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kraftpy.controller.log import files
+from kraftpy.controller.log.consistency import InconsistentLogError
+from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.log.snapshots import (
+    SnapshotId,
+    encode_snapshot,
+    list_snapshots,
+    read_snapshot,
+    write_snapshot,
+)
+from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, format_storage
+from kraftpy.controller.raft.snapshot_download import SnapshotDownload, SnapshotDownloadError
+from kraftpy.protocol.metadata_frame import encode_metadata_record
+from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+PART = re.compile(r"^\d{20}-\d{10}-\d+\.checkpoint\.part$")  # Kafka's createTempFile name
+
+
+def _snapshot_bytes(next_id: int, epoch: int = 3) -> bytes:
+    value = encode_metadata_record(
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=next_id), 0)
+    return b"".join(encode_snapshot([value] * 50, epoch=epoch, last_contained_log_timestamp=7,
+                                    timestamp=8))
+
+
+def test_a_download_goes_to_a_partial_file_and_is_installed_whole(tmp_path: Path) -> None:
+    data = _snapshot_bytes(4000)
+    download = SnapshotDownload(tmp_path)
+    download.write((120, 3), 0, data[:100])
+    (partial,) = tmp_path.iterdir()
+    assert PART.match(partial.name) and partial.name.startswith("00000000000000000120-0000000003-")
+    with pytest.raises(SnapshotDownloadError, match="at position 50"):
+        download.write((120, 3), 50, data[50:])  # not where the partial file ends
+    with pytest.raises(SnapshotDownloadError, match="not downloaded"):
+        download.install((121, 3))
+    download.write((120, 3), 100, data[100:])
+    assert not list(tmp_path.glob("*.checkpoint"))  # nothing visible before the install
+    snapshot, size = download.install((120, 3))
+    assert size == len(data)
+    assert [p.name for p in tmp_path.iterdir()] == ["00000000000000000120-0000000003.checkpoint"]
+    assert snapshot.path.read_bytes() == data and len(snapshot.values) == 50
+    assert read_snapshot(snapshot.path).last_contained_log_timestamp == 7
+
+
+def test_a_new_download_drops_the_old_partial_and_a_broken_one_is_never_installed(
+        tmp_path: Path) -> None:
+    data = _snapshot_bytes(4000)
+    download = SnapshotDownload(tmp_path)
+    download.write((120, 3), 0, data[:64])
+    first = next(tmp_path.iterdir())
+    download.write((130, 4), 0, data[:64])  # position 0: begun anew (another snapshot)
+    assert not first.exists() and len(list(tmp_path.iterdir())) == 1
+    with pytest.raises(SnapshotDownloadError, match="not whole: .*only 64 remain"):
+        download.install((130, 4))  # the bytes stop short of the footer
+    assert list(tmp_path.iterdir()) == []  # neither a partial nor a checkpoint is left
+    download.write((130, 4), 0, data[:64])
+    download.abandon()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_reset_to_drops_the_log_and_starts_it_at_the_offset(tmp_path: Path) -> None:
+    d = tmp_path / "__cluster_metadata-0"
+    log = PartitionLog.open(d, segment_bytes=1024)
+    for i in range(40):
+        log.append([b"x" * 50], leader_epoch=1 + i // 20, timestamp=i)
+    stale = log.begin_flush()  # an fsync of the old log still in flight
+    assert len(log.segments) > 2
+    log.reset_to(500)
+    stale.sync()
+    assert log.complete_flush(stale) == 500  # it covers nothing of the new log
+    assert (log.log_start_offset, log.log_end_offset, log.leader_epochs) == (500, 500, [])
+    log.append([b"y"], leader_epoch=5, timestamp=99)
+    log.close()
+    again = PartitionLog.open(d)
+    assert (again.log_start_offset, again.log_end_offset) == (500, 501)
+    assert again.leader_epochs == [(5, 500)]
+    assert [b.base_offset for b in again.read()] == [500]
+    again.close()
+
+
+def _formatted(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27, now_ms=1)
+    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024)
+    files.write_quorum_state(d / "__cluster_metadata-0", leader_id=2, leader_epoch=1,
+                             voters=[1, 2, 3], data_version=0)  # a follower of a quorum
+    for i in range(30):
+        storage.metadata.append([b"v" * 40], leader_epoch=1, timestamp=i)
+    storage.flush()
+    storage.close()
+    return d
+
+
+def _installed_then_killed(d: Path) -> Path:
+    """What a follower leaves when it stops after renaming a downloaded snapshot into place
+    but before dropping its log: a snapshot ending past the log, and a partial leftover."""
+    mdir = d / "__cluster_metadata-0"
+    value = encode_metadata_record(
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9000), 0)
+    write_snapshot(mdir, SnapshotId(200, 4), [value], last_contained_log_timestamp=5,
+                   timestamp=6)
+    leftover = mdir / "00000000000000000300-0000000004-123.checkpoint.part"
+    leftover.write_bytes(b"half")
+    return leftover
+
+
+def test_a_voter_stopped_between_install_and_log_drop_finishes_it(tmp_path: Path) -> None:
+    d = _formatted(tmp_path)
+    leftover = _installed_then_killed(d)
+    with pytest.raises(InconsistentLogError, match="taken at offset 200"):
+        MetadataStorage.open(d, node_id=1)  # one voter: records past its log end are lost
+    assert leftover.exists()  # refused before anything changed
+    storage = MetadataStorage.open(d, node_id=1, downloads=True)
+    assert not leftover.exists()
+    meta = storage.metadata
+    assert (meta.log_start_offset, meta.log_end_offset, meta.leader_epochs) == (200, 200, [])
+    assert storage.snapshot is not None and storage.snapshot.snapshot_id == SnapshotId(200, 4)
+    storage.close()
+    again = MetadataStorage.open(d, node_id=1, downloads=True)  # and it stays so
+    assert again.metadata.log_end_offset == 200
+    again.close()
+
+
+def test_a_follower_snapshots_at_its_committed_offset_not_its_log_end(tmp_path: Path) -> None:
+    d = _formatted(tmp_path)
+    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024, background_snapshots=True,
+                                   policy=SnapshotPolicy(max_record_bytes=100, interval_ms=0),
+                                   downloads=True)
+    storage.metadata.append([b"w"] * 3, leader_epoch=2, timestamp=1000)  # at 30, uncommitted
+    storage.flush()
+    controller = SimpleNamespace(snapshot_records=lambda: [])
+    job = storage.after_commit(controller, 5000, at=30)
+    assert job.snapshot_id == SnapshotId(30, 1)  # the epoch of offset 30, not the log end's
+    assert job.last_contained_log_timestamp == 29
+    job.write()
+    job.finish()
+    assert storage.trimmed_to == SnapshotId(30, 1)
+    assert [sid for sid, _ in list_snapshots(d / "__cluster_metadata-0")] == [SnapshotId(30, 1)]
+    assert storage.after_commit(controller, 6000, at=30) is None  # nothing new committed
+    storage.close()
