@@ -86,7 +86,9 @@ def _features(node: api.Node, version: int, listener_type: str) -> dict[str, Any
     finalized = [
         FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
         for name in finalized_order(features.finalized)
-        for level in (features.finalized[name],)
+        # Before the bootstrap records are replayed no metadata.version is finalized yet
+        # (a Raft peer's ApiVersions can come that early): it is left out like any level 0.
+        for level in (features.finalized.get(name, 0),)
         if level != 0
     ]
     epoch = features.epoch if listener_type == api.CONTROLLER else features.image_epoch
