@@ -19,7 +19,7 @@ from kraftpy.controller.broker_heartbeat_manager import (
     current_state,
     next_state,
 )
-from kraftpy.controller.feature_control import FeatureControlManager
+from kraftpy.controller.feature_control import MV_3_7_IV0, FeatureControlManager
 from kraftpy.controller.partition_change import LOST, MIGRATING, UNASSIGNED
 from kraftpy.controller.replication_control import ReplicationControlManager
 from kraftpy.controller.result import ControllerResult
@@ -27,6 +27,9 @@ from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from kraftpy.protocol.messages.broker_registration_response import BrokerRegistrationResponse
+from kraftpy.protocol.messages.controller_registration_response import (
+    ControllerRegistrationResponse,
+)
 from kraftpy.protocol.messages.unregister_broker_response import UnregisterBrokerResponse
 from kraftpy.protocol.records.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
@@ -36,8 +39,16 @@ from kraftpy.protocol.records.register_broker_record import (
     BrokerFeature,
     RegisterBrokerRecord,
 )
+from kraftpy.protocol.records.register_controller_record import (
+    ControllerEndpoint,
+    ControllerFeature,
+    RegisterControllerRecord,
+)
 from kraftpy.protocol.records.unregister_broker_record import UnregisterBrokerRecord
 from kraftpy.protocol.uuid import kafka_uuid_str
+
+# Kafka's SecurityProtocol ids: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.
+_SECURITY_PROTOCOLS = frozenset({0, 1, 2, 3})
 
 
 class ReplayError(ValueError):
@@ -356,6 +367,40 @@ class ClusterControlManager:
         result.records += self.replication.handle_broker_unregistered(b)
         result.records.append((UnregisterBrokerRecord(broker_id=b, broker_epoch=reg.epoch), 0))
         result.events.append(f"Unregistered broker {b} (epoch {reg.epoch})")
+        return result
+
+    def register_controller(self, request: Any) -> ControllerResult:
+        """A quorum controller's registration (KIP-919): its listeners and feature ranges as
+        one RegisterControllerRecord. Unlike a broker's, nothing is checked against the
+        finalized levels: a controller that cannot run them stops by itself."""
+        def fail(code: ErrorCode, message: str) -> ControllerResult:
+            return ControllerResult.reply(ControllerRegistrationResponse(
+                throttle_time_ms=0, error_code=code, error_message=message))
+
+        mv = self.features.metadata_version
+        if not mv:  # not bootstrapped yet: the sender retries
+            return fail(ErrorCode.NOT_CONTROLLER,
+                        "This is not the correct controller for this cluster.")
+        if mv < MV_3_7_IV0:
+            return fail(ErrorCode.UNSUPPORTED_VERSION, "The version of API is not supported.")
+        if any(lis.security_protocol not in _SECURITY_PROTOCOLS for lis in request.listeners):
+            return fail(ErrorCode.UNKNOWN_SERVER_ERROR,
+                        "The server experienced an unexpected error when processing the "
+                        "request.")
+        record = RegisterControllerRecord(
+            controller_id=request.controller_id, incarnation_id=request.incarnation_id,
+            zk_migration_ready=False,
+            end_points=[ControllerEndpoint(name=lis.name, host=lis.host, port=lis.port,
+                                           security_protocol=lis.security_protocol)
+                        for lis in request.listeners],
+            features=[ControllerFeature(name=f.name, min_supported_version=f.min_supported_version,
+                                        max_supported_version=f.max_supported_version)
+                      for f in request.features])
+        result = ControllerResult(ControllerRegistrationResponse(throttle_time_ms=0,
+                                                                 error_code=ErrorCode.NONE),
+                                  records=[(record, 0)])
+        result.events.append(f"Registered controller {request.controller_id} (incarnation "
+                             f"{kafka_uuid_str(request.incarnation_id)})")
         return result
 
     def _partition_change_version(self) -> int:

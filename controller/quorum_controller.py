@@ -92,13 +92,15 @@ UNREGISTER_BROKER_API = 64
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
 ALLOCATE_PRODUCER_IDS = 67
+CONTROLLER_REGISTRATION = 70
 
 
 _USUALLY_WRITE = frozenset({ALLOCATE_PRODUCER_IDS, BROKER_REGISTRATION, UNREGISTER_BROKER_API,
                             CREATE_ACLS, DELETE_ACLS, CREATE_TOPICS, DELETE_TOPICS,
                             CREATE_PARTITIONS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
                             ASSIGN_REPLICAS_TO_DIRS, UPDATE_FEATURES, ALTER_PARTITION,
-                            ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS})
+                            ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS,
+                            CONTROLLER_REGISTRATION})
 _NONE = ErrorCode.NONE
 _LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 _answer = ControllerResult.answer
@@ -116,7 +118,7 @@ class QuorumController:
         UPDATE_FEATURES,
         CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS, DESCRIBE_CONFIGS, ALTER_CONFIGS,
         INCREMENTAL_ALTER_CONFIGS, LIST_PARTITION_REASSIGNMENTS, ASSIGN_REPLICAS_TO_DIRS,
-        ALTER_PARTITION, ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS,
+        ALTER_PARTITION, ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, CONTROLLER_REGISTRATION,
     })
 
     def __init__(self, settings: ControllerSettings) -> None:
@@ -200,6 +202,8 @@ class QuorumController:
             BROKER_REGISTRATION: self._register_broker,
             BROKER_HEARTBEAT: lambda r, v, now, off, lis: self.cluster.heartbeat(r, now),
             UNREGISTER_BROKER_API: lambda r, v, now, off, lis: self.cluster.unregister_broker(r),
+            CONTROLLER_REGISTRATION: lambda r, v, now, off, lis:
+                self.cluster.register_controller(r),
             DESCRIBE_CLUSTER: lambda r, v, now, off, lis: ControllerResult.reply(
                 image.describe_cluster(self, r, v, lis)),
             DESCRIBE_QUORUM: lambda r, v, now, off, lis: ControllerResult.reply(

@@ -37,6 +37,7 @@ MODULES = (
     "broker_registration",
     "broker_heartbeat",
     "unregister_broker",
+    "controller_registration",
     "allocate_producer_ids",
     "sasl_handshake",
     "sasl_authenticate",

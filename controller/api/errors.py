@@ -194,6 +194,7 @@ BUILDERS: dict[int, Builder] = {
     65: _describe_transactions,
     66: _top_level,  # ListTransactions
     67: _top_level,  # AllocateProducerIds
+    70: _describe_quorum,  # ControllerRegistration: top-level error with Errors' message
     19: _create_topics,
     20: _delete_topics,
     32: _per_resource,  # DescribeConfigs
