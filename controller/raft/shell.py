@@ -46,6 +46,7 @@ import logging
 import random
 import struct
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,7 +68,8 @@ from kraftpy.controller.raft.config import RaftConfig
 from kraftpy.controller.raft.core import RaftNode
 from kraftpy.controller.raft.log_state import RaftLog
 from kraftpy.controller.raft.messages import fill_snapshot_chunk
-from kraftpy.controller.raft.peers import Peers
+from kraftpy.controller.raft.peers import Peers, request_once
+from kraftpy.controller.raft.registration import needs_registration, registration_request
 from kraftpy.controller.raft.roles import Leader
 from kraftpy.controller.raft.snapshot_download import SnapshotDownload
 from kraftpy.controller.raft.voters import VoterSet
@@ -81,6 +83,7 @@ NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15
 INIT_PRODUCER_ID = 22
 TICK_INTERVAL_S = 0.1
+REGISTRATION_INTERVAL_S = 0.5
 METADATA_PARTITION = "__cluster_metadata-0"
 _BATCH_HEAD = struct.Struct(">qi")
 
@@ -139,7 +142,8 @@ class RaftQuorum:
                  make_controller: Callable[[], Any], raft_config: RaftConfig,
                  voters: VoterSet, addresses: dict[int, tuple[str, int]],
                  directory_id: Any, endpoint: tuple[str, str, int],
-                 clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_clock_ms,
+                 controller_listeners: tuple[tuple[str, str, int, int], ...] = ()) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.storage = storage
@@ -152,6 +156,9 @@ class RaftQuorum:
         self.queue_timings = Timings()
         self.pass_timings = Timings()
         self.supported_features: dict[str, tuple[int, int]] = {}
+        # What this process registers with the leader (KIP-919): a new incarnation per start.
+        self.incarnation = uuid.uuid4()
+        self.controller_listeners = controller_listeners
         # Told of each controller rebuilt after a lost leadership (the security layer's ACLs).
         self.on_new_controller: Callable[[Any], None] | None = None
         self.active = False  # the leader, caught up and answering
@@ -595,6 +602,8 @@ class RaftQuorum:
                 nursery.start_soon(self.peers.run)
                 nursery.start_soon(self._flusher)
                 nursery.start_soon(self._ticker)
+                if self.controller_listeners:
+                    nursery.start_soon(self._register)
                 await self._poll_loop()
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
@@ -637,6 +646,30 @@ class RaftQuorum:
             await trio.sleep(TICK_INTERVAL_S)
             self._tick_due = True
             self._wake.set()
+
+    async def _register(self) -> None:
+        """Register this incarnation with the leader until the log holds it (registration.py);
+        retried every half second, the leader found anew each time."""
+        while not self._stopping:
+            await trio.sleep(REGISTRATION_INTERVAL_S)
+            if not needs_registration(self.controller, self.node_id, self.incarnation):
+                continue
+            leader = self.raft.leader_id
+            request = registration_request(self.node_id, self.incarnation,
+                                           self.controller_listeners, self.supported_features)
+            if leader == self.node_id and self.running:
+                try:
+                    answer = await self.submit(request, 0)
+                except NodeStopped:
+                    return
+            elif leader is not None and leader in self.peers.addresses:
+                answer = await request_once(self.peers.addresses[leader], request, 0,
+                                            self.peers.client_id, REGISTRATION_INTERVAL_S * 4)
+            else:
+                continue
+            if answer is not None and answer.error_code == 0:
+                log.info("registered controller incarnation %s with the leader (%d)",
+                         self.incarnation, leader)
 
     async def _flusher(self) -> None:
         """One fsync at a time, in the order the core asked for them."""
@@ -737,7 +770,10 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
             node_id=config.node_id, cluster_id=storage.cluster_id, storage=storage,
             make_controller=lambda: QuorumController(settings), raft_config=raft_config,
             voters=VoterSet.static(voters, listener), addresses=voters,
-            directory_id=directory_id, endpoint=(listener, advertised.host, advertised.port))
+            directory_id=directory_id, endpoint=(listener, advertised.host, advertised.port),
+            controller_listeners=tuple(
+                (ep.name, ep.host, ep.port, ep.security_protocol)
+                for ep in settings.controller_endpoints()))
         quorum.supported_features = dict(SUPPORTED_FEATURES)
     except BaseException:
         storage.close()
