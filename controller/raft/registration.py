@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kraftpy.controller.feature_control import MV_3_7_IV0
+from kraftpy.controller.feature_control import METADATA_VERSION, MV_3_7_IV0
 from kraftpy.controller.feature_updates import java_hash_map_order
 from kraftpy.protocol.messages.controller_registration_request import (
     ControllerRegistrationRequest,
@@ -32,14 +32,17 @@ def registration_request(node_id: int, incarnation: uuid.UUID,
                          supported: Mapping[str, tuple[int, int]]
                          ) -> ControllerRegistrationRequest:
     """`listeners` are (name, advertised host, port, security protocol id); `supported` the
-    feature ranges this node runs, sent in a Java HashMap's order as Kafka sends them."""
+    feature ranges this node runs, sent in the order Kafka's controller sends them: its
+    supported-feature map is a HashMap created with capacity 1, metadata.version put first."""
     return ControllerRegistrationRequest(
         controller_id=node_id, incarnation_id=incarnation, zk_migration_ready=False,
         listeners=[Listener(name=name, host=host, port=port, security_protocol=protocol)
                    for name, host, port, protocol in listeners],
         features=[Feature(name=name, min_supported_version=supported[name][0],
                           max_supported_version=supported[name][1])
-                  for name in java_hash_map_order(supported)])
+                  for name in java_hash_map_order(
+                      [METADATA_VERSION, *(n for n in supported if n != METADATA_VERSION)],
+                      capacity=1)])
 
 
 def needs_registration(controller: Any, node_id: int, incarnation: uuid.UUID) -> bool:
