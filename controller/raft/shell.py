@@ -621,8 +621,6 @@ class RaftQuorum:
     async def _poll_loop(self) -> None:
         resigned = False
         while self._failed is None:
-            if self._wake.is_set():
-                self._wake = trio.Event()
             now = self.clock_ms()
             if self._stopping and not resigned:
                 resigned = True
@@ -637,6 +635,10 @@ class RaftQuorum:
                 self._guard(self._tick)
             if self._snapshot_due:
                 self._guard(self._maybe_snapshot)
+            # Every `_guard` above set `_wake`, but what this pass did needs no second pass
+            # (its timers are in next_deadline): only what comes while waiting wakes the loop
+            # early. Left set, the loop would spin, each voter always runnable.
+            self._wake = trio.Event()
             wait_s = max(0.0, (self.raft.next_deadline() - self.clock_ms()) / 1000)
             with trio.move_on_after(min(wait_s, 1.0)):
                 await self._wake.wait()
