@@ -209,6 +209,15 @@ class RaftNode:
         """The offset of the newest VotersRecord (-1: the set did not come from the log)."""
         return self._voters[-1][0]
 
+    def voters_at(self, offset: int) -> VoterSet:
+        """The voter set in force for a snapshot ending at `offset` (its last VotersRecord
+        below it), as Kafka's voterSetAtOffset."""
+        found = self._voters[0][1]
+        for at, voters in self._voters:
+            if at < offset:
+                found = voters
+        return found
+
     def endpoint_of(self, node_id: int) -> tuple[str, int] | None:
         """Where to reach a node on the raft listener: a voter, a leader that told us, or a
         bootstrap server."""

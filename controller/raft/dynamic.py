@@ -101,6 +101,14 @@ def recorded_voters(storage: Any) -> tuple[VoterSet, list[tuple[int, VoterSet]]]
     return base, history
 
 
+def snapshot_voters(storage: Any, raft: Any, offset: int) -> None:
+    """Point the storage's control records (what a snapshot carries after its header) at
+    kraft.version and the voter set in force at `offset`, which the log may have changed
+    since the data dir was opened."""
+    storage.kraft_version = raft.kraft_version
+    storage.voters = raft.voters_at(offset).to_record()
+
+
 # --- peers that come and go ---------------------------------------------------------------------
 class DynamicPeers(Peers):
     """`Peers` whose addresses are asked of the core at each send (voters added, a leader

@@ -511,6 +511,10 @@ class RaftQuorum:
         at = self.replayed
         if at > self.hwm[0] and at != self.metadata.log_end_offset:
             return  # the core still holds records the controller applied: not a boundary
+        if self.raft.kraft_version >= 1:  # KIP-853: the snapshot records the set at `at`
+            from kraftpy.controller.raft.dynamic import snapshot_voters
+
+            snapshot_voters(self.storage, self.raft, at)
         job = self.storage.after_commit(self.controller, self.clock_ms(), at=at)
         if job is None or not callable(getattr(job, "write", None)):
             return

@@ -313,6 +313,7 @@ def test_add_voter_waits_for_a_caught_up_observer_and_checks_its_kraft_versions(
     assert lone.add_voter(_voter(2), 7 + 3_600_000)[0] == 7  # last fetch over an hour ago
     error, _ = lone.add_voter(_voter(2), 9)
     assert error == 0 and lone.voters.ids == {1, 2} and lone.last_voters_offset == 3
+    assert lone.voters_at(3).ids == {1} and lone.voters_at(4).ids == {1, 2}  # snapshots
     (batch,) = of(lone.poll(10), a.AppendBatch)
     assert batch.control and VoterSet.from_record(
         VotersRecord.decode(batch.records[0][1], 0)).ids == {1, 2}

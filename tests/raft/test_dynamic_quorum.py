@@ -56,6 +56,28 @@ def _voter_sets(srv: KraftpyServer) -> list[list[int]]:
         log.close()
 
 
+def _voters_offset(srv: KraftpyServer) -> int:
+    log = PartitionLog.open(srv.data_dir / "__cluster_metadata-0", read_only=True)
+    try:
+        return max(rec.offset for batch in log.read() if batch.is_control
+                   for rec in batch.records()
+                   if parse_control_key(rec.key) == ControlType.KRAFT_VOTERS)
+    finally:
+        log.close()
+
+
+def _snapshot_voters(srv: KraftpyServer, past: int) -> list[int] | None:
+    """The voter ids in the newest snapshot ending past `past`, None if there is none yet."""
+    from kraftpy.controller.log.snapshots import newest_whole_snapshot
+    from kraftpy.controller.raft.voters import from_control
+
+    snapshot, _ = newest_whole_snapshot(srv.data_dir / "__cluster_metadata-0")
+    if snapshot is None or snapshot.snapshot_id.end_offset <= past:
+        return None
+    record = from_control(snapshot.control)[1]
+    return None if record is None else sorted(v.voter_id for v in record.voters)
+
+
 def _quorum(root: Path) -> tuple[list[KraftpyServer], str]:
     from kraftpy.protocol.uuid import kafka_uuid_str, random_kafka_uuid
 
@@ -63,7 +85,8 @@ def _quorum(root: Path) -> tuple[list[KraftpyServer], str]:
     ports = [(free_port(), free_port()) for _ in range(3)]
     bootstrap = f"{HOST}:{ports[0][1]}"
     servers = [KraftpyServer(root / f"node{i + 1}", {
-        "node.id": str(i + 1), "controller.quorum.bootstrap.servers": bootstrap},
+        "node.id": str(i + 1), "controller.quorum.bootstrap.servers": bootstrap,
+        "metadata.log.max.record.bytes.between.snapshots": "2000"},
         client_port=client, controller_port=controller)
         for i, (client, controller) in enumerate(ports)]
     return servers, cluster_id
@@ -110,6 +133,8 @@ def test_add_and_remove_controllers_with_kafkas_tool(tmp_path: Path, kafka_jars:
         assert _voter_sets(one)[-1] == [1, 2, 3]
         _commits(one, cluster_id, 101)
         _wait_for(lambda: all(_voter_sets(s)[-1:] == [[1, 2, 3]] for s in servers))
+        # a snapshot past the change carries the voter set in force at its offset
+        _wait_for(lambda: _snapshot_voters(one, _voters_offset(one)) == [1, 2, 3], 30)
 
         # one change at a time, the same id twice, a voter without a directory: Kafka's codes
         with KafkaConnection((HOST, one.controller_port)) as conn:
