@@ -172,15 +172,17 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
                              collector: Any, signals: Any,
                              task_status: trio.TaskStatus[RunningNode]) -> int:
     from kraftpy.controller import recovery
-    from kraftpy.controller.raft import shell
+    from kraftpy.controller.raft import dynamic, shell
 
     try:
         voters = shell.configured_voters(config)
+        bootstrap = dynamic.configured_bootstrap(config) if voters is None else None
     except shell.RaftShellError as exc:
         raise NodeStartError(str(exc), exc.exit_code) from None
-    if voters is not None:
+    if voters is not None or bootstrap is not None:
         try:
-            opened_quorum = await trio.to_thread.run_sync(shell.open_quorum, config, voters)
+            opened_quorum = await trio.to_thread.run_sync(shell.open_quorum, config,
+                                                          voters or {}, bootstrap)
         except recovery.RecoveryError as exc:
             raise NodeStartError(str(exc), exc.exit_code) from None
         except shell.RaftShellError as exc:

@@ -51,8 +51,8 @@ from kraftpy.protocol.uuid import parse_kafka_uuid
 
 log = logging.getLogger("kraftpy.recovery")
 NO_VOTERS = ("kraft.version level 1 with no voter set (formatted with --no-initial-controllers, "
-             "to join a quorum with AddRaftVoter); this is not supported by kraftpy, which "
-             "runs a quorum of one voter")
+             "to join a quorum with AddRaftVoter); without controller.quorum.bootstrap.servers "
+             "to find that quorum this is not supported by kraftpy")
 
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 

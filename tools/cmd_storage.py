@@ -65,11 +65,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     quorum.add_argument(
         "--initial-controllers", "-I", metavar="id@host:port:directoryId,...",
-        help="the initial voters of a KIP-853 quorum; kraftpy runs one voter: this node",
+        help="the initial voters of a KIP-853 quorum; kraftpy starts from one voter: this node",
     )
     quorum.add_argument(
         "--no-initial-controllers", "-N", action="store_true",
-        help="a KIP-853 controller that joins later (AddRaftVoter): not supported by kraftpy",
+        help="a KIP-853 controller that joins an existing quorum later: it starts as an "
+        "observer of controller.quorum.bootstrap.servers until AddRaftVoter adds it",
     )
     fmt.add_argument(
         "--ignore-formatted",
@@ -159,10 +160,7 @@ def _voters(args: argparse.Namespace, config: object) -> tuple[object, str | Non
     from kraftpy.controller.raft.voters import VoterSpec, parse_initial_controllers, voters_record
     from kraftpy.protocol.uuid import kafka_uuid_str, parse_kafka_uuid
 
-    if args.no_initial_controllers:
-        raise ValueError("--no-initial-controllers makes a controller that joins an existing "
-                         "quorum with AddRaftVoter; kraftpy runs a quorum of one voter")
-    if not (args.standalone or args.initial_controllers):
+    if not (args.standalone or args.initial_controllers):  # or --no-initial-controllers
         return None, None
     node_id = config.node_id  # type: ignore[attr-defined]
     if args.standalone:

@@ -62,6 +62,9 @@ MODULES = (
     "elect_leaders",
     "assign_replicas_to_dirs",
     "envelope",
+    "add_raft_voter",
+    "remove_raft_voter",
+    "update_raft_voter",
 )
 
 

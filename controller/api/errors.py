@@ -207,6 +207,9 @@ BUILDERS: dict[int, Builder] = {
     56: _top_level,  # AlterPartition
     58: _top_level,  # Envelope
     73: _top_level,  # AssignReplicasToDirs
+    80: _with_api_error,  # AddRaftVoter: ErrorCode and ErrorMessage
+    81: _with_api_error,  # RemoveRaftVoter
+    82: _top_level,  # UpdateRaftVoter: ErrorCode only (CurrentLeader at its defaults)
 }
 
 

@@ -87,6 +87,7 @@ INVALID_VOTER_KEY = 125
 DUPLICATE_VOTER = 126
 VOTER_NOT_FOUND = 127
 NEVER = float("inf")
+CAUGHT_UP_FETCH_MS = 3_600_000  # Kafka's isReplicaCaughtUp: fetched within the last hour
 
 
 class NotLeaderError(Exception):
@@ -117,11 +118,14 @@ class RaftNode:
                  election: ElectionState | None, now_ms: float, rng: random.Random,
                  kraft_version: int = 0, listener: str = "CONTROLLER",
                  endpoints: tuple[tuple[str, str, int], ...] = (),
-                 voter_history: list[tuple[int, VoterSet]] | None = None) -> None:
+                 voter_history: list[tuple[int, VoterSet]] | None = None,
+                 bootstrap: dict[int, tuple[str, int]] | None = None) -> None:
         """Start as Kafka's QuorumState.initialize does from the log and quorum-state read at
         startup: a leader restarts Resigned in its epoch, a candidate as Candidate, a node
         that knows the leader as Follower, any other as Unattached; a lone voter stands for
-        election at once. `voter_history` is (offset, set) of each VotersRecord in the log."""
+        election at once. `voter_history` is (offset, set) of each VotersRecord in the log;
+        `bootstrap` is `controller.quorum.bootstrap.servers` (ids -2, -3, ... as Kafka numbers
+        them), which a node that knows no leader fetches from instead of the voters."""
         self.config = config
         self.node_id = node_id
         self.local = ReplicaKey(node_id, directory_id)
@@ -131,6 +135,7 @@ class RaftNode:
         self.kraft_version = kraft_version
         self.listener = listener
         self.endpoints = endpoints
+        self.bootstrap = dict(bootstrap or {})
         self._voters: list[tuple[int, VoterSet]] = [(-1, voters)] + list(voter_history or [])
         self._peers: dict[int, _Peer] = {}
         self._correlation = rng.randrange(1 << 30)
@@ -198,6 +203,25 @@ class RaftNode:
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
+
+    @property
+    def last_voters_offset(self) -> int:
+        """The offset of the newest VotersRecord (-1: the set did not come from the log)."""
+        return self._voters[-1][0]
+
+    def voters_at(self, offset: int) -> VoterSet:
+        """The voter set in force for a snapshot ending at `offset` (its last VotersRecord
+        below it), as Kafka's voterSetAtOffset."""
+        found = self._voters[0][1]
+        for at, voters in self._voters:
+            if at < offset:
+                found = voters
+        return found
+
+    def endpoint_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where to reach a node on the raft listener: a voter, a leader that told us, or a
+        bootstrap server."""
+        return self._endpoint(node_id)
 
     @property
     def next_offset(self) -> int:
@@ -394,26 +418,52 @@ class RaftNode:
         return self._take()
 
     # ----- KIP-853: the leader's decisions on voter changes ------------------------------------
+    def voter_change_error(self, new_voter_id: int | None = None) -> int:
+        """Kafka's checks before any voter change, in its order: a leader (else
+        NOT_LEADER_OR_FOLLOWER) with a high watermark, i.e. its epoch start committed (else
+        REQUEST_TIMED_OUT), kraft.version 1 (else UNSUPPORTED_VERSION), no VotersRecord above
+        the high watermark (one change at a time: else REQUEST_TIMED_OUT); for an addition,
+        an id not yet a voter (else DUPLICATE_VOTER)."""
+        s = self.state
+        if not isinstance(s, Leader) or s.resign_requested:
+            return NOT_LEADER_OR_FOLLOWER
+        if s.high_watermark is None:
+            return REQUEST_TIMED_OUT
+        if self.kraft_version < 1:
+            return UNSUPPORTED_VERSION
+        if self._voters[-1][0] >= self.log.high_watermark:
+            return REQUEST_TIMED_OUT
+        if new_voter_id is not None and new_voter_id in self.voters.voters:
+            return DUPLICATE_VOTER
+        return NONE
+
     def add_voter(self, node: VoterNode, now_ms: float) -> tuple[int, list[Action]]:
-        """AddRaftVoter at the leader: an error code, or NONE with the VotersRecord appended
-        (the change is done once it is committed)."""
+        """AddRaftVoter at the leader once the new voter's ApiVersions answered (its
+        kraft.version range in `node.kraft_versions`): an error code, or NONE with the
+        VotersRecord appended (the change is done once it is committed). The new voter must
+        support the finalized kraft.version (else INVALID_REQUEST) and be an observer that
+        has caught up with the high watermark and fetched within the last hour (Kafka's
+        isReplicaCaughtUp; else REQUEST_TIMED_OUT)."""
         self.now = now_ms
-        error = self._voter_change_error()
+        error = self.voter_change_error(node.key.id)
         if error == NONE:
-            new = self.voters.add(node)
+            low, high = node.kraft_versions
             progress = self._leader_state().observers.get(node.key)
-            if new is None:
-                error = DUPLICATE_VOTER
-            elif progress is None or progress.end_offset is None or (
-                    progress.end_offset < (self.log.high_watermark or 0)):
+            if not low <= self.kraft_version <= high:
+                error = INVALID_REQUEST
+            elif progress is None or progress.last_caught_up_ms < 0 or (
+                    progress.last_fetch_ms <= now_ms - CAUGHT_UP_FETCH_MS):
                 error = REQUEST_TIMED_OUT  # Kafka waits for the observer to catch up first
             else:
-                self._append_voters(new)
+                self._append_voters(self.voters.add(node))  # type: ignore[arg-type]
         return error, self._take()
 
     def remove_voter(self, key: ReplicaKey, now_ms: float) -> tuple[int, list[Action]]:
+        """RemoveRaftVoter at the leader: the voter of exactly this id and directory (else
+        VOTER_NOT_FOUND; never the last one). A leader that removed itself resigns once the
+        change is committed."""
         self.now = now_ms
-        error = self._voter_change_error()
+        error = self.voter_change_error()
         if error == NONE:
             new = self.voters.remove(key)
             if new is None:
@@ -422,15 +472,24 @@ class RaftNode:
                 self._append_voters(new)
         return error, self._take()
 
-    def _voter_change_error(self) -> int:
-        s = self.state
-        if not isinstance(s, Leader) or s.resign_requested:
-            return NOT_LEADER_OR_FOLLOWER
-        if self.kraft_version < 1:
-            return UNSUPPORTED_VERSION
-        if s.high_watermark is None or self._voters[-1][0] >= self.log.high_watermark:
-            return REQUEST_TIMED_OUT  # the epoch start, or the last change, is not committed
-        return NONE
+    def update_voter(self, node: VoterNode, now_ms: float) -> tuple[int, list[Action]]:
+        """UpdateRaftVoter at the leader (a voter's new endpoints or kraft.version range):
+        the range must hold the finalized kraft.version and the endpoints this quorum's
+        listener (else INVALID_REQUEST), the voter must be one of exactly this id and
+        directory (else VOTER_NOT_FOUND). Answered at once, as Kafka does: the VotersRecord
+        is appended, not waited for."""
+        self.now = now_ms
+        error = self.voter_change_error()
+        if error == NONE:
+            low, high = node.kraft_versions
+            old = self.voters.voters.get(node.key.id)
+            if not low <= self.kraft_version <= high or node.endpoint(self.listener) is None:
+                error = INVALID_REQUEST
+            elif old is None or old.key != node.key:
+                error = VOTER_NOT_FOUND
+            else:
+                self._append_voters(self.voters.with_voter(node))  # type: ignore[arg-type]
+        return error, self._take()
 
     def _append_voters(self, voters: VoterSet) -> None:
         s = self._leader_state()
@@ -868,10 +927,12 @@ class RaftNode:
                                self.config.fetch_max_wait_ms, MAX_FETCH_BYTES)
 
     def _fetch_bootstrap(self) -> None:
-        """Find the leader by fetching from any voter (one request at a time)."""
+        """Find the leader by fetching from any bootstrap server, or any voter when none is
+        configured (one request at a time)."""
         if any(p.in_flight is not None for p in self._peers.values()):
             return
-        ready = [v for v in sorted(self.voters.ids) if v != self.node_id
+        targets = sorted(self.bootstrap) if self.bootstrap else sorted(self.voters.ids)
+        ready = [v for v in targets if v != self.node_id
                  and self._peer(v).backoff_until <= self.now]
         if ready:
             target = ready[self.rng.randrange(len(ready))]
@@ -1177,7 +1238,7 @@ class RaftNode:
             found = node.endpoint(self.listener)
             if found is not None:
                 return found
-        return self._leader_endpoints.get(node_id)
+        return self._leader_endpoints.get(node_id) or self.bootstrap.get(node_id)
 
     def _learn_endpoints(self, leader_id: int, endpoints: list[Any]) -> None:
         for e in endpoints:

@@ -143,7 +143,10 @@ class RaftQuorum:
                  voters: VoterSet, addresses: dict[int, tuple[str, int]],
                  directory_id: Any, endpoint: tuple[str, str, int],
                  clock_ms: Callable[[], int] = wall_clock_ms,
-                 controller_listeners: tuple[tuple[str, str, int, int], ...] = ()) -> None:
+                 controller_listeners: tuple[tuple[str, str, int, int], ...] = (),
+                 kraft_version: int = 0,
+                 voter_history: list[tuple[int, VoterSet]] | None = None,
+                 bootstrap: dict[int, tuple[str, int]] | None = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.storage = storage
@@ -196,10 +199,21 @@ class RaftQuorum:
                              cluster_id=cluster_id, voters=voters, log=raft_log,
                              election=election, now_ms=clock_ms(),
                              rng=random.Random(), listener=endpoint[0],
-                             endpoints=(endpoint,))
-        self.peers = Peers(node_id, {i: hp for i, hp in addresses.items() if i != node_id},
-                           request_timeout_ms=raft_config.request_timeout_ms,
-                           on_response=self._on_response, on_failure=self._on_failure)
+                             endpoints=(endpoint,), kraft_version=kraft_version,
+                             voter_history=voter_history, bootstrap=bootstrap)
+        self.peers: Peers
+        if bootstrap is not None:  # KIP-853: peers come and go with the voter set
+            from kraftpy.controller.raft.dynamic import DynamicPeers
+            self.peers = DynamicPeers(node_id, self.raft.endpoint_of,
+                                      request_timeout_ms=raft_config.request_timeout_ms,
+                                      on_response=self._on_response,
+                                      on_failure=self._on_failure)
+        else:
+            self.peers = Peers(node_id, {i: hp for i, hp in addresses.items() if i != node_id},
+                               request_timeout_ms=raft_config.request_timeout_ms,
+                               on_response=self._on_response, on_failure=self._on_failure)
+        from kraftpy.controller.raft.dynamic import VoterChanges
+        self.voter_changes = VoterChanges(self, raft_config.request_timeout_ms)
         self._do(self.raft._take())
 
     # --- what RunningNode and the handlers use ---------------------------------------------
@@ -388,6 +402,7 @@ class RaftQuorum:
             self.replayed = hwm
         txn_hwm = self.storage.txn_end_offset()
         self.hwm = (hwm, txn_hwm)
+        self.controller.features.kraft_version = self.raft.kraft_version
         self.controller.on_committed(hwm, txn_hwm)
         waiters = self._waiters
         while waiters and waiters[0].end <= hwm and waiters[0].txn_end <= txn_hwm:
@@ -496,6 +511,10 @@ class RaftQuorum:
         at = self.replayed
         if at > self.hwm[0] and at != self.metadata.log_end_offset:
             return  # the core still holds records the controller applied: not a boundary
+        if self.raft.kraft_version >= 1:  # KIP-853: the snapshot records the set at `at`
+            from kraftpy.controller.raft.dynamic import snapshot_voters
+
+            snapshot_voters(self.storage, self.raft, at)
         job = self.storage.after_commit(self.controller, self.clock_ms(), at=at)
         if job is None or not callable(getattr(job, "write", None)):
             return
@@ -723,9 +742,12 @@ def configured_voters(config: Any) -> dict[int, tuple[str, int]] | None:
     return voters
 
 
-def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
+def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
+                bootstrap: dict[int, tuple[str, int]] | None = None) -> RaftQuorum:
     """Format if new, open and recover the data dir (nothing replayed past the newest
-    snapshot: the log's records are replayed as the quorum commits them), build the shell."""
+    snapshot: the log's records are replayed as the quorum commits them), build the shell.
+    With `bootstrap` (`controller.quorum.bootstrap.servers`) the quorum is KIP-853's dynamic
+    one: voters and kraft.version from the log (`dynamic.recorded_voters`)."""
     from dataclasses import replace
 
     from kraftpy.controller import recovery
@@ -756,7 +778,7 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
         raise recovery.RecoveryError(str(exc)) from None
     try:
-        if storage.kraft_version:
+        if storage.kraft_version and bootstrap is None:
             raise RaftShellError("a quorum of several voters runs at kraft.version 0 (static "
                                  "controller.quorum.voters); this data dir has kraft.version "
                                  f"{storage.kraft_version}", 2)
@@ -768,19 +790,26 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]]) -> RaftQuorum:
             settings = replace(settings, metadata_version=mv, bootstrap_features=features)
         listener = config.controller_listener_names[0]
         advertised = config.advertised(listener)
+        voter_set, history = VoterSet.static(voters, listener), None
+        if bootstrap is not None:
+            from kraftpy.controller.raft.dynamic import recorded_voters
+
+            voter_set, history = recorded_voters(storage)
         quorum = RaftQuorum(
             node_id=config.node_id, cluster_id=storage.cluster_id, storage=storage,
             make_controller=lambda: QuorumController(settings), raft_config=raft_config,
-            voters=VoterSet.static(voters, listener), addresses=voters,
+            voters=voter_set, addresses=voters,
             directory_id=directory_id, endpoint=(listener, advertised.host, advertised.port),
             controller_listeners=tuple(
                 (ep.name, ep.host, ep.port, ep.security_protocol)
-                for ep in settings.controller_endpoints()))
+                for ep in settings.controller_endpoints()),
+            kraft_version=storage.kraft_version, voter_history=history, bootstrap=bootstrap)
         quorum.supported_features = dict(SUPPORTED_FEATURES)
     except BaseException:
         storage.close()
         raise
-    log.info("opened %s as voter %d of %s: log %d-%d, epoch %d", log_dir, config.node_id,
-             sorted(voters), storage.metadata.log_start_offset,
+    log.info("opened %s as %s %d of %s: log %d-%d, epoch %d", log_dir,
+             "voter" if quorum.raft.is_voter else "observer", config.node_id,
+             sorted(quorum.raft.voters.ids), storage.metadata.log_start_offset,
              storage.metadata.log_end_offset, quorum.raft.epoch)
     return quorum

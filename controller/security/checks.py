@@ -8,10 +8,11 @@ or, for ListTransactions, are left out, as Kafka does.
 
     AllocateProducerIds, BrokerRegistration,     CLUSTER_ACTION on CLUSTER      CLUSTER_AUTHORIZATION_FAILED
       BrokerHeartbeat, ControllerRegistration,
-      Fetch, FetchSnapshot (raft), AssignReplicasToDirs, Envelope, AlterPartition
+      Fetch, FetchSnapshot (raft), AssignReplicasToDirs, Envelope, AlterPartition,
+      UpdateRaftVoter
     UnregisterBroker, CreateAcls, DeleteAcls,    ALTER on CLUSTER               CLUSTER_AUTHORIZATION_FAILED
       UpdateFeatures, ElectLeaders,
-      AlterPartitionReassignments
+      AlterPartitionReassignments, AddRaftVoter, RemoveRaftVoter
     DescribeCluster                              DESCRIBE on CLUSTER (client listener), ALTER (CONTROLLER listener)
     DescribeQuorum, DescribeAcls,                DESCRIBE on CLUSTER            CLUSTER_AUTHORIZATION_FAILED
       ListPartitionReassignments
@@ -38,9 +39,9 @@ log = logging.getLogger("kraftpy.authorizer")
 # registration, heartbeat, ids, controllers; raft Fetch and FetchSnapshot; AssignReplicasToDirs,
 # Envelope
 # and AlterPartition
-CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59, 73, 58, 56})
+CLUSTER_ACTION_APIS = frozenset({62, 63, 67, 70, 1, 59, 73, 58, 56, 82})
 # UnregisterBroker, Create/DeleteAcls, UpdateFeatures, ElectLeaders, AlterPartitionReassignments
-ALTER_CLUSTER_APIS = frozenset({64, 30, 31, 57, 43, 45})
+ALTER_CLUSTER_APIS = frozenset({64, 30, 31, 57, 43, 45, 80, 81})
 DESCRIBE_CLUSTER_APIS = frozenset({55, 29, 46})  # DescribeQuorum, DescribeAcls,
 # ListPartitionReassignments
 DESCRIBE_CLUSTER = 60

@@ -15,6 +15,7 @@ from kraftpy.controller.raft.log_state import RaftLog
 from kraftpy.controller.raft.quorum_state import ElectionState, QuorumStateError, decode
 from kraftpy.controller.raft.roles import Role
 from kraftpy.controller.raft.voters import ReplicaKey, VoterNode, VoterSet
+from kraftpy.protocol.messages.voters_record import VotersRecord
 from kraftpy.protocol.record_batch import build_record_batch
 from support.paths import reference
 
@@ -255,29 +256,130 @@ def test_graceful_resignation_sends_end_quorum_epoch_best_successor_first() -> N
 
 
 # --- KIP-853 ------------------------------------------------------------------------------
-def test_voter_changes_need_kraft_version_1_and_a_committed_epoch() -> None:
-    n = _leader_of_three()
-    assert n.remove_voter(ReplicaKey(3), 2004)[0] == 35  # UNSUPPORTED_VERSION
-    dynamic = VoterSet.of(VoterNode(ReplicaKey(1, uuid.UUID(int=1)),
-                                    (("CONTROLLER", "n1", 9093),)) for _ in [0])
-    lone = node(1, voters=dynamic, kraft_version=1)
-    actions = lone._take()
-    (batch,) = of(actions, a.AppendBatch)
+def _key(i: int) -> ReplicaKey:
+    return ReplicaKey(i, uuid.UUID(int=i))
+
+
+def _voter(i: int, versions: tuple[int, int] = (0, 1), listener: str = "CONTROLLER"
+           ) -> VoterNode:
+    return VoterNode(_key(i), ((listener, f"n{i}", 9093),), versions)
+
+
+def _observer_fetch(n: RaftNode, i: int, offset: int, now: float) -> list:
+    return n.handle_request(f"f{i}", m.fetch_request(CLUSTER, _key(i), n.epoch, offset, 1, -1,
+                                                     0, 1 << 20), 17, now)
+
+
+def _dynamic_leader() -> RaftNode:
+    """A lone voter at kraft.version 1 whose epoch start (LeaderChange, KRaftVersion,
+    Voters: offsets 0-2) is committed."""
+    lone = node(1, voters=VoterSet.of([_voter(1)]), kraft_version=1)
+    (batch,) = of(lone._take(), a.AppendBatch)
     assert [k[2:4] for k, _ in batch.records] == [b"\x00\x02", b"\x00\x05", b"\x00\x06"]
-    assert lone.remove_voter(ReplicaKey(2), 1)[0] == 7  # epoch start not committed yet
+    assert lone.last_voters_offset == 2
     lone.on_flushed(3, 2)
+    assert lone.high_watermark == 3
+    return lone
+
+
+def test_voter_changes_need_a_leader_with_a_high_watermark_then_kraft_version_1() -> None:
+    follower = node(2, kraft_version=1)
+    assert follower.remove_voter(ReplicaKey(3), 0)[0] == 6  # NOT_LEADER_OR_FOLLOWER
+    n = _leader_of_three()
+    assert n.remove_voter(ReplicaKey(3), 2004)[0] == 7  # no high watermark yet
+    n.on_flushed(1, 2004)
+    n.handle_request("f2", fetch(2, 1), 17, 2005)
+    assert n.high_watermark == 1
+    assert n.remove_voter(ReplicaKey(3), 2006)[0] == 35  # UNSUPPORTED_VERSION at kraft 0
+    assert n.update_voter(_voter(3), 2006)[0] == 35
+
+
+def test_remove_voter_needs_exactly_that_voter_and_never_the_last() -> None:
+    lone = _dynamic_leader()
     assert lone.remove_voter(ReplicaKey(2), 3)[0] == 127  # VOTER_NOT_FOUND
-    new = VoterNode(ReplicaKey(2, uuid.UUID(int=2)), (("CONTROLLER", "n2", 9093),))
-    assert lone.add_voter(new, 4)[0] == 7  # not an observer caught up yet
-    lone.handle_request("f", m.fetch_request(CLUSTER, ReplicaKey(2, uuid.UUID(int=2)), 1, 3,
-                                             1, -1, 0, 1 << 20), 17, 5)
-    error, _ = lone.add_voter(new, 6)
-    assert error == 0 and lone.voters.ids == {1, 2}
-    assert lone.add_voter(new, 7)[0] == 7  # one change at a time: the last is not committed
-    (batch,) = of(lone.poll(8), a.AppendBatch)
+    assert lone.remove_voter(ReplicaKey(1, uuid.UUID(int=9)), 3)[0] == 127  # other directory
+    assert lone.remove_voter(_key(1), 3)[0] == 127  # the last voter stays
+
+
+def test_add_voter_waits_for_a_caught_up_observer_and_checks_its_kraft_versions() -> None:
+    lone = _dynamic_leader()
+    assert lone.voter_change_error(1) == 126  # DUPLICATE_VOTER
+    assert lone.add_voter(_voter(1), 4)[0] == 126
+    assert lone.add_voter(_voter(2), 4)[0] == 7  # never fetched: not caught up
+    _observer_fetch(lone, 2, 1, 5)  # fetched, but behind the high watermark (3)
+    assert lone.add_voter(_voter(2), 6)[0] == 7
+    _observer_fetch(lone, 2, 3, 7)
+    assert lone.add_voter(_voter(2, (0, 0)), 8)[0] == 42  # INVALID_REQUEST: no kraft.version 1
+    assert lone.add_voter(_voter(2), 7 + 3_600_000)[0] == 7  # last fetch over an hour ago
+    error, _ = lone.add_voter(_voter(2), 9)
+    assert error == 0 and lone.voters.ids == {1, 2} and lone.last_voters_offset == 3
+    assert lone.voters_at(3).ids == {1} and lone.voters_at(4).ids == {1, 2}  # snapshots
+    (batch,) = of(lone.poll(10), a.AppendBatch)
     assert batch.control and VoterSet.from_record(
-        __import__("kraftpy.protocol.messages.voters_record", fromlist=["VotersRecord"])
-        .VotersRecord.decode(batch.records[0][1], 0)).ids == {1, 2}
+        VotersRecord.decode(batch.records[0][1], 0)).ids == {1, 2}
+
+
+def test_one_voter_change_at_a_time_and_it_commits_by_the_new_majority() -> None:
+    lone = _dynamic_leader()
+    _observer_fetch(lone, 2, 3, 5)
+    assert lone.add_voter(_voter(2), 6)[0] == 0
+    lone.poll(7)
+    lone.on_flushed(4, 8)
+    assert lone.high_watermark == 3  # {1, 2} votes now: the leader alone is no majority
+    assert lone.voter_change_error() == 7  # the last change is not committed
+    assert lone.remove_voter(_key(2), 9)[0] == 7
+    _observer_fetch(lone, 2, 4, 10)
+    assert lone.high_watermark == 4 and lone.voter_change_error() == 0
+
+
+def test_a_leader_that_removed_itself_resigns_once_that_is_committed() -> None:
+    lone = _dynamic_leader()
+    _observer_fetch(lone, 2, 3, 5)
+    lone.add_voter(_voter(2), 6)
+    lone.poll(7)
+    lone.on_flushed(4, 8)
+    _observer_fetch(lone, 2, 4, 9)
+    assert lone.remove_voter(_key(1), 10)[0] == 0
+    assert lone.voters.ids == {2} and lone.role is Role.LEADER
+    lone.poll(11)
+    lone.on_flushed(5, 12)
+    assert lone.role is Role.LEADER  # not committed: voter 2 has not fetched it
+    _observer_fetch(lone, 2, 5, 13)
+    actions = lone.poll(14)
+    assert lone.role is Role.RESIGNED
+    assert [s.destination for s in of(actions, a.Send)] == [2]  # EndQuorumEpoch to voter 2
+
+
+def test_update_voter_checks_versions_listener_and_key() -> None:
+    lone = _dynamic_leader()
+    assert lone.update_voter(_voter(1, (0, 0)), 4)[0] == 42  # kraft.version 1 unsupported
+    assert lone.update_voter(_voter(1, listener="OTHER"), 4)[0] == 42  # no CONTROLLER
+    assert lone.update_voter(_voter(2), 4)[0] == 127  # not a voter
+    assert lone.update_voter(VoterNode(ReplicaKey(1, uuid.UUID(int=7)),
+                                       (("CONTROLLER", "n1", 9093),)), 4)[0] == 127
+    moved = VoterNode(_key(1), (("CONTROLLER", "moved", 9094),))
+    assert lone.update_voter(moved, 4)[0] == 0
+    assert lone.voters.voters[1].endpoint("CONTROLLER") == ("moved", 9094)
+    assert lone.last_voters_offset == 3
+
+
+def test_an_observer_finds_the_leader_through_the_bootstrap_servers() -> None:
+    observer = RaftNode(config=RaftConfig(), node_id=4, directory_id=uuid.UUID(int=4),
+                        cluster_id=CLUSTER, voters=VoterSet(), log=RaftLog(), election=None,
+                        now_ms=0, rng=random.Random(4), kraft_version=0,
+                        endpoints=(("CONTROLLER", "n4", 9093),), bootstrap={-2: ("n1", 9093)})
+    assert observer.role is Role.OBSERVER
+    (send,) = of(observer.poll(1), a.Send)
+    assert send.destination == -2 and observer.endpoint_of(-2) == ("n1", 9093)
+    leader = _dynamic_leader()
+    actions = leader.handle_request("f", send.request, 17, 4)
+    (respond,) = of(actions, a.Respond)
+    records = build_record_batch([b"x"], base_offset=0, partition_leader_epoch=1)
+    respond.response.responses[0].partitions[0].records = records
+    observer.handle_response(-2, send.correlation_id, respond.response, 5)
+    assert observer.leader_id == 1 and observer.endpoint_of(1) == ("n1", 9093)
+    (send,) = of(observer.poll(6), a.Send)
+    assert send.destination == 1  # fetches from the leader from now on
 
 
 # --- the wire -----------------------------------------------------------------------------
