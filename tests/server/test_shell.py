@@ -41,9 +41,11 @@ async def test_client_listener_offers_the_old_versions_real_clients_use() -> Non
     # 17, 36: SASL; 29-31: ACLs (security); 57: UpdateFeatures; 1, 59: raft Fetch, FetchSnapshot;
     # 19, 20, 32, 33, 37, 44, 46, 58, 73: topics, configs and the Envelope brokers forward them in
     # 43, 45, 56: ElectLeaders, AlterPartitionReassignments, AlterPartition;
-    # 52-54: Vote, BeginQuorumEpoch, EndQuorumEpoch (the voters' elections)
+    # 52-54: Vote, BeginQuorumEpoch, EndQuorumEpoch (the voters' elections);
+    # 70: ControllerRegistration; 80-82: AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter
     assert {18, 62, 63, 64, 67, 55, 60, 17, 36, 29, 30, 31, 57, 1, 59,
-            19, 20, 32, 33, 37, 44, 46, 58, 73, 43, 45, 56, 52, 53, 54} == controller
+            19, 20, 32, 33, 37, 44, 46, 58, 73, 43, 45, 56, 52, 53, 54, 70,
+            80, 81, 82} == controller
 
 
 async def test_kip511_unknown_api_versions_version_gets_a_v0_answer_and_stays_open() -> None:
