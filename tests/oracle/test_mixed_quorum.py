@@ -10,7 +10,10 @@ first pre-vote it is asked for). Then:
 - every voter's `__cluster_metadata-0` holds the same batches, byte for byte (a follower keeps
   its leader's batches as fetched, whoever wrote them);
 - every block the broker was granted is in that log, and no block is granted twice;
-- Kafka's controllers registered (ControllerRegistration) with whichever node led.
+- every voter is a registered controller (ControllerRegistration), kraftpy's included;
+- with 1 kraftpy + 2 Kafka, a real Kafka broker runs throughout: a topic created through it
+  after each handover is committed by the new leader, its copy of the log is the voters', and
+  no Kafka node logged a fault replaying what the other implementation wrote.
 """
 
 from __future__ import annotations
@@ -224,19 +227,40 @@ def hand_leadership(voters: list[Voter], leader: Voter, to_kind: str) -> Voter:
     return new
 
 
+def create_topic(broker: KafkaNode, name: str, timeout: float = 60.0) -> None:
+    """Through the broker, which forwards CreateTopics to whoever leads (retried while the
+    broker is still finding a new leader)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = run_tool("TopicCommand", "--bootstrap-server", broker.bootstrap, "--create",
+                        "--topic", name, "--partitions", "2")
+        if done.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert done.returncode == 0, done.stdout + done.stderr + broker.log_tail()
+
+
 @pytest.mark.parametrize("kinds", ["pkk", "ppk"], ids=["1kraftpy-2kafka", "2kraftpy-1kafka"])
 def test_mixed_quorum(tmp_path: Path, kinds: str) -> None:
     voters = make_quorum(tmp_path, kinds)
+    broker: KafkaNode | None = None
     try:
         for v in voters:
             v.start()
         leader = find_leader(voters)
         cluster_id = voters[0].node.cluster_id if voters[0].kind == "kafka" else \
             voters[0].node.properties["cluster.id"]
+        if kinds == "pkk":  # a real broker rides through every failover
+            broker = KafkaNode(tmp_path / "broker", roles="broker", node_id=4,
+                               cluster_id=cluster_id,
+                               voters=[f"{v.node_id}@{HOST}:{v.port}" for v in voters])
+            broker.format()
+            broker.start(timeout=90)
+            create_topic(broker, f"led-by-{leader.kind}-0")
         led_by: list[str] = [leader.kind]
         with BrokerLoad(voters, cluster_id) as load:
             load.acknowledged(5)
-            for _ in range(ROUNDS):
+            for round_ in range(1, ROUNDS + 1):
                 for _attempt in range(4):
                     want = "kafka" if leader.kind == "kraftpy" else "kraftpy"
                     leader = hand_leadership(voters, leader, want)
@@ -244,6 +268,9 @@ def test_mixed_quorum(tmp_path: Path, kinds: str) -> None:
                         break
                 led_by.append(leader.kind)
                 load.acknowledged(5)
+                if broker is not None:
+                    assert broker.running, broker.log_tail()
+                    create_topic(broker, f"led-by-{leader.kind}-{round_}")
         print(f"{kinds}: leaders in turn {led_by}; {len(load.blocks)} blocks granted; "
               f"errors seen by the broker {sorted(set(load.errors))}")
         assert {"kraftpy", "kafka"} <= set(led_by[1:]), led_by
@@ -263,15 +290,29 @@ def test_mixed_quorum(tmp_path: Path, kinds: str) -> None:
             assert time.monotonic() < deadline, run.stdout + run.stderr
             time.sleep(0.5)
         print(run.stdout)
+        if broker is not None:
+            listed = run_tool("TopicCommand", "--bootstrap-server", broker.bootstrap,
+                              "--list").check().stdout.split()
+            assert len(listed) == ROUNDS + 1, listed
+            time.sleep(1)  # the broker fetches the last records
     finally:
+        if broker is not None:
+            broker.stop()
         for v in voters:
             v.kill()
 
     logs = {v.node_id: read_batches(v) for v in voters}
+    if broker is not None:  # an observer's copy is the voters' too
+        logs[4] = read_batches(Voter("kafka", broker, 4, 0))
     common = min(len(b) for b in logs.values())
     assert common > 10
-    for v in voters[1:]:
-        assert logs[v.node_id][:common] == logs[1][:common], f"{v} differs from voter 1"
+    for node_id, batches in logs.items():
+        assert batches[:common] == logs[1][:common], f"node {node_id} differs from voter 1"
+    for node in [v.node for v in voters if v.kind == "kafka"] + ([broker] if broker else []):
+        # Kafka replayed every record kraftpy wrote: no metadata fault, no raft error
+        faults = [line for line in node.log_text().splitlines()
+                  if "fault" in line.lower() and " ERROR " in line]
+        assert not faults, faults[:5]
 
     records = log_records(voters[0])
     grants = [r for r in records if isinstance(r, ProducerIdsRecord)]
