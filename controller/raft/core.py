@@ -137,6 +137,9 @@ class RaftNode:
         self.endpoints = endpoints
         self.bootstrap = dict(bootstrap or {})
         self._voters: list[tuple[int, VoterSet]] = [(-1, voters)] + list(voter_history or [])
+        # At kraft.version 0 a voter's UpdateRaftVoter is kept in memory, as Kafka's leader
+        # keeps its "volatile voters": what a later kraft.version upgrade would start from.
+        self.volatile_voters: dict[int, VoterNode] = {}
         self._peers: dict[int, _Peer] = {}
         self._correlation = rng.randrange(1 << 30)
         self._out: list[Action] = []
@@ -477,8 +480,12 @@ class RaftNode:
         the range must hold the finalized kraft.version and the endpoints this quorum's
         listener (else INVALID_REQUEST), the voter must be one of exactly this id and
         directory (else VOTER_NOT_FOUND). Answered at once, as Kafka does: the VotersRecord
-        is appended, not waited for."""
+        is appended, not waited for. At kraft.version 0 (static voters) nothing is written:
+        the update is kept in memory (`volatile_voters`) and a static voter, which has no
+        directory id, matches by its id alone."""
         self.now = now_ms
+        if self.kraft_version < 1:
+            return self._update_static_voter(node), self._take()
         error = self.voter_change_error()
         if error == NONE:
             low, high = node.kraft_versions
@@ -490,6 +497,21 @@ class RaftNode:
             else:
                 self._append_voters(self.voters.with_voter(node))  # type: ignore[arg-type]
         return error, self._take()
+
+    def _update_static_voter(self, node: VoterNode) -> int:
+        s = self.state
+        if not isinstance(s, Leader) or s.resign_requested:
+            return NOT_LEADER_OR_FOLLOWER
+        if s.high_watermark is None:
+            return REQUEST_TIMED_OUT
+        low, high = node.kraft_versions
+        old = self.voters.voters.get(node.key.id)
+        if not low <= self.kraft_version <= high or node.endpoint(self.listener) is None:
+            return INVALID_REQUEST
+        if old is None or old.key.directory_id not in (None, node.key.directory_id):
+            return VOTER_NOT_FOUND
+        self.volatile_voters[node.key.id] = node
+        return NONE
 
     def _append_voters(self, voters: VoterSet) -> None:
         s = self._leader_state()
@@ -1146,6 +1168,7 @@ class RaftNode:
         s = self.state
         assert isinstance(s, Candidate)
         start = self.log.end_offset
+        self.volatile_voters = {}  # a leader's own, as Kafka's LeaderState holds them
         leader = Leader(s.epoch, self.local, start, frozenset(s.votes.granted),
                         self.now + self.config.check_quorum_timeout_ms)
         self._set_state(leader, durable=True)

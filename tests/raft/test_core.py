@@ -291,7 +291,22 @@ def test_voter_changes_need_a_leader_with_a_high_watermark_then_kraft_version_1(
     n.handle_request("f2", fetch(2, 1), 17, 2005)
     assert n.high_watermark == 1
     assert n.remove_voter(ReplicaKey(3), 2006)[0] == 35  # UNSUPPORTED_VERSION at kraft 0
-    assert n.update_voter(_voter(3), 2006)[0] == 35
+
+
+def test_a_static_leader_keeps_a_voters_update_in_memory_as_kafka_does() -> None:
+    """Kafka 4.1 followers send UpdateRaftVoter at kraft.version 0 too: the leader answers
+    NONE and keeps the voter's range and endpoints as its volatile voters, writing nothing."""
+    n = _leader_of_three()
+    assert n.update_voter(_voter(3), 2004)[0] == 7  # REQUEST_TIMED_OUT: no high watermark
+    n.on_flushed(1, 2004)
+    n.handle_request("f2", fetch(2, 1), 17, 2005)
+    error, actions = n.update_voter(_voter(3), 2006)  # a directory id: a static voter has none
+    assert error == 0 and not of(actions, a.AppendBatch) and not n._pending
+    assert n.volatile_voters[3].kraft_versions == (0, 1) and n.voters.ids == {1, 2, 3}
+    assert n.update_voter(_voter(4), 2006)[0] == 127  # VOTER_NOT_FOUND
+    assert n.update_voter(_voter(2, listener="OTHER"), 2006)[0] == 42  # no CONTROLLER
+    assert n.update_voter(_voter(2, (1, 1)), 2006)[0] == 42  # kraft.version 0 unsupported
+    assert node(2).update_voter(_voter(3), 0)[0] == 6  # NOT_LEADER_OR_FOLLOWER
 
 
 def test_remove_voter_needs_exactly_that_voter_and_never_the_last() -> None:
