@@ -285,7 +285,7 @@ class PartitionCommands:
         """Preferred elections for partitions not led by their first replica
         (maybeBalancePartitionLeaders); and whether more may be due at once."""
         records: list[tuple[Any, int]] = []
-        for part in self.rc.partitions():
+        for part in self.rc.imbalanced_partitions():
             if len(records) >= max_elections:
                 break
             if part.replicas and part.leader != part.replicas[0]:

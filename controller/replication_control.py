@@ -6,7 +6,10 @@ the state and the moves that broker events make, as Kafka 4.1's generateLeaderAn
 a fenced broker, or one in controlled shutdown, leaves every ISR and hands its leaderships to
 the next in-sync replica; an unfenced one may lead leaderless partitions again; an
 unregistered one leaves ISRs and ELRs; one back from an unclean shutdown (ELR on) loses its
-ELR places too. Each partition's next state comes from `partition_change.py`.
+ELR places too; a directory a broker reports offline hands over the leaderships of the
+partitions on it as if the broker were fenced for them alone. Each partition's next state
+comes from `partition_change.py`; which partitions an event touches comes from the indexes
+of `brokers_to_isrs.py`, never from a walk over every partition.
 """
 
 from __future__ import annotations
@@ -16,11 +19,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kraftpy.controller.brokers_to_isrs import BrokersToIsrs, PartitionKey, PartitionSets
 from kraftpy.controller.partition_change import (
     UNASSIGNED,
     Election,
     PartitionChangeBuilder,
     current_directories,
+)
+from kraftpy.protocol.records.broker_registration_change_record import (
+    BrokerRegistrationChangeRecord,
 )
 from kraftpy.protocol.records.partition_change_record import PartitionChangeRecord
 from kraftpy.protocol.records.partition_record import PartitionRecord
@@ -85,6 +92,13 @@ class ReplicationControlManager:
         self.topics_by_name: dict[str, uuid.UUID] = {}
         # names with '.' or '_', by their unified form: such names may not collide
         self._collision_names: dict[str, list[str]] = {}
+        # Kafka's indexes, kept by replay: ISR members (leaderless under NO_LEADER) and
+        # leaderships, ELR members, partitions by log directory, partitions not led by
+        # their preferred replica
+        self.brokers_to_isrs = BrokersToIsrs()
+        self.brokers_to_elrs = PartitionSets()
+        self.directories_to_partitions = PartitionSets()
+        self.imbalanced: dict[PartitionKey, None] = {}
 
     # --- replay ---------------------------------------------------------------------------
 
@@ -100,6 +114,8 @@ class ReplicationControlManager:
         topic = self.topics.pop(record.topic_id, None)
         if topic is None:
             return None
+        for part in topic.partitions.values():
+            self._index(part, None)
         if self.topics_by_name.get(topic.name) == record.topic_id:
             del self.topics_by_name[topic.name]
         names = self._collision_names.get(topic.name.replace(".", "_"))
@@ -132,18 +148,24 @@ class ReplicationControlManager:
         topic = self.topics.get(record.topic_id)
         if topic is None:  # Kafka refuses this too; tolerate it, a log may be partial
             topic = self.topics[record.topic_id] = Topic("", record.topic_id)
-        topic.partitions[record.partition_id] = Partition(
+        prev = topic.partitions.get(record.partition_id)
+        part = topic.partitions[record.partition_id] = Partition(
             record.topic_id, record.partition_id, list(record.replicas), list(record.isr),
             record.leader, record.leader_epoch, record.partition_epoch,
             list(record.removing_replicas), list(record.adding_replicas),
             record.leader_recovery_state, list(record.directories or []),
             list(record.eligible_leader_replicas or []), list(record.last_known_elr or []))
+        if prev is not None:
+            self._index(prev, None)
+        self._index(None, part)
 
     def replay_partition_change(self, record: PartitionChangeRecord) -> None:
         topic = self.topics.get(record.topic_id)
         part = topic.partitions.get(record.partition_id) if topic else None
         if part is None:
             return
+        prev = _Indexed(part.isr, part.leader, part.eligible_leader_replicas, part.directories,
+                        part.replicas)
         if record.isr is not None:
             part.isr = list(record.isr)
         if record.leader != NO_LEADER_CHANGE:
@@ -164,6 +186,30 @@ class ReplicationControlManager:
         if record.last_known_elr is not None:
             part.last_known_elr = list(record.last_known_elr)
         part.partition_epoch += 1
+        self._index(prev, part)
+
+    def _index(self, prev: Partition | _Indexed | None, part: Partition | None) -> None:
+        """Move one partition in the indexes from its state `prev` to `part` (None: absent)."""
+        some = part if part is not None else prev
+        assert some is not None
+        topic_id, partition_id = some.topic_id, some.partition_id
+        self.brokers_to_isrs.update(
+            topic_id, partition_id, None if prev is None else prev.isr,
+            None if part is None else part.isr,
+            NO_LEADER if prev is None else prev.leader,
+            NO_LEADER if part is None else part.leader)
+        self.brokers_to_elrs.update(
+            topic_id, partition_id, () if prev is None else prev.eligible_leader_replicas,
+            () if part is None else part.eligible_leader_replicas)
+        self.directories_to_partitions.update(
+            topic_id, partition_id, () if prev is None else _real_dirs(prev.directories),
+            () if part is None else _real_dirs(part.directories))
+        key = (topic_id, partition_id)
+        if part is not None and part.leader != (part.replicas[0] if part.replicas
+                                                else NO_LEADER):
+            self.imbalanced[key] = None
+        else:
+            self.imbalanced.pop(key, None)
 
     def snapshot_records(self, partition_version: int) -> list[tuple[Any, int]]:
         out: list[tuple[Any, int]] = []
@@ -180,7 +226,12 @@ class ReplicationControlManager:
 
     def leads_partitions(self, broker_id: int) -> bool:
         """Kafka's BrokersToIsrs.hasLeaderships."""
-        return any(p.leader == broker_id for p in self.partitions())
+        return self.brokers_to_isrs.has_leaderships(broker_id)
+
+    def resolve(self, keys: Iterable[PartitionKey]) -> list[Partition]:
+        """The partitions an index names (each still exists: replay keeps both in step)."""
+        topics = self.topics
+        return [topics[t].partitions[p] for t, p in keys]
 
     def topic_of(self, part: Partition) -> Topic:
         return self.topics[part.topic_id]
@@ -266,13 +317,20 @@ class ReplicationControlManager:
         return out
 
     def in_isr(self, broker_id: int) -> list[Partition]:
-        return [p for p in self.partitions() if broker_id in p.isr]
+        return self.resolve(self.brokers_to_isrs.partitions_with_broker_in_isr(broker_id))
 
     def in_elr(self, broker_id: int) -> list[Partition]:
-        return [p for p in self.partitions() if broker_id in (p.eligible_leader_replicas or ())]
+        return self.resolve(self.brokers_to_elrs.partitions(broker_id))
 
     def leaderless(self) -> list[Partition]:
-        return [p for p in self.partitions() if p.leader == NO_LEADER]
+        return self.resolve(self.brokers_to_isrs.partitions_with_no_leader())
+
+    def imbalanced_partitions(self) -> list[Partition]:
+        """Led by another replica than their first (Kafka's imbalancedPartitions)."""
+        return self.resolve(self.imbalanced)
+
+    def on_directory(self, directory: uuid.UUID) -> list[Partition]:
+        return self.resolve(self.directories_to_partitions.partitions(directory))
 
     def handle_broker_fenced(self, broker_id: int) -> list[tuple[Any, int]]:
         """Fenced (session expired, asked, or shutting down now): out of every ISR."""
@@ -300,6 +358,28 @@ class ReplicationControlManager:
                                                            unclean=broker_id))
         return self.generate_leader_and_isr_updates(self.in_isr(broker_id), remove=broker_id)
 
+    def handle_directories_offline(self, broker_id: int, epoch: int,
+                                   offline: Iterable[uuid.UUID],
+                                   log_dirs: list[uuid.UUID]) -> tuple[list[tuple[Any, int]],
+                                                                      list[uuid.UUID]]:
+        """Kafka's handleDirectoriesOffline: of the broker's registered `log_dirs`, those in
+        `offline` it did not report before lose it as ISR member and leader of every
+        partition on them, as a fence would for those partitions alone; then a
+        BrokerRegistrationChangeRecord keeps only its online directories. Directories it
+        does not have are ignored. Returns the records and the newly offline directories."""
+        offline = set(offline)
+        gone = [d for d in log_dirs if d in offline]
+        if not gone:
+            return [], []
+        out: list[tuple[Any, int]] = []
+        for directory in gone:
+            out += self.generate_leader_and_isr_updates(self.on_directory(directory),
+                                                        remove=broker_id)
+        online = [d for d in log_dirs if d not in offline]
+        out.append((BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=epoch,
+                                                   log_dirs=online), 2))
+        return out, gone
+
     def describe(self) -> list[dict[str, Any]]:
         return [{"name": t.name, "topic_id": kafka_uuid_str(t.topic_id),
                  "partitions": [{"partition": p.partition_id, "leader": p.leader,
@@ -308,6 +388,22 @@ class ReplicationControlManager:
                                 for p in sorted(t.partitions.values(),
                                                 key=lambda p: p.partition_id)]}
                 for t in sorted(self.topics.values(), key=lambda t: t.name)]
+
+
+@dataclass
+class _Indexed:
+    """What the indexes know of a partition, taken before a change is replayed into it."""
+
+    isr: list[int]
+    leader: int
+    eligible_leader_replicas: list[int]
+    directories: list[uuid.UUID]
+    replicas: list[int]
+
+
+def _real_dirs(directories: Iterable[uuid.UUID]) -> list[uuid.UUID]:
+    """Directory ids a broker can register (DirectoryId.reserved: the first 100 are not)."""
+    return [d for d in directories if d.int >= 100]
 
 
 @dataclass

@@ -15,6 +15,7 @@ from kraftpy.protocol.records.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )
 from kraftpy.protocol.records.no_op_record import NoOpRecord
+from kraftpy.protocol.records.partition_change_record import PartitionChangeRecord
 from kraftpy.protocol.records.partition_record import PartitionRecord
 from kraftpy.protocol.records.topic_record import TopicRecord
 from support.controller_harness import CLUSTER_ID, KAFKA_41_FEATURES, Harness, settings
@@ -318,7 +319,8 @@ def test_new_incarnation_cleans_up_and_its_epoch_is_the_first_record():
     # broker 2 was session-fenced (left the ISR); make its ISR membership come back
     # as an unclean restart would find it, then re-register.
     part = next(h.qc.replication.partitions())
-    part.isr, part.leader = [2, 3], 2
+    h.qc.replay(PartitionChangeRecord(partition_id=0, topic_id=part.topic_id, isr=[2, 3],
+                                      leader=2), 0, h.end)
     start = h.end
     reply = h.register(2)
     records = written(h, start)

@@ -24,6 +24,7 @@ from kraftpy.controller.partition_change import (
 )
 from kraftpy.controller.replication_control import Partition, ReplicationControlManager
 from kraftpy.protocol.records.partition_change_record import PartitionChangeRecord
+from kraftpy.protocol.records.topic_record import TopicRecord
 
 MV_FOR_VERSION = {0: 15, 1: 17, 2: 23}  # 3.7-IV0, 3.7-IV2, 4.0-IV1
 VERSIONS = sorted(MV_FOR_VERSION)
@@ -85,9 +86,10 @@ def change(topic_id: uuid.UUID, **fields) -> PartitionChangeRecord:
 
 def merged(p: Partition, record: PartitionChangeRecord) -> Partition:
     rc = ReplicationControlManager()
-    rc.topics[p.topic_id] = type("T", (), {"partitions": {0: p}})()  # a topic holding p
+    rc.replay_topic(TopicRecord(name="foo", topic_id=p.topic_id))
+    rc.replay_partition(p.record(0)[0])
     rc.replay_partition_change(record)
-    return p
+    return rc.topics[p.topic_id].partitions[p.partition_id]
 
 
 def test_no_op_is_only_a_record_without_changes():

@@ -1,0 +1,115 @@
+"""BrokersToIsrs, BrokersToElrs, directoriesToPartitions: partitions by the broker (or log
+directory) they involve, kept up to date by replay.
+
+Why: a broker event (fenced, in controlled shutdown, unregistered, back from an unclean
+shutdown), a directory gone offline and the periodic elections change only the partitions
+that involve one broker or directory, or that are leaderless or led by another replica than
+their preferred one. Looking for them in every partition costs O(partitions) per event (on
+100,000 partitions about as much as the rest of the event's work many times over, see
+`benchmarks/broker_index.py`); Kafka's ReplicationControlManager keeps the same indexes and
+so does this one. Nothing here is written to the log: it is rebuilt by the same replay that
+builds the partitions.
+
+Within one key, partitions come out by topic (in the order the key first met the topic) and
+then in the order they joined: deterministic for one history of records, as Kafka's arrays.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Hashable, Iterable, Iterator
+
+NO_LEADER = -1
+
+PartitionKey = tuple[uuid.UUID, int]
+
+
+class PartitionSets:
+    """key -> topic id -> partition ids (insertion-ordered), with O(1) add and remove."""
+
+    def __init__(self) -> None:
+        self._sets: dict[Hashable, dict[uuid.UUID, dict[int, None]]] = {}
+
+    def add(self, key: Hashable, topic_id: uuid.UUID, partition_id: int) -> None:
+        self._sets.setdefault(key, {}).setdefault(topic_id, {})[partition_id] = None
+
+    def remove(self, key: Hashable, topic_id: uuid.UUID, partition_id: int) -> None:
+        topics = self._sets.get(key)
+        if topics is None:
+            return
+        parts = topics.get(topic_id)
+        if parts is None:
+            return
+        parts.pop(partition_id, None)
+        if not parts:
+            del topics[topic_id]
+            if not topics:
+                del self._sets[key]
+
+    def update(self, topic_id: uuid.UUID, partition_id: int,
+               before: Iterable[Hashable], after: Iterable[Hashable]) -> None:
+        """The partition was under the keys `before` and is now under `after`."""
+        old, new = set(before), set(after)
+        for key in old - new:
+            self.remove(key, topic_id, partition_id)
+        for key in new - old:
+            self.add(key, topic_id, partition_id)
+
+    def partitions(self, key: Hashable) -> list[PartitionKey]:
+        """A copy: the caller may replay changes to these partitions while it walks them."""
+        return [(t, p) for t, parts in self._sets.get(key, {}).items() for p in parts]
+
+    def has(self, key: Hashable) -> bool:
+        return key in self._sets
+
+    def count(self, key: Hashable) -> int:
+        return sum(len(parts) for parts in self._sets.get(key, {}).values())
+
+    def keys(self) -> Iterator[Hashable]:
+        return iter(self._sets)
+
+
+class BrokersToIsrs:
+    """Kafka's BrokersToIsrs: the partitions each broker is in the ISR of, the leaderless
+    ones under NO_LEADER, and how many partitions each broker leads (`hasLeaderships`)."""
+
+    def __init__(self) -> None:
+        self.members = PartitionSets()
+        self._leads: dict[int, int] = {}
+
+    def update(self, topic_id: uuid.UUID, partition_id: int,
+               prev_isr: Iterable[int] | None, next_isr: Iterable[int] | None,
+               prev_leader: int, next_leader: int) -> None:
+        """A partition's ISR and leader moved (None: the partition is new, or removed)."""
+        before = _with_no_leader(prev_isr, prev_leader)
+        after = _with_no_leader(next_isr, next_leader)
+        self.members.update(topic_id, partition_id, before, after)
+        if prev_isr is not None and prev_leader != NO_LEADER:
+            left = self._leads[prev_leader] - 1
+            if left:
+                self._leads[prev_leader] = left
+            else:
+                del self._leads[prev_leader]
+        if next_isr is not None and next_leader != NO_LEADER:
+            self._leads[next_leader] = self._leads.get(next_leader, 0) + 1
+
+    def partitions_with_broker_in_isr(self, broker_id: int) -> list[PartitionKey]:
+        return self.members.partitions(broker_id)
+
+    def partitions_with_no_leader(self) -> list[PartitionKey]:
+        return self.members.partitions(NO_LEADER)
+
+    def has_leaderships(self, broker_id: int) -> bool:
+        return broker_id in self._leads
+
+    def leaderships(self, broker_id: int) -> int:
+        return self._leads.get(broker_id, 0)
+
+
+def _with_no_leader(isr: Iterable[int] | None, leader: int) -> list[int]:
+    if isr is None:
+        return []
+    members = list(isr)
+    if leader == NO_LEADER:
+        members.append(NO_LEADER)
+    return members
