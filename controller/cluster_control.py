@@ -312,6 +312,15 @@ class ClusterControlManager:
                          lowest_active_offset=lowest)
         result = self.transition(reg, current, nxt)
         self.heartbeats.touch(broker_id, now_ms, request.current_metadata_offset)
+        if self.features.log_dirs_required() and request.offline_log_dirs:
+            records, gone = self.replication.handle_directories_offline(
+                broker_id, reg.epoch, request.offline_log_dirs, reg.log_dirs)
+            if gone:
+                result.records += records
+                result.events.append(
+                    f"Directories {', '.join(map(kafka_uuid_str, gone))} in broker "
+                    f"{broker_id} marked offline, remaining directories: "
+                    + ", ".join(kafka_uuid_str(d) for d in reg.log_dirs if d not in gone))
         result.response = BrokerHeartbeatResponse(
             throttle_time_ms=0, error_code=ErrorCode.NONE, is_caught_up=caught_up,
             is_fenced=nxt.fenced, should_shut_down=nxt.should_shut_down)

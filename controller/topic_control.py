@@ -473,7 +473,9 @@ class TopicControl:
 
     def assign_replicas_to_dirs(self, request: Any, api_version: int) -> ControllerResult:
         """A broker with several log dirs says which holds each of its replicas: one
-        PartitionChangeRecord (directories) per replica whose directory changes."""
+        PartitionChangeRecord (directories) per replica whose directory changes; then, for
+        replicas put on a directory that is not one of the broker's online ones (LOST, or
+        unknown), the broker leaves the ISR and leadership goes to another replica."""
         stale = self.cluster.check_broker_epoch(request.broker_id, request.broker_epoch)
         if stale is not None:
             code = ErrorCode.BROKER_ID_NOT_REGISTERED \
@@ -486,6 +488,9 @@ class TopicControl:
         records: list[tuple[Any, int]] = []
         response = AssignReplicasToDirsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                                 directories=[])
+        # replicas placed on a directory the broker does not have online lose their ISR
+        # place and leadership there, as in a fence of the broker for them alone
+        on_offline_dir: dict[tuple[int, Any], Any] = {}
         for directory in request.directories:
             res_dir = ResDirectory(id=directory.id, topics=[])
             for t in directory.topics:
@@ -509,10 +514,14 @@ class TopicControl:
                             records.append((PartitionChangeRecord(
                                 partition_id=part.partition_id, topic_id=part.topic_id,
                                 directories=new), version))
+                        if not self.cluster.has_online_dir(broker, directory.id):
+                            on_offline_dir[part.partition_id, part.topic_id] = part
                     res_topic.partitions.append(ResPartition(partition_index=p.partition_index,
                                                              error_code=code))
                 res_dir.topics.append(res_topic)
             response.directories.append(res_dir)
+        records += self.qc.replication.generate_leader_and_isr_updates(
+            on_offline_dir.values(), remove=broker)
         return ControllerResult(response, records=records) if records \
             else ControllerResult.reply(response)
 

@@ -7,7 +7,8 @@ PartitionChangeRecord with the new directories, all in one batch. A stale broker
 STALE_BROKER_EPOCH, an unregistered broker BROKER_ID_NOT_REGISTERED; an unknown topic, an
 unknown partition or a partition the broker does not replicate gets UNKNOWN_TOPIC_ID,
 UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER. CLUSTER_ACTION with an authorizer.
-Skipped: moving leadership off replicas assigned to an offline directory.
+A replica assigned to a directory that is not one of the broker's online ones (LOST, or one
+it never registered) leaves the ISR and its leadership moves, in the same batch.
 """
 
 from __future__ import annotations

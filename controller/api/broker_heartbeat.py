@@ -4,8 +4,10 @@ Versions served: 0-1. Listeners: CONTROLLER.
 Behaviour: KIP-631's broker state machine in the controller (FENCED, UNFENCED, controlled
 shutdown, SHUTDOWN_NOW); a state change is answered after its BrokerRegistrationChangeRecord is
 fsynced, a heartbeat that changes nothing at once. Unknown broker or stale epoch:
-STALE_BROKER_EPOCH.
-Skipped: OfflineLogDirs are accepted and ignored (no partitions live here).
+STALE_BROKER_EPOCH. OfflineLogDirs (metadata.version 3.7-IV2 on): each newly offline
+directory of the broker hands the leaderships of its partitions to other in-sync replicas and
+drops the broker from their ISRs, and a BrokerRegistrationChangeRecord keeps the online ones
+(KIP-858); the answer then waits for those records.
 """
 
 from __future__ import annotations

@@ -152,11 +152,13 @@ class Harness:
             previous_broker_epoch=previous_epoch), version)
 
     def heartbeat(self, broker_id: int, epoch: int, *, offset: int | None = None,
-                  want_fence: bool = False, want_shut_down: bool = False) -> Any:
+                  want_fence: bool = False, want_shut_down: bool = False,
+                  offline_log_dirs: list[uuid.UUID] | None = None) -> Any:
         return self.handle(BrokerHeartbeatRequest(
             broker_id=broker_id, broker_epoch=epoch,
             current_metadata_offset=self.end if offset is None else offset,
-            want_fence=want_fence, want_shut_down=want_shut_down), 1)
+            want_fence=want_fence, want_shut_down=want_shut_down,
+            offline_log_dirs=offline_log_dirs or []), 1)
 
     def unfenced_broker(self, broker_id: int) -> int:
         """Register and heartbeat until unfenced; returns the broker epoch."""
