@@ -17,7 +17,7 @@ then in the order they joined: deterministic for one history of records, as Kafk
 from __future__ import annotations
 
 import uuid
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Collection, Hashable, Iterable, Iterator
 
 NO_LEADER = -1
 
@@ -31,7 +31,15 @@ class PartitionSets:
         self._sets: dict[Hashable, dict[uuid.UUID, dict[int, None]]] = {}
 
     def add(self, key: Hashable, topic_id: uuid.UUID, partition_id: int) -> None:
-        self._sets.setdefault(key, {}).setdefault(topic_id, {})[partition_id] = None
+        topics = self._sets.get(key)
+        if topics is None:
+            self._sets[key] = {topic_id: {partition_id: None}}
+            return
+        parts = topics.get(topic_id)
+        if parts is None:
+            topics[topic_id] = {partition_id: None}
+        else:
+            parts[partition_id] = None
 
     def remove(self, key: Hashable, topic_id: uuid.UUID, partition_id: int) -> None:
         topics = self._sets.get(key)
@@ -47,8 +55,12 @@ class PartitionSets:
                 del self._sets[key]
 
     def update(self, topic_id: uuid.UUID, partition_id: int,
-               before: Iterable[Hashable], after: Iterable[Hashable]) -> None:
+               before: Collection[Hashable], after: Collection[Hashable]) -> None:
         """The partition was under the keys `before` and is now under `after`."""
+        if not before:  # a new partition: the common case of a replay
+            for key in after:
+                self.add(key, topic_id, partition_id)
+            return
         old, new = set(before), set(after)
         for key in old - new:
             self.remove(key, topic_id, partition_id)
@@ -92,6 +104,17 @@ class BrokersToIsrs:
                 del self._leads[prev_leader]
         if next_isr is not None and next_leader != NO_LEADER:
             self._leads[next_leader] = self._leads.get(next_leader, 0) + 1
+
+    def add(self, topic_id: uuid.UUID, partition_id: int, isr: Iterable[int],
+            leader: int) -> None:
+        """A new partition: `update` from nothing."""
+        members = self.members
+        for b in isr:
+            members.add(b, topic_id, partition_id)
+        if leader == NO_LEADER:
+            members.add(NO_LEADER, topic_id, partition_id)
+        else:
+            self._leads[leader] = self._leads.get(leader, 0) + 1
 
     def partitions_with_broker_in_isr(self, broker_id: int) -> list[PartitionKey]:
         return self.members.partitions(broker_id)
