@@ -10,36 +10,44 @@ their preferred one. Looking for them in every partition costs O(partitions) per
 so does this one. Nothing here is written to the log: it is rebuilt by the same replay that
 builds the partitions.
 
-Within one key, partitions come out by topic (in the order the key first met the topic) and
-then in the order they joined: deterministic for one history of records, as Kafka's arrays.
+Each entry holds the partition itself (the object replay keeps changing in place, replaced
+only when a PartitionRecord comes for a partition that exists: then the entry is replaced
+too), so a lookup costs no second search. Within one key, partitions come out by topic (in
+the order the key first met the topic) and then in the order they joined: deterministic for
+one history of records, as Kafka's arrays.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Collection, Hashable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kraftpy.controller.replication_control import Partition
 
 NO_LEADER = -1
 
-PartitionKey = tuple[uuid.UUID, int]
 
 
 class PartitionSets:
-    """key -> topic id -> partition ids (insertion-ordered), with O(1) add and remove."""
+    """key -> topic id -> partition id -> partition (insertion-ordered), with O(1) add and
+    remove."""
 
     def __init__(self) -> None:
-        self._sets: dict[Hashable, dict[uuid.UUID, dict[int, None]]] = {}
+        self._sets: dict[Hashable, dict[uuid.UUID, dict[int, Partition]]] = {}
 
-    def add(self, key: Hashable, topic_id: uuid.UUID, partition_id: int) -> None:
+    def add(self, key: Hashable, topic_id: uuid.UUID, partition_id: int,
+            part: Partition) -> None:
         topics = self._sets.get(key)
         if topics is None:
-            self._sets[key] = {topic_id: {partition_id: None}}
+            self._sets[key] = {topic_id: {partition_id: part}}
             return
         parts = topics.get(topic_id)
         if parts is None:
-            topics[topic_id] = {partition_id: None}
+            topics[topic_id] = {partition_id: part}
         else:
-            parts[partition_id] = None
+            parts[partition_id] = part
 
     def remove(self, key: Hashable, topic_id: uuid.UUID, partition_id: int) -> None:
         topics = self._sets.get(key)
@@ -54,22 +62,18 @@ class PartitionSets:
             if not topics:
                 del self._sets[key]
 
-    def update(self, topic_id: uuid.UUID, partition_id: int,
-               before: Collection[Hashable], after: Collection[Hashable]) -> None:
-        """The partition was under the keys `before` and is now under `after`."""
-        if not before:  # a new partition: the common case of a replay
-            for key in after:
-                self.add(key, topic_id, partition_id)
-            return
-        old, new = set(before), set(after)
-        for key in old - new:
+    def update(self, topic_id: uuid.UUID, partition_id: int, before: Collection[Hashable],
+               after: Collection[Hashable], part: Partition | None) -> None:
+        """The partition was under the keys `before` and is now (as `part`) under `after`."""
+        if part is not None:
+            for key in after if not before else set(after) - set(before):
+                self.add(key, topic_id, partition_id, part)
+        for key in set(before) - set(after):
             self.remove(key, topic_id, partition_id)
-        for key in new - old:
-            self.add(key, topic_id, partition_id)
 
-    def partitions(self, key: Hashable) -> list[PartitionKey]:
+    def partitions(self, key: Hashable) -> list[Partition]:
         """A copy: the caller may replay changes to these partitions while it walks them."""
-        return [(t, p) for t, parts in self._sets.get(key, {}).items() for p in parts]
+        return [part for parts in self._sets.get(key, {}).values() for part in parts.values()]
 
     def has(self, key: Hashable) -> bool:
         return key in self._sets
@@ -91,11 +95,11 @@ class BrokersToIsrs:
 
     def update(self, topic_id: uuid.UUID, partition_id: int,
                prev_isr: Iterable[int] | None, next_isr: Iterable[int] | None,
-               prev_leader: int, next_leader: int) -> None:
+               prev_leader: int, next_leader: int, part: Partition | None) -> None:
         """A partition's ISR and leader moved (None: the partition is new, or removed)."""
         before = _with_no_leader(prev_isr, prev_leader)
         after = _with_no_leader(next_isr, next_leader)
-        self.members.update(topic_id, partition_id, before, after)
+        self.members.update(topic_id, partition_id, before, after, part)
         if prev_isr is not None and prev_leader != NO_LEADER:
             left = self._leads[prev_leader] - 1
             if left:
@@ -105,21 +109,20 @@ class BrokersToIsrs:
         if next_isr is not None and next_leader != NO_LEADER:
             self._leads[next_leader] = self._leads.get(next_leader, 0) + 1
 
-    def add(self, topic_id: uuid.UUID, partition_id: int, isr: Iterable[int],
-            leader: int) -> None:
+    def add(self, part: Partition) -> None:
         """A new partition: `update` from nothing."""
-        members = self.members
-        for b in isr:
-            members.add(b, topic_id, partition_id)
-        if leader == NO_LEADER:
-            members.add(NO_LEADER, topic_id, partition_id)
+        members, t, p = self.members, part.topic_id, part.partition_id
+        for b in part.isr:
+            members.add(b, t, p, part)
+        if part.leader == NO_LEADER:
+            members.add(NO_LEADER, t, p, part)
         else:
-            self._leads[leader] = self._leads.get(leader, 0) + 1
+            self._leads[part.leader] = self._leads.get(part.leader, 0) + 1
 
-    def partitions_with_broker_in_isr(self, broker_id: int) -> list[PartitionKey]:
+    def partitions_with_broker_in_isr(self, broker_id: int) -> list[Partition]:
         return self.members.partitions(broker_id)
 
-    def partitions_with_no_leader(self) -> list[PartitionKey]:
+    def partitions_with_no_leader(self) -> list[Partition]:
         return self.members.partitions(NO_LEADER)
 
     def has_leaderships(self, broker_id: int) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.controller.brokers_to_isrs import BrokersToIsrs, PartitionKey, PartitionSets
+from kraftpy.controller.brokers_to_isrs import BrokersToIsrs, PartitionSets
 from kraftpy.controller.partition_change import (
     UNASSIGNED,
     Election,
@@ -98,7 +98,7 @@ class ReplicationControlManager:
         self.brokers_to_isrs = BrokersToIsrs()
         self.brokers_to_elrs = PartitionSets()
         self.directories_to_partitions = PartitionSets()
-        self.imbalanced: dict[PartitionKey, None] = {}
+        self.imbalanced: dict[tuple[uuid.UUID, int], Partition] = {}
 
     # --- replay ---------------------------------------------------------------------------
 
@@ -203,34 +203,34 @@ class ReplicationControlManager:
                 topic_id, partition_id, None if prev is None else prev.isr,
                 None if part is None else part.isr,
                 NO_LEADER if prev is None else prev.leader,
-                NO_LEADER if part is None else part.leader)
+                NO_LEADER if part is None else part.leader, part)
         if prev is None or part is None \
                 or prev.eligible_leader_replicas is not part.eligible_leader_replicas:
             self.brokers_to_elrs.update(
                 topic_id, partition_id, () if prev is None else prev.eligible_leader_replicas,
-                () if part is None else part.eligible_leader_replicas)
+                () if part is None else part.eligible_leader_replicas, part)
         if prev is None or part is None or prev.directories is not part.directories:
             self.directories_to_partitions.update(
                 topic_id, partition_id, () if prev is None else _real_dirs(prev.directories),
-                () if part is None else _real_dirs(part.directories))
+                () if part is None else _real_dirs(part.directories), part)
         if part is not None and part.leader != (part.replicas[0] if part.replicas
                                                 else NO_LEADER):
-            self.imbalanced[topic_id, partition_id] = None
+            self.imbalanced[topic_id, partition_id] = part
         elif prev is not None:
             self.imbalanced.pop((topic_id, partition_id), None)
 
     def _index_new(self, part: Partition) -> None:
         """`_index(None, part)` for a new partition, the bulk of a replay, in fewer steps."""
         t, p = part.topic_id, part.partition_id
-        self.brokers_to_isrs.add(t, p, part.isr, part.leader)
+        self.brokers_to_isrs.add(part)
         if part.eligible_leader_replicas:
             for b in part.eligible_leader_replicas:
-                self.brokers_to_elrs.add(b, t, p)
+                self.brokers_to_elrs.add(b, t, p, part)
         for d in part.directories:
             if d.int >= 100:
-                self.directories_to_partitions.add(d, t, p)
+                self.directories_to_partitions.add(d, t, p, part)
         if part.leader != (part.replicas[0] if part.replicas else NO_LEADER):
-            self.imbalanced[t, p] = None
+            self.imbalanced[t, p] = part
 
     def snapshot_records(self, partition_version: int) -> list[tuple[Any, int]]:
         out: list[tuple[Any, int]] = []
@@ -249,10 +249,6 @@ class ReplicationControlManager:
         """Kafka's BrokersToIsrs.hasLeaderships."""
         return self.brokers_to_isrs.has_leaderships(broker_id)
 
-    def resolve(self, keys: Iterable[PartitionKey]) -> list[Partition]:
-        """The partitions an index names (each still exists: replay keeps both in step)."""
-        topics = self.topics
-        return [topics[t].partitions[p] for t, p in keys]
 
     def topic_of(self, part: Partition) -> Topic:
         return self.topics[part.topic_id]
@@ -338,20 +334,20 @@ class ReplicationControlManager:
         return out
 
     def in_isr(self, broker_id: int) -> list[Partition]:
-        return self.resolve(self.brokers_to_isrs.partitions_with_broker_in_isr(broker_id))
+        return self.brokers_to_isrs.partitions_with_broker_in_isr(broker_id)
 
     def in_elr(self, broker_id: int) -> list[Partition]:
-        return self.resolve(self.brokers_to_elrs.partitions(broker_id))
+        return self.brokers_to_elrs.partitions(broker_id)
 
     def leaderless(self) -> list[Partition]:
-        return self.resolve(self.brokers_to_isrs.partitions_with_no_leader())
+        return self.brokers_to_isrs.partitions_with_no_leader()
 
     def imbalanced_partitions(self) -> list[Partition]:
         """Led by another replica than their first (Kafka's imbalancedPartitions)."""
-        return self.resolve(self.imbalanced)
+        return list(self.imbalanced.values())
 
     def on_directory(self, directory: uuid.UUID) -> list[Partition]:
-        return self.resolve(self.directories_to_partitions.partitions(directory))
+        return self.directories_to_partitions.partitions(directory)
 
     def handle_broker_fenced(self, broker_id: int) -> list[tuple[Any, int]]:
         """Fenced (session expired, asked, or shutting down now): out of every ISR."""

@@ -201,9 +201,13 @@ def indexed(h: Harness) -> dict[str, Any]:
     isr_sets = rc.brokers_to_isrs.members
 
     def sets(index: Any) -> dict[Any, set[tuple[uuid.UUID, int]]]:
-        out = {k: set(index.partitions(k)) for k in index.keys()}
-        for k, v in out.items():
-            assert len(v) == len(index.partitions(k)), f"{k} listed twice"
+        out = {}
+        for k in index.keys():
+            parts = index.partitions(k)
+            # each entry is the partition replay holds now, listed once
+            assert all(rc.topics[p.topic_id].partitions[p.partition_id] is p for p in parts)
+            out[k] = {(p.topic_id, p.partition_id) for p in parts}
+            assert len(out[k]) == len(parts), f"{k} listed twice"
         return out
     brokers = {b for b in sets(isr_sets) if b != NO_LEADER} | set(h.qc.cluster.brokers)
     leads = {b: rc.brokers_to_isrs.leaderships(b) for b in brokers
@@ -211,7 +215,7 @@ def indexed(h: Harness) -> dict[str, Any]:
     assert all(rc.leads_partitions(b) == (b in leads) for b in brokers)
     return {"isr": sets(isr_sets), "elr": sets(rc.brokers_to_elrs),
             "dirs": sets(rc.directories_to_partitions), "leads": leads,
-            "imbalanced": set(rc.imbalanced)}
+            "imbalanced": {(p.topic_id, p.partition_id) for p in rc.imbalanced_partitions()}}
 
 
 def test_indexes_follow_every_change_and_a_restart():
