@@ -35,7 +35,7 @@ from support.server import (
 )
 
 ELECTION_TIMEOUT_MS = 1000  # Kafka's default controller.quorum.election.timeout.ms
-NOT_CONTROLLER, NOT_COORDINATOR = 41, 16
+NOT_CONTROLLER, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS = 41, 16, 14
 BROKER_ID = 100
 KILLS = int(os.environ.get("KRAFTPY_QUORUM_KILLS", "5"))  # more with the variable
 # A new leader must serve a broker before the broker's own request times out
@@ -78,8 +78,14 @@ def test_three_voters_elect_a_leader_that_alone_serves(tmp_path: Path) -> None:
         # later and disjoint (the leader's own InitProducerId blocks may come between)
         assert second[0] >= first[0] + first[1] and first[1] == second[1] == 1000
         with KafkaConnection(("127.0.0.1", leader.client_port)) as client:
-            answer = client.request(InitProducerIdRequest(transactional_id=None,
-                                                          transaction_timeout_ms=1000), 4)
+            deadline = time.monotonic() + 5
+            while True:  # COORDINATOR_LOAD_IN_PROGRESS until the node's own block commits
+                answer = client.request(InitProducerIdRequest(transactional_id=None,
+                                                              transaction_timeout_ms=1000), 4)
+                if answer.error_code != COORDINATOR_LOAD_IN_PROGRESS \
+                        or time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
             assert answer.error_code == 0 and answer.producer_id >= 0
 
         for srv in servers:
