@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from kraftpy.controller.raft import describe
 from kraftpy.controller.raft import messages as m
 from kraftpy.controller.raft.actions import (
     Action,
@@ -474,6 +475,17 @@ class RaftNode:
             else:
                 self._append_voters(new)
         return error, self._take()
+
+    def describe_quorum(self, request: Any, version: int, now_ms: float) -> Any:
+        """DescribeQuorum's answer from this node's Raft state (`describe.py`): the leader's
+        view of every voter and observer, NOT_LEADER_OR_FOLLOWER on any other node."""
+        self.now = now_ms
+        if not describe.names_metadata_partition(request):
+            return describe.unknown_partitions(request)
+        s = self.state
+        if not isinstance(s, Leader):
+            return describe.not_leader()
+        return describe.leader_answer(s, self.voters, version, int(now_ms))
 
     def update_voter(self, node: VoterNode, now_ms: float) -> tuple[int, list[Action]]:
         """UpdateRaftVoter at the leader (a voter's new endpoints or kraft.version range):
@@ -1041,10 +1053,20 @@ class RaftNode:
         if not voter:
             progress = s.observers.setdefault(replica, ReplicaProgress(replica))
         assert progress is not None
+        # LeaderState.ReplicaState.updateFollowerState: caught up now when at the leader's
+        # flushed end; caught up as of its previous fetch when it reached the end of then.
+        now = int(self.now)
+        leader_end = s.replicas[self.node_id].end_offset if self.node_id in s.replicas \
+            else None
+        if leader_end is not None:
+            if offset >= leader_end:
+                progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
+            elif 0 < progress.last_fetch_leader_end <= offset:
+                progress.last_caught_up_ms = max(progress.last_caught_up_ms,
+                                                 progress.last_fetch_ms)
+            progress.last_fetch_leader_end = leader_end
         progress.end_offset = offset
-        progress.last_fetch_ms = int(self.now)
-        if s.high_watermark is not None and offset >= s.high_watermark:
-            progress.last_caught_up_ms = int(self.now)
+        progress.last_fetch_ms = max(progress.last_fetch_ms, now)
         self._check_quorum_fetched(s, replica)
         if voter:
             self._maybe_update_high_watermark(s)

@@ -132,6 +132,9 @@ class ReplicaProgress:
     end_offset: int | None = None
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    # The leader's flushed end at this replica's previous fetch (lastFetchLeaderLogEndOffset):
+    # reaching it now means the replica was caught up as of that fetch.
+    last_fetch_leader_end: int = -1
     acknowledged: bool = False
 
 

@@ -250,6 +250,11 @@ class RaftQuorum:
             raise NodeStopped("the quorum stopped before this request was committed")
         return waiter.response
 
+    def describe_quorum(self, request: Any, version: int) -> Any:
+        """DescribeQuorum as the Raft core answers it (the leader's replica states;
+        NOT_LEADER_OR_FOLLOWER elsewhere), whether or not this node is active yet."""
+        return self.raft.describe_quorum(request, version, self.clock_ms())
+
     async def wait_for_high_watermark(self, past: int) -> None:
         while self.hwm[0] <= past and self._failed is None and not self._stopping:
             await self._committed.wait()
