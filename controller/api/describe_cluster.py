@@ -3,7 +3,8 @@
 Versions served: 0-2. Listeners: client and CONTROLLER.
 Behaviour: answered by the controller from its image (KIP-919 endpoint types: brokers on a
 client listener, controllers on the CONTROLLER listener; the other type gets
-MISMATCHED_ENDPOINT_TYPE, as Kafka answers), given the listener the request came in on.
+MISMATCHED_ENDPOINT_TYPE, as Kafka answers), given the listener the request came in on. In a quorum of several voters any voter answers
+on a CONTROLLER listener, with the voters as controllers and the Raft leader's id.
 Skipped: cluster authorized operations stay at Kafka's "not computed" value.
 """
 
@@ -26,4 +27,10 @@ def error_response(code: int) -> DescribeClusterResponse:
 async def handle(
     node: api.Node, request: DescribeClusterRequest, ctx: api.RequestContext
 ) -> DescribeClusterResponse:
+    shell = getattr(node, "raft_shell", None)
+    if shell is not None and ctx.listener_type == api.CONTROLLER:
+        # Any voter answers (Kafka's controllers do), naming the Raft leader: what
+        # `--bootstrap-controller` clients use to find the active controller.
+        return shell.describe_cluster(  # type: ignore[no-any-return]
+            request, ctx.api_version, ctx.listener)
     return await api.through_controller(node, request, ctx, error_response)

@@ -485,7 +485,8 @@ class RaftNode:
         s = self.state
         if not isinstance(s, Leader):
             return describe.not_leader()
-        return describe.leader_answer(s, self.voters, version, int(now_ms))
+        return describe.leader_answer(s, self.voters, self.log.end_offset, version,
+                                      int(now_ms))
 
     def update_voter(self, node: VoterNode, now_ms: float) -> tuple[int, list[Action]]:
         """UpdateRaftVoter at the leader (a voter's new endpoints or kraft.version range):
@@ -1054,17 +1055,15 @@ class RaftNode:
             progress = s.observers.setdefault(replica, ReplicaProgress(replica))
         assert progress is not None
         # LeaderState.ReplicaState.updateFollowerState: caught up now when at the leader's
-        # flushed end; caught up as of its previous fetch when it reached the end of then.
+        # log end; caught up as of its previous fetch when it reached the end of then. (Kafka's
+        # leader flushes as it appends, so its end is what it appended; ours flushes behind.)
         now = int(self.now)
-        leader_end = s.replicas[self.node_id].end_offset if self.node_id in s.replicas \
-            else None
-        if leader_end is not None:
-            if offset >= leader_end:
-                progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
-            elif 0 < progress.last_fetch_leader_end <= offset:
-                progress.last_caught_up_ms = max(progress.last_caught_up_ms,
-                                                 progress.last_fetch_ms)
-            progress.last_fetch_leader_end = leader_end
+        leader_end = self.log.end_offset
+        if offset >= leader_end:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, now)
+        elif 0 < progress.last_fetch_leader_end <= offset:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.last_fetch_leader_end = leader_end
         progress.end_offset = offset
         progress.last_fetch_ms = max(progress.last_fetch_ms, now)
         self._check_quorum_fetched(s, replica)

@@ -3,7 +3,7 @@
 The answer is the leader's own view of the replicas (`roles.Leader.replicas` and `.observers`,
 kept by the core as fetches come in), never a guess: a voter's log end offset is the offset it
 last fetched from, its timestamps those of that fetch. The leader reports itself as fetched and
-caught up now, its log end offset being what it has flushed. Observers (brokers, controllers
+caught up now, at its log end offset. Observers (brokers, controllers
 outside the voter set) silent for `OBSERVER_SESSION_TIMEOUT_MS` are dropped before the answer, as
 LeaderState.clearInactiveObservers does. From v2 on each voter's directory id and a Node with
 its listeners (from the voter set) are filled in.
@@ -76,9 +76,12 @@ def drop_inactive_observers(s: Leader, now_ms: int) -> None:
             del s.observers[key]
 
 
-def leader_answer(s: Leader, voters: VoterSet, version: int, now_ms: int
+def leader_answer(s: Leader, voters: VoterSet, log_end: int, version: int, now_ms: int
                   ) -> DescribeQuorumResponse:
-    """RaftUtil.singletonDescribeQuorumResponse from the leader's replica states."""
+    """RaftUtil.singletonDescribeQuorumResponse from the leader's replica states. The
+    leader's own end offset is its log's: Kafka's leader flushes as it appends, so the two
+    are one there; ours flushes in the background and a follower may already have fetched
+    past the flushed end (a lag of -1 to the tool if the flushed end were shown)."""
     drop_inactive_observers(s, now_ms)
     leader_id = s.local.id
     voter_states = [s.replicas[i] for i in sorted(s.replicas) if i in voters.voters]
@@ -87,9 +90,10 @@ def leader_answer(s: Leader, voters: VoterSet, version: int, now_ms: int
 
     def state(p: ReplicaProgress) -> ReplicaState:
         here = p.key.id == leader_id
+        end = log_end if here else p.end_offset
         out = ReplicaState(
             replica_id=p.key.id,
-            log_end_offset=-1 if p.end_offset is None else p.end_offset,
+            log_end_offset=-1 if end is None else end,
             last_fetch_timestamp=now_ms if here else p.last_fetch_ms,
             last_caught_up_timestamp=now_ms if here else p.last_caught_up_ms)
         if version >= 2:

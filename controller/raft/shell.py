@@ -255,6 +255,24 @@ class RaftQuorum:
         NOT_LEADER_OR_FOLLOWER elsewhere), whether or not this node is active yet."""
         return self.raft.describe_quorum(request, version, self.clock_ms())
 
+    def describe_cluster(self, request: Any, version: int, listener: str) -> Any:
+        """DescribeCluster on a CONTROLLER listener, answered by any voter as Kafka's
+        controllers answer it (ControllerApis.handleDescribeCluster): the controllers with an
+        endpoint on that listener (here the voter set's) and the Raft leader, -1 if none."""
+        from kraftpy.controller import image
+        from kraftpy.protocol.messages.describe_cluster_response import DescribeClusterBroker
+
+        response = image.describe_cluster(self.controller, request, version, listener)
+        if response.error_code == 0 and response.endpoint_type == image.CONTROLLER_ENDPOINT:
+            leader = self.raft.leader_id
+            response.controller_id = -1 if leader is None else leader
+            found = [(i, node.endpoint(listener))
+                     for i, node in sorted(self.raft.voters.voters.items())]
+            response.brokers = [DescribeClusterBroker(broker_id=i, host=e[0], port=e[1],
+                                                      rack=None)
+                                for i, e in found if e is not None]
+        return response
+
     async def wait_for_high_watermark(self, past: int) -> None:
         while self.hwm[0] <= past and self._failed is None and not self._stopping:
             await self._committed.wait()

@@ -126,5 +126,18 @@ def test_a_leader_answers_before_its_epoch_commits() -> None:
     n = _leader_of_three()
     part = partition(n.describe_quorum(request(), 1, 2003))
     assert (part.error_code, part.leader_id, part.high_watermark) == (0, 1, -1)
-    assert [r.log_end_offset for r in part.current_voters] == [-1, -1, -1]
+    assert [r.log_end_offset for r in part.current_voters] == [1, -1, -1]  # its LeaderChange
     assert not any(isinstance(x, a.Respond) for x in n._take())
+
+
+def test_a_follower_never_shows_ahead_of_the_leader() -> None:
+    """Ours flushes behind its appends: a follower may fetch what the leader has not flushed
+    yet, and the leader's row must still be at least as far (the tool's lag never negative)."""
+    n = _leader_of_three()
+    n.on_flushed(1, 2004)
+    n.append([b"a", b"b"], 2010)
+    n.poll(2040)  # appended to 3, flush outstanding
+    n.handle_request("f2", fetch(2, 3), 17, 2050)
+    voters = partition(n.describe_quorum(request(), 2, 2060)).current_voters
+    assert [(r.replica_id, r.log_end_offset) for r in voters][:2] == [(1, 3), (2, 3)]
+    assert voters[1].last_caught_up_timestamp == 2050

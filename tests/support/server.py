@@ -292,13 +292,14 @@ def start_quorum(servers: Sequence[KraftpyServer], timeout: float = 60.0) -> flo
 
 
 def is_quorum_leader(srv: KraftpyServer) -> bool:
-    """DescribeCluster goes through the controller: only the active leader answers it."""
+    """DescribeCluster on the client listener goes through the controller: only the active
+    leader answers it (on the CONTROLLER listener every voter answers, naming the leader)."""
     from kraftpy.protocol.messages.describe_cluster_request import DescribeClusterRequest
     from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
 
     try:
-        with KafkaConnection((srv.host, srv.controller_port), timeout=2.0) as conn:
-            return conn.request(DescribeClusterRequest(endpoint_type=2), 1).error_code == 0
+        with KafkaConnection((srv.host, srv.client_port), timeout=2.0) as conn:
+            return conn.request(DescribeClusterRequest(endpoint_type=1), 1).error_code == 0
     except (ClientError, OSError):
         return False
 
