@@ -19,7 +19,9 @@ After every event the safety properties are checked, and the first violation rai
 - leader completeness: a leader's log (or snapshot) holds every entry committed in an
   earlier epoch (checked as it is elected and whenever more is committed);
 - committed entries are never lost: at every crash a majority of voters still holds each
-  committed entry on disk.
+  committed entry on disk;
+- a leader's DescribeQuorum agrees with its log: its own row at its log end, no replica past
+  it, the high watermark within it, no replica caught up later than it last fetched.
 """
 
 from __future__ import annotations
@@ -41,9 +43,16 @@ from kraftpy.controller.raft.log_state import RaftLog
 from kraftpy.controller.raft.messages import fill_snapshot_chunk
 from kraftpy.controller.raft.roles import Leader, Role
 from kraftpy.controller.raft.voters import VoterSet
+from kraftpy.protocol.messages.describe_quorum_request import (
+    DescribeQuorumRequest,
+    PartitionData,
+    TopicData,
+)
 from kraftpy.protocol.record_batch import build_record_batch, iter_record_batches
 
 CLUSTER = "SimSimSimSimSimSimSimQ"
+DESCRIBE_QUORUM = DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata",
+                                                          partitions=[PartitionData()])])
 VERSIONS = {"VoteRequest": 2, "BeginQuorumEpochRequest": 1, "EndQuorumEpochRequest": 1,
             "FetchSnapshotRequest": 1}
 
@@ -294,6 +303,24 @@ class Sim:
         raft = node.raft
         if raft is not None and raft.anomalies:
             self.fail(f"node {node.node_id}: {raft.anomalies[0]}")
+        if raft is not None and raft.role is Role.LEADER:
+            self._check_describe_quorum(node)
+
+    def _check_describe_quorum(self, node: SimNode) -> None:
+        """The leader's DescribeQuorum agrees with its log: its own row at its log end, no
+        voter past it, the high watermark within it, caught up no later than fetched."""
+        raft = node.raft
+        assert raft is not None
+        part = raft.describe_quorum(DESCRIBE_QUORUM, 2, self.now).topics[0].partitions[0]
+        end = raft.log.end_offset
+        rows = {r.replica_id: r for r in part.current_voters}
+        if part.error_code != 0 or part.leader_id != node.node_id \
+                or rows[node.node_id].log_end_offset != end or part.high_watermark > end:
+            self.fail(f"node {node.node_id}: DescribeQuorum {part} disagrees with its log "
+                      f"end {end}")
+        for r in part.current_voters + part.observers:
+            if r.log_end_offset > end or r.last_caught_up_timestamp > r.last_fetch_timestamp:
+                self.fail(f"node {node.node_id}: DescribeQuorum shows {r} (log end {end})")
 
     def _leader_changed(self, node: SimNode, action: a.LeaderChanged) -> None:
         raft = node.raft
