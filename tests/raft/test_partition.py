@@ -16,28 +16,23 @@ import threading
 import time
 from pathlib import Path
 
-from kraftpy.protocol.messages.describe_quorum_request import (
-    DescribeQuorumRequest,
-    PartitionData,
-    TopicData,
-)
 from kraftpy.tools.broker_sim import BrokerSim
-from kraftpy.tools.kafka_connection import ClientError, KafkaConnection
+from kraftpy.tools.kafka_connection import ClientError
 from raft.test_quorum_processes import BROKER_ID, _grants
 from support.fault_proxy import FaultProxy, quorum_through_proxy
-from support.server import HOST, KraftpyServer, quorum_leader, start_quorum, stop_quorum
+from support.server import (
+    HOST,
+    KraftpyServer,
+    quorum_leader,
+    start_quorum,
+    stop_quorum,
+)
+from support.server import describe_quorum as _describe
 
 NOT_CONTROLLER = 41
 NOT_LEADER_OR_FOLLOWER = 6
 # check-quorum (1.5 x fetch.timeout.ms) for the old leader to give up, plus an election
 GIVE_UP_S = 10.0
-
-
-def _describe(srv: KraftpyServer):
-    request = DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata",
-                                                      partitions=[PartitionData()])])
-    with KafkaConnection((HOST, srv.controller_port), timeout=3.0) as conn:
-        return conn.request(request, 2).topics[0].partitions[0]
 
 
 def _wait(what: str, check, timeout: float, servers: list[KraftpyServer]):

@@ -33,6 +33,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -302,6 +303,22 @@ def is_quorum_leader(srv: KraftpyServer) -> bool:
             return conn.request(DescribeClusterRequest(endpoint_type=1), 1).error_code == 0
     except (ClientError, OSError):
         return False
+
+
+def describe_quorum(srv: KraftpyServer, version: int = 2, timeout: float = 3.0) -> Any:
+    """DescribeQuorum for __cluster_metadata-0 at `srv`'s CONTROLLER listener: its partition
+    (error_code, leader_id, leader_epoch, high_watermark, current_voters, observers)."""
+    from kraftpy.protocol.messages.describe_quorum_request import (
+        DescribeQuorumRequest,
+        PartitionData,
+        TopicData,
+    )
+    from kraftpy.tools.kafka_connection import KafkaConnection
+
+    request = DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata",
+                                                      partitions=[PartitionData()])])
+    with KafkaConnection((srv.host, srv.controller_port), timeout=timeout) as conn:
+        return conn.request(request, version).topics[0].partitions[0]
 
 
 def quorum_leader(servers: Sequence[KraftpyServer], timeout: float = 30.0) -> KraftpyServer:
