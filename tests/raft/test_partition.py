@@ -5,7 +5,9 @@ The leader is cut off from both others: a write sent to it is never acknowledged
 fails NOT_CONTROLLER once the leader gives up, or gets no answer); the two others elect a new
 leader and commit; the old one stops leading. Healed, it rejoins as a follower of the new
 epoch, truncates the suffix it could not commit, and catches up: every acknowledged block is
-in every log, the three logs hold the same grants, none granted twice. Every wait is bounded.
+in every log, the three logs hold the same grants, none granted twice. A follower cut off
+and healed disturbs nobody (KIP-996's pre-vote): the leader keeps its epoch. Every wait is
+bounded.
 """
 
 from __future__ import annotations
@@ -119,3 +121,41 @@ def test_an_isolated_leader_cannot_commit_and_rejoins_truncated(tmp_path: Path) 
         [sys.executable, "-m", "kraftpy.tools", "pid-audit",
          *(str(s.data_dir) for s in servers)], capture_output=True, text=True, timeout=120)
     assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
+
+
+def test_an_isolated_follower_does_not_disturb_the_leader(tmp_path: Path) -> None:
+    """KIP-996: cut off, a follower asks only for pre-votes (no epoch is begun without a
+    majority); healed, the pre-vote is refused by voters that hear from their leader, and it
+    follows the same leader in the same epoch and catches up."""
+    proxy = FaultProxy()
+    servers = quorum_through_proxy(tmp_path, proxy)
+    try:
+        start_quorum(servers)
+        leader = quorum_leader(servers, timeout=15)
+        epoch = _describe(leader).leader_epoch
+        follower = next(s for s in servers if s is not leader)
+        follower_id = int(follower.properties["node.id"])
+        broker = BrokerSim((HOST, leader.controller_port), BROKER_ID,
+                           cluster_id=leader.cluster_id(), timeout=5)
+        broker.register()
+        proxy.cut(*proxy.links_of(follower_id))
+        time.sleep(GIVE_UP_S / 2)  # past fetch.timeout.ms: the follower stands (pre-vote)
+        blocks = [broker.allocate() for _ in range(3)]  # the leader commits with the other
+        proxy.heal(*proxy.links_of(follower_id))
+
+        def caught_up() -> bool:
+            part = _describe(leader)
+            ends = {r.replica_id: r.log_end_offset for r in part.current_voters}
+            return ends[follower_id] >= part.high_watermark
+
+        _wait("the follower caught up", caught_up, 20, servers)
+        part = _describe(leader)
+        assert (part.leader_id, part.leader_epoch) == (int(leader.properties["node.id"]),
+                                                       epoch)
+        assert _describe(follower).error_code == NOT_LEADER_OR_FOLLOWER
+        broker.close()
+    finally:
+        stop_quorum(servers)
+        proxy.close()
+    ends = {r.next_producer_id for r in _grants(follower) if r.broker_id == BROKER_ID}
+    assert all(f + n in ends for f, n in blocks)
