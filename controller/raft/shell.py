@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from kraftpy.controller import image
 from kraftpy.controller.log import files
 from kraftpy.controller.log.snapshots import (
     SnapshotId,
@@ -73,6 +74,7 @@ from kraftpy.controller.raft.registration import needs_registration, registratio
 from kraftpy.controller.raft.roles import Leader
 from kraftpy.controller.raft.snapshot_download import SnapshotDownload
 from kraftpy.controller.raft.voters import VoterSet
+from kraftpy.protocol.messages.describe_cluster_response import DescribeClusterBroker
 from kraftpy.protocol.metadata_frame import decode_metadata_record, encode_metadata_record
 from kraftpy.protocol.record_batch import iter_record_batches
 
@@ -259,9 +261,6 @@ class RaftQuorum:
         """DescribeCluster on a CONTROLLER listener, answered by any voter as Kafka's
         controllers answer it (ControllerApis.handleDescribeCluster): the controllers with an
         endpoint on that listener (here the voter set's) and the Raft leader, -1 if none."""
-        from kraftpy.controller import image
-        from kraftpy.protocol.messages.describe_cluster_response import DescribeClusterBroker
-
         response = image.describe_cluster(self.controller, request, version, listener)
         if response.error_code == 0 and response.endpoint_type == image.CONTROLLER_ENDPOINT:
             leader = self.raft.leader_id
