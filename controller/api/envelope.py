@@ -19,11 +19,13 @@ from __future__ import annotations
 import ipaddress
 import struct
 from dataclasses import replace
+from typing import Any
 
 from kraftpy.controller import api
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.errors import DecodeError
-from kraftpy.protocol.framing import read_request_header
+from kraftpy.protocol.framing import decode_response, read_request_header
+from kraftpy.protocol.message import Message
 from kraftpy.protocol.messages.default_principal_data import DefaultPrincipalData
 from kraftpy.protocol.messages.envelope_request import EnvelopeRequest
 from kraftpy.protocol.messages.envelope_response import EnvelopeResponse
@@ -37,6 +39,7 @@ REQUEST = EnvelopeRequest
 FORWARDABLE = frozenset({19, 20, 30, 31, 33, 37, 38, 39, 40, 43, 44, 45, 46, 49, 51, 55, 57,
                          64, 67, 80, 81})
 _VERSION = struct.Struct(">h")
+DESCRIBE_QUORUM = 55
 
 
 class EnvelopeError(Exception):
@@ -98,4 +101,39 @@ async def handle(node: api.Node, request: EnvelopeRequest, ctx: api.RequestConte
     except dispatch.CloseConnection as exc:  # not parsed, or not served here
         api._log.info("Envelope from %s: inner request not answered: %s", ctx.client_host, exc)
         return error_response(ErrorCode.UNSUPPORTED_VERSION)
+    if _redirects(answer[4:], api_key, api_version):
+        # As Kafka's RequestChannel: a NOT_CONTROLLER answer goes back as the Envelope's own
+        # error, which is what makes the broker's forwarding channel look for the leader again
+        # (inside a successful Envelope it would hand the client NOT_CONTROLLER forever).
+        return error_response(ErrorCode.NOT_CONTROLLER)
     return EnvelopeResponse(response_data=answer[4:], error_code=ErrorCode.NONE)
+
+
+def _redirects(frame: bytes, api_key: int, api_version: int) -> bool:
+    """Whether the inner answer carries NOT_CONTROLLER anywhere (NOT_LEADER_OR_FOLLOWER for
+    DescribeQuorum): Kafka's errorCounts of the response."""
+    try:
+        _, response = decode_response(frame, api_key, api_version)
+    except DecodeError:
+        return False
+    wanted = (ErrorCode.NOT_LEADER_OR_FOLLOWER if api_key == DESCRIBE_QUORUM
+              else ErrorCode.NOT_CONTROLLER)
+    return wanted in _error_codes(response)
+
+
+def _error_codes(value: Any) -> set[int]:
+    """Every `error_code` in a decoded message, its structs and their arrays."""
+    found: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+            continue
+        for name in getattr(item, "__slots__", ()):
+            field = getattr(item, name, None)
+            if name == "error_code":
+                found.add(field)
+            elif isinstance(field, (list, Message)):
+                stack.append(field)
+    return found

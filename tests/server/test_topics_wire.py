@@ -137,3 +137,39 @@ def test_a_real_brokers_envelope_from_the_capture(
     assert envelope.error_code == 0
     _, response = decode_response(envelope.response_data, 19, 7)
     assert [(t.name, t.error_code, t.num_partitions) for t in response.topics] == [("t1", 0, 3)]
+
+
+def test_an_inner_not_controller_is_the_envelopes_own_error() -> None:
+    """As Kafka's RequestChannel answers a forwarded request a non-leader refused: the
+    Envelope itself carries NOT_CONTROLLER (NOT_LEADER_OR_FOLLOWER for DescribeQuorum), so the
+    broker's forwarding channel finds the leader again instead of passing it to its client."""
+    from kraftpy.controller.api.envelope import _redirects
+    from kraftpy.protocol.framing import frame_response
+    from kraftpy.protocol.messages.create_topics_response import (
+        CreatableTopicResult,
+        CreateTopicsResponse,
+    )
+    from kraftpy.protocol.messages.describe_quorum_response import (
+        DescribeQuorumResponse,
+        PartitionData,
+        TopicData,
+    )
+
+    def framed(response: object, version: int) -> bytes:
+        return frame_response(7, True, response, version)[4:]
+
+    def created(code: int) -> bytes:
+        return framed(CreateTopicsResponse(topics=[CreatableTopicResult(
+            name="t", error_code=code)]), 7)
+
+    assert _redirects(created(ErrorCode.NOT_CONTROLLER), 19, 7)
+    assert not _redirects(created(ErrorCode.NONE), 19, 7)
+    assert not _redirects(created(ErrorCode.TOPIC_ALREADY_EXISTS), 19, 7)
+
+    def quorum(code: int) -> bytes:
+        return framed(DescribeQuorumResponse(topics=[TopicData(
+            topic_name="__cluster_metadata", partitions=[PartitionData(error_code=code)])]), 2)
+
+    assert _redirects(quorum(ErrorCode.NOT_LEADER_OR_FOLLOWER), 55, 2)
+    assert not _redirects(quorum(ErrorCode.NOT_CONTROLLER), 55, 2)
+    assert not _redirects(b"\x00", 19, 7)  # an answer that does not decode stays as it is
