@@ -130,7 +130,7 @@ CATALOG: tuple[Entry, ...] = (
     _raft("high-watermark", "The metadata log's high watermark, -1 unknown"),
     _raft("log-end-offset", "The metadata log's end offset"),
     _raft("log-end-epoch", "The leader epoch of the metadata log's end"),
-    _raft("number-of-voters", "Voters in the quorum (kraftpy: 1)"),
+    _raft("number-of-voters", "Voters in the quorum"),
     _raft("number-unknown-voter-connections", "Voters not connected (kraftpy: 0)"),
     _raft("commit-latency-avg", "Average ms of a commit round's fsync over the last 60 s"),
     _raft("commit-latency-max", "Longest commit round fsync (ms) in the last 60 s"),
@@ -232,8 +232,14 @@ class NodeCollector(Collector):
         active = 1 if ready else 0
         yield _gauge("ActiveControllerCount", active)
         yield _gauge("NewActiveControllersCount", 1 if node is not None else 0)
-        yield _gauge("CurrentControllerId", self.node_id if active else -1)
-        yield _gauge("current-leader", self.node_id if active else -1)
+        raft = getattr(node.quorum, "raft", None) if node is not None else None
+        if raft is not None:  # several voters: the Raft core knows who leads
+            leader = raft.leader_id
+            leader = -1 if leader is None else leader
+        else:
+            leader = self.node_id if active else -1
+        yield _gauge("CurrentControllerId", leader)
+        yield _gauge("current-leader", leader)
         if node is None:
             return
         now = time.perf_counter()
@@ -283,12 +289,22 @@ class NodeCollector(Collector):
         end = storage.metadata_end_offset()
         last_ts = getattr(getattr(storage, "metadata", None), "last_append_timestamp", None)
         yield _gauge("LastAppliedRecordTimestamp", last_ts if last_ts is not None else 0)
-        yield _gauge("current-vote", self.node_id if active else -1)
-        yield _gauge("current-epoch", controller.leader_epoch)
+        raft = getattr(quorum, "raft", None)
+        if raft is None:  # one voter: it voted for itself and leads
+            vote, epoch, end_epoch, voters = (self.node_id if active else -1,
+                                              controller.leader_epoch, controller.leader_epoch, 1)
+        else:
+            voted = getattr(raft.state, "voted", None)
+            vote = (voted.id if voted is not None
+                    else self.node_id if raft.leader_id == self.node_id else -1)
+            epoch, end_epoch = raft.epoch, raft.log.last_fetched_epoch
+            voters = len(raft.voters.ids)
+        yield _gauge("current-vote", vote)
+        yield _gauge("current-epoch", epoch)
         yield _gauge("high-watermark", quorum.hwm[0])
         yield _gauge("log-end-offset", end)
-        yield _gauge("log-end-epoch", controller.leader_epoch)
-        yield _gauge("number-of-voters", 1)
+        yield _gauge("log-end-epoch", end_epoch)
+        yield _gauge("number-of-voters", voters)
         yield _gauge("number-unknown-voter-connections", 0)
         avg, top = quorum.fsync_timings.window(now)
         yield _gauge("commit-latency-avg", avg * 1000)

@@ -15,35 +15,11 @@ import pytest
 from kraftpy.controller.metrics import CATALOG, exported_names
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from kraftpy.tools.kafka_connection import KafkaConnection
-from prometheus_client.parser import text_string_to_metric_families
 from support.broker_sim import BrokerSim
+from support.metrics_scrape import get, scrape, value
 from support.server import KraftpyServer, free_port, running_server
 
 P = "kafka_controller_kafkacontroller_"
-
-
-def get(url: str, timeout: float = 5.0) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def scrape(url: str) -> dict[str, tuple[str, dict[tuple[tuple[str, str], ...], float]]]:
-    """name -> (type, {sorted labels: value}) for every sample of every family."""
-    status, text = get(url + "/metrics")
-    assert status == 200
-    out: dict[str, tuple[str, dict]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            key = tuple(sorted(sample.labels.items()))
-            out.setdefault(sample.name, (family.type, {}))[1][key] = sample.value
-    return out
-
-
-def value(metrics: dict, name: str, **labels: str) -> float:
-    return metrics[name][1][tuple(sorted(labels.items()))]
 
 
 @pytest.fixture(scope="module")
