@@ -109,7 +109,7 @@ def _wait_for(check, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-
 def test_add_and_remove_controllers_with_kafkas_tool(tmp_path: Path, kafka_jars: Path) -> None:
     servers, cluster_id = _quorum(tmp_path)
     one, two, three = servers
-    _format(one, cluster_id, "--standalone")
+    first = _format(one, cluster_id, "--standalone")
     directories = {2: _format(two, cluster_id, "--no-initial-controllers"),
                    3: _format(three, cluster_id, "--no-initial-controllers")}
     try:
@@ -135,6 +135,12 @@ def test_add_and_remove_controllers_with_kafkas_tool(tmp_path: Path, kafka_jars:
         _wait_for(lambda: all(_voter_sets(s)[-1:] == [[1, 2, 3]] for s in servers))
         # a snapshot past the change carries the voter set in force at its offset
         _wait_for(lambda: _snapshot_voters(one, _voters_offset(one)) == [1, 2, 3], 30)
+        # Kafka's tool lists the three voters with their directory ids
+        replication = run_tool("MetadataQuorumCommand", "--bootstrap-controller",
+                               one.controller, "describe", "--replication").check().stdout
+        rows = [line.split() for line in replication.splitlines()[1:] if line.strip()]
+        assert sorted((int(r[0]), r[1]) for r in rows if r[-1] in ("Leader", "Follower")) == \
+            sorted({1: first, **directories}.items()), replication
 
         # one change at a time, the same id twice, a voter without a directory: Kafka's codes
         with KafkaConnection((HOST, one.controller_port)) as conn:
