@@ -10,7 +10,8 @@ first pre-vote it is asked for). Then:
 - every voter's `__cluster_metadata-0` holds the same batches, byte for byte (a follower keeps
   its leader's batches as fetched, whoever wrote them);
 - every block the broker was granted is in that log, and no block is granted twice;
-- every voter is a registered controller (ControllerRegistration), kraftpy's included;
+- every voter is a registered controller (ControllerRegistration), kraftpy's included, so a
+  Kafka leader finalizes a feature upgrade (transaction.version 0 -> 2 with Kafka's tool);
 - with 1 kraftpy + 2 Kafka, a real Kafka broker runs throughout: a topic created through it
   after each handover is committed by the new leader, its copy of the log is the voters', and
   no Kafka node logged a fault replaying what the other implementation wrote.
@@ -241,6 +242,19 @@ def create_topic(broker: KafkaNode, name: str, timeout: float = 60.0) -> None:
     assert done.returncode == 0, done.stdout + done.stderr + broker.log_tail()
 
 
+def change_features(leader: Voter) -> None:
+    """transaction.version down to 0 and back up to 2 through Kafka's tool at the leader: an
+    upgrade is finalized only if every voter registered a range that holds it (Kafka's
+    "controller N has not registered"), kraftpy's voters included."""
+    bootstrap = ("--bootstrap-controller", f"{HOST}:{leader.port}")
+    down = run_tool("FeatureCommand", *bootstrap, "downgrade", "--feature",
+                    "transaction.version=0").check().stdout
+    assert down.strip() == "transaction.version was downgraded to 0.", down
+    up = run_tool("FeatureCommand", *bootstrap, "upgrade", "--feature",
+                  "transaction.version=2").check().stdout
+    assert up.strip() == "transaction.version was upgraded to 2.", up
+
+
 @pytest.mark.parametrize("kinds", ["pkk", "ppk"], ids=["1kraftpy-2kafka", "2kraftpy-1kafka"])
 def test_mixed_quorum(tmp_path: Path, kinds: str) -> None:
     voters = make_quorum(tmp_path, kinds)
@@ -259,6 +273,7 @@ def test_mixed_quorum(tmp_path: Path, kinds: str) -> None:
             broker.start(timeout=90)
             create_topic(broker, f"led-by-{leader.kind}-0")
         led_by: list[str] = [leader.kind]
+        features_changed = False
         with BrokerLoad(voters, cluster_id) as load:
             load.acknowledged(5)
             for round_ in range(1, ROUNDS + 1):
@@ -269,6 +284,9 @@ def test_mixed_quorum(tmp_path: Path, kinds: str) -> None:
                         break
                 led_by.append(leader.kind)
                 load.acknowledged(5)
+                if leader.kind == "kafka" and not features_changed:
+                    change_features(leader)  # a Kafka leader checks every voter registered
+                    features_changed = True
                 if broker is not None:
                     assert broker.running, broker.log_tail()
                     create_topic(broker, f"led-by-{leader.kind}-{round_}")
