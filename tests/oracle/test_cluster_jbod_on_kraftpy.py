@@ -39,9 +39,14 @@ def test_a_lost_log_directory_moves_its_partitions_leaders(tmp_path: Path, kind:
         wait_for(lambda: all(leader == 2 and sorted(isr) == [2, 3]
                              for leader, _, isr in describe(bootstrap, TOPIC).values()),
                  60, "every partition led by 2, in sync")
-        lost = sorted(int(p.name.rsplit("-", 1)[1]) for p in second.glob(f"{TOPIC}-*"))
-        kept = sorted(int(p.name.rsplit("-", 1)[1]) for p in first.glob(f"{TOPIC}-*"))
-        assert sorted(lost + kept) == [0, 1, 2, 3] and lost and kept, (lost, kept)
+        def placed(directory: Path) -> list[int]:
+            return sorted(int(p.name.rsplit("-", 1)[1]) for p in directory.glob(f"{TOPIC}-*"))
+
+        # the metadata can say broker 2 leads before it has made every log: wait for all four
+        wait_for(lambda: sorted(placed(first) + placed(second)) == [0, 1, 2, 3], 30,
+                 "broker 2's four partition logs")
+        lost, kept = placed(second), placed(first)
+        assert lost and kept, (lost, kept)
         shutil.rmtree(second)
 
         def moved() -> bool:
