@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
-from kraftpy.controller.raft.peers import Peers
+from kraftpy.controller.raft.peers import Peers, request_once
 from kraftpy.controller.raft.voters import RAFT_BOOTSTRAP_SNAPSHOT, ReplicaKey, VoterNode, VoterSet
 from kraftpy.protocol.messages.add_raft_voter_response import AddRaftVoterResponse
 from kraftpy.protocol.messages.remove_raft_voter_response import RemoveRaftVoterResponse
@@ -146,27 +146,14 @@ async def kraft_version_range(host: str, port: int, timeout_s: float
                               ) -> tuple[int, tuple[int, int] | None]:
     """(error, the kraft.version range) a node's ApiVersions answer advertises; a failed
     connection is REQUEST_TIMED_OUT, a node without the feature (0, 0) as Kafka reads it."""
-    from kraftpy.protocol.framing import FrameReader, decode_response, encode_request
     from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
 
     request = ApiVersionsRequest(client_software_name="kraftpy",
                                  client_software_version="1")
-    try:
-        with trio.fail_after(timeout_s):
-            stream = await trio.open_tcp_stream(host, port)
-            async with stream:
-                await stream.send_all(encode_request(request, API_VERSIONS_VERSION, 1,
-                                                     "raft-client"))
-                reader = FrameReader(1 << 20)
-                while (frame := reader.next_frame()) is None:
-                    data = await stream.receive_some(65536)
-                    if not data:
-                        raise ConnectionError("closed")
-                    reader.feed(data)
-        _, response = decode_response(bytes(frame), 18, API_VERSIONS_VERSION)
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionError,
-            ValueError) as exc:
-        log.info("ApiVersions to %s:%d failed: %s", host, port, exc)
+    response = await request_once((host, port), request, API_VERSIONS_VERSION, "raft-client",
+                                  timeout_s)
+    if response is None:
+        log.info("ApiVersions to %s:%d failed", host, port)
         return REQUEST_TIMED_OUT, None
     if response.error_code != NONE:
         return response.error_code, None

@@ -162,31 +162,21 @@ class _Connection:
 async def request_once(address: tuple[str, int], request: Any, version: int, client_id: str,
                        timeout_s: float) -> Any | None:
     """One request on a connection of its own (for the rare ones that are not the core's, such
-    as this controller's registration): the decoded answer, or None on any failure."""
+    as this controller's registration or a new voter's ApiVersions): the decoded answer, or
+    None on any failure."""
     host, port = address
     with trio.move_on_after(timeout_s):
+        connection: _Connection | None = None
         try:
-            stream = await trio.open_tcp_stream(host, port)
-        except OSError as exc:
-            log.debug("request to %s:%d failed: %s", host, port, exc)
-            return None
-        try:
-            await stream.send_all(encode_request(request, version, 1, client_id))
-            reader = FrameReader(MAX_FRAME)
-            while True:
-                frame = reader.next_frame()
-                if frame is not None:
-                    return decode_response(bytes(frame), request.API_KEY, version)[1]
-                data = await stream.receive_some(65536)
-                if not data:
-                    return None
-                reader.feed(data)
+            connection = _Connection(await trio.open_tcp_stream(host, port), client_id)
+            return await connection.request(request, version)
         except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                 DecodeError) as exc:
             log.debug("request to %s:%d failed: %s", host, port, exc)
             return None
         finally:
-            await _close(stream)
+            if connection is not None:
+                await _close(connection.stream)
     return None
 
 
