@@ -244,7 +244,9 @@ class RaftNode:
             elif peer.backoff_until > self.now:
                 times.append(peer.backoff_until)
         if isinstance(s, Leader):
-            times += [s.check_quorum_deadline, s.begin_epoch_deadline]
+            times.append(s.begin_epoch_deadline)
+            if len(self.voters.voters) > 1:  # a lone voter has no quorum to check
+                times.append(s.check_quorum_deadline)
         elif isinstance(s, Follower):
             times.append(s.fetch_deadline)
         else:

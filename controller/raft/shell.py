@@ -715,7 +715,7 @@ class RaftQuorum:
                          self.incarnation, leader)
 
     async def _flusher(self) -> None:
-        """One fsync at a time, in the order the core asked for them."""
+        """One fsync at a time; each covers every Flush the core has asked for by then."""
         while True:
             if not self._flushes:
                 self._flush_wake = trio.Event()
@@ -723,7 +723,10 @@ class RaftQuorum:
                 if self._failed is not None:
                     return
                 continue
-            offset = self._flushes.popleft()
+            # One fsync covers every Flush asked for by now (group commit): the round writes
+            # everything appended, and the core hears of each Flush in order.
+            offsets = list(self._flushes)
+            self._flushes.clear()
             began = time.perf_counter()
             try:
                 flush = self.storage.begin_flush()
@@ -734,7 +737,8 @@ class RaftQuorum:
                 return
             self.fsyncs += 1
             self.fsync_timings.observe(time.perf_counter() - began, began)
-            self._guard(lambda o=offset: self._do(self.raft.on_flushed(o, self.clock_ms())))
+            for offset in offsets:
+                self._guard(lambda o=offset: self._do(self.raft.on_flushed(o, self.clock_ms())))
 
 
 def _error_response(request: Any, version: int, code: int) -> Any:

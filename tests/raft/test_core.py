@@ -163,6 +163,17 @@ def test_a_lone_voter_leads_and_commits_once_flushed() -> None:
         node(2).append([b"z"], 0)
 
 
+def test_an_idle_lone_leader_sleeps_until_its_next_timer() -> None:
+    # No voter fetches from a lone leader, so its check-quorum deadline is never renewed; it
+    # must not count as a timer, or the shell's poll loop wakes at once, forever.
+    n = node(1, voters=VoterSet.static({1: ("n1", 9093)}))
+    n._take()
+    n.on_flushed(1, 5)
+    n.poll(60_000)
+    assert n.role is Role.LEADER
+    assert n.next_deadline() > 60_000
+
+
 def _leader_of_three() -> RaftNode:
     n = node(1)
     n._take()
