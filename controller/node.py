@@ -179,30 +179,20 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
         bootstrap = dynamic.configured_bootstrap(config) if voters is None else None
     except shell.RaftShellError as exc:
         raise NodeStartError(str(exc), exc.exit_code) from None
-    if voters is not None or bootstrap is not None:
-        try:
-            opened_quorum = await trio.to_thread.run_sync(shell.open_quorum, config,
-                                                          voters or {}, bootstrap)
-        except recovery.RecoveryError as exc:
-            raise NodeStartError(str(exc), exc.exit_code) from None
-        except shell.RaftShellError as exc:
-            raise NodeStartError(str(exc), exc.exit_code) from None
-        node = RunningNode(config, opened_quorum.cluster_id, opened_quorum,  # type: ignore[arg-type]
-                           opened_quorum.supported_features)
-        node.raft_shell = opened_quorum
-        return await _serve(config, server, security, collector, signals, task_status, node,
-                            opened_quorum.storage, opened_quorum.raft.epoch)
+    if voters is None and bootstrap is None:
+        voters = shell.lone_voter(config)
     try:
-        opened = await trio.to_thread.run_sync(recovery.open_node_storage, config)
+        opened_quorum = await trio.to_thread.run_sync(shell.open_quorum, config,
+                                                      voters or {}, bootstrap)
     except recovery.RecoveryError as exc:
         raise NodeStartError(str(exc), exc.exit_code) from None
-    quorum = Quorum(opened.controller, opened.storage)
-    node = RunningNode(config, opened.cluster_id, quorum, opened.supported_features,
-                       raft=RaftLeader(cluster_id=opened.cluster_id,
-                                       node_id=config.node_id, epoch=opened.leader_epoch),
-                       raft_log=RaftLogReader(opened.storage))
+    except shell.RaftShellError as exc:
+        raise NodeStartError(str(exc), exc.exit_code) from None
+    node = RunningNode(config, opened_quorum.cluster_id, opened_quorum,
+                       opened_quorum.supported_features)
+    node.raft_shell = opened_quorum
     return await _serve(config, server, security, collector, signals, task_status, node,
-                        opened.storage, opened.leader_epoch)
+                        opened_quorum.storage, opened_quorum.raft.epoch)
 
 
 async def _serve(config: ServerConfig, server: Server, security: Any, collector: Any,

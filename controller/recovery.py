@@ -33,6 +33,7 @@ from kraftpy.controller.log.retention import RetentionPolicy
 from kraftpy.controller.log.snapshots import SnapshotError, read_snapshot
 from kraftpy.controller.log.storage import (
     MetadataStorage,
+    RecoveryStats,
     SnapshotPolicy,
     format_storage,
     random_uuid,
@@ -149,9 +150,10 @@ def _check_voters(voters: Any, node_id: int, directory_id: uuid.UUID, where: str
         raise UnsupportedFeatures(f"{where}: {exc}") from None
 
 
-def _check_bootstrap(log_dir: Path, node_id: int) -> None:
+def _check_bootstrap(log_dir: Path, node_id: int, *, lone: bool = True) -> None:
     """A directory whose metadata log is still empty starts from bootstrap.checkpoint: refuse
-    a level we cannot run before opening (and so writing to) the directory."""
+    a level we cannot run before opening (and so writing to) the directory. `lone`: the
+    node leads alone, so a raft bootstrap voter set must be this node."""
     partition = log_dir / "__cluster_metadata-0"
     raft_bootstrap = partition / RAFT_BOOTSTRAP_SNAPSHOT
     if raft_bootstrap.is_file():  # a dynamic quorum's voters (kafka-storage format --standalone)
@@ -165,7 +167,7 @@ def _check_bootstrap(log_dir: Path, node_id: int) -> None:
             raise UnsupportedFeatures(f"{raft_bootstrap}: {reason}")
         if level and voters is None:
             raise UnsupportedFeatures(f"{raft_bootstrap}: {NO_VOTERS}")
-        if voters is not None:
+        if voters is not None and lone:
             text = meta.get("directory.id")
             _check_voters(voters, node_id,
                           parse_kafka_uuid(text) if text else uuid.UUID(int=0), str(raft_bootstrap))
@@ -219,14 +221,15 @@ def retention_policy(config: ServerConfig) -> RetentionPolicy | None:
                            max_ms=default.max_ms if max_ms is None else max_ms)
 
 
-def open_node_storage(config: ServerConfig) -> OpenedNode:
-    """Format if new, open and recover the data dir, replay it, begin a new leader epoch."""
+def open_storage(config: ServerConfig, *, downloads: bool = False) -> MetadataStorage:
+    """Format the data dir if new, refuse a bootstrap this node cannot run, open and recover
+    both logs (`downloads`: a voter of several, whose snapshot past its log end is an
+    interrupted install rather than lost records)."""
     log_dir = Path(config.metadata_log_dir)
-    started = time.monotonic()
     try:
         _format_if_new(config, log_dir)
-        _check_bootstrap(log_dir, config.node_id)
-        storage = MetadataStorage.open(
+        _check_bootstrap(log_dir, config.node_id, lone=not downloads)
+        return MetadataStorage.open(
             log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
             policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
                                   interval_ms=config.snapshot_interval_ms),
@@ -234,45 +237,67 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
             segment_ms=config.metadata_log_segment_ms,
             retention=retention_policy(config),
             txn_segment_bytes=config.txn_topic.segment_bytes,
+            downloads=downloads,
         )
     except InconsistentLogError as exc:
         raise LostRecordsError(str(exc)) from None
     except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
         raise RecoveryError(str(exc)) from None
-    try:
+
+
+def recover_controller(config: ServerConfig, storage: MetadataStorage,
+                       settings: ControllerSettings | None = None
+                       ) -> tuple[QuorumController, RecoveryStats]:
+    """A lone voter's controller: everything on its disk is committed (its disk is the
+    majority), so the newest whole snapshot, the metadata log and the transaction log are
+    replayed now, and a level this node cannot run or a record it cannot read refuses the
+    start here, before anything is written."""
+    log_dir = Path(config.metadata_log_dir)
+    if settings is None:
         settings = replace(controller_settings(config, storage.cluster_id),
                            log_directory_id=_directory_id(storage))
-        if storage.kraft_version >= 1:  # the voter's own directory id, as DescribeQuorum shows
-            settings = replace(settings, directory_id=_directory_id(storage))
         mv, features = read_bootstrap(log_dir)
         if mv is not None:
             settings = replace(settings, metadata_version=mv, bootstrap_features=features)
-        controller = QuorumController(settings)
-        try:
-            reason = unsupported({KRAFT_VERSION: storage.kraft_version})
+    if storage.kraft_version >= 1:  # the voter's own directory id, as DescribeQuorum shows
+        settings = replace(settings, directory_id=_directory_id(storage))
+    controller = QuorumController(settings)
+    try:
+        reason = unsupported({KRAFT_VERSION: storage.kraft_version})
+        if reason:
+            raise UnsupportedFeatureLevel(reason)
+        if storage.kraft_version and storage.voters is None:
+            raise UnsupportedFeatureLevel(NO_VOTERS)
+        if storage.voters is not None:
+            try:
+                check_single_voter(storage.voters, config.node_id, _directory_id(storage))
+            except VoterSetError as exc:
+                raise UnsupportedFeatureLevel(str(exc)) from None
+        controller.features.kraft_version = storage.kraft_version
+        stats = storage.replay_into(controller)
+        if not controller.features.metadata_version:  # empty log: the bootstrap will run
+            reason = unsupported({**settings.bootstrap_features,
+                                  METADATA_VERSION: settings.metadata_version})
             if reason:
                 raise UnsupportedFeatureLevel(reason)
-            if storage.kraft_version and storage.voters is None:
-                raise UnsupportedFeatureLevel(NO_VOTERS)
-            if storage.voters is not None:
-                try:
-                    check_single_voter(storage.voters, config.node_id, _directory_id(storage))
-                except VoterSetError as exc:
-                    raise UnsupportedFeatureLevel(str(exc)) from None
-            controller.features.kraft_version = storage.kraft_version
-            stats = storage.replay_into(controller)
-            if not controller.features.metadata_version:  # empty log: the bootstrap will run
-                reason = unsupported({**settings.bootstrap_features,
-                                      METADATA_VERSION: settings.metadata_version})
-                if reason:
-                    raise UnsupportedFeatureLevel(reason)
-        except UnsupportedFeatureLevel as exc:
-            raise UnsupportedFeatures(f"{log_dir}: {exc}") from None
-        except (DecodeError, ValueError) as exc:
-            raise RecoveryError(f"cannot replay {log_dir}: {exc}") from None
-        except files.LogDirError as exc:
-            raise RecoveryError(str(exc)) from None
-        controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    except UnsupportedFeatureLevel as exc:
+        raise UnsupportedFeatures(f"{log_dir}: {exc}") from None
+    except (DecodeError, ValueError) as exc:
+        raise RecoveryError(f"cannot replay {log_dir}: {exc}") from None
+    except files.LogDirError as exc:
+        raise RecoveryError(str(exc)) from None
+    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
+    return controller, stats
+
+
+def open_node_storage(config: ServerConfig) -> OpenedNode:
+    """The data dir opened, recovered and replayed as a lone voter that leads it directly
+    (a new leader epoch begun by the storage, the transaction log migrated): for tools and
+    tests that drive the controller and the storage without the Raft core."""
+    started = time.monotonic()
+    storage = open_storage(config)
+    try:
+        controller, stats = recover_controller(config, storage)
         now = _now_ms()
         epoch = storage.begin_epoch(now_ms=now)
         controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
@@ -281,9 +306,14 @@ def open_node_storage(config: ServerConfig) -> OpenedNode:
     except BaseException:
         storage.close()
         raise
+    log_recovered(config, stats, storage, started)
+    return OpenedNode(storage, controller, storage.cluster_id, epoch, dict(SUPPORTED_FEATURES))
+
+
+def log_recovered(config: ServerConfig, stats: RecoveryStats, storage: MetadataStorage,
+                  started: float) -> None:
     log.info("recovered %s in %.0f ms: %d snapshot records%s, %d log records, %d transaction "
-             "records; leader epoch %d, log end offset %d", log_dir,
+             "records; log end offset %d", config.metadata_log_dir,
              (time.monotonic() - started) * 1000, stats.snapshot_records,
              f" ({stats.snapshot.file_name})" if stats.snapshot else "", stats.log_records,
-             stats.txn_records, epoch, storage.metadata_end_offset())
-    return OpenedNode(storage, controller, storage.cluster_id, epoch, dict(SUPPORTED_FEATURES))
+             stats.txn_records, storage.metadata_end_offset())

@@ -148,7 +148,8 @@ class RaftQuorum:
                  controller_listeners: tuple[tuple[str, str, int, int], ...] = (),
                  kraft_version: int = 0,
                  voter_history: list[tuple[int, VoterSet]] | None = None,
-                 bootstrap: dict[int, tuple[str, int]] | None = None) -> None:
+                 bootstrap: dict[int, tuple[str, int]] | None = None,
+                 controller: Any = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.storage = storage
@@ -173,7 +174,7 @@ class RaftQuorum:
         self._failed: BaseException | None = None
         self._waiters: deque[_Waiter] = deque()
         self._replies: set[_Reply] = set()
-        self._flushes: deque[int] = deque()
+        self._flushes: deque[int | None] = deque()
         self._flush_wake = trio.Event()
         self._wake = trio.Event()
         self._committed = trio.Event()
@@ -188,7 +189,10 @@ class RaftQuorum:
         meta = self.metadata
         start = meta.log_start_offset
         snapshots = [sid for sid in self._snapshot_ids() if sid[0] >= start]
-        self.controller, self.replayed = self._fresh_controller(start)
+        if controller is not None:  # a lone voter's, its whole log replayed (open_quorum)
+            self.controller, self.replayed = controller, meta.log_end_offset
+        else:
+            self.controller, self.replayed = self._fresh_controller(start)
         self.hwm = (self.replayed, storage.txn_end_offset())
         election_path = self.partition_dir / quorum_state.FILE_NAME
         election = (quorum_state.decode(election_path.read_bytes())
@@ -237,9 +241,9 @@ class RaftQuorum:
         next_offset = self.raft.next_offset
         result = self.controller.handle(request, api_version, now_ms=now,
                                         next_offset=next_offset, listener=listener)
-        if result.txn_records:
+        if result.txn_records and not self.keeps_transactions:
             log.warning("%s would write transaction state, which a quorum of several voters "
-                        "does not replicate yet: refused", type(request).__name__)
+                        "does not replicate: refused", type(request).__name__)
             return _error_response(request, api_version, COORDINATOR_NOT_AVAILABLE)
         end = self._write(result, now, next_offset)
         txn_end = self.storage.txn_end_offset()
@@ -306,6 +310,12 @@ class RaftQuorum:
         if self._stopping:
             raise NodeStopped("the controller is shutting down")
 
+    @property
+    def keeps_transactions(self) -> bool:
+        """Whether this node writes the transaction log (`__transaction_state`): only as the
+        lone voter, where its own disk is the majority. Several voters do not replicate it."""
+        return self.raft.voters.ids == {self.node_id} and self.storage.txn is not None
+
     def _not_leader(self, request: Any, version: int) -> Any:
         code = NOT_COORDINATOR if request.API_KEY == INIT_PRODUCER_ID else NOT_CONTROLLER
         return _error_response(request, version, code)
@@ -315,11 +325,18 @@ class RaftQuorum:
         """Append and apply a result's records; the log end its answer waits for."""
         if result.events:
             _log_lines(result.events)
+        txn_offset = self.storage.txn_end_offset()
+        if result.txn_records:  # a lone voter's (keeps_transactions): committed by its fsync
+            txn_offset = self.storage.append_txn(result.txn_records, now)
+            self._flushes.append(None)
+            self._flush_wake.set()
         if not result.records:
+            if result.txn_records:
+                self.controller.apply(result, offset=next_offset, txn_offset=txn_offset)
             return next_offset
         values = [encode_metadata_record(r, v) for r, v in result.records]
         base = self.raft.append(values, now)
-        self.controller.apply(result, offset=base, txn_offset=self.storage.txn_end_offset())
+        self.controller.apply(result, offset=base, txn_offset=txn_offset)
         end = base + len(values)
         self.replayed = max(self.replayed, end)
         self._kick()
@@ -331,9 +348,9 @@ class RaftQuorum:
         now = self.clock_ms()
         next_offset = self.raft.next_offset
         result = self.controller.tick(now_ms=now, next_offset=next_offset)
-        if result.txn_records:
+        if result.txn_records and not self.keeps_transactions:
             log.warning("a timer would write transaction state, which a quorum of several "
-                        "voters does not replicate yet: skipped")
+                        "voters does not replicate: skipped")
             return
         self._write(result, now, next_offset)
 
@@ -422,9 +439,13 @@ class RaftQuorum:
         if hwm > self.replayed:
             self._replay(self.controller, self.replayed, hwm)
             self.replayed = hwm
-        txn_hwm = self.storage.txn_end_offset()
-        self.hwm = (hwm, txn_hwm)
+        self.hwm = (hwm, self.hwm[1])
         self.controller.features.kraft_version = self.raft.kraft_version
+        self._release()
+
+    def _release(self) -> None:
+        """Tell the controller the high watermarks; release the answers they cover."""
+        hwm, txn_hwm = self.hwm
         self.controller.on_committed(hwm, txn_hwm)
         waiters = self._waiters
         while waiters and waiters[0].end <= hwm and waiters[0].txn_end <= txn_hwm:
@@ -731,14 +752,19 @@ class RaftQuorum:
             try:
                 flush = self.storage.begin_flush()
                 await trio.to_thread.run_sync(flush.fsync)
-                self.storage.complete_flush(flush)
+                _, txn_hwm = self.storage.complete_flush(flush)
             except OSError as exc:
                 self._fail(RaftShellError(f"fsync of the metadata log failed: {exc}"))
                 return
             self.fsyncs += 1
             self.fsync_timings.observe(time.perf_counter() - began, began)
+            if txn_hwm > self.hwm[1]:  # the transaction log: durable here is committed
+                self.hwm = (self.hwm[0], txn_hwm)
+                self._guard(self._release)
             for offset in offsets:
-                self._guard(lambda o=offset: self._do(self.raft.on_flushed(o, self.clock_ms())))
+                if offset is not None:  # None: the transaction log's own round
+                    self._guard(lambda o=offset: self._do(self.raft.on_flushed(
+                        o, self.clock_ms())))
 
 
 def _error_response(request: Any, version: int, code: int) -> Any:
@@ -748,8 +774,7 @@ def _error_response(request: Any, version: int, code: int) -> Any:
 
 
 def configured_voters(config: Any) -> dict[int, tuple[str, int]] | None:
-    """The static voters of `controller.quorum.voters` when it names more than one (a
-    quorum this shell runs), else None (the one-voter node, unchanged)."""
+    """The static voters of `controller.quorum.voters`; None when it is not set."""
     from kraftpy.controller.raft.config import RaftConfigError, parse_voters
 
     text = config.properties.get("controller.quorum.voters", "").strip()
@@ -759,55 +784,48 @@ def configured_voters(config: Any) -> dict[int, tuple[str, int]] | None:
         voters = parse_voters(text)
     except RaftConfigError as exc:
         raise RaftShellError(str(exc), 2) from None
-    if len(voters) <= 1:
-        return None
     if config.node_id not in voters:
         raise RaftShellError(f"node.id {config.node_id} is not one of controller.quorum.voters "
                              f"({', '.join(map(str, sorted(voters)))}); kraftpy does not run "
-                             "as an observer of a quorum yet", 2)
+                             "as an observer of a static quorum", 2)
     return voters
+
+
+def lone_voter(config: Any) -> dict[int, tuple[str, int]]:
+    """Neither `controller.quorum.voters` nor `.bootstrap.servers`: this node is the lone
+    voter, at its first controller listener's advertised address."""
+    advertised = config.advertised(config.controller_listener_names[0])
+    return {config.node_id: (advertised.host, advertised.port)}
 
 
 def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
                 bootstrap: dict[int, tuple[str, int]] | None = None) -> RaftQuorum:
-    """Format if new, open and recover the data dir (nothing replayed past the newest
-    snapshot: the log's records are replayed as the quorum commits them), build the shell.
-    With `bootstrap` (`controller.quorum.bootstrap.servers`) the quorum is KIP-853's dynamic
-    one: voters and kraft.version from the log (`dynamic.recorded_voters`)."""
+    """Format if new, open and recover the data dir, build the shell. With `bootstrap`
+    (`controller.quorum.bootstrap.servers`) the quorum is KIP-853's dynamic one: voters and
+    kraft.version from the log (`dynamic.recorded_voters`); else the static `voters`.
+
+    A lone voter's disk is the majority, so all of it is committed: its snapshot and both
+    logs are replayed now (`recovery.recover_controller`, which refuses what this node cannot
+    run before anything is written), and kraftpy's former transaction-log layout is moved.
+    A voter of several replays nothing past its newest snapshot here: the log's records are
+    replayed as the quorum commits them."""
     from dataclasses import replace
 
     from kraftpy.controller import recovery
     from kraftpy.controller.feature_control import SUPPORTED_FEATURES
-    from kraftpy.controller.log.consistency import InconsistentLogError
-    from kraftpy.controller.log.partition_log import LogCorruptError
-    from kraftpy.controller.log.snapshots import SnapshotError
-    from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, read_bootstrap
+    from kraftpy.controller.log.storage import read_bootstrap
     from kraftpy.controller.quorum_controller import QuorumController
     from kraftpy.controller.raft.config import RaftConfigError
 
+    started = time.monotonic()
     try:
         raft_config = RaftConfig.from_properties(config.properties)
     except RaftConfigError as exc:
         raise RaftShellError(str(exc), 2) from None
     log_dir = Path(config.metadata_log_dir)
+    static_lone = bootstrap is None and set(voters) == {config.node_id}
+    storage = recovery.open_storage(config, downloads=not static_lone)
     try:
-        recovery._format_if_new(config, log_dir)
-        storage = MetadataStorage.open(
-            log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
-            policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
-                                  interval_ms=config.snapshot_interval_ms),
-            background_snapshots=True, segment_ms=config.metadata_log_segment_ms,
-            retention=recovery.retention_policy(config),
-            txn_segment_bytes=config.txn_topic.segment_bytes, downloads=True)
-    except InconsistentLogError as exc:
-        raise recovery.LostRecordsError(str(exc)) from None
-    except (OSError, files.LogDirError, LogCorruptError, SnapshotError) as exc:
-        raise recovery.RecoveryError(str(exc)) from None
-    try:
-        if storage.kraft_version and bootstrap is None:
-            raise RaftShellError("a quorum of several voters runs at kraft.version 0 (static "
-                                 "controller.quorum.voters); this data dir has kraft.version "
-                                 f"{storage.kraft_version}", 2)
         directory_id = recovery._directory_id(storage)
         settings = replace(recovery.controller_settings(config, storage.cluster_id),
                            log_directory_id=directory_id)
@@ -817,10 +835,19 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
         listener = config.controller_listener_names[0]
         advertised = config.advertised(listener)
         voter_set, history = VoterSet.static(voters, listener), None
-        if bootstrap is not None:
+        if bootstrap is not None or (static_lone and storage.kraft_version):
             from kraftpy.controller.raft.dynamic import recorded_voters
 
             voter_set, history = recorded_voters(storage)
+        elif storage.kraft_version:
+            raise RaftShellError("a quorum of several static voters runs at kraft.version 0 "
+                                 "(controller.quorum.voters); this data dir has kraft.version "
+                                 f"{storage.kraft_version}", 2)
+        controller = None
+        if voter_set.ids == {config.node_id} or static_lone:
+            controller, stats = recovery.recover_controller(config, storage, settings)
+            recovery.migrate_transaction_state(storage, controller, wall_clock_ms())
+            recovery.log_recovered(config, stats, storage, started)
         quorum = RaftQuorum(
             node_id=config.node_id, cluster_id=storage.cluster_id, storage=storage,
             make_controller=lambda: QuorumController(settings), raft_config=raft_config,
@@ -829,7 +856,8 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
             controller_listeners=tuple(
                 (ep.name, ep.host, ep.port, ep.security_protocol)
                 for ep in settings.controller_endpoints()),
-            kraft_version=storage.kraft_version, voter_history=history, bootstrap=bootstrap)
+            kraft_version=storage.kraft_version, voter_history=history, bootstrap=bootstrap,
+            controller=controller)
         quorum.supported_features = dict(SUPPORTED_FEATURES)
     except BaseException:
         storage.close()
