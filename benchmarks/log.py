@@ -5,17 +5,16 @@
 
 Everything runs on the same disk in the same run, next to its reference:
 - the raw `os.fsync` rate (small write + fsync in a loop): the ceiling for one-fsync appends;
-- appends/s with one fsync per operation (PartitionLog append + flush), and, like for like,
-  the log's group commit at 1, 8 and 64 concurrent trio writers: each loops `Quorum.submit`
-  of one NoOpRecord (`NoOpAppender` stands where the controller's logic would) against a
-  real MetadataStorage, with `Quorum.run` committing, and is answered only after the fsync
-  that covers it;
-- the controller's whole commit path at 64 writers: each loops an AllocateProducerIds
-  (handled, one ProducerIdsRecord appended and replayed) through a real QuorumController;
+- appends/s with one fsync per operation (PartitionLog append + flush);
+- the node's whole commit path, like for like: 1, 8 and 64 concurrent trio writers, each
+  looping an AllocateProducerIds (handled, one ProducerIdsRecord appended through the Raft
+  core, replayed) against a lone voter's `RaftQuorum` on a real data dir, answered only once
+  the core has committed it (its fsync); at `controller.quorum.append.linger.ms=0` and, for
+  64 writers, at Kafka's default 25 ms too;
 - these rows run in interleaved rounds (the disk's fsync rate drifts); ratios are paired
   per round;
-- both 64-writer rows again on a tmpfs, where fsync costs ~nothing: the CPU per operation
-  of the commit path itself;
+- the 64-writer row again on a tmpfs, where fsync costs ~nothing: the CPU per operation of
+  the commit path itself;
 - startup of a log of N records (default 1,000,000): full replay vs snapshot near the end,
   and records/s replayed into the QuorumController;
 - reading the same segment with our record reader vs kafka-python's.
@@ -27,18 +26,17 @@ import argparse
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
 from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, format_storage
-from kraftpy.controller.quorum import Quorum, wall_clock_ms
+from kraftpy.controller.node import SWITCH_INTERVAL_S
 from kraftpy.controller.quorum_controller import QuorumController
-from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -103,44 +101,47 @@ def _registration(broker_id: int) -> BrokerRegistrationRequest:
     )
 
 
-class NoOpAppender:
-    """The controller's place in the log rows: every request is one NoOpRecord appended,
-    answered once durable, and replay does nothing (as NoOpRecord's, in Kafka). What is left
-    is the log and its group commit: `Quorum.submit`, the open batch, the rounds, the fsync
-    ring and the answers, the same work as `one_fsync_per_op` plus the sharing."""
+def lone_quorum(data: Path, linger_ms: int) -> object:
+    """A lone voter's RaftQuorum on a fresh data dir, as `kraftpy serve` opens it."""
+    from kraftpy.controller.config import build_config
+    from kraftpy.controller.raft import shell
 
-    def __init__(self) -> None:
-        self.record = NoOpRecord()
-
-    def handle(self, request: object, api_version: int, *, now_ms: int, next_offset: int,
-               listener: str | None = None) -> ControllerResult:
-        return ControllerResult(next_offset, [(self.record, 0)])
-
-    def usually_writes(self, request: object) -> bool:
-        return True
-
-    def apply(self, result: ControllerResult, *, offset: int, txn_offset: int) -> None:
-        pass
-
-    def tick(self, *, now_ms: int, next_offset: int) -> ControllerResult:
-        return ControllerResult()
-
-    def on_committed(self, metadata_hwm: int, txn_hwm: int) -> None:
-        pass
+    config = build_config({
+        "process.roles": "controller", "node.id": "1",
+        "listeners": "CONTROLLER://127.0.0.1:19093", "controller.listener.names": "CONTROLLER",
+        "metadata.log.dir": str(data), "cluster.id": CLUSTER,
+        "controller.quorum.append.linger.ms": str(linger_ms),
+        # 0 = no AllocateProducerIds quota, so no request is throttled.
+        "producer.id.allocation.quota.per.broker": "0",
+        "metadata.log.max.snapshot.interval.ms": str(1 << 40),
+        "metadata.log.max.record.bytes.between.snapshots": str(1 << 60),
+    })
+    return shell.open_quorum(config, shell.lone_voter(config))
 
 
-def _writers(quorum: Quorum, writers: int, seconds: float,
-             prepare: Callable[[int], Awaitable[object]]) -> tuple[float, int, int]:
-    """`writers` trio tasks, each looping `quorum.submit` of the request `prepare(i)` gave it,
-    for `seconds` once all are ready, with `Quorum.run` committing: (elapsed, acknowledged
-    operations, fsyncs)."""
+def group_commit(directory: Path, writers: int, seconds: float, linger_ms: int = 0
+                 ) -> tuple[float, float]:
+    """The node's commit path end to end: `writers` trio tasks each looping `submit` of an
+    AllocateProducerIds (one ProducerIdsRecord through the Raft core, answered once
+    committed) against a lone voter's RaftQuorum. Returns (acknowledged operations/s,
+    operations per fsync)."""
+    quorum = lone_quorum(directory / f"group-{writers}-{linger_ms}", linger_ms)
     acked = ready = 0
     running = True  # a flag, not a clock read per operation
     all_ready = trio.Event()
 
     async def writer(i: int) -> None:
         nonlocal acked, ready
-        request = await prepare(i)
+        broker_id = i + 2  # 1 is this node
+        registered = await quorum.submit(_registration(broker_id), 4)
+        assert registered.error_code == 0, registered
+        heartbeat = await quorum.submit(BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=registered.broker_epoch,
+            current_metadata_offset=quorum.storage.metadata_end_offset(),
+            want_fence=False, want_shut_down=False), 1)
+        assert not heartbeat.is_fenced, heartbeat
+        request = AllocateProducerIdsRequest(broker_id=broker_id,
+                                             broker_epoch=registered.broker_epoch)
         ready += 1
         if ready == writers:
             all_ready.set()
@@ -148,7 +149,7 @@ def _writers(quorum: Quorum, writers: int, seconds: float,
         submit = quorum.submit
         while running:
             reply = await submit(request, 0)
-            if getattr(reply, "error_code", 0):
+            if reply.error_code:
                 raise AssertionError(reply)
             acked += 1
 
@@ -156,6 +157,9 @@ def _writers(quorum: Quorum, writers: int, seconds: float,
         nonlocal running
         async with trio.open_nursery() as nursery:
             await nursery.start(quorum.run)
+            with trio.fail_after(30):
+                while not quorum.running:
+                    await trio.sleep(0.001)
             async with trio.open_nursery() as writing:
                 for i in range(writers):
                     writing.start_soon(writer, i)
@@ -168,74 +172,31 @@ def _writers(quorum: Quorum, writers: int, seconds: float,
             quorum.stop()
         return elapsed, done, fsyncs
 
-    return trio.run(main)
-
-
-def group_commit_log(directory: Path, writers: int, seconds: float) -> tuple[float, float]:
-    """The log's group commit, like for like with `one_fsync_per_op`: `writers` tasks each
-    appending one NoOpRecord per operation through `Quorum.submit` to a real MetadataStorage,
-    answered only after the fsync that covers it. Returns (operations/s, operations per
-    fsync)."""
-    data = directory / f"log-{writers}"
-    format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage = MetadataStorage.open(data, node_id=1, policy=NO_SNAPSHOTS)
-    storage.begin_epoch(now_ms=wall_clock_ms())
-    quorum = Quorum(NoOpAppender(), storage)
-
-    async def prepare(i: int) -> object:
-        return i
-
-    elapsed, done, fsyncs = _writers(quorum, writers, seconds, prepare)
-    storage.close()
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as `kraftpy serve` runs (controller/node.py)
+    try:
+        elapsed, done, fsyncs = trio.run(main)
+    finally:
+        sys.setswitchinterval(previous)
+        quorum.storage.close()
     return done / elapsed, done / max(fsyncs, 1)
 
 
-def group_commit(directory: Path, writers: int, seconds: float) -> tuple[float, float]:
-    """The controller's commit path end to end: `writers` trio tasks each looping
-    `Quorum.submit` of an AllocateProducerIds (one ProducerIdsRecord, answered after its fsync)
-    against a real MetadataStorage and QuorumController, with `Quorum.run` committing. Returns
-    (acknowledged operations/s, operations per fsync)."""
-    data = directory / f"group-{writers}"
-    format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage = MetadataStorage.open(data, node_id=1)
-    # 0 = no AllocateProducerIds quota, so no request is throttled.
-    settings = ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
-    controller = QuorumController(settings)
-    storage.replay_into(controller)
-    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-    now = wall_clock_ms()
-    epoch = storage.begin_epoch(now_ms=now)
-    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-    controller.activate(leader_epoch=epoch, now_ms=now)
-    quorum = Quorum(controller, storage)
-
-    async def prepare(i: int) -> object:
-        broker_id = i + 2  # 1 is this node
-        registered = await quorum.submit(_registration(broker_id), 4)
-        assert registered.error_code == 0, registered
-        broker_epoch = registered.broker_epoch
-        heartbeat = await quorum.submit(BrokerHeartbeatRequest(
-            broker_id=broker_id, broker_epoch=broker_epoch,
-            current_metadata_offset=storage.metadata_end_offset(),
-            want_fence=False, want_shut_down=False), 1)
-        assert not heartbeat.is_fenced, heartbeat
-        return AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=broker_epoch)
-
-    elapsed, done, fsyncs = _writers(quorum, writers, seconds, prepare)
-    storage.close()
-    return done / elapsed, done / max(fsyncs, 1)
+def group_commit_lingering(directory: Path, writers: int, seconds: float
+                           ) -> tuple[float, float]:
+    return group_commit(directory, writers, seconds, linger_ms=25)
 
 
 # The group commit rows: (label, how, writers).
-GROUP_ROWS = [("log", group_commit_log, 1), ("log", group_commit_log, 8),
-              ("log", group_commit_log, 64), ("controller", group_commit, 64)]
+GROUP_ROWS = [("linger 0", group_commit, 1), ("linger 0", group_commit, 8),
+              ("linger 0", group_commit, 64), ("linger 25 ms", group_commit_lingering, 64)]
 
 
 def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
-    """The fsync rows, interleaved: each round measures raw fsync, one fsync per operation,
-    the log's group commit at 1, 8 and 64 writers and the controller's at 64, back to back
-    (every other round in reverse order), so a round's ratios share one disk state; the
-    median and the best of the per-round ratios are printed."""
+    """The fsync rows, interleaved: each round measures raw fsync, one fsync per operation
+    and the node's commit path at 1, 8 and 64 writers (linger 0) and at 64 (linger 25 ms),
+    back to back (every other round in reverse order), so a round's ratios share one disk
+    state; the median and the best of the per-round ratios are printed."""
     names: list[object] = ["raw", "single", *GROUP_ROWS]
     rows: dict[object, list[float]] = {name: [] for name in names}
     per_fsync: dict[object, list[float]] = {row: [] for row in GROUP_ROWS}
@@ -249,16 +210,15 @@ def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
                 rows["single"].append(one_fsync_per_op(root / f"single-{i}", seconds))
             else:
                 label, how, writers = name  # type: ignore[misc]
-                rate, ops = how(root / f"{label}-{i}", writers, seconds)
+                rate, ops = how(root / f"round-{i}", writers, seconds)
                 rows[name].append(rate)
                 per_fsync[name].append(ops)
         single = rows["single"][-1]
         logs = " ".join(f"{rows[row][-1]:6.0f}" for row in GROUP_ROWS[:3])
         print(f"  round {i + 1}: raw fsync {rows['raw'][-1]:5.0f}/s, one fsync per op "
-              f"{single:5.0f}/s, log group commit 1/8/64 writers {logs}/s "
-              f"({rows[GROUP_ROWS[2]][-1] / single:.1f}x), controller 64 writers "
-              f"{rows[GROUP_ROWS[3]][-1]:6.0f}/s ({rows[GROUP_ROWS[3]][-1] / single:.1f}x)",
-              flush=True)
+              f"{single:5.0f}/s, commit path 1/8/64 writers {logs}/s "
+              f"({rows[GROUP_ROWS[2]][-1] / single:.1f}x), 64 writers at linger 25 ms "
+              f"{rows[GROUP_ROWS[3]][-1]:6.0f}/s", flush=True)
 
     def ratio(name: object, base: str) -> tuple[float, float]:
         paired = [a / b for a, b in zip(rows[name], rows[base], strict=True)]
@@ -273,8 +233,7 @@ def commit_rounds(root: Path, rounds: int, seconds: float) -> None:
           f"({med:.2f}x raw fsync)")
     for row in GROUP_ROWS:
         label, _, writers = row
-        what = (f"log group commit, {writers} writers" if label == "log"
-                else f"controller (AllocateProducerIds), {writers} writers")
+        what = f"AllocateProducerIds, {writers} writers, {label}"
         med, best = ratio(row, "single")
         print(f"{what:48s} {statistics.median(rows[row]):10.0f} /s   ({med:.1f}x one-fsync-per-op, "
               f"best round {best:.1f}x; {statistics.median(per_fsync[row]):.1f} ops per fsync)")
@@ -379,11 +338,11 @@ def main() -> None:
         if args.cpu_dir is not None and args.cpu_dir.is_dir():
             cpu_root = Path(tempfile.mkdtemp(prefix="kraftpy-bench-", dir=args.cpu_dir))
             try:
-                for label, how, writers in GROUP_ROWS[2:]:
-                    rates = [how(cpu_root / f"{label}-{i}", writers, args.seconds)[0]
+                for label, how, writers in GROUP_ROWS[2:3]:
+                    rates = [how(cpu_root / f"round-{i}", writers, args.seconds)[0]
                              for i in range(args.rounds)]
                     best = max(rates)
-                    print(f"{f'{label} group commit, {writers} writers, on {args.cpu_dir}':48s} "
+                    print(f"{f'{writers} writers, {label}, on {args.cpu_dir}':48s} "
                           f"{best:10.0f} /s   (best of {len(rates)}; fsync ~free there: "
                           f"{1e6 / best:.1f} us CPU per op)")
             finally:

@@ -19,14 +19,6 @@ from kraftpy.protocol.messages.describe_producers_response import (
     PartitionResponse,
     TopicResponse,
 )
-from kraftpy.protocol.messages.describe_quorum_response import (
-    DescribeQuorumResponse,
-    Listener,
-    Node,
-    PartitionData,
-    ReplicaState,
-    TopicData,
-)
 
 if TYPE_CHECKING:
     from kraftpy.controller.quorum_controller import QuorumController
@@ -89,37 +81,6 @@ def describe_cluster(qc: QuorumController, request: Any, api_version: int,
         controller_id=settings.node_id, brokers=brokers,
         cluster_authorized_operations=CLUSTER_OPERATIONS
         if request.include_cluster_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED)
-
-
-def describe_quorum(qc: QuorumController, request: Any, api_version: int, now_ms: int,
-                    log_end_offset: int) -> DescribeQuorumResponse:
-    """A quorum of one voter, this node, leading __cluster_metadata-0."""
-    settings = qc.settings
-    topics = request.topics
-    if len(topics) != 1 or topics[0].topic_name != METADATA_TOPIC \
-            or [p.partition_index for p in topics[0].partitions] != [0]:
-        return DescribeQuorumResponse(error_code=ErrorCode.NONE, topics=[
-            TopicData(topic_name=t.topic_name, partitions=[
-                PartitionData(partition_index=p.partition_index,
-                              error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                              error_message="This server does not host this topic-partition.")
-                for p in t.partitions])
-            for t in topics])
-    voter = ReplicaState(replica_id=settings.node_id, replica_directory_id=settings.directory_id,
-                         log_end_offset=log_end_offset, last_fetch_timestamp=now_ms,
-                         last_caught_up_timestamp=now_ms)
-    partition = PartitionData(partition_index=0, error_code=ErrorCode.NONE, error_message="",
-                              leader_id=settings.node_id, leader_epoch=qc.leader_epoch,
-                              high_watermark=qc.high_watermark, current_voters=[voter],
-                              observers=[])
-    # Nodes (and the voters' directory ids) exist from v2 on; Kafka fills them only then.
-    nodes = [Node(node_id=settings.node_id, listeners=[
-        Listener(name=e.name, host=e.host, port=e.port)
-        for e in settings.controller_endpoints()])] if api_version >= 2 else []
-    return DescribeQuorumResponse(error_code=ErrorCode.NONE, error_message="",
-                                  topics=[TopicData(topic_name=METADATA_TOPIC,
-                                                    partitions=[partition])],
-                                  nodes=nodes)
 
 
 def describe_producers(qc: QuorumController, request: Any) -> DescribeProducersResponse:

@@ -232,12 +232,8 @@ class NodeCollector(Collector):
         active = 1 if ready else 0
         yield _gauge("ActiveControllerCount", active)
         yield _gauge("NewActiveControllersCount", 1 if node is not None else 0)
-        raft = getattr(node.quorum, "raft", None) if node is not None else None
-        if raft is not None:  # several voters: the Raft core knows who leads
-            leader = raft.leader_id
-            leader = -1 if leader is None else leader
-        else:
-            leader = self.node_id if active else -1
+        leader = node.quorum.raft.leader_id if node is not None else None
+        leader = -1 if leader is None else leader
         yield _gauge("CurrentControllerId", leader)
         yield _gauge("current-leader", leader)
         if node is None:
@@ -285,20 +281,15 @@ class NodeCollector(Collector):
 
     def _raft(self, quorum: Any, controller: Any, storage: Any, now: float
               ) -> Iterator[Metric]:
-        active = controller.active and quorum.running
         end = storage.metadata_end_offset()
         last_ts = getattr(getattr(storage, "metadata", None), "last_append_timestamp", None)
         yield _gauge("LastAppliedRecordTimestamp", last_ts if last_ts is not None else 0)
-        raft = getattr(quorum, "raft", None)
-        if raft is None:  # one voter: it voted for itself and leads
-            vote, epoch, end_epoch, voters = (self.node_id if active else -1,
-                                              controller.leader_epoch, controller.leader_epoch, 1)
-        else:
-            voted = getattr(raft.state, "voted", None)
-            vote = (voted.id if voted is not None
-                    else self.node_id if raft.leader_id == self.node_id else -1)
-            epoch, end_epoch = raft.epoch, raft.log.last_fetched_epoch
-            voters = len(raft.voters.ids)
+        raft = quorum.raft
+        voted = getattr(raft.state, "voted", None)
+        vote = (voted.id if voted is not None
+                else self.node_id if raft.leader_id == self.node_id else -1)
+        epoch, end_epoch = raft.epoch, raft.log.last_fetched_epoch
+        voters = len(raft.voters.ids)
         yield _gauge("current-vote", vote)
         yield _gauge("current-epoch", epoch)
         yield _gauge("high-watermark", quorum.hwm[0])

@@ -19,9 +19,7 @@ import outcome
 import trio
 from kraftpy.controller import api
 from kraftpy.controller.config import ServerConfig
-from kraftpy.controller.log.raft_reader import RaftLogReader
-from kraftpy.controller.quorum import Quorum
-from kraftpy.controller.raft.leader import LogState, RaftLeader
+from kraftpy.controller.raft.shell import RaftQuorum
 from kraftpy.controller.server import Server
 
 log = logging.getLogger("kraftpy.node")
@@ -42,34 +40,18 @@ class NodeStartError(RuntimeError):
 class RunningNode:
     """What request handlers see of the node (`api.Node`)."""
 
-    def __init__(self, config: ServerConfig, cluster_id: str, quorum: Quorum,
-                 supported_features: dict[str, tuple[int, int]], *,
-                 raft: RaftLeader | None = None, raft_log: RaftLogReader | None = None) -> None:
+    def __init__(self, config: ServerConfig, cluster_id: str, quorum: RaftQuorum,
+                 supported_features: dict[str, tuple[int, int]]) -> None:
         self.config = config
         self.cluster_id = cluster_id
         self.quorum = quorum
         self.supported_features = supported_features
-        # The raft leader's side for observers (Fetch, FetchSnapshot): its decisions, and the
-        # metadata log's files as it reads them.
-        self.raft = raft
-        self.raft_log = raft_log
-        # A quorum of several voters: the Raft core's shell (the quorum itself), which answers
-        # Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot.
-        self.raft_shell: Any = None
+        # The Raft core's shell (the quorum itself), which answers Vote, BeginQuorumEpoch,
+        # EndQuorumEpoch, Fetch, FetchSnapshot, DescribeQuorum and the voter changes.
+        self.raft_shell = quorum
 
     def clock_ms(self) -> int:
         return self.quorum.clock_ms()
-
-    def raft_log_state(self) -> LogState:
-        """The metadata log as the raft leader plans a Fetch answer against it."""
-        reader = self.raft_log
-        assert reader is not None
-        return LogState(start_offset=reader.log_start_offset,
-                        high_watermark=self.quorum.hwm[0], epochs=reader.leader_epochs(),
-                        snapshots=[(s.end_offset, s.epoch) for s in reader.snapshot_ids()])
-
-    async def wait_for_high_watermark(self, past: int) -> None:
-        await self.quorum.wait_for_high_watermark(past)
 
     def submit(self, request: Any, api_version: int, ctx: api.RequestContext) -> Awaitable[Any]:
         # Hands back the quorum's own awaitable: one coroutine less per request.
@@ -190,7 +172,6 @@ async def _recover_and_serve(config: ServerConfig, server: Server, security: Any
         raise NodeStartError(str(exc), exc.exit_code) from None
     node = RunningNode(config, opened_quorum.cluster_id, opened_quorum,
                        opened_quorum.supported_features)
-    node.raft_shell = opened_quorum
     return await _serve(config, server, security, collector, signals, task_status, node,
                         opened_quorum.storage, opened_quorum.raft.epoch)
 
@@ -203,8 +184,7 @@ async def _serve(config: ServerConfig, server: Server, security: Any, collector:
     server.node = node
     security.install(server, node)
     security.attach_acls(quorum.controller)
-    if node.raft_shell is not None:
-        node.raft_shell.on_new_controller = security.attach_acls
+    quorum.on_new_controller = security.attach_acls
     clean = False
     try:
         async with trio.open_nursery() as nursery:
@@ -219,8 +199,11 @@ async def _serve(config: ServerConfig, server: Server, security: Any, collector:
                 log.info("received %s: stopping (finishing requests in flight)",
                          signal.Signals(signum).name)
                 break
-            if node.raft_shell is not None:
-                quorum.stop()  # resign first: nothing may wait for commits during the drain
+            if not quorum.lone_voter:
+                # One of several voters resigns first: a commit may need voters that are
+                # stopping too, so nothing may wait for one during the drain. A lone voter
+                # commits alone: what is in flight is answered, then it stops.
+                quorum.stop()
             await server.drain()
             quorum.stop()
         clean = True

@@ -82,7 +82,6 @@ DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 LIST_PARTITION_REASSIGNMENTS, ASSIGN_REPLICAS_TO_DIRS = 46, 73
 ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, ALTER_PARTITION = 43, 45, 56
 CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS = 30, 31, 29
-DESCRIBE_QUORUM = 55
 UPDATE_FEATURES = 57
 DESCRIBE_CLUSTER = 60
 DESCRIBE_PRODUCERS = 61
@@ -112,7 +111,7 @@ class UnsupportedRequest(ValueError):
 
 class QuorumController:
     SERVED_API_KEYS = frozenset({
-        INIT_PRODUCER_ID, DESCRIBE_QUORUM, DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS,
+        INIT_PRODUCER_ID, DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS,
         BROKER_REGISTRATION, BROKER_HEARTBEAT, UNREGISTER_BROKER_API, DESCRIBE_TRANSACTIONS,
         LIST_TRANSACTIONS, ALLOCATE_PRODUCER_IDS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS,
         UPDATE_FEATURES,
@@ -206,8 +205,6 @@ class QuorumController:
                 self.cluster.register_controller(r),
             DESCRIBE_CLUSTER: lambda r, v, now, off, lis: ControllerResult.reply(
                 image.describe_cluster(self, r, v, lis)),
-            DESCRIBE_QUORUM: lambda r, v, now, off, lis: ControllerResult.reply(
-                image.describe_quorum(self, r, v, now, off)),
             DESCRIBE_PRODUCERS: lambda r, v, now, off, lis: ControllerResult.reply(
                 image.describe_producers(self, r)),
             DESCRIBE_TRANSACTIONS: lambda r, v, now, off, lis:

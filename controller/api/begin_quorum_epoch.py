@@ -1,8 +1,7 @@
 """BeginQuorumEpoch (key 53): a new leader tells the voters of its epoch.
 
 Versions served: 0-1. Listeners: CONTROLLER.
-Behaviour: decided by the Raft core (whether to follow it); on a lone voter,
-INCONSISTENT_VOTER_SET (`api/raft_rpc.py`).
+Behaviour: decided by the Raft core (whether to follow it) (`api/raft_rpc.py`).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from typing import Any
 
 from kraftpy.controller import api
 from kraftpy.controller.api.raft_rpc import to_raft
-from kraftpy.controller.raft import messages as m
 from kraftpy.protocol.messages.begin_quorum_epoch_request import BeginQuorumEpochRequest
 
 API_KEY = 53
@@ -21,5 +19,4 @@ REQUEST = BeginQuorumEpochRequest
 
 
 async def handle(node: api.Node, request: BeginQuorumEpochRequest, ctx: api.RequestContext) -> Any:
-    return await to_raft(node, request, ctx,
-                         lambda error, epoch, leader: m.begin_quorum_epoch_response(error, epoch, leader, None))
+    return await to_raft(node, request, ctx)

@@ -1,12 +1,9 @@
 """DescribeQuorum (key 55).
 
 Versions served: 0-2. Listeners: client and CONTROLLER (Kafka answers it on both).
-Behaviour: in a quorum of several voters, by the Raft core (`controller/raft/describe.py`):
-the leader's view of every voter and observer, NOT_LEADER_OR_FOLLOWER on the others. A node
-that is its own only voter answers through the controller: this node, leading at the epoch
-bumped at every start, with the high watermark of __cluster_metadata-0.
-Observers: every broker that fetched the log within Kafka's observer session (5 minutes),
-with its fetch offset and times, filled in by the raft leader (`controller/raft/leader.py`).
+Behaviour: by the Raft core (`controller/raft/describe.py`), a lone voter's too: the leader's
+view of every voter and of every observer that fetched within Kafka's observer session (5
+minutes), with fetch offsets and times; NOT_LEADER_OR_FOLLOWER on the other voters.
 """
 
 from __future__ import annotations
@@ -28,11 +25,4 @@ def error_response(code: int) -> DescribeQuorumResponse:
 async def handle(
     node: api.Node, request: DescribeQuorumRequest, ctx: api.RequestContext
 ) -> DescribeQuorumResponse:
-    shell = getattr(node, "raft_shell", None)
-    if shell is not None:
-        return shell.describe_quorum(request, ctx.api_version)  # type: ignore[no-any-return]
-    response = await api.through_controller(node, request, ctx, error_response)
-    raft = getattr(node, "raft", None)
-    if raft is not None and response.error_code == 0:
-        raft.add_observers(response, ctx.api_version, node.clock_ms())  # type: ignore[attr-defined]
-    return response
+    return node.raft_shell.describe_quorum(request, ctx.api_version)  # type: ignore[attr-defined,no-any-return]

@@ -1,8 +1,7 @@
 """EndQuorumEpoch (key 54): a leader shutting down hands its epoch over.
 
 Versions served: 0-1. Listeners: CONTROLLER.
-Behaviour: decided by the Raft core (the election backoff by the successors named); on a lone
-voter, INCONSISTENT_VOTER_SET (`api/raft_rpc.py`).
+Behaviour: decided by the Raft core (the election backoff by the successors named) (`api/raft_rpc.py`).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from typing import Any
 
 from kraftpy.controller import api
 from kraftpy.controller.api.raft_rpc import to_raft
-from kraftpy.controller.raft import messages as m
 from kraftpy.protocol.messages.end_quorum_epoch_request import EndQuorumEpochRequest
 
 API_KEY = 54
@@ -21,5 +19,4 @@ REQUEST = EndQuorumEpochRequest
 
 
 async def handle(node: api.Node, request: EndQuorumEpochRequest, ctx: api.RequestContext) -> Any:
-    return await to_raft(node, request, ctx,
-                         lambda error, epoch, leader: m.end_quorum_epoch_response(error, epoch, leader, None))
+    return await to_raft(node, request, ctx)

@@ -2,9 +2,8 @@
 that removed itself resigns.
 
 Versions served: 0. Listeners: CONTROLLER.
-Behaviour: in a dynamic quorum (`controller.quorum.bootstrap.servers`), Kafka's checks and
-error codes by `controller/raft/dynamic.py` and the Raft core; on a lone static voter,
-UNSUPPORTED_VERSION (its voters do not change).
+Behaviour: Kafka's checks and error codes by `controller/raft/dynamic.py` and the Raft core (a
+static quorum, kraft.version 0, changes no voters: UNSUPPORTED_VERSION, as Kafka answers).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from kraftpy.controller import api
-from kraftpy.controller.raft.dynamic import lone_voter_answer
 from kraftpy.protocol.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 
 API_KEY = 81
@@ -22,7 +20,4 @@ REQUEST = RemoveRaftVoterRequest
 
 
 async def handle(node: api.Node, request: RemoveRaftVoterRequest, ctx: api.RequestContext) -> Any:
-    shell = getattr(node, "raft_shell", None)
-    if shell is None:
-        return lone_voter_answer(API_KEY)
-    return await shell.voter_changes.remove(request)
+    return await node.raft_shell.voter_changes.remove(request)

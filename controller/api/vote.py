@@ -2,8 +2,7 @@
 
 Versions served: 0-2. Listeners: CONTROLLER.
 Behaviour: decided by the Raft core (the vote: epoch, last offset and epoch, one vote per epoch,
-pre-votes never persisted); on a lone voter, INCONSISTENT_VOTER_SET, not granted
-(`api/raft_rpc.py`).
+pre-votes never persisted) (`api/raft_rpc.py`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ from typing import Any
 
 from kraftpy.controller import api
 from kraftpy.controller.api.raft_rpc import to_raft
-from kraftpy.controller.raft import messages as m
 from kraftpy.protocol.messages.vote_request import VoteRequest
 
 API_KEY = 52
@@ -22,5 +20,4 @@ REQUEST = VoteRequest
 
 
 async def handle(node: api.Node, request: VoteRequest, ctx: api.RequestContext) -> Any:
-    return await to_raft(node, request, ctx,
-                         lambda error, epoch, leader: m.vote_response(error, epoch, leader, False, None))
+    return await to_raft(node, request, ctx)

@@ -304,10 +304,6 @@ class FlushRound:
         if self.txn is not None:
             self.txn.fsync()
 
-    def files(self) -> list[int]:
-        """The file descriptors `fsync` syncs, for a caller that fsyncs them itself."""
-        return self.metadata.fds + (self.txn.fds if self.txn is not None else [])
-
     def release(self) -> None:
         """Close the round's file handles (after its fsync, or when it is abandoned)."""
         self.metadata.release()
@@ -567,12 +563,12 @@ class MetadataStorage:
             stats.txn_records = self.replay_txn_into(controller)
         return stats
 
-    def replay_txn_into(self, controller: Any) -> int:
+    def replay_txn_into(self, controller: Any, *, recovered: bool = True) -> int:
         """The transaction log's partitions, once the metadata log is replayed: each
         directory must be the metadata log's `__transaction_state` (by the topic id in its
         partition.metadata); with no such topic yet (kraftpy's former one-partition layout)
         the controller adopts the directories' topic id. Records count from 0 over all
-        partitions (`TxnRecord`'s count); every one is durable."""
+        partitions (`TxnRecord`'s count); every one is durable when `recovered` (at open)."""
         from kraftpy.protocol.txn_log import decode_key, decode_value
         from kraftpy.protocol.uuid import kafka_uuid_str, parse_kafka_uuid
 
@@ -588,7 +584,8 @@ class MetadataStorage:
             value, _vv = decode_value(record.value)
             controller.replay_txn(key, value, count, record.partition)
             count += 1
-        self.txn.set_end(count)
+        if recovered:  # at open: every record read is durable
+            self.txn.set_end(count)
         return count
 
     def _bytes_at(self, offset: int) -> int:

@@ -371,16 +371,3 @@ def _show(key: ReplicaKey) -> str:
 
 def _keys(voters: VoterSet) -> str:
     return "[" + ", ".join(_show(n.key) for n in voters.voters.values()) + "]"
-
-
-def lone_voter_answer(api_key: int) -> Any:
-    """On the single-voter path (one static or standalone voter, `controller/quorum.py`)
-    voters do not change: UNSUPPORTED_VERSION, saying how to run a dynamic quorum."""
-    message = ("this controller runs as the only voter of a static quorum; a dynamic quorum "
-               "needs controller.quorum.bootstrap.servers")
-    if api_key == 80:
-        return _add(UNSUPPORTED_VERSION, message)
-    if api_key == 81:
-        return _remove(UNSUPPORTED_VERSION, message)
-    return UpdateRaftVoterResponse(error_code=UNSUPPORTED_VERSION)
-

@@ -1,8 +1,8 @@
-"""The Raft core (`core.py`) run as a trio shell: a quorum of several static voters.
+"""The Raft core (`core.py`) run as a trio shell: the quorum of every node.
 
-`RaftQuorum` stands where `Quorum` stands for one voter (what `RunningNode` and the metrics
-use: `submit`, `hwm`, `running`, `controller`, `storage`, `run`, `stop`), with the metadata
-log replicated by the core instead of committed by a local fsync:
+`RaftQuorum` is what `RunningNode` and the metrics use (`submit`, `hwm`, `running`,
+`controller`, `storage`, `run`, `stop`), for a lone voter, a voter of several or an observer
+alike: one path. The metadata log is committed by the core, never by a local decision:
 
 - Every event goes to the core (`RaftNode`), and its actions are carried out in order on the
   loop: `Send` through `peers.Peers`, `Respond` to the handler awaiting it (Vote,
@@ -12,7 +12,9 @@ log replicated by the core instead of committed by a local fsync:
   fsyncs (`Flush`: one worker-thread fsync at a time, in order, reported back with
   `on_flushed`).
 - A commit is the core's `Committed(high_watermark)`: a majority of voters has the records on
-  disk. Every node replays the committed records into its `QuorumController` (state changes
+  disk (a lone voter: its own fsync). Group commit: the flusher's one fsync at a time covers
+  every Flush the core has asked for by then, and what is appended meanwhile waits for the
+  next. Every node replays the committed records into its `QuorumController` (state changes
   only by replay); the leader has applied its own already, as it appended them.
 - Only the active leader handles requests: it becomes active once everything in its log is
   committed (its LeaderChange included) and replayed, so it answers from the whole history.
@@ -36,8 +38,10 @@ log replicated by the core instead of committed by a local fsync:
   controller from it; one stopped between the rename and the drop finishes it at its next
   start, one stopped during the download starts it over.
 
-Not yet: transactional state (`__transaction_state`) is not replicated, so requests that
-would write it are refused.
+Transactional state (`__transaction_state`) is kept by a lone voter only
+(`keeps_transactions`): its records are appended to the transaction log beside the core's and
+committed by the same fsync rounds, and an answer waits for both high watermarks. Several
+voters do not replicate it, so they refuse what would write it (COORDINATOR_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -138,7 +142,7 @@ class _Waiter:
 
 
 class RaftQuorum:
-    """The node's quorum when `controller.quorum.voters` names more than one voter."""
+    """The node's quorum: the Raft core, its log, its peers and its controller."""
 
     def __init__(self, *, node_id: int, cluster_id: str, storage: Any,
                  make_controller: Callable[[], Any], raft_config: RaftConfig,
@@ -311,10 +315,15 @@ class RaftQuorum:
             raise NodeStopped("the controller is shutting down")
 
     @property
+    def lone_voter(self) -> bool:
+        """This node is the only voter: its own disk is the majority."""
+        return self.raft.voters.ids == {self.node_id}
+
+    @property
     def keeps_transactions(self) -> bool:
         """Whether this node writes the transaction log (`__transaction_state`): only as the
-        lone voter, where its own disk is the majority. Several voters do not replicate it."""
-        return self.raft.voters.ids == {self.node_id} and self.storage.txn is not None
+        lone voter. Several voters do not replicate it."""
+        return self.lone_voter and self.storage.txn is not None
 
     def _not_leader(self, request: Any, version: int) -> Any:
         code = NOT_COORDINATOR if request.API_KEY == INIT_PRODUCER_ID else NOT_CONTROLLER
@@ -502,7 +511,12 @@ class RaftQuorum:
         if hwm > start:
             self._replay(controller, start, hwm)
         end = max(start, hwm)
-        controller.on_committed(end, self.storage.txn_end_offset())
+        if getattr(self, "raft", None) is not None and self.keeps_transactions:
+            # A lone voter that lost leadership: its transaction log holds only what it
+            # wrote, all of it on its way to disk (nobody else can truncate it).
+            self.storage.replay_txn_into(controller, recovered=False)
+        controller.on_committed(end, self.hwm[1] if hasattr(self, "hwm")
+                                else self.storage.txn_end_offset())
         return controller, end
 
     def _replay(self, controller: Any, start: int, end: int) -> None:

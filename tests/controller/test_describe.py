@@ -18,13 +18,6 @@ from kraftpy.protocol.messages.describe_producers_request import (
     DescribeProducersRequest,
     TopicRequest,
 )
-from kraftpy.protocol.messages.describe_quorum_request import (
-    DescribeQuorumRequest as Dq,
-)
-from kraftpy.protocol.messages.describe_quorum_request import (
-    PartitionData,
-    TopicData,
-)
 from kraftpy.protocol.records.partition_record import PartitionRecord
 from kraftpy.protocol.records.topic_record import TopicRecord
 from support.controller_harness import CLUSTER_ID, Harness
@@ -65,21 +58,6 @@ def test_describe_cluster_endpoint_types():
                                           include_cluster_authorized_operations=True), 1,
                    listener="PLAINTEXT")
     assert ops.cluster_authorized_operations > 0
-
-
-def test_describe_quorum_reports_the_single_voter():
-    h = node()
-    h.unfenced_broker(2)
-    r = h.handle(Dq(topics=[TopicData(topic_name="__cluster_metadata",
-                                      partitions=[PartitionData(partition_index=0)])]), 2)
-    (p,) = r.topics[0].partitions
-    assert (p.leader_id, p.leader_epoch, p.high_watermark) == (1, h.leader_epoch, h.hwm)
-    assert [(v.replica_id, v.log_end_offset) for v in p.current_voters] == [(1, h.end)]
-    assert [(n.node_id, [(x.name, x.port) for x in n.listeners]) for n in r.nodes] == \
-        [(1, [("CONTROLLER", 9093)])]
-    other = h.handle(Dq(topics=[TopicData(topic_name="t", partitions=[
-        PartitionData(partition_index=3)])]), 2)
-    assert other.topics[0].partitions[0].error_code == 3
 
 
 def test_describe_producers_has_no_partitions_to_lead():

@@ -1,6 +1,6 @@
 """The quorum shell's parts that need no peers: the metadata log cut back to a batch boundary
-(a follower's diverging suffix), `controller.quorum.voters` as Kafka writes it, and which
-configurations run a quorum of several voters (the one-voter node is left as it was)."""
+(a follower's diverging suffix), `controller.quorum.voters` as Kafka writes it, and the
+voters a configuration names."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from kraftpy.controller.config import build_config
 from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.raft.config import RaftConfigError, parse_voters
-from kraftpy.controller.raft.shell import RaftShellError, configured_voters
+from kraftpy.controller.raft.shell import RaftShellError, configured_voters, lone_voter
 
 
 def _log(tmp_path: Path) -> PartitionLog:
@@ -90,10 +90,12 @@ def _config(tmp_path: Path, **extra: str):
     return build_config(props)
 
 
-def test_which_configurations_run_a_quorum(tmp_path: Path) -> None:
-    assert configured_voters(_config(tmp_path)) is None
+def test_which_voters_a_configuration_names(tmp_path: Path) -> None:
+    alone = _config(tmp_path, listeners="PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:9093")
+    assert configured_voters(alone) is None  # neither voters nor bootstrap servers: the
+    assert lone_voter(alone) == {1: ("127.0.0.1", 9093)}  # lone voter, at its listener
     one = _config(tmp_path, **{"controller.quorum.voters": "1@127.0.0.1:9093"})
-    assert configured_voters(one) is None  # a single voter: the node as before
+    assert configured_voters(one) == {1: ("127.0.0.1", 9093)}
     three = _config(tmp_path, **{"controller.quorum.voters":
                                  "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"})
     assert configured_voters(three) == {1: ("127.0.0.1", 9093), 2: ("127.0.0.1", 9094),
@@ -103,32 +105,3 @@ def test_which_configurations_run_a_quorum(tmp_path: Path) -> None:
         configured_voters(outside)
     with pytest.raises(RaftShellError, match="is not id@host:port"):
         configured_voters(_config(tmp_path, **{"controller.quorum.voters": "1@h:1,oops"}))
-
-
-def test_a_lone_voter_refuses_election_requests() -> None:
-    """One voter holds no elections: Vote, BeginQuorumEpoch and EndQuorumEpoch are answered
-    INCONSISTENT_VOTER_SET in the partition, with its epoch and itself as leader, at every
-    version (the answers encode)."""
-    import trio
-    from kraftpy.controller.api import RequestContext, begin_quorum_epoch, end_quorum_epoch, vote
-    from kraftpy.controller.raft import messages as m
-    from kraftpy.controller.raft.voters import ReplicaKey
-
-    class LoneNode:
-        config = _config(Path("/nonexistent"))
-        raft = type("Leader", (), {"epoch": 7})()
-        raft_shell = None
-
-    cases = [
-        (vote, m.vote_request("c", 8, ReplicaKey(2), ReplicaKey(1), 1, 5, False)),
-        (begin_quorum_epoch, m.begin_quorum_epoch_request("c", 8, 2, (), ReplicaKey(1))),
-        (end_quorum_epoch, m.end_quorum_epoch_request("c", 8, 2, [], ())),
-    ]
-    for module, request in cases:
-        for version in range(module.VERSIONS[0], module.VERSIONS[1] + 1):
-            ctx = RequestContext("CONTROLLER", "controller", "PLAINTEXT", "127.0.0.1", 1,
-                                 api_version=version)
-            answer = trio.run(module.handle, LoneNode(), request, ctx)
-            part = m.partition(answer)
-            assert (part.error_code, part.leader_id, part.leader_epoch) == (94, 1, 7)
-            assert type(answer).decode(answer.encode(version), version) == answer
