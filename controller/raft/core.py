@@ -73,6 +73,7 @@ from kraftpy.protocol.messages.vote_response import VoteResponse
 from kraftpy.protocol.record_batch import iter_record_batches
 
 NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_LEADER_OR_FOLLOWER = 6
 BROKER_NOT_AVAILABLE = 8
 UNSUPPORTED_VERSION = 35
@@ -670,11 +671,11 @@ class RaftNode:
             self._parked.append(parked)
 
     def _empty_fetch(self, error: int) -> FetchResponse:
-        hwm = self.state.high_watermark if isinstance(self.state, Leader) else None
+        """An error answer: Kafka's buildEmptyFetchResponse gives no high watermark (-1)."""
         return m.fetch_response(
             error=error, epoch=self.epoch, leader_id=self._leader_or_sentinel(),
-            high_watermark=-1 if hwm is None else hwm,
-            log_start_offset=self.log.start_offset, leader=self._leader_node(17))
+            high_watermark=-1, log_start_offset=self.log.start_offset,
+            leader=self._leader_node(17))
 
     def _try_fetch(self, fetch: _ParkedFetch) -> tuple[FetchResponse, int | None]:
         part = fetch.part
@@ -710,9 +711,15 @@ class RaftNode:
             return self._respond_top_error(token, request, INVALID_REQUEST)
         part = topics[0].partitions[0]
         if topics[0].name != m.TOPIC or part.partition != m.PARTITION:
-            error = 3  # UNKNOWN_TOPIC_OR_PARTITION
-        else:
-            error = self._leader_only_error(part.current_leader_epoch)
+            # Named back as asked, with no CurrentLeader (only NodeEndpoints), as Kafka does.
+            response = m.fetch_snapshot_response(
+                error=UNKNOWN_TOPIC_OR_PARTITION, epoch=0, leader_id=0,
+                leader=self._leader_node())
+            response.topics[0].name = topics[0].name
+            response.topics[0].partitions[0].index = part.partition
+            self._out.append(Respond(token, response))
+            return
+        error = self._leader_only_error(part.current_leader_epoch)
         sid = (part.snapshot_id.end_offset, part.snapshot_id.epoch)
         if error == NONE:
             s = self._leader_state()

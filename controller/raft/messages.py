@@ -51,7 +51,9 @@ def partition(message: Any, *, fetch: bool = False) -> Any | None:
         return None
     topic = topics[0]
     if fetch:
-        if topic.topic_id != METADATA_TOPIC_ID and topic.topic != TOPIC:
+        # By id alone (RaftUtil.hasValidTopicPartition): a Fetch below v13 names the topic
+        # and leaves its id zero, so Kafka's raft answers it INVALID_REQUEST.
+        if topic.topic_id != METADATA_TOPIC_ID:
             return None
     else:
         name = topic.topic_name if hasattr(topic, "topic_name") else topic.name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from kraftpy.controller.raft.leader import METADATA_TOPIC_ID
+from kraftpy.controller.raft.messages import METADATA_TOPIC_ID
 from kraftpy.protocol.messages.fetch_request import (
     FetchPartition,
     FetchRequest,
