@@ -157,8 +157,9 @@ def group_commit(directory: Path, writers: int, seconds: float, linger_ms: int =
         nonlocal running
         async with trio.open_nursery() as nursery:
             await nursery.start(quorum.run)
-            with trio.fail_after(30):
-                while not quorum.running:
+            with trio.fail_after(30):  # leading, and the bootstrap records committed
+                while not (quorum.running and quorum.controller.features.metadata_version
+                           and quorum.hwm[0] >= quorum.storage.metadata_end_offset()):
                     await trio.sleep(0.001)
             async with trio.open_nursery() as writing:
                 for i in range(writers):

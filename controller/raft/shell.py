@@ -90,6 +90,9 @@ COORDINATOR_NOT_AVAILABLE = 15
 INIT_PRODUCER_ID = 22
 TICK_INTERVAL_S = 0.1
 REGISTRATION_INTERVAL_S = 0.5
+# An fsync is done on the loop itself (when nothing else could run meanwhile) only while the
+# last one took at most this long, so a slow disk never stalls the loop for longer than one.
+INLINE_FSYNC_MAX_S = 0.001
 METADATA_PARTITION = "__cluster_metadata-0"
 _BATCH_HEAD = struct.Struct(">qi")
 
@@ -180,6 +183,7 @@ class RaftQuorum:
         self._replies: set[_Reply] = set()
         self._flushes: deque[int | None] = deque()
         self._flush_wake = trio.Event()
+        self._fsync_s = 0.0  # how long the last flush round took
         self._wake = trio.Event()
         self._committed = trio.Event()
         self._tick_due = False
@@ -765,13 +769,20 @@ class RaftQuorum:
             began = time.perf_counter()
             try:
                 flush = self.storage.begin_flush()
-                await trio.to_thread.run_sync(flush.fsync)
+                if self._fsync_s <= INLINE_FSYNC_MAX_S and \
+                        trio.lowlevel.current_statistics().tasks_runnable == 0:
+                    # Nothing else could run meanwhile: a hand-off to a worker thread would
+                    # only add its two GIL switches to the wait.
+                    flush.fsync()
+                else:
+                    await trio.to_thread.run_sync(flush.fsync)
                 _, txn_hwm = self.storage.complete_flush(flush)
             except OSError as exc:
                 self._fail(RaftShellError(f"fsync of the metadata log failed: {exc}"))
                 return
+            self._fsync_s = time.perf_counter() - began
             self.fsyncs += 1
-            self.fsync_timings.observe(time.perf_counter() - began, began)
+            self.fsync_timings.observe(self._fsync_s, began)
             if txn_hwm > self.hwm[1]:  # the transaction log: durable here is committed
                 self.hwm = (self.hwm[0], txn_hwm)
                 self._guard(self._release)
