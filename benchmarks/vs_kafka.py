@@ -10,8 +10,8 @@ use) with the JVM flags of Kafka's own `kafka-server-start.sh` (1 GiB heap, G1).
   it takes from its controller; kraftpy from its own);
 - AllocateProducerIds v0 on the CONTROLLER listener from 16 registered brokers, one in flight
   each (each block is a committed metadata record on both sides).
-Kafka runs once with its defaults and once with `controller.quorum.append.linger.ms=0` (its
-default linger of 25 ms bounds how often it commits); kraftpy has no linger and runs as is.
+Both sides run once with Kafka's defaults and once with `controller.quorum.append.linger.ms=0`
+(the default linger of 25 ms bounds how often a controller commits; kraftpy honours it too).
 The JVM is warmed up first (a few seconds of every row, not measured). Runs alternate round by
 round, who goes first alternating too. Printed per row and setting: answers/s, the share of
 answers with an error code, server CPU time per answer (the whole process tree), and the
@@ -165,6 +165,40 @@ ROWS = (("InitProducerId 64 x 1", "init", 64, 1), ("InitProducerId 64 x 16", "in
         ("AllocateProducerIds 16 brokers", "allocate", 16, 1))
 
 
+def compare(args: argparse.Namespace, name: str, kraftpy: object, kafka: object) -> None:
+    """Every row against both running sides, rounds alternating; one line per row."""
+    sides = {"kraftpy": (kraftpy.pid, kraftpy.client_port,  # type: ignore[attr-defined]
+                         kraftpy.controller_port, kraftpy.cluster_id()),  # type: ignore[attr-defined]
+             "kafka": (kafka.pid, kafka.broker_port, kafka.controller_port,  # type: ignore[attr-defined]
+                       kafka.cluster_id)}  # type: ignore[attr-defined]
+
+    def run(side: str, kind: str, conns: int, depth: int, seconds: float) -> Run:
+        pid, client, controller, cluster = sides[side]
+        if kind == "init":
+            return measure_init(pid, client, conns, depth, seconds)
+        return measure_allocate(pid, controller, cluster, seconds)
+
+    for _, kind, conns, depth in ROWS:  # warm-up, the JVM above all
+        for side in sides:
+            run(side, kind, conns, depth, 2.0)
+    for row, kind, conns, depth in ROWS:
+        runs: dict[str, list[Run]] = {"kraftpy": [], "kafka": []}
+        for r in range(args.rounds):
+            for side in (("kraftpy", "kafka") if r % 2 == 0 else ("kafka", "kraftpy")):
+                runs[side].append(run(side, kind, conns, depth, args.seconds))
+        ratios = [k.rate / max(j.rate, 1e-9)
+                  for k, j in zip(runs["kraftpy"], runs["kafka"], strict=True)]
+        med = {side: Run(statistics.median(x.rate for x in rs),
+                         statistics.median(x.error_share for x in rs),
+                         statistics.median(x.cpu_us for x in rs))
+               for side, rs in runs.items()}
+        k, j = med["kraftpy"], med["kafka"]
+        print(f"{row:<31} {name:<14} | {k.rate:>10,.0f} {k.error_share:>5.0%} "
+              f"{k.cpu_us:>6.1f} | {j.rate:>10,.0f} {j.error_share:>5.0%} "
+              f"{j.cpu_us:>6.1f} | {statistics.median(ratios):.2f}x "
+              f"[{min(ratios):.2f}-{max(ratios):.2f}]", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="per measured run")
@@ -176,59 +210,28 @@ def main() -> int:
     from support.server import KraftpyServer
 
     settings = {"default": {}, "linger0": {"controller.quorum.append.linger.ms": "0"}}
+    print(f"{args.rounds} alternating rounds of {args.seconds:g} s per side, row and "
+          f"setting; {os.cpu_count()} cores. rate = median answers/s; err = share of "
+          "answers with an error code; CPU = server CPU us per answer (process tree); "
+          "ratio = median of per-round kraftpy/Kafka rates [min-max]")
+    print(f"{'row':<31} {'setting':<14} | {'kraftpy/s':>10} {'err':>5} "
+          f"{'CPU':>6} | {'Kafka/s':>10} {'err':>5} {'CPU':>6} | ratio")
     with tempfile.TemporaryDirectory(prefix="kraftpy-vs-kafka-") as tmp:
         root = Path(tmp)
-        kraftpy = KraftpyServer(root / "kraftpy", log_level="WARNING")
-        kraftpy.start()
-        try:
-            print(f"{args.rounds} alternating rounds of {args.seconds:g} s per side, row and "
-                  f"setting; {os.cpu_count()} cores. rate = median answers/s; err = share of "
-                  "answers with an error code; CPU = server CPU us per answer (process tree); "
-                  "ratio = median of per-round kraftpy/Kafka rates [min-max]")
-            print(f"{'row':<31} {'Kafka setting':<14} | {'kraftpy/s':>10} {'err':>5} "
-                  f"{'CPU':>6} | {'Kafka/s':>10} {'err':>5} {'CPU':>6} | ratio")
-            for name in args.settings.split(","):
-                kafka = KafkaNode(root / f"kafka-{name}", static_voter=True,
-                                  overrides=settings[name], jvm_opts=KAFKA_JVM)
+        for name in args.settings.split(","):
+            # Both sides run with the same settings: kraftpy honours Kafka's linger too.
+            kraftpy = KraftpyServer(root / f"kraftpy-{name}", settings[name],
+                                    log_level="WARNING")
+            kafka = KafkaNode(root / f"kafka-{name}", static_voter=True,
+                              overrides=settings[name], jvm_opts=KAFKA_JVM)
+            kraftpy.start()
+            try:
                 kafka.format()
                 kafka.start()
-                try:
-                    sides = {"kraftpy": (kraftpy.pid, kraftpy.client_port,
-                                         kraftpy.controller_port, kraftpy.cluster_id()),
-                             "kafka": (kafka.pid, kafka.broker_port, kafka.controller_port,
-                                       kafka.cluster_id)}
-
-                    def run(side: str, kind: str, conns: int, depth: int, seconds: float,
-                            sides: dict = sides) -> Run:
-                        pid, client, controller, cluster = sides[side]
-                        if kind == "init":
-                            return measure_init(pid, client, conns, depth, seconds)
-                        return measure_allocate(pid, controller, cluster, seconds)
-
-                    for _, kind, conns, depth in ROWS:  # warm-up, the JVM above all
-                        for side in sides:
-                            run(side, kind, conns, depth, 2.0)
-                    for row, kind, conns, depth in ROWS:
-                        runs: dict[str, list[Run]] = {"kraftpy": [], "kafka": []}
-                        for r in range(args.rounds):
-                            for side in (("kraftpy", "kafka") if r % 2 == 0
-                                         else ("kafka", "kraftpy")):
-                                runs[side].append(run(side, kind, conns, depth, args.seconds))
-                        ratios = [k.rate / max(j.rate, 1e-9)
-                                  for k, j in zip(runs["kraftpy"], runs["kafka"], strict=True)]
-                        med = {side: Run(statistics.median(x.rate for x in rs),
-                                         statistics.median(x.error_share for x in rs),
-                                         statistics.median(x.cpu_us for x in rs))
-                               for side, rs in runs.items()}
-                        k, j = med["kraftpy"], med["kafka"]
-                        print(f"{row:<31} {name:<14} | {k.rate:>10,.0f} {k.error_share:>5.0%} "
-                              f"{k.cpu_us:>6.1f} | {j.rate:>10,.0f} {j.error_share:>5.0%} "
-                              f"{j.cpu_us:>6.1f} | {statistics.median(ratios):.2f}x "
-                              f"[{min(ratios):.2f}-{max(ratios):.2f}]", flush=True)
-                finally:
-                    kafka.stop()
-        finally:
-            kraftpy.stop()
+                compare(args, name, kraftpy, kafka)
+            finally:
+                kafka.stop()
+                kraftpy.stop()
     return 0
 
 
