@@ -1,6 +1,6 @@
 """The quorum shell's parts that need no peers: the metadata log cut back to a batch boundary
-(a follower's diverging suffix), `controller.quorum.voters` as Kafka writes it, and which
-configurations run a quorum of several voters (the one-voter node is left as it was)."""
+(a follower's diverging suffix), `controller.quorum.voters` as Kafka writes it, and the voters
+each configuration names (none: the node is the lone voter, `shell.lone_voter`)."""
 
 from __future__ import annotations
 
@@ -93,7 +93,8 @@ def _config(tmp_path: Path, **extra: str):
 def test_which_configurations_run_a_quorum(tmp_path: Path) -> None:
     assert configured_voters(_config(tmp_path)) is None
     one = _config(tmp_path, **{"controller.quorum.voters": "1@127.0.0.1:9093"})
-    assert configured_voters(one) is None  # a single voter: the node as before
+    # A single voter named: the lone voter's set (it runs the same shell as several).
+    assert configured_voters(one) == {1: ("127.0.0.1", 9093)}
     three = _config(tmp_path, **{"controller.quorum.voters":
                                  "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095"})
     assert configured_voters(three) == {1: ("127.0.0.1", 9093), 2: ("127.0.0.1", 9094),
