@@ -338,16 +338,18 @@ class RaftQuorum:
         """Append and apply a result's records; the log end its answer waits for."""
         if result.events:
             _log_lines(result.events)
+        # Encoded before anything is written: a record that cannot be fails its operation
+        # alone, with none of its transaction records left in that log.
+        values = [encode_metadata_record(r, v) for r, v in result.records]
         txn_offset = self.storage.txn_end_offset()
         if result.txn_records:  # a lone voter's (keeps_transactions): committed by its fsync
             txn_offset = self.storage.append_txn(result.txn_records, now)
             self._flushes.append(None)
             self._flush_wake.set()
-        if not result.records:
+        if not values:
             if result.txn_records:
                 self.controller.apply(result, offset=next_offset, txn_offset=txn_offset)
             return next_offset
-        values = [encode_metadata_record(r, v) for r, v in result.records]
         base = self.raft.append(values, now)
         self.controller.apply(result, offset=base, txn_offset=txn_offset)
         end = base + len(values)

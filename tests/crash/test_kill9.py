@@ -1,8 +1,10 @@
-"""kill -9 under load: nothing acknowledged before a kill is ever handed out again.
+"""kill -9 under load: nothing acknowledged before a kill is lost or handed out again.
 
 One kraftpy process is killed with SIGKILL and restarted, over and over, while client threads
 ask for idempotent producer ids, transactional producers bump their epochs, and brokers take
-producer-ID blocks. Every answer that reached a client counts as acknowledged. Across the whole
+producer-ID blocks. Every answer that reached a client counts as acknowledged. After each
+kill, the data dir recovered as the next start recovers it holds every block and producer id
+acknowledged so far (the recovered next producer id is past them all). Across the whole
 run: no producer id is acknowledged twice, no block overlaps another, no client id falls in a
 broker's block, and a transactional id keeps its producer id while its epoch only grows.
 
@@ -19,8 +21,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from kraftpy.controller.log.storage import MetadataStorage
+from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
 from kraftpy.tools.kafka_connection import Closed, KafkaConnection, NoAnswer
 from support.broker_sim import BrokerError, BrokerSim
@@ -119,6 +125,29 @@ def broker_loop(srv: KraftpyServer, ledger: Ledger, stop: threading.Event, broke
             time.sleep(0.02)
 
 
+def recovered_next_producer_id(data: Path, cluster_id: str) -> int:
+    """The next producer id of the data dir of a killed node, recovered and replayed as its
+    next start does (a torn tail cut); left to look unclean, as after the kill."""
+    storage = MetadataStorage.open(data, node_id=1)
+    try:
+        controller = QuorumController(ControllerSettings(cluster_id=cluster_id, node_id=1))
+        storage.replay_into(controller)
+        return controller.producer_ids.next_producer_id
+    finally:
+        storage.close()
+        (data / ".kafka_cleanshutdown").unlink(missing_ok=True)
+
+
+def lost(ledger: Ledger, next_id: int) -> list[str]:
+    """What the ledger holds as acknowledged that a log ending at `next_id` does not hold."""
+    with ledger.lock:
+        blocks = [f"block {s}+{n} of broker {b}" for s, n, b in ledger.blocks
+                  if s + n > next_id]
+        pids = [f"producer id {pid} of {who}" for pid, who in ledger.pids.items()
+                if pid >= next_id]
+    return blocks + pids
+
+
 def test_kill9_under_load_never_hands_out_an_acknowledged_id_again(tmp_path) -> None:
     # Small snapshot, segment and retention limits: kills also land inside snapshot writes
     # (worker thread), segment rolls and retention's deletions.
@@ -140,6 +169,7 @@ def test_kill9_under_load_never_hands_out_an_acknowledged_id_again(tmp_path) -> 
         t.start()
     rng = random.Random(20261121)
     kills = 0
+    checking = 0.0  # seconds spent recovering the killed node's log to check it
     started = time.monotonic()
     try:
         while kills < KILLS and time.monotonic() - started < SECONDS:
@@ -150,6 +180,13 @@ def test_kill9_under_load_never_hands_out_an_acknowledged_id_again(tmp_path) -> 
                 time.sleep(0.01)  # kill only under load: something was acknowledged
             srv.kill()
             kills += 1
+            # Down: nothing more can be acknowledged, so all the ledger holds must be there.
+            began = time.monotonic()
+            next_id = recovered_next_producer_id(srv.data_dir, cluster_id)
+            checking += time.monotonic() - began
+            missing = lost(ledger, next_id)
+            assert not missing, (f"kill {kills}: acknowledged, but the recovered log only "
+                                 f"reaches producer id {next_id}: {missing[:5]}")
             srv.start()
             assert not ledger.violations, ledger.violations[:5]
     finally:
@@ -158,7 +195,8 @@ def test_kill9_under_load_never_hands_out_an_acknowledged_id_again(tmp_path) -> 
             t.join(10)
         code = srv.stop()
     print(f"{kills} kills in {time.monotonic() - started:.0f}s: {len(ledger.pids)} ids, "
-          f"{len(ledger.blocks)} blocks, {len(ledger.txn)} transactional ids acknowledged")
+          f"{len(ledger.blocks)} blocks, {len(ledger.txn)} transactional ids acknowledged; "
+          f"{checking:.1f}s checking the recovered logs")
     assert not ledger.violations, ledger.violations[:5]
     assert code == 0
     assert kills >= min(KILLS, 50), f"only {kills} kills in {SECONDS}s"
@@ -183,3 +221,6 @@ def test_the_ledger_catches_what_the_run_must_not_do() -> None:
     ledger.epoch("t", 7, 3)
     ledger.epoch("t", 8, 4)
     assert len(ledger.violations) == 4
+    assert lost(ledger, 2500) == [] and lost(ledger, 2499) == ["block 1500+1000 of broker 2"]
+    assert lost(ledger, 5) == ["block 1000+1000 of broker 1", "block 1500+1000 of broker 2",
+                               "producer id 5 of b"]

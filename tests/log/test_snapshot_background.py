@@ -1,8 +1,9 @@
 """Snapshots taken on the event loop and written in a worker thread, under unbroken load.
 
-A real MetadataStorage and QuorumController behind the Quorum, writers that never pause: the
-snapshot is still written (off the loop, while answers keep coming), the segments it covers go
-only after its rename, and a restart from it plus the log suffix equals replaying every record.
+A lone voter (the Raft shell on a real data dir, as `kraftpy serve` runs one) with writers
+that never pause: the snapshot is still written (off the loop, once its end offset is
+committed, while answers keep coming), the segments it covers go only after its rename, and a
+restart from it plus the log suffix equals replaying every record.
 """
 
 from __future__ import annotations
@@ -22,20 +23,19 @@ from kraftpy.controller.log.storage import (
     SnapshotPolicy,
     format_storage,
 )
-from kraftpy.controller.quorum import Quorum
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.settings import ControllerSettings
-from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
-from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from support.quorum_crash_writer import registration
+from support.lone_quorum import CLUSTER, broker, open_lone, running_lone
 
-CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 WRITERS = 8
 OPS_PER_WRITER = 150
+SMALL = {"metadata.log.segment.bytes": "4096",
+         "metadata.log.max.record.bytes.between.snapshots": "6000",
+         "metadata.log.max.snapshot.interval.ms": "0"}
 
 
 def _settings() -> ControllerSettings:
-    return ControllerSettings(cluster_id=CLUSTER, node_id=1, allocate_producer_ids_quota=0.0)
+    return ControllerSettings(cluster_id=CLUSTER, node_id=1)
 
 
 def _image(controller: QuorumController) -> dict:
@@ -43,32 +43,17 @@ def _image(controller: QuorumController) -> dict:
     # The features epoch is the offset where the features were last read from: the snapshot's
     # end when loaded from one, as in Kafka, so it differs from a whole replay's.
     image.pop("features_epoch", None)
-    for broker in image.get("brokers", []):
-        broker.pop("last_contact_ms", None)  # a session clock, not replayed state
+    for broker_image in image.get("brokers", []):
+        broker_image.pop("last_contact_ms", None)  # a session clock, not replayed state
     return image
-
-
-def _open(d: Path) -> tuple[MetadataStorage, QuorumController]:
-    storage = MetadataStorage.open(
-        d, node_id=1, segment_bytes=4096, background_snapshots=True,
-        policy=SnapshotPolicy(max_record_bytes=6000, interval_ms=0),
-    )
-    controller = QuorumController(_settings())
-    storage.replay_into(controller)
-    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-    epoch = storage.begin_epoch(now_ms=int(time.time() * 1000))
-    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-    controller.activate(leader_epoch=epoch, now_ms=int(time.time() * 1000))
-    return storage, controller
 
 
 async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     d = tmp_path / "data"
-    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage, controller = _open(d)
-    quorum = Quorum(controller, storage)
+    quorum = open_lone(d, SMALL)
+    storage, controller = quorum.storage, quorum.controller
     mdir = d / METADATA_PARTITION
     appended: list[tuple[object, int, int]] = []  # every record at its offset
     acked = 0
@@ -111,15 +96,7 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
 
     async def writer(broker_id: int) -> None:
         nonlocal acked
-        registered = await quorum.submit(registration(broker_id), 4)
-        assert registered.error_code == 0, registered
-        beat = await quorum.submit(BrokerHeartbeatRequest(
-            broker_id=broker_id, broker_epoch=registered.broker_epoch,
-            current_metadata_offset=storage.metadata_end_offset(), want_fence=False,
-            want_shut_down=False), 1)
-        assert not beat.is_fenced
-        request = AllocateProducerIdsRequest(broker_id=broker_id,
-                                             broker_epoch=registered.broker_epoch)
+        request = await broker(quorum, broker_id)
         for _ in range(OPS_PER_WRITER):  # never a pause: something always awaits an fsync
             reply = await quorum.submit(request, 0)
             assert reply.error_code == 0
@@ -127,7 +104,7 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
 
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
-            await nursery.start(quorum.run)
+            await running_lone(quorum, nursery)
             async with trio.open_nursery() as writing:
                 for broker_id in range(2, WRITERS + 2):
                     writing.start_soon(writer, broker_id)
@@ -143,11 +120,11 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
     snaps = list_snapshots(mdir)
     assert snaps and snaps[-1][0].end_offset == max(w["end"] for w in writes)
     again = MetadataStorage.open(d, node_id=1)
-    restarted = QuorumController(_settings())
+    restarted = quorum.make_controller()
     stats = again.replay_into(restarted)
     again.close()
     assert stats.snapshot == snaps[-1][0] and stats.log_records > 0
-    full = QuorumController(_settings())
+    full = quorum.make_controller()
     for record, version, offset in appended:
         full.replay(record, version, offset)
     assert _image(restarted) == _image(full)

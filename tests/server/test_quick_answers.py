@@ -1,18 +1,22 @@
 """Quick answers (idempotent InitProducerId by its bytes) answer exactly as the full path does.
 
-Two nodes in the same state, each a real QuorumController behind a Quorum over an in-memory
-log: one is served the way the server serves a connection (receives of any size; quick
-answers for each receive and for the FrameReader's frames, `dispatch` for what they hand
-over), the other by `dispatch` alone. Every answer must be the same bytes
-and the controllers must end in the same state, over every served version, ids running dry
-(COORDINATOR_LOAD_IN_PROGRESS), claims, commits, other requests in between, and with the
-security layer on (ACLs, quotas), where the quick path must leave every request to dispatch.
+Two nodes in the same state, each a lone voter (the Raft shell over a real QuorumController and
+data dir) whose commits the test makes (`lone_quorum.settle`): one is served the way the server
+serves a connection (receives of any size; quick answers for each receive and for the
+FrameReader's frames, `dispatch` for what they hand over), the other by `dispatch` alone.
+Every answer must be the same bytes and the controllers must end in the same state, over
+every served version, ids running dry (COORDINATOR_LOAD_IN_PROGRESS), claims, commits, other
+requests in between, and with the security layer on (ACLs, quotas), where the quick path must
+leave every request to dispatch.
 """
 
 from __future__ import annotations
 
+import shutil
 import struct
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,100 +27,82 @@ from kraftpy.controller import api
 from kraftpy.controller.api import quick as quick_module
 from kraftpy.controller.api.dispatch import dispatch
 from kraftpy.controller.api.quick import QuickAnswers
-from kraftpy.controller.config import build_config
 from kraftpy.controller.node import RunningNode
 from kraftpy.controller.producer_id_manager import NOT_READY, ProducerIdManager
-from kraftpy.controller.quorum import Quorum
 from kraftpy.controller.quorum_controller import QuorumController
+from kraftpy.controller.raft.shell import RaftQuorum
 from kraftpy.controller.security.layer import SecurityLayer
 from kraftpy.controller.server import Server
-from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.framing import FrameReader, decode_response, encode_request
 from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
+from support.lone_quorum import lone_config, open_lone, settle
 from support.server_shell import Client
 
 NOW_MS = 1_700_000_000_000
-CONFIG = {
-    "process.roles": "broker,controller", "node.id": "1",
-    "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-    "controller.listener.names": "CONTROLLER", "metadata.log.dir": "unused",
-}
 SECURITY = {
     None: {},
     "acls": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
     "quota": {"quota.request.rate.per.principal": "1000000"},
 }
-
-
-class MemoryLogs:
-    """The quorum's Storage in memory: offsets only, every flush durable."""
-
-    def __init__(self) -> None:
-        self.end = self.txn_end = 0
-
-    def metadata_end_offset(self) -> int:
-        return self.end
-
-    def txn_end_offset(self) -> int:
-        return self.txn_end
-
-    def append(self, result: Any, now_ms: int) -> tuple[int, int]:
-        base = self.end, self.txn_end
-        self.end += len(result.records)
-        self.txn_end += len(result.txn_records)
-        return base
-
-    def flush(self) -> tuple[int, int]:
-        return self.end, self.txn_end
-
-    def after_commit(self, controller: Any, now_ms: int) -> None:
-        return None
+_OPEN: list[tuple[RaftQuorum, str]] = []  # every world's quorum and data dir, until closed
 
 
 @dataclass
 class World:
     node: RunningNode
-    controller: QuorumController
-    logs: MemoryLogs
+    quorum: RaftQuorum
     ctx: api.RequestContext
 
-    def write(self, result: Any) -> None:
-        offset, txn_offset = self.logs.append(result, NOW_MS)
-        self.controller.apply(result, offset=offset, txn_offset=txn_offset)
+    @property
+    def controller(self) -> QuorumController:
+        return self.quorum.controller
 
     def commit(self) -> None:
-        """What the commit task does: fsync (here: nothing), on_committed, then the timers."""
-        self.node.quorum.hwm = self.logs.flush()
-        self.controller.on_committed(*self.node.quorum.hwm)
-        self.write(self.controller.tick(now_ms=NOW_MS, next_offset=self.logs.end))
+        """Everything written so far committed (fsynced), then the timers, whose records
+        wait for the next commit."""
+        settle(self.quorum, tick=True)
 
     def state(self) -> tuple:
         own = self.controller.own_ids
-        return (self.controller.describe(), self.logs.end, own.low_water,
+        return (self.controller.describe(), self.quorum.raft.next_offset, own.low_water,
                 own.current and own.current.next_id, len(own.ready), len(own.claims))
 
 
 def world(block_size: int, security: str | None = None) -> World:
-    config = build_config({**CONFIG, **SECURITY[security]})
-    controller = QuorumController(ControllerSettings(
-        cluster_id="quick-answers-cluster", producer_id_block_size=block_size))
-    logs = MemoryLogs()
-    quorum = Quorum(controller, logs, clock_ms=lambda: NOW_MS)
-    node = RunningNode(config, "quick-answers-cluster", quorum, {"metadata.version": (7, 27)})
-    w = World(node, controller, logs, api.RequestContext(
+    data = tempfile.mkdtemp(prefix="quick-answers-")
+    config = lone_config(Path(data), SECURITY[security])
+    quorum = open_lone(Path(data), SECURITY[security])
+    _OPEN.append((quorum, data))
+    quorum.clock_ms = lambda: NOW_MS
+    # Nothing is replayed yet (a new data dir): the controller, with this block size instead.
+    controller = QuorumController(replace(quorum.controller.settings,
+                                          producer_id_block_size=block_size))
+    controller.on_committed(0, 0)
+    quorum.controller = controller
+    node = RunningNode(config, quorum.cluster_id, quorum, {"metadata.version": (7, 27)})
+    w = World(node, quorum, api.RequestContext(
         listener="PLAINTEXT", listener_type=api.BROKER, security_protocol="PLAINTEXT",
         client_host="127.0.0.1", client_port=40000))
-    w.write(controller.tick(now_ms=NOW_MS, next_offset=0))  # bootstrap
-    w.commit()
-    w.commit()  # the first own block's claim, now usable
+    settle(quorum)  # elected: its LeaderChange committed, the controller active
+    assert quorum.running
+    w.commit()  # the bootstrap
+    w.commit()  # the first own block's claim
+    w.commit()  # ... now usable
     if security is not None:
         layer = SecurityLayer.from_config(config)
         layer.install(_Hooks(), node)
         layer.attach_acls(controller)
         assert layer.checks_requests
     return w
+
+
+def close_worlds() -> None:
+    while _OPEN:
+        quorum, data = _OPEN.pop()
+        quorum.storage.close()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 class _Hooks:
@@ -152,8 +138,10 @@ async def serve_full(w: World, frames: list[bytes]) -> list[bytes]:
 
 
 @pytest.fixture(autouse=True)
-def forget_quick_requests() -> None:
+def forget_quick_requests() -> Any:
     quick_module.forget()
+    yield
+    close_worlds()
 
 
 def init(version: int, correlation_id: int, client_id: str | None = "quick", *,
@@ -203,7 +191,8 @@ async def test_a_stopped_quorum_leaves_every_request_to_dispatch() -> None:
     await serve_quick(w, [init(4, 1)])
     w.node.quorum.stop()
     out = await serve_quick(w, [init(4, 2)])
-    assert answer(out[0], 4)[1].error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    # The full path's answer: ask the coordinator again (this node no longer leads).
+    assert answer(out[0], 4)[1].error_code == ErrorCode.NOT_COORDINATOR
 
 
 def test_the_remembered_requests_are_bounded() -> None:
@@ -250,6 +239,7 @@ async def test_quick_and_full_paths_answer_the_same_bytes(steps: list, block_siz
                                                          security: str | None,
                                                          receive_size: int) -> None:
     quick_module.forget()
+    close_worlds()  # the last example's
     quick_world, full_world = world(block_size, security), world(block_size, security)
     correlation = 0
     for step in steps:
@@ -387,6 +377,7 @@ async def test_the_server_answers_as_the_full_path_over_tcp(versions: list[int],
     """The connection loop itself: receives that begin at a frame or inside one, other
     requests in between."""
     quick_module.forget()
+    close_worlds()  # the last example's
     frames = []
     for i, version in enumerate(versions):
         if i in others:
