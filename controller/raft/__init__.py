@@ -1,5 +1,3 @@
-"""Raft for __cluster_metadata-0 (KIP-595), sans-IO: requests and log state in, answers out.
-
-`leader.py` answers observers (brokers) as the leader of a one-voter quorum: Fetch and
-FetchSnapshot with Kafka's leader discovery, divergence and snapshot rules.
+"""Raft for __cluster_metadata-0 (KIP-595, KIP-996, KIP-853): the sans-IO core (`core.py`)
+and the trio shell that runs it on every node (`shell.py`), a lone voter's too.
 """

@@ -1,7 +1,6 @@
 """What Raft knows of the replicated log: offsets, leader epochs and snapshots, no records.
 
-`LogState` is the frozen view the observer-facing leader (`leader.py`) plans with; `RaftLog`
-is the live model the core keeps beside the real log, changed only by the appends,
+`RaftLog` is the live model the core keeps beside the real log, changed only by the appends,
 truncations, flushes and snapshots the core itself asks the shell for, so the two never
 disagree. The rules (`end_offset_for_epoch`, `validate_offset_and_epoch`) are Kafka's
 ReplicatedLog and leader-epoch cache.
@@ -9,27 +8,12 @@ ReplicatedLog and leader-epoch cache.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 BOOTSTRAP_SNAPSHOT = (0, 0)  # (end offset, epoch) of bootstrap.checkpoint: never replicated
 
 
-@dataclass(frozen=True)
-class LogState:
-    """What the leader knows of its log when it plans an answer."""
-
-    start_offset: int
-    high_watermark: int
-    # (epoch, start offset) of each leader epoch, oldest first: Kafka's leader-epoch cache.
-    epochs: Sequence[tuple[int, int]]
-    # (end offset, epoch) of every whole snapshot, oldest first.
-    snapshots: Sequence[tuple[int, int]] = ()
-    # The log end offset the leader serves up to; None: the high watermark (one voter).
-    end_offset: int | None = None
-
-
-def end_offset_for_epoch(log: LogState | RaftLog, epoch: int, log_end_offset: int
+def end_offset_for_epoch(log: RaftLog, epoch: int, log_end_offset: int
                          ) -> tuple[int, int]:
     """(epoch, end offset) of the largest leader epoch at or below `epoch`, as Kafka's
     leader-epoch cache answers (the end is the next epoch's start, or the log end)."""
@@ -48,7 +32,7 @@ def end_offset_for_epoch(log: LogState | RaftLog, epoch: int, log_end_offset: in
     return floor[-1][0], higher[1]
 
 
-def _last_fetched_epoch(log: LogState | RaftLog, log_end_offset: int) -> int:
+def _last_fetched_epoch(log: RaftLog, log_end_offset: int) -> int:
     """The epoch of the last record, else of a snapshot the empty log starts at, else 0."""
     if log.epochs:
         return log.epochs[-1][0]
@@ -57,7 +41,7 @@ def _last_fetched_epoch(log: LogState | RaftLog, log_end_offset: int) -> int:
     return 0
 
 
-def validate_offset_and_epoch(log: LogState | RaftLog, offset: int, epoch: int
+def validate_offset_and_epoch(log: RaftLog, offset: int, epoch: int
                               ) -> tuple[str, tuple[int, int] | None]:
     """("valid", None), ("diverging", (epoch, end offset)) or ("snapshot", (end offset,
     epoch)) for a fetcher at `offset` whose last record has `epoch` (ReplicatedLog's rule)."""
