@@ -2,16 +2,22 @@
 
 Requests recorded from Kafka 4.1 (wire-4.1.jsonl) are decoded with our codecs, answered by the
 controller set up as that Kafka node was (node 1, its cluster id and listeners), and the encoded
-frame must equal Kafka's byte for byte. Only DescribeQuorum's offsets and clock, which depend
-on the log, are set to Kafka's.
+frame must equal Kafka's byte for byte. DescribeQuorum is the Raft core's answer, for a node
+leading alone at Kafka's epoch, log end and clock.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import uuid
 
 import pytest
+from kraftpy.controller.raft.config import RaftConfig
+from kraftpy.controller.raft.core import RaftNode
+from kraftpy.controller.raft.log_state import RaftLog
+from kraftpy.controller.raft.quorum_state import ElectionState
+from kraftpy.controller.raft.voters import VoterSet
 from kraftpy.controller.settings import AdvertisedEndpoint, ControllerSettings
 from kraftpy.protocol.framing import decode_request, decode_response, encode_response
 from support.controller_harness import Harness
@@ -59,18 +65,28 @@ def test_same_bytes_as_kafka(api_key):
 
 
 def test_describe_quorum_same_bytes_given_kafkas_offsets_and_clock():
+    # DescribeQuorum is the Raft core's answer: node 1 leading alone, at Kafka's epoch, log end
+    # and clock, its CONTROLLER listener where Kafka's was.
     for row in exchanges(55):
         expected = bytes.fromhex(row["response_hex"])
         _, kafka = decode_response(expected[4:], 55, row["api_version"])
         part = kafka.topics[0].partitions[0]
         voter = part.current_voters[0]
-        h = kafka_node()
-        h.qc.leader_epoch = part.leader_epoch
-        h.qc.high_watermark = part.high_watermark
+        assert part.high_watermark == voter.log_end_offset  # a lone voter: all of it committed
+        now = voter.last_fetch_timestamp
+        core = RaftNode(config=RaftConfig(), node_id=1, directory_id=voter.replica_directory_id,
+                        cluster_id=CLUSTER_ID,
+                        voters=VoterSet.static({1: ("127.0.0.1", 39093)}),
+                        log=RaftLog(end_offset=voter.log_end_offset - 1,
+                                    flushed_offset=voter.log_end_offset - 1,
+                                    epochs=[(part.leader_epoch - 1, 0)]),
+                        election=ElectionState(epoch=part.leader_epoch - 1), now_ms=now,
+                        rng=random.Random(1), endpoints=(("CONTROLLER", "127.0.0.1", 39093),))
+        core._take()  # elected alone; its LeaderChange is the log's last record
+        core.on_flushed(voter.log_end_offset, now)
+        assert (core.epoch, core.high_watermark) == (part.leader_epoch, part.high_watermark)
         header, request = decode_request(bytes.fromhex(row["request_hex"])[4:])
-        response = h.qc.handle(request, row["api_version"], now_ms=voter.last_fetch_timestamp,
-                               next_offset=voter.log_end_offset,
-                               listener=LISTENERS[row["listener"]]).response
+        response = core.describe_quorum(request, row["api_version"], now)
         assert frame(header, row, response) == row["response_hex"], row["name"]
 
 

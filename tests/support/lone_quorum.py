@@ -124,6 +124,9 @@ class GatedFsync:
             real(flush)
 
         monkeypatch.setattr(FlushRound, "fsync", fsync)
+        # A held fsync must wait in a worker thread: on the event loop (the shell's inline
+        # fsync) it would block the very test that is to open it.
+        monkeypatch.setattr(shell, "INLINE_FSYNC_MAX_S", -1.0)
 
     def _gate(self, index: int) -> threading.Event:
         while len(self._gates) <= index:
