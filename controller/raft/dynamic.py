@@ -72,7 +72,8 @@ def configured_bootstrap(config: Any) -> dict[int, tuple[str, int]] | None:
 
 def recorded_voters(storage: Any) -> tuple[VoterSet, list[tuple[int, VoterSet]]]:
     """(the set before the log, [(offset, set) of every VotersRecord in the log]): the base
-    from the newest snapshot or the raft bootstrap snapshot, empty when neither has one."""
+    from the newest snapshot (also in the history, at the snapshot's last offset) or the raft
+    bootstrap snapshot, empty when neither has one."""
     from kraftpy.controller.log.snapshots import read_snapshot
     from kraftpy.controller.raft.voters import from_control
     from kraftpy.protocol.control_records import ControlType, parse_control_key
@@ -91,6 +92,10 @@ def recorded_voters(storage: Any) -> tuple[VoterSet, list[tuple[int, VoterSet]]]
             record = from_control(read_snapshot(path).control)[1]
     base = VoterSet() if record is None else VoterSet.from_record(record)
     history: list[tuple[int, VoterSet]] = []
+    if start is not None and record is not None:
+        # A snapshot's set was in the log below it (the snapshot replaced those records): a
+        # leader must not write it again as if only the bootstrap snapshot held it.
+        history.append((start - 1, base))
     for batch in storage.metadata.read(start):
         if not batch.is_control:
             continue
