@@ -121,7 +121,10 @@ def run_format(args: argparse.Namespace) -> int:
         print(f"kraftpy storage format: {exc}", file=sys.stderr)
         return 2
     try:
-        features = format_levels(args.release_version, _features(args.feature))
+        dynamic = (args.standalone or args.initial_controllers is not None
+                   or args.no_initial_controllers)
+        features = format_levels(args.release_version, _features(args.feature),
+                                 dynamic=dynamic)
     except ValueError as exc:  # Kafka's words, and Kafka's exit status
         print(exc, file=sys.stderr)
         return 1

@@ -152,3 +152,25 @@ def test_bad_initial_controllers_are_refused_with_kafkas_words(tmp_path: Path, c
     assert _format(tmp_path, f"--initial-controllers={value}") == 1
     assert message in capsys.readouterr().err
     assert not (tmp_path / "meta").exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-f", "kraft.version=0", "-I", INITIAL], "Cannot set kraft.version to 0 if one of the "
+     "flags --standalone, --initial-controllers, or --no-initial-controllers is used. For "
+     "dynamic controllers support, try removing the --feature flag for kraft.version."),
+    (["-f", "kraft.version=1"], "Cannot set kraft.version to 1 unless one of the flags "
+     "--standalone, --initial-controllers, or --no-initial-controllers is used."),
+    # kraft.version 1 needs metadata.version 3.9-IV0 (21)
+    (["-r", "3.8", "-I", INITIAL], "kraft.version could not be set to 1 because it depends "
+     "on metadata.version level 21"),
+])
+def test_kraft_version_agrees_with_the_quorum_flags(tmp_path: Path, capsys, args: list[str],
+                                                    message: str) -> None:
+    assert _format(tmp_path, *args) == 1
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "meta").exists()
+
+
+def test_kraft_version_1_may_be_named_with_initial_controllers(tmp_path: Path) -> None:
+    assert _format(tmp_path, "-f", "kraft.version=1", "-I", INITIAL) == 0
+    assert _raft_bootstrap(tmp_path)[0] == 1
