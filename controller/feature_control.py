@@ -120,8 +120,9 @@ def _supported() -> dict[str, tuple[int, int]]:
 # advertises them and UpdateFeatures checks them.
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = _supported()
 # What a data dir may have finalized for kraftpy to run on it: the same. kraft.version 1 (a
-# KIP-853 quorum whose voters are recorded in the log) runs when the voter set is this node
-# alone (`controller/raft/voters.py`); recovery refuses any other set.
+# KIP-853 quorum whose voters are recorded in the log) runs with the recorded set; a node
+# without controller.quorum.bootstrap.servers runs alone, so recovery refuses a set naming
+# others there (`controller/raft/voters.py`).
 RUNNABLE_FEATURES: Mapping[str, tuple[int, int]] = dict(SUPPORTED_FEATURES)
 
 
