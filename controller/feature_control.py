@@ -120,8 +120,9 @@ def _supported() -> dict[str, tuple[int, int]]:
 # advertises them and UpdateFeatures checks them.
 SUPPORTED_FEATURES: Mapping[str, tuple[int, int]] = _supported()
 # What a data dir may have finalized for kraftpy to run on it: the same. kraft.version 1 (a
-# KIP-853 quorum whose voters are recorded in the log) runs when the voter set is this node
-# alone (`controller/raft/voters.py`); recovery refuses any other set.
+# KIP-853 quorum whose voters are recorded in the log) runs with the recorded set; a node
+# without controller.quorum.bootstrap.servers runs alone, so recovery refuses a set naming
+# others there (`controller/raft/voters.py`).
 RUNNABLE_FEATURES: Mapping[str, tuple[int, int]] = dict(SUPPORTED_FEATURES)
 
 
@@ -168,11 +169,14 @@ def validate_dependencies(name: str, level: FeatureLevel, levels: Mapping[str, i
                                f"depends on {dep} level {needed}")
 
 
-def format_levels(release_version: str | None, features: Mapping[str, int]) -> dict[str, int]:
+def format_levels(release_version: str | None, features: Mapping[str, int], *,
+                  dynamic: bool = False) -> dict[str, int]:
     """What `kafka-storage format` finalizes (Kafka's Formatter): `--release-version`, the
     `--feature` levels, and every other production feature at its default for that
-    metadata.version; dependencies checked. kraft.version is 0: kraftpy formats only static
-    quorums (no --standalone / --initial-controllers). Raises FeatureError with Kafka's words."""
+    metadata.version; dependencies checked. kraft.version is 1 for a KIP-853 quorum
+    (`dynamic`: --standalone, --initial-controllers or --no-initial-controllers), else 0, and
+    a `--feature kraft.version` that disagrees is refused, as Kafka's
+    effectiveKRaftFeatureLevel does. Raises FeatureError with Kafka's words."""
     if METADATA_VERSION in features:
         if release_version is not None:
             raise FeatureError("Use --release-version instead of --feature "
@@ -191,13 +195,17 @@ def format_levels(release_version: str | None, features: Mapping[str, int]) -> d
                                f"{', '.join(sorted(FEATURES))}")
     levels = dict(features)
     levels[METADATA_VERSION] = mv
-    kraft = levels.get(KRAFT_VERSION, 0)
-    if kraft != 0:
+    flags = "--standalone, --initial-controllers, or --no-initial-controllers"
+    kraft = levels.get(KRAFT_VERSION)
+    if kraft == 0 and dynamic:
         raise FeatureError(
-            f"Cannot set {KRAFT_VERSION} to {kraft} unless one of the flags --standalone, "
-            "--initial-controllers, or --no-initial-controllers is used. kraftpy runs a static "
-            f"single-voter quorum ({KRAFT_VERSION} 0) and has none of these flags.")
-    levels[KRAFT_VERSION] = 0
+            f"Cannot set {KRAFT_VERSION} to 0 if one of the flags {flags} is used. For dynamic "
+            f"controllers support, try removing the --feature flag for {KRAFT_VERSION}.")
+    if kraft is not None and kraft != 0 and not dynamic:
+        raise FeatureError(
+            f"Cannot set {KRAFT_VERSION} to {kraft} unless one of the flags {flags} is used. "
+            f"For dynamic controllers support, try using one of {flags}.")
+    levels[KRAFT_VERSION] = (1 if dynamic else 0) if kraft is None else kraft
     for f in FEATURES.values():
         levels.setdefault(f.name, f.default_level(mv))
     for name, level in sorted(levels.items()):

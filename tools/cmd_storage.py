@@ -2,6 +2,7 @@
 
     kraftpy storage format --config server.properties [--cluster-id ID]
         [--release-version 4.1] [--feature NAME=LEVEL ...] [--ignore-formatted]
+        [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
     kraftpy storage random-uuid
 
 `format` writes `meta.properties` and `bootstrap.checkpoint` into `metadata.log.dir`, with the
@@ -9,7 +10,10 @@ feature levels Kafka 4.1's `kafka-storage format` finalizes: `--release-version`
 4.1-IV1) sets metadata.version and the default of every other feature, `--feature` overrides
 one; unknown features, unstable levels and unmet dependencies are refused with Kafka's
 messages (exit 1) before anything is written. A formatted dir is left alone only with
-`--ignore-formatted` (exit 0), otherwise it is an error.
+`--ignore-formatted` (exit 0), otherwise it is an error. `--standalone` and
+`--initial-controllers` format a KIP-853 quorum as Kafka does: kraft.version 1 and the voter
+set in the raft bootstrap snapshot of __cluster_metadata-0; a node named in
+`--initial-controllers` takes its directory id from it.
 """
 
 from __future__ import annotations
@@ -65,7 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     quorum.add_argument(
         "--initial-controllers", "-I", metavar="id@host:port:directoryId,...",
-        help="the initial voters of a KIP-853 quorum; kraftpy starts from one voter: this node",
+        help="the initial voters of a KIP-853 quorum (kraft.version 1); the same value on "
+        "every node, each taking its directory id from it. A node not in it starts as an "
+        "observer",
     )
     quorum.add_argument(
         "--no-initial-controllers", "-N", action="store_true",
@@ -115,7 +121,10 @@ def run_format(args: argparse.Namespace) -> int:
         print(f"kraftpy storage format: {exc}", file=sys.stderr)
         return 2
     try:
-        features = format_levels(args.release_version, _features(args.feature))
+        dynamic = (args.standalone or args.initial_controllers is not None
+                   or args.no_initial_controllers)
+        features = format_levels(args.release_version, _features(args.feature),
+                                 dynamic=dynamic)
     except ValueError as exc:  # Kafka's words, and Kafka's exit status
         print(exc, file=sys.stderr)
         return 1
@@ -146,7 +155,11 @@ def run_format(args: argparse.Namespace) -> int:
         print(f"{log_dir} is already formatted; left unchanged.")
         return 0
     levels = ", ".join(f"{n}={lvl}" for n, lvl in sorted(features.items()) if lvl)
-    print(f"Formatting metadata directory {log_dir} with metadata.version "
+    kind = "metadata directory"  # Kafka's Formatter.DirectoryType descriptions
+    if voters is not None:
+        named = any(v.voter_id == config.node_id for v in voters.voters)  # type: ignore[attr-defined]
+        kind = "dynamic metadata voter directory" if named else "dynamic metadata directory"
+    print(f"Formatting {kind} {log_dir} with metadata.version "
           f"{metadata_version_name(metadata_version)}.")
     print(f"Cluster {cluster_id}, node {config.node_id}; finalized: "
           f"metadata.version={metadata_version}{', ' + levels if levels else ''}.")
@@ -160,7 +173,7 @@ def _voters(args: argparse.Namespace, config: object) -> tuple[object, str | Non
     from kraftpy.controller.raft.voters import VoterSpec, parse_initial_controllers, voters_record
     from kraftpy.protocol.uuid import kafka_uuid_str, parse_kafka_uuid
 
-    if not (args.standalone or args.initial_controllers):  # or --no-initial-controllers
+    if not args.standalone and args.initial_controllers is None:  # or --no-initial-controllers
         return None, None
     node_id = config.node_id  # type: ignore[attr-defined]
     if args.standalone:
@@ -174,13 +187,13 @@ def _voters(args: argparse.Namespace, config: object) -> tuple[object, str | Non
         spec = VoterSpec(node_id, parse_kafka_uuid(directory), endpoints)
         return voters_record([spec]), directory
     controllers = parse_initial_controllers(args.initial_controllers)
-    if [c[0] for c in controllers] != [node_id]:
-        raise ValueError(f"--initial-controllers names {[c[0] for c in controllers]}; kraftpy "
-                         f"runs a quorum of one voter, this node ({node_id})")
-    (_, host, port, directory_id), = controllers
     name = config.controller_listener_names[0]  # type: ignore[attr-defined]
-    return (voters_record([VoterSpec(node_id, directory_id, ((name, host, port),))]),
-            kafka_uuid_str(directory_id))
+    record = voters_record([VoterSpec(i, directory, ((name, host, port),))
+                            for i, host, port, directory in controllers])
+    # Kafka's Formatter: a node in the list takes its directory id from there; one that is
+    # not gets a new one and the same voter set, and starts as an observer of it.
+    mine = [directory for i, _, _, directory in controllers if i == node_id]
+    return record, kafka_uuid_str(mine[0]) if mine else random_uuid()
 
 
 def run_random_uuid(args: argparse.Namespace) -> int:

@@ -11,11 +11,14 @@ snapshot `00000000000000000000-0000000000.checkpoint` of __cluster_metadata-0. T
 never replicated, so the first leader writes the same two control records into the log, in the
 batch of its first LeaderChange; every later snapshot carries them after its header. Brokers
 configured with `controller.quorum.bootstrap.servers` find the leader's CONTROLLER endpoint only
-there. The running node leads a quorum of one voter: the recorded set must be this node.
+there. A node configured with those bootstrap servers runs as a voter of the recorded set (or
+an observer when the set does not name it); one without them runs alone, and then the
+recorded set must be this node (`check_single_voter`).
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -182,29 +185,75 @@ def from_control(control: Iterable[tuple[int, bytes | None]]
 
 
 def parse_initial_controllers(text: str) -> list[tuple[int, str, int, uuid.UUID]]:
-    """`--initial-controllers id@host:port:directoryId,...` as Kafka's DynamicVoters parses it."""
-    out = []
-    for item in text.split(","):
-        node, at, rest = item.strip().partition("@")
-        host_port, colon, directory = rest.rpartition(":")
-        host, colon2, port = host_port.rpartition(":")
-        try:
-            node_id, port_no = int(node), int(port)
-            directory_id = parse_kafka_uuid(directory)
-        except ValueError:
-            node_id = -1
-        if not (at and colon and colon2) or node_id < 0:
-            raise VoterSetError(f"Unable to parse controller {item.strip()!r}: expected "
-                                "id@host:port:directoryId")
-        out.append((node_id, host.strip("[]"), port_no, directory_id))
-    return out
+    """`--initial-controllers id@host:port:directoryId,...` as Kafka's DynamicVoters.parse
+    reads it (its checks and words): empty items skipped, at least one voter, each id once;
+    returned in id order, as Kafka keeps them."""
+    out: dict[int, tuple[int, str, int, uuid.UUID]] = {}
+    for item in text.strip().split(","):
+        if item:
+            voter = _parse_controller(item)
+            if voter[0] in out:
+                raise VoterSetError(f"Node id {voter[0]} was specified more than once.")
+            out[voter[0]] = voter
+    if not out:
+        raise VoterSetError("No voters given.")
+    return [out[i] for i in sorted(out)]
+
+
+def _parse_controller(item: str) -> tuple[int, str, int, uuid.UUID]:
+    """One `id@host:port:directoryId` (a host with colons in brackets), Kafka's DynamicVoter."""
+    item = item.strip()
+    node, at, rest = item.partition("@")
+    if not at:
+        raise VoterSetError("No @ found in dynamic voter string.")
+    if not node:
+        raise VoterSetError("Invalid @ at beginning of dynamic voter string.")
+    node_id = _java_int(node, "Failed to parse node id in dynamic voter string.")
+    if node_id < 0:
+        raise VoterSetError(f"Invalid negative node id {node_id} in dynamic voter string.")
+    if not rest:
+        raise VoterSetError("No hostname found after node id.")
+    if rest.startswith("["):
+        host, bracket, rest = rest[1:].partition("]")
+        if not bracket:
+            raise VoterSetError("Hostname began with left bracket, but no right bracket was "
+                                "found.")
+    else:
+        host, colon, rest = rest.partition(":")
+        if not colon:
+            raise VoterSetError("No colon following hostname could be found.")
+        rest = ":" + rest
+    if not rest.startswith(":"):
+        raise VoterSetError("Port section must start with a colon.")
+    port_text, colon, directory = rest[1:].partition(":")
+    if not colon:
+        raise VoterSetError("No colon following port could be found.")
+    port = _java_int(port_text, "Failed to parse port in dynamic voter string.")
+    if not 0 <= port <= 65535:
+        raise VoterSetError(f"Invalid port {port} in dynamic voter string.")
+    try:
+        directory_id = parse_kafka_uuid(directory)
+    except ValueError:
+        raise VoterSetError("Failed to parse directory ID in dynamic voter string.") from None
+    return node_id, host, port, directory_id
+
+
+def _java_int(text: str, message: str) -> int:
+    """Integer.parseInt: an optional sign and ASCII digits, within 32 bits."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text) or not -2**31 <= int(text) < 2**31:
+        raise VoterSetError(message)
+    return int(text)
 
 
 def check_single_voter(voters: VotersRecord, node_id: int, directory_id: uuid.UUID) -> None:
-    """kraftpy leads alone: the recorded voter set must be exactly this node and directory."""
+    """A node without `controller.quorum.bootstrap.servers` runs as the lone voter, so the
+    recorded voter set must be exactly this node and directory: with others in it, it would
+    commit alone what needs their votes."""
     ids = [(v.voter_id, v.voter_directory_id) for v in voters.voters]
     if ids != [(node_id, directory_id)]:
         named = ", ".join(f"{i}:{kafka_uuid_str(d)}" for i, d in ids)
         raise VoterSetError(
-            f"the voter set is [{named}], but kraftpy runs a quorum of one voter: this node "
-            f"({node_id}:{kafka_uuid_str(directory_id)})")
+            f"the voter set is [{named}], but this node ({node_id}:"
+            f"{kafka_uuid_str(directory_id)}) has no controller.quorum.bootstrap.servers and "
+            "so would run as the lone voter; set controller.quorum.bootstrap.servers to run "
+            "with the other voters")

@@ -5,8 +5,8 @@ raft bootstrap snapshot, meta.properties' directory.id); the first leader writes
 first LeaderChange batch and every snapshot carries them, so a broker configured with only
 `controller.quorum.bootstrap.servers` finds the leader's CONTROLLER endpoint in the log,
 registers and runs. A directory Kafka's own StorageTool formats with `--standalone` runs under
-kraftpy too. A voter set naming other controllers is refused with exit 2 and one line, the
-directory unchanged.
+kraftpy too. A voter set naming other controllers needs controller.quorum.bootstrap.servers:
+without them it is refused with exit 2 and one line, the directory unchanged.
 """
 
 from __future__ import annotations
@@ -117,7 +117,15 @@ def test_a_directory_kafka_formats_standalone_runs_under_kraftpy(tmp_path: Path,
         srv.stop()
 
 
-def test_voter_sets_kraftpy_cannot_lead_are_refused(tmp_path: Path, kafka_jars: Path) -> None:
+def test_a_voter_set_of_several_needs_bootstrap_servers(tmp_path: Path,
+                                                        kafka_jars: Path) -> None:
+    """Kafka's `--initial-controllers` naming two voters, on a node without
+    controller.quorum.bootstrap.servers: it would run as the lone voter, so it is refused (exit
+    2, one line, nothing changed). kraftpy's own format writes the same voter set Kafka's does
+    (tests/raft/test_initial_controllers.py serves it with bootstrap servers)."""
+    from kraftpy.controller.log.snapshots import read_snapshot
+    from kraftpy.controller.raft.voters import RAFT_BOOTSTRAP_SNAPSHOT
+
     srv = KraftpyServer(tmp_path / "kraftpy")
     kafka = KafkaNode(tmp_path / "kafka", roles="controller", node_id=1,
                       controller_port=srv.controller_port,
@@ -130,13 +138,17 @@ def test_voter_sets_kraftpy_cannot_lead_are_refused(tmp_path: Path, kafka_jars: 
                           cwd=srv.root)
     assert done.returncode == 2
     errors = [line for line in (done.stdout + done.stderr).splitlines() if "ERROR" in line]
-    assert len(errors) == 1 and "kraftpy runs a quorum of one voter" in errors[0], errors
+    assert len(errors) == 1 and "no controller.quorum.bootstrap.servers" in errors[0], errors
     assert {p: p.read_bytes() for p in srv.data_dir.rglob("*") if p.is_file()} == before
-    # And kraftpy's own format refuses what it could not run.
-    other = KraftpyServer(tmp_path / "other")
-    refused = _format(other, "--initial-controllers", others)
-    assert refused.returncode == 1 and "one voter" in refused.stderr
-    assert not (other.data_dir / "meta.properties").exists()
+    # kraftpy's own format: the same control records, the same directory id.
+    other = KraftpyServer(tmp_path / "other", controller_port=srv.controller_port)
+    formatted = _format(other, "--cluster-id", kafka.cluster_id, "--initial-controllers", others)
+    assert formatted.returncode == 0, formatted.stderr
+    assert "directory.id=MvDxzVmcRsaTz33bUuRU6A" in (other.data_dir / "meta.properties").read_text()
+    snapshot = Path("__cluster_metadata-0") / RAFT_BOOTSTRAP_SNAPSHOT
+    assert read_snapshot(other.data_dir / snapshot).control == \
+        read_snapshot(srv.data_dir / snapshot).control
+    other = KraftpyServer(tmp_path / "joiner")
     # A controller that joins a dynamic quorum later (tests/raft/test_dynamic_quorum.py).
     joined = _format(other, "--no-initial-controllers")
     assert joined.returncode == 0 and (other.data_dir / "meta.properties").exists()
