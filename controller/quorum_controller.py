@@ -94,12 +94,6 @@ ALLOCATE_PRODUCER_IDS = 67
 CONTROLLER_REGISTRATION = 70
 
 
-_USUALLY_WRITE = frozenset({ALLOCATE_PRODUCER_IDS, BROKER_REGISTRATION, UNREGISTER_BROKER_API,
-                            CREATE_ACLS, DELETE_ACLS, CREATE_TOPICS, DELETE_TOPICS,
-                            CREATE_PARTITIONS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
-                            ASSIGN_REPLICAS_TO_DIRS, UPDATE_FEATURES, ALTER_PARTITION,
-                            ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS,
-                            CONTROLLER_REGISTRATION})
 _NONE = ErrorCode.NONE
 _LOAD_IN_PROGRESS = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 _answer = ControllerResult.answer
@@ -181,16 +175,6 @@ class QuorumController:
             raise UnsupportedRequest(
                 f"the controller does not answer {type(request).__name__}") from None
         return command(request, api_version, now_ms, next_offset, listener)
-
-    def usually_writes(self, request: Any) -> bool:
-        """Whether `request` writes records as a rule (block allocations, registrations, ACL
-        changes, transactional InitProducerId): its answer waits for a commit anyway, so it
-        may wait in the quorum's queue too; the rest (heartbeats, idempotent InitProducerId,
-        describes) are answered as they come."""
-        key = getattr(request, "API_KEY", None)
-        if key == INIT_PRODUCER_ID:
-            return request.transactional_id is not None
-        return key in _USUALLY_WRITE
 
     def _command_table(self) -> dict[int, Callable[..., ControllerResult]]:
         """API key -> the command answering it, all called (request, version, now_ms,

@@ -33,7 +33,6 @@ from kraftpy.controller.log.consistency import (
     installed_past_end,
 )
 from kraftpy.controller.log.partition_log import (
-    RECORD_OVERHEAD_BOUND,
     FlushTicket,
     PartitionLog,
 )
@@ -55,7 +54,6 @@ from kraftpy.controller.log.snapshots import (
 from kraftpy.controller.log.txn_state import TransactionStateLog, TxnFlush
 from kraftpy.protocol.control_records import leader_change, parse_control_key
 from kraftpy.protocol.metadata_frame import encode_metadata_record
-from kraftpy.protocol.record_batch import RECORD_BATCH_OVERHEAD
 
 log = logging.getLogger("kraftpy.log")
 
@@ -219,77 +217,6 @@ class SnapshotJob:
     def abandon(self) -> None:
         """The write failed or never ran: a later commit may try again."""
         self.storage._job = None
-
-
-class PreparedRecords:
-    """The metadata records of a drain pass's operations, encoded as each is handled, and
-    appended to the log together when the pass is done (`append`): one call into the log
-    for many operations instead of one each. `end` is the log end offset with them counted.
-
-    Each operation stays whole: its records are kept in one chunk, and a chunk holds no more
-    than a batch has room for, so `append` never splits or refuses one. An operation that
-    cannot be encoded, or could never fit a batch, raises from `encode` (or `add`) with
-    nothing kept. Nothing is durable, or even in the log, before `append`."""
-
-    __slots__ = ("end", "_chunks", "_values", "_size", "_log", "_epoch", "_room")
-
-    def __init__(self, log: PartitionLog, leader_epoch: int) -> None:
-        self.end = log.log_end_offset
-        self._chunks: list[list[bytes]] = []
-        self._values: list[bytes] = []
-        self._size = 0
-        self._log = log
-        self._epoch = leader_epoch
-        self._room = log.max_batch_bytes - RECORD_BATCH_OVERHEAD
-
-    def __bool__(self) -> bool:
-        return bool(self._values) or bool(self._chunks)
-
-    def add(self, records: list[tuple[Any, int]]) -> int:
-        """Encode and keep one operation's records (metadata record, version); the offset of
-        the first. `keep(*encode(records))`, in one step for the common single record that
-        joins the kept chunk."""
-        if len(records) != 1:
-            return self.keep(*self.encode(records))
-        record, version = records[0]
-        value = encode_metadata_record(record, version)
-        size = RECORD_OVERHEAD_BOUND + len(value)
-        if self._size + size > self._room:  # a new chunk, or no batch could take it
-            return self.keep([value], self._fitting(size))
-        self._values.append(value)
-        self._size += size
-        offset = self.end
-        self.end = offset + 1
-        return offset
-
-    def encode(self, records: list[tuple[Any, int]]) -> tuple[list[bytes], int]:
-        """An operation's records encoded, and their size in a batch (at most)."""
-        values = [encode_metadata_record(record, version) for record, version in records]
-        return values, self._fitting(RECORD_OVERHEAD_BOUND * len(values) + sum(map(len, values)))
-
-    def _fitting(self, size: int) -> int:
-        if size > self._room:
-            raise ValueError(f"an operation of {size} bytes does not fit a record batch")
-        return size
-
-    def keep(self, values: list[bytes], size: int) -> int:
-        """Keep an operation's `encode`d records; the offset of the first."""
-        if self._size + size > self._room:  # the kept ones fill a batch: a new chunk
-            self._chunks.append(self._values)
-            self._values, self._size = [], 0
-        self._values += values
-        self._size += size
-        offset = self.end
-        self.end = offset + len(values)
-        return offset
-
-    def append(self, now_ms: int) -> None:
-        """Add what is kept to the log's open batch (not yet durable), chunk by chunk."""
-        chunks, self._chunks = [*self._chunks, self._values], []
-        self._values, self._size = [], 0
-        for values in chunks:
-            if values:
-                self._log.accumulate(values, leader_epoch=self._epoch, timestamp=now_ms)
 
 
 @dataclass
@@ -693,10 +620,6 @@ class MetadataStorage:
             raise RuntimeError("transaction records but no transaction log is open")
         return self.txn.accumulate(txn_records, now_ms)
 
-    def prepare(self) -> PreparedRecords:
-        """A drain pass's place for its operations' metadata records (see PreparedRecords)."""
-        return PreparedRecords(self.metadata, self.leader_epoch)
-
     def flush(self) -> tuple[int, int]:
         """fsync both logs (one write + one fsync each); returns the high watermarks."""
         hwm = self.metadata.flush()
@@ -710,12 +633,6 @@ class MetadataStorage:
         what the round covered, and no further."""
         return FlushRound(self.metadata.begin_flush(),
                           self.txn.begin_flush() if self.txn is not None else None)
-
-    def write_ahead(self) -> None:
-        """Write what both logs have pending, for the round after the one in flight."""
-        self.metadata.write_ahead()
-        if self.txn is not None:
-            self.txn.write_ahead()
 
     def complete_flush(self, flush: FlushRound) -> tuple[int, int]:
         """After `flush.fsync()` returned: the new (metadata, txn) high watermarks."""

@@ -167,10 +167,6 @@ class TransactionStateLog:
         self.log_end_offset = first + len(records)
         return first
 
-    def write_ahead(self) -> None:
-        for index in self._dirty:
-            self.partitions[index].write_ahead()
-
     def begin_flush(self) -> TxnFlush:
         dirty, self._dirty = sorted(self._dirty), set()
         return TxnFlush(self.log_end_offset,
