@@ -25,6 +25,8 @@ from kraftpy.controller.server import Server
 log = logging.getLogger("kraftpy.node")
 
 SWITCH_INTERVAL_S = 0.001
+# How long a stopping lone voter waits for its last appends to commit (a linger and an fsync).
+FINISH_WRITES_S = 5.0
 
 
 class NodeStartError(RuntimeError):
@@ -205,6 +207,8 @@ async def _serve(config: ServerConfig, server: Server, security: Any, collector:
                 # commits alone: what is in flight is answered, then it stops.
                 quorum.stop()
             await server.drain()
+            if quorum.lone_voter:
+                await quorum.finish_writes(FINISH_WRITES_S)
             quorum.stop()
         clean = True
     finally:

@@ -187,6 +187,8 @@ class RaftQuorum:
         self._wake = trio.Event()
         self._committed = trio.Event()
         self._tick_due = False
+        self._migrating = False  # moving the former transaction-log layout (`_migrate`)
+        self._migration_started = False
         # Counts what invalidates a snapshot taken ahead of its commit: a truncation, an
         # installed snapshot, a lost leadership (the controller rebuilt).
         self._generation = 0
@@ -234,7 +236,8 @@ class RaftQuorum:
     @property
     def running(self) -> bool:
         """Whether `submit` handles requests here: the active leader, not stopping."""
-        return self.active and self._failed is None and not self._stopping
+        return (self.active and not self._migrating and self._failed is None
+                and not self._stopping)
 
     @property
     def leader_id(self) -> int | None:
@@ -243,7 +246,7 @@ class RaftQuorum:
     async def submit(self, request: Any, api_version: int, listener: str | None = None) -> Any:
         if self._failed is not None:
             self._check_running()
-        if not self.active or self._stopping:
+        if not self.active or self._stopping or self._migrating:
             return self._not_leader(request, api_version)
         now = self.clock_ms()
         next_offset = self.raft.next_offset
@@ -301,6 +304,15 @@ class RaftQuorum:
         finally:
             self._replies.discard(reply)
         return reply.response
+
+    async def finish_writes(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until everything appended, what still lingers in the
+        core included, is committed: a lone voter stopping cleanly leaves no write of its own
+        (a bootstrap, a timer's records) behind."""
+        with trio.move_on_after(timeout_s):
+            while self._failed is None and (self.hwm[0] < self.raft.next_offset
+                                            or self.hwm[1] < self.storage.txn_end_offset()):
+                await self._committed.wait()
 
     def stop(self) -> None:
         """Leave the quorum: a leader resigns (EndQuorumEpoch), the answers still waiting for
@@ -491,6 +503,8 @@ class RaftQuorum:
                 self.controller.activate(leader_epoch=self.raft.epoch, now_ms=self.clock_ms())
                 self.active = True
                 self._tick_due = True
+                # kraftpy's former transaction-log layout moves before anything is answered.
+                self._migrating = self.keeps_transactions
                 log.info("active controller in epoch %d from offset %d", self.raft.epoch, end)
 
     def _fail_waiters(self, code: int | None) -> None:
@@ -712,7 +726,10 @@ class RaftQuorum:
             elif self._stopping:
                 return
             self._guard(lambda t=now: self._do(self.raft.poll(t)))
-            if self._tick_due:
+            if self._migrating and not self._migration_started and self._jobs is not None:
+                self._migration_started = True
+                self._jobs.start_soon(self._migrate, self.term)
+            if self._tick_due and not self._migrating:
                 self._tick_due = False
                 self._guard(self._tick)
             if self._snapshot_due:
@@ -724,6 +741,30 @@ class RaftQuorum:
             wait_s = max(0.0, (self.raft.next_deadline() - self.clock_ms()) / 1000)
             with trio.move_on_after(min(wait_s, 1.0)):
                 await self._wake.wait()
+
+    async def _migrate(self, term: int) -> None:
+        """Move the transactional ids of kraftpy's former one-partition layout to where
+        Kafka looks for them, as the active lone voter and before it answers anything: each
+        step (`TransactionControlManager.migration_step`: copy each misplaced id into its own
+        partition, create the topic, tombstone the misplaced records) committed before the
+        next is asked for, so a crash anywhere leaves every id readable and the next start
+        goes on from there. A directory in Kafka's layout takes no step."""
+        try:
+            while self.term == term and self.active and self._failed is None \
+                    and not self._stopping:
+                step = self.controller.transactions.migration_step()
+                if step is None:
+                    return
+                end = self._write(step, self.clock_ms(), self.raft.next_offset)
+                txn_end = self.storage.txn_end_offset()
+                while (self.hwm[0] < end or self.hwm[1] < txn_end) and self.term == term \
+                        and self._failed is None and not self._stopping:
+                    await self._committed.wait()
+        finally:
+            if self.term == term:
+                self._migrating = False
+                self._migration_started = False
+                self._kick()
 
     async def _ticker(self) -> None:
         while True:
@@ -833,7 +874,8 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
 
     A lone voter's disk is the majority, so all of it is committed: its snapshot and both
     logs are replayed now (`recovery.recover_controller`, which refuses what this node cannot
-    run before anything is written), and kraftpy's former transaction-log layout is moved.
+    run before anything is written); kraftpy's former transaction-log layout is moved once it
+    is the active controller (`_migrate`).
     A voter of several replays nothing past its newest snapshot here: the log's records are
     replayed as the quorum commits them."""
     from dataclasses import replace
@@ -873,7 +915,6 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
         controller = None
         if voter_set.ids == {config.node_id} or static_lone:
             controller, stats = recovery.recover_controller(config, storage, settings)
-            recovery.migrate_transaction_state(storage, controller, wall_clock_ms())
             recovery.log_recovered(config, stats, storage, started)
         quorum = RaftQuorum(
             node_id=config.node_id, cluster_id=storage.cluster_id, storage=storage,
