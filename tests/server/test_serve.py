@@ -74,6 +74,26 @@ def test_sigterm_exits_zero_and_a_restart_bumps_the_leader_epoch(tmp_path: Path)
     assert "received SIGTERM" in text and "stopped cleanly" in text
 
 
+def test_a_node_stopped_as_it_starts_commits_what_it_wrote(tmp_path: Path) -> None:
+    # SIGTERM at once: the bootstrap records (still lingering in the Raft core, which waits
+    # controller.quorum.append.linger.ms for more) are committed before the node stops, so
+    # the next start finds the cluster bootstrapped and does not bootstrap it again.
+    srv = KraftpyServer(tmp_path, {"controller.quorum.append.linger.ms": "500"})
+    srv.start()
+    assert srv.stop() == 0
+    from kraftpy.controller.log.partition_log import PartitionLog
+    from kraftpy.protocol.metadata_frame import decode_metadata_record
+
+    log = PartitionLog.open(srv.data_dir / "__cluster_metadata-0", read_only=True)
+    names = [type(decode_metadata_record(v)[0]).__name__
+             for b in log.read() if not b.is_control for v in b.values()]
+    log.close()
+    assert "FeatureLevelRecord" in names, names
+    srv.start()
+    assert srv.stop() == 0
+    assert srv.log_text().count("Bootstrapping metadata.version") == 1
+
+
 def test_a_locked_data_dir_and_a_busy_port_are_refused_clearly(tmp_path: Path) -> None:
     with running_server(tmp_path / "a") as srv:
         twin = KraftpyServer(tmp_path / "b", {"metadata.log.dir": str(srv.data_dir)})
