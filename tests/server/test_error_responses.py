@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 from kraftpy.controller import api
 from kraftpy.controller.api import errors
 from kraftpy.protocol.messages.api_versions_request import ApiVersionsRequest
-from kraftpy.protocol.messages.describe_quorum_request import (
-    DescribeQuorumRequest,
-    PartitionData,
-    TopicData,
-)
-from kraftpy.protocol.messages.describe_quorum_response import DescribeQuorumResponse, Node
+from kraftpy.protocol.messages.describe_cluster_request import DescribeClusterRequest
+from kraftpy.protocol.messages.describe_cluster_response import DescribeClusterResponse
 from kraftpy.protocol.messages.find_coordinator_request import FindCoordinatorRequest
 from kraftpy.protocol.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from kraftpy.protocol.registry import API_KEYS
@@ -101,26 +97,22 @@ def test_entries_are_mirrored_as_kafka_does() -> None:
     assert (old.error_code, old.node_id, old.host, old.port) == (USE, -1, "", -1)
 
 
-def _quorum_request() -> DescribeQuorumRequest:
-    return DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata",
-                                                   partitions=[PartitionData(partition_index=0)])])
-
-
 async def test_an_answer_that_does_not_encode_gets_the_error_response(caplog) -> None:
-    """Nodes exist only from DescribeQuorum v2: an answer carrying them at v0 cannot be sent."""
+    """EndpointType exists only from DescribeCluster v1: an answer carrying a non-default one
+    at v0 cannot be sent."""
     def answer(request, version, ctx):
-        return DescribeQuorumResponse(nodes=[Node(node_id=1, listeners=[])])
+        return DescribeClusterResponse(endpoint_type=2, cluster_id="c")
 
     caplog.set_level(logging.INFO)
     async with running_shell(answer) as (server, _):
         c = await Client.connect(server, "PLAINTEXT")
-        r = await c.request(_quorum_request(), 0)
-        assert r.error_code == USE and r.topics == []
-        assert (await c.request(_quorum_request(), 2)).nodes[0].node_id == 1  # still open
+        r = await c.request(DescribeClusterRequest(), 0)
+        assert r.error_code == USE and r.brokers == []
+        assert (await c.request(DescribeClusterRequest(), 1)).endpoint_type == 2  # still open
         errors_logged = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
         assert len(errors_logged) == 1, caplog.text
         assert errors_logged[0].exc_info is None and "Traceback" not in caplog.text
-        assert "describe_quorum v0" in errors_logged[0].getMessage()
+        assert "describe_cluster v0" in errors_logged[0].getMessage()
         assert "EncodeError" in errors_logged[0].getMessage()
 
 
@@ -145,7 +137,7 @@ async def test_a_controller_failure_is_one_line_too(caplog) -> None:
     caplog.set_level(logging.INFO)
     async with running_shell() as (server, _):  # no controller: submit raises
         c = await Client.connect(server, "PLAINTEXT")
-        r = await c.request(_quorum_request(), 1)
+        r = await c.request(DescribeClusterRequest(), 1)
         assert r.error_code == USE
         lines = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
         assert len(lines) == 1 and lines[0].exc_info is None
@@ -174,14 +166,3 @@ async def test_metadata_by_topic_id_before_v12_is_invalid_request() -> None:
         r = await c.request(MetadataRequest(topics=[MetadataRequestTopic(name="a"),
                                                     MetadataRequestTopic(name="a")]), 11)
         assert [(t.error_code, t.name) for t in r.topics] == [(3, "a")]
-
-
-def test_describe_quorum_v0_and_v1_leave_out_what_they_lack() -> None:
-    from kraftpy.controller.image import describe_quorum
-    from support.controller_harness import Harness
-
-    h = Harness()
-    for version in (0, 1, 2):
-        r = describe_quorum(h.qc, _quorum_request(), version, now_ms=5, log_end_offset=3)
-        DescribeQuorumResponse.decode(r.encode(version), version)
-        assert (r.nodes != []) == (version == 2)
