@@ -29,7 +29,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import trio
@@ -38,17 +37,13 @@ from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, form
 from kraftpy.controller.node import SWITCH_INTERVAL_S
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.settings import ControllerSettings
-from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
-from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraftpy.protocol.messages.broker_registration_request import (
-    BrokerRegistrationRequest,
-    Feature,
-    Listener,
-)
 from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.record_batch import build_record_batch, iter_record_batches
 from kraftpy.protocol.records.no_op_record import NoOpRecord
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.lone_quorum import broker  # noqa: E402  (register and unfence a broker)
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 NO_SNAPSHOTS = SnapshotPolicy(max_record_bytes=1 << 62, interval_ms=1 << 62)
@@ -84,23 +79,6 @@ def one_fsync_per_op(directory: Path, seconds: float) -> float:
     return n / elapsed
 
 
-# What a Kafka 4.1 broker registers with.
-BROKER_FEATURES = (("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 7, 27),
-                   ("share.version", 0, 1), ("transaction.version", 0, 2),
-                   ("eligible.leader.replicas.version", 0, 1))
-
-
-def _registration(broker_id: int) -> BrokerRegistrationRequest:
-    return BrokerRegistrationRequest(
-        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
-        listeners=[Listener(name="PLAINTEXT", host="127.0.0.1", port=19092 + broker_id,
-                            security_protocol=0)],
-        features=[Feature(name=name, min_supported_version=lo, max_supported_version=hi)
-                  for name, lo, hi in BROKER_FEATURES],
-        rack=None, log_dirs=[uuid.uuid4()],
-    )
-
-
 def lone_quorum(data: Path, linger_ms: int) -> object:
     """A lone voter's RaftQuorum on a fresh data dir, as `kraftpy serve` opens it."""
     from kraftpy.controller.config import build_config
@@ -132,16 +110,7 @@ def group_commit(directory: Path, writers: int, seconds: float, linger_ms: int =
 
     async def writer(i: int) -> None:
         nonlocal acked, ready
-        broker_id = i + 2  # 1 is this node
-        registered = await quorum.submit(_registration(broker_id), 4)
-        assert registered.error_code == 0, registered
-        heartbeat = await quorum.submit(BrokerHeartbeatRequest(
-            broker_id=broker_id, broker_epoch=registered.broker_epoch,
-            current_metadata_offset=quorum.storage.metadata_end_offset(),
-            want_fence=False, want_shut_down=False), 1)
-        assert not heartbeat.is_fenced, heartbeat
-        request = AllocateProducerIdsRequest(broker_id=broker_id,
-                                             broker_epoch=registered.broker_epoch)
+        request = await broker(quorum, i + 2)  # registered and unfenced; 1 is this node
         ready += 1
         if ready == writers:
             all_ready.set()
