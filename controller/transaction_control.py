@@ -327,6 +327,12 @@ class TransactionControlManager:
 
     # --- the former one-partition layout --------------------------------------------------
 
+    def migration_due(self) -> bool:
+        """Whether `migration_step` has a step to give (this changes nothing)."""
+        if self.topic_id is None and self.adopted_topic_id is None:
+            return False
+        return self._can_create_topic() and (self.topic_id is None or bool(self.misplaced))
+
     def migration_step(self) -> ControllerResult | None:
         """The next step that moves misplaced states where Kafka looks for them, or None when
         there is nothing (left) to move. The caller makes each step durable before asking

@@ -504,7 +504,8 @@ class RaftQuorum:
                 self.active = True
                 self._tick_due = True
                 # kraftpy's former transaction-log layout moves before anything is answered.
-                self._migrating = self.keeps_transactions
+                self._migrating = (self.keeps_transactions
+                                   and self.controller.transactions.migration_due())
                 log.info("active controller in epoch %d from offset %d", self.raft.epoch, end)
 
     def _fail_waiters(self, code: int | None) -> None:

@@ -12,7 +12,13 @@ import pytest
 from kraftpy.controller.config import build_config
 from kraftpy.controller.log import files
 from kraftpy.controller.log.partition_log import PartitionLog
-from kraftpy.controller.recovery import OpenedNode, RecoveryError, open_node_storage
+from kraftpy.controller.recovery import (
+    OpenedNode,
+    RecoveryError,
+    open_node_storage,
+    open_storage,
+    recover_controller,
+)
 from kraftpy.controller.transaction_control import TransactionControlManager
 from kraftpy.protocol import txn_log
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
@@ -229,7 +235,7 @@ def _check_migrated(data: Path, topic_id: str) -> None:
         assert _state(node) == OLD
         txns = node.controller.transactions
         assert kafka_uuid_str(txns.topic_id) == topic_id and not txns.misplaced
-        assert txns.migration_step() is None
+        assert txns.migration_step() is None and not txns.migration_due()
         topic = node.controller.replication.topics[txns.topic_id]
         assert sorted(topic.partitions) == list(range(50))
         assert topic.partitions[0].leader_epoch == 3  # the old batches' epoch: Kafka's reads on
@@ -254,6 +260,12 @@ def _check_migrated(data: Path, topic_id: str) -> None:
 def test_the_former_one_partition_layout_is_moved_into_kafkas(tmp_path: Path) -> None:
     data = tmp_path / "data"
     topic_id = _former_layout(data, OLD)
+    storage = open_storage(_config(data))  # as a lone voter opens it: a move is due
+    try:
+        controller, _ = recover_controller(_config(data), storage)
+        assert controller.transactions.migration_due()
+    finally:
+        storage.close()
     _check_migrated(data, topic_id)
 
 
