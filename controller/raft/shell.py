@@ -739,7 +739,11 @@ class RaftQuorum:
             # (its timers are in next_deadline): only what comes while waiting wakes the loop
             # early. Left set, the loop would spin, each voter always runnable.
             self._wake = trio.Event()
-            wait_s = max(0.0, (self.raft.next_deadline() - self.clock_ms()) / 1000)
+            # The core's times are whole milliseconds of the clock; measured against the
+            # exact time a timer (the append linger above all) fires when it is due, not up to
+            # a millisecond later.
+            now_ms = time.time() * 1000 if self.clock_ms is wall_clock_ms else self.clock_ms()
+            wait_s = max(0.0, (self.raft.next_deadline() - now_ms) / 1000)
             with trio.move_on_after(min(wait_s, 1.0)):
                 await self._wake.wait()
 
