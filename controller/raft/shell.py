@@ -90,6 +90,7 @@ COORDINATOR_NOT_AVAILABLE = 15
 INIT_PRODUCER_ID = 22
 TICK_INTERVAL_S = 0.1
 REGISTRATION_INTERVAL_S = 0.5
+REGISTRATION_RETRY_S = 0.1  # while this incarnation is not registered yet
 # An fsync is done on the loop itself (when nothing else could run meanwhile) only while the
 # last one took at most this long, so a slow disk never stalls the loop for longer than one.
 INLINE_FSYNC_MAX_S = 0.001
@@ -779,9 +780,16 @@ class RaftQuorum:
 
     async def _register(self) -> None:
         """Register this incarnation with the leader until the log holds it (registration.py);
-        retried every half second, the leader found anew each time."""
+        tried every 0.1 s until a leader takes it, then every half second until the log holds
+        it, the leader found anew each time."""
+        answered = False  # the leader took this incarnation's registration
         while not self._stopping:
-            await trio.sleep(REGISTRATION_INTERVAL_S)
+            # Soon after a start or a new leader, as Kafka's ControllerRegistrationManager
+            # registers once it knows the leader; at the interval once the leader took it
+            # (until its record reaches this node's log).
+            pending = not answered and needs_registration(self.controller, self.node_id,
+                                                          self.incarnation)
+            await trio.sleep(REGISTRATION_RETRY_S if pending else REGISTRATION_INTERVAL_S)
             if not needs_registration(self.controller, self.node_id, self.incarnation):
                 continue
             leader = self.raft.leader_id
@@ -798,6 +806,7 @@ class RaftQuorum:
             else:
                 continue
             if answer is not None and answer.error_code == 0:
+                answered = True
                 log.info("registered controller incarnation %s with the leader (%d)",
                          self.incarnation, leader)
 

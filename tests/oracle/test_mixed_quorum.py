@@ -247,8 +247,14 @@ def change_features(leader: Voter) -> None:
     upgrade is finalized only if every voter registered a range that holds it (Kafka's
     "controller N has not registered"), kraftpy's voters included."""
     bootstrap = ("--bootstrap-controller", f"{HOST}:{leader.port}")
-    down = run_tool("FeatureCommand", *bootstrap, "downgrade", "--feature",
-                    "transaction.version=0").check().stdout
+    deadline = time.monotonic() + 20
+    while True:  # a voter the handover just restarted registers its new incarnation first
+        run = run_tool("FeatureCommand", *bootstrap, "downgrade", "--feature",
+                       "transaction.version=0")
+        if "has not registered" not in run.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    down = run.check().stdout
     assert down.strip() == "transaction.version was downgraded to 0.", down
     up = run_tool("FeatureCommand", *bootstrap, "upgrade", "--feature",
                   "transaction.version=2").check().stdout
