@@ -245,6 +245,17 @@ def open_storage(config: ServerConfig, *, downloads: bool = False) -> MetadataSt
         raise RecoveryError(str(exc)) from None
 
 
+def node_settings(config: ServerConfig, storage: MetadataStorage) -> ControllerSettings:
+    """What this node's controller is built with: the properties, meta.properties' directory
+    id (new partitions' directory) and bootstrap.checkpoint's levels."""
+    settings = replace(controller_settings(config, storage.cluster_id),
+                       log_directory_id=_directory_id(storage))
+    mv, features = read_bootstrap(Path(config.metadata_log_dir))
+    if mv is not None:
+        settings = replace(settings, metadata_version=mv, bootstrap_features=features)
+    return settings
+
+
 def recover_controller(config: ServerConfig, storage: MetadataStorage,
                        settings: ControllerSettings | None = None
                        ) -> tuple[QuorumController, RecoveryStats]:
@@ -254,13 +265,7 @@ def recover_controller(config: ServerConfig, storage: MetadataStorage,
     start here, before anything is written."""
     log_dir = Path(config.metadata_log_dir)
     if settings is None:
-        settings = replace(controller_settings(config, storage.cluster_id),
-                           log_directory_id=_directory_id(storage))
-        mv, features = read_bootstrap(log_dir)
-        if mv is not None:
-            settings = replace(settings, metadata_version=mv, bootstrap_features=features)
-    if storage.kraft_version >= 1:  # the voter's own directory id, as DescribeQuorum shows
-        settings = replace(settings, directory_id=_directory_id(storage))
+        settings = node_settings(config, storage)
     controller = QuorumController(settings)
     try:
         reason = unsupported({KRAFT_VERSION: storage.kraft_version})

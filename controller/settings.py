@@ -61,7 +61,6 @@ class ControllerSettings:
     advertised_listeners: tuple[AdvertisedEndpoint, ...] = ()
     controller_listener_names: tuple[str, ...] = ("CONTROLLER",)
     rack: str | None = None
-    directory_id: uuid.UUID = uuid.UUID(int=0)
     # meta.properties' directory.id: partitions this node creates are assigned to it.
     log_directory_id: uuid.UUID = uuid.UUID(int=0)
     # transaction.state.log.*: the __transaction_state topic this node creates.

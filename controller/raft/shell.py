@@ -493,7 +493,8 @@ class RaftQuorum:
                      self.raft.epoch, len(self._waiters))
             self._fail_waiters(NOT_CONTROLLER)
             self._generation += 1
-            self.controller, self.replayed = self._fresh_controller(self.hwm[0])
+            self.controller, self.replayed = self._fresh_controller(
+                *self.hwm, with_txn=self.keeps_transactions)
             if self.on_new_controller is not None:
                 self.on_new_controller(self.controller)
         elif not self.active and leading:
@@ -517,9 +518,12 @@ class RaftQuorum:
             waiter.event.set()
 
     # --- replay -------------------------------------------------------------------------------
-    def _fresh_controller(self, hwm: int) -> tuple[Any, int]:
+    def _fresh_controller(self, hwm: int, txn_hwm: int | None = None, *,
+                          with_txn: bool = False) -> tuple[Any, int]:
         """A controller with the newest snapshot and the log below `hwm` replayed: what a
-        node's state is when it holds only committed records."""
+        node's state is when it holds only committed records. `with_txn`: a lone voter that
+        lost leadership, whose transaction log holds only what it wrote, all of it on its way
+        to disk (nobody else can truncate it), is replayed too."""
         controller = self.make_controller()
         controller.features.kraft_version = self.storage.kraft_version
         start = self.metadata.log_start_offset
@@ -533,12 +537,10 @@ class RaftQuorum:
         if hwm > start:
             self._replay(controller, start, hwm)
         end = max(start, hwm)
-        if getattr(self, "raft", None) is not None and self.keeps_transactions:
-            # A lone voter that lost leadership: its transaction log holds only what it
-            # wrote, all of it on its way to disk (nobody else can truncate it).
+        if with_txn:
             self.storage.replay_txn_into(controller, recovered=False)
-        controller.on_committed(end, self.hwm[1] if hasattr(self, "hwm")
-                                else self.storage.txn_end_offset())
+        controller.on_committed(end, self.storage.txn_end_offset() if txn_hwm is None
+                                else txn_hwm)
         return controller, end
 
     def _replay(self, controller: Any, start: int, end: int) -> None:
@@ -892,11 +894,9 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
     is the active controller (`_migrate`).
     A voter of several replays nothing past its newest snapshot here: the log's records are
     replayed as the quorum commits them."""
-    from dataclasses import replace
 
     from kraftpy.controller import recovery
     from kraftpy.controller.feature_control import SUPPORTED_FEATURES
-    from kraftpy.controller.log.storage import read_bootstrap
     from kraftpy.controller.quorum_controller import QuorumController
     from kraftpy.controller.raft.config import RaftConfigError
 
@@ -910,11 +910,7 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
     storage = recovery.open_storage(config, downloads=not static_lone)
     try:
         directory_id = recovery._directory_id(storage)
-        settings = replace(recovery.controller_settings(config, storage.cluster_id),
-                           log_directory_id=directory_id)
-        mv, features = read_bootstrap(log_dir)
-        if mv is not None:
-            settings = replace(settings, metadata_version=mv, bootstrap_features=features)
+        settings = recovery.node_settings(config, storage)
         listener = config.controller_listener_names[0]
         advertised = config.advertised(listener)
         voter_set, history = VoterSet.static(voters, listener), None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 
 import pytest
 from kraftpy.controller.raft.config import RaftConfig
@@ -37,8 +36,7 @@ def kafka_node() -> Harness:
     return Harness(settings=ControllerSettings(
         cluster_id=CLUSTER_ID, node_id=1,
         advertised_listeners=(AdvertisedEndpoint("PLAINTEXT", "127.0.0.1", 39092),
-                              AdvertisedEndpoint("CONTROLLER", "127.0.0.1", 39093)),
-        directory_id=uuid.UUID(int=0)))
+                              AdvertisedEndpoint("CONTROLLER", "127.0.0.1", 39093))))
 
 
 def answer(h: Harness, row: dict):
