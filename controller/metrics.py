@@ -209,7 +209,7 @@ class NodeCollector(Collector):
         self.node = node
         quorum = node.quorum
         self._first_hwm = quorum.hwm
-        self._log_ends.append((time.perf_counter(), quorum.storage.metadata_end_offset()))
+        self._log_ends.append((time.perf_counter(), quorum.storage.metadata.log_end_offset))
 
     # --- readiness --------------------------------------------------------------------------
     def readiness(self) -> tuple[bool, str]:
@@ -281,7 +281,7 @@ class NodeCollector(Collector):
 
     def _raft(self, quorum: Any, controller: Any, storage: Any, now: float
               ) -> Iterator[Metric]:
-        end = storage.metadata_end_offset()
+        end = storage.metadata.log_end_offset
         last_ts = getattr(getattr(storage, "metadata", None), "last_append_timestamp", None)
         yield _gauge("LastAppliedRecordTimestamp", last_ts if last_ts is not None else 0)
         raft = quorum.raft

@@ -19,7 +19,7 @@ import outcome
 import trio
 from kraftpy.controller import api
 from kraftpy.controller.config import ServerConfig
-from kraftpy.controller.raft.shell import RaftQuorum
+from kraftpy.controller.quorum import Quorum
 from kraftpy.controller.server import Server
 
 log = logging.getLogger("kraftpy.node")
@@ -42,15 +42,14 @@ class NodeStartError(RuntimeError):
 class RunningNode:
     """What request handlers see of the node (`api.Node`)."""
 
-    def __init__(self, config: ServerConfig, cluster_id: str, quorum: RaftQuorum,
+    def __init__(self, config: ServerConfig, cluster_id: str, quorum: Quorum,
                  supported_features: dict[str, tuple[int, int]]) -> None:
         self.config = config
         self.cluster_id = cluster_id
+        # The node's quorum: it also answers Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+        # FetchSnapshot, DescribeQuorum and the voter changes.
         self.quorum = quorum
         self.supported_features = supported_features
-        # The Raft core's shell (the quorum itself), which answers Vote, BeginQuorumEpoch,
-        # EndQuorumEpoch, Fetch, FetchSnapshot, DescribeQuorum and the voter changes.
-        self.raft_shell = quorum
 
     def clock_ms(self) -> int:
         return self.quorum.clock_ms()
@@ -155,22 +154,25 @@ async def _bind_metrics(config: ServerConfig) -> Any:
 async def _recover_and_serve(config: ServerConfig, server: Server, security: Any,
                              collector: Any, signals: Any,
                              task_status: trio.TaskStatus[RunningNode]) -> int:
-    from kraftpy.controller import recovery
-    from kraftpy.controller.raft import dynamic, shell
+    from kraftpy.controller import quorum, recovery
+    from kraftpy.controller.raft import dynamic
+    from kraftpy.controller.raft.config import RaftConfigError
 
     try:
-        voters = shell.configured_voters(config)
+        voters = quorum.configured_voters(config)
         bootstrap = dynamic.configured_bootstrap(config) if voters is None else None
-    except shell.RaftShellError as exc:
+    except quorum.QuorumError as exc:
         raise NodeStartError(str(exc), exc.exit_code) from None
+    except RaftConfigError as exc:
+        raise NodeStartError(str(exc), 2) from None
     if voters is None and bootstrap is None:
-        voters = shell.lone_voter(config)
+        voters = quorum.lone_voter(config)
     try:
-        opened_quorum = await trio.to_thread.run_sync(shell.open_quorum, config,
+        opened_quorum = await trio.to_thread.run_sync(quorum.open_quorum, config,
                                                       voters or {}, bootstrap)
     except recovery.RecoveryError as exc:
         raise NodeStartError(str(exc), exc.exit_code) from None
-    except shell.RaftShellError as exc:
+    except quorum.QuorumError as exc:
         raise NodeStartError(str(exc), exc.exit_code) from None
     node = RunningNode(config, opened_quorum.cluster_id, opened_quorum,
                        opened_quorum.supported_features)

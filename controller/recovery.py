@@ -1,11 +1,12 @@
-"""Opening a data dir for serving: format once, recover, replay, start a new leader epoch.
+"""Opening a data dir for serving: format once, recover, and refuse what cannot be run.
 
-Startup is replay: `MetadataStorage` (controller/log) recovers both logs (refusing one that
-has lost records: `LostRecordsError`) and feeds the newest whole snapshot, the metadata records after it and the __transaction_state records to the same
-`replay` the live loop uses, so a restarted node has exactly the state its fsynced records
-describe. The node then writes quorum-state and a LeaderChange control batch with a bumped
-leader epoch, as a Kafka controller does when it takes over, and only then answers requests.
-A bare data dir is formatted first (meta.properties + bootstrap.checkpoint), and says so.
+`MetadataStorage` (controller/log) recovers both logs, refusing one that has lost records
+(`LostRecordsError`, exit 2) before anything in the directory changes. A lone voter's disk
+is the majority, so all of it is committed: `recover_lone_voter` replays the newest whole
+snapshot, the metadata log and the transaction log into its controller and its committed
+image with the one replay (`controller/replay.py`), and refuses a level it cannot run or a
+record it cannot read (exit 2) before anything is written. A bare data dir is formatted first
+(meta.properties + bootstrap.checkpoint), and says so.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from kraftpy.controller import replay
+from kraftpy.controller.committed_image import CommittedImage
 from kraftpy.controller.config import ServerConfig
 from kraftpy.controller.feature_control import (
     KRAFT_VERSION,
     METADATA_VERSION,
-    SUPPORTED_FEATURES,
     UnsupportedFeatureLevel,
     format_levels,
     unsupported,
@@ -108,15 +110,6 @@ def controller_settings(config: ServerConfig, cluster_id: str) -> ControllerSett
     )
 
 
-@dataclass
-class OpenedNode:
-    storage: MetadataStorage
-    controller: QuorumController
-    cluster_id: str
-    leader_epoch: int
-    supported_features: dict[str, tuple[int, int]]
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -185,29 +178,13 @@ def _check_bootstrap(log_dir: Path, node_id: int, *, lone: bool = True) -> None:
         raise UnsupportedFeatures(f"{log_dir / files.BOOTSTRAP_CHECKPOINT}: {reason}")
 
 
-def _directory_id(storage: MetadataStorage) -> uuid.UUID:
+def directory_id(storage: MetadataStorage) -> uuid.UUID:
     """meta.properties' directory.id (Kafka's DirectoryId.UNASSIGNED when it has none)."""
     text = storage.meta.get("directory.id")
     try:
         return parse_kafka_uuid(text) if text else uuid.UUID(int=0)
     except ValueError:
         return uuid.UUID(int=0)
-
-
-def migrate_transaction_state(storage: MetadataStorage, controller: QuorumController,
-                              now_ms: int) -> None:
-    """Move transactional ids of kraftpy's former one-partition layout to where Kafka looks
-    for them, before anything is served. Each step (`TransactionControlManager.
-    migration_step`: copy each misplaced id into its own partition, create the topic over
-    the directories found, tombstone the misplaced records) is written and fsynced before
-    the next is asked for, so a crash anywhere leaves every id readable and the next start
-    goes on from there; a directory already in Kafka's layout needs no step."""
-    while (step := controller.transactions.migration_step()) is not None:
-        offset, txn_offset = storage.append(step, now_ms)
-        controller.apply(step, offset=offset, txn_offset=txn_offset)
-        controller.on_committed(*storage.flush())
-        for event in step.events:
-            log.info("%s", event)
 
 
 def retention_policy(config: ServerConfig) -> RetentionPolicy | None:
@@ -233,7 +210,6 @@ def open_storage(config: ServerConfig, *, downloads: bool = False) -> MetadataSt
             log_dir, node_id=config.node_id, segment_bytes=config.metadata_log_segment_bytes,
             policy=SnapshotPolicy(max_record_bytes=config.snapshot_max_record_bytes,
                                   interval_ms=config.snapshot_interval_ms),
-            background_snapshots=True,  # written in a worker thread beside the commits
             segment_ms=config.metadata_log_segment_ms,
             retention=retention_policy(config),
             txn_segment_bytes=config.txn_topic.segment_bytes,
@@ -249,24 +225,35 @@ def node_settings(config: ServerConfig, storage: MetadataStorage) -> ControllerS
     """What this node's controller is built with: the properties, meta.properties' directory
     id (new partitions' directory) and bootstrap.checkpoint's levels."""
     settings = replace(controller_settings(config, storage.cluster_id),
-                       log_directory_id=_directory_id(storage))
+                       log_directory_id=directory_id(storage))
     mv, features = read_bootstrap(Path(config.metadata_log_dir))
     if mv is not None:
         settings = replace(settings, metadata_version=mv, bootstrap_features=features)
     return settings
 
 
-def recover_controller(config: ServerConfig, storage: MetadataStorage,
-                       settings: ControllerSettings | None = None
-                       ) -> tuple[QuorumController, RecoveryStats]:
-    """A lone voter's controller: everything on its disk is committed (its disk is the
-    majority), so the newest whole snapshot, the metadata log and the transaction log are
-    replayed now, and a level this node cannot run or a record it cannot read refuses the
-    start here, before anything is written."""
+@dataclass
+class LoneVoterState:
+    """A lone voter's state at open: its whole disk replayed."""
+
+    controller: QuorumController
+    image: CommittedImage
+    applied: int  # the offset both stand at: the metadata log's end
+    stats: RecoveryStats
+
+
+def recover_lone_voter(config: ServerConfig, storage: MetadataStorage,
+                       settings: ControllerSettings | None = None) -> LoneVoterState:
+    """Everything on a lone voter's disk is committed (its disk is the majority), so the
+    newest whole snapshot, the metadata log and the transaction log are replayed now, into
+    its controller and its committed image, and a level this node cannot run or a record it
+    cannot read refuses the start here, before anything is written."""
     log_dir = Path(config.metadata_log_dir)
     if settings is None:
         settings = node_settings(config, storage)
     controller = QuorumController(settings)
+    image = QuorumController(settings)
+    stats = RecoveryStats(snapshot=storage.snapshot.snapshot_id if storage.snapshot else None)
     try:
         reason = unsupported({KRAFT_VERSION: storage.kraft_version})
         if reason:
@@ -275,11 +262,15 @@ def recover_controller(config: ServerConfig, storage: MetadataStorage,
             raise UnsupportedFeatureLevel(NO_VOTERS)
         if storage.voters is not None:
             try:
-                check_single_voter(storage.voters, config.node_id, _directory_id(storage))
+                check_single_voter(storage.voters, config.node_id, directory_id(storage))
             except VoterSetError as exc:
                 raise UnsupportedFeatureLevel(str(exc)) from None
-        controller.features.kraft_version = storage.kraft_version
-        stats = storage.replay_into(controller)
+        for target in (controller, image):
+            target.features.kraft_version = storage.kraft_version
+        applied, stats.snapshot_records, stats.log_records = replay.replay_snapshot_and_log(
+            (controller, image), storage.snapshot, storage.metadata, None)
+        if storage.txn is not None:
+            stats.txn_records = replay.replay_transaction_log(controller, storage.txn)
         if not controller.features.metadata_version:  # empty log: the bootstrap will run
             reason = unsupported({**settings.bootstrap_features,
                                   METADATA_VERSION: settings.metadata_version})
@@ -291,28 +282,8 @@ def recover_controller(config: ServerConfig, storage: MetadataStorage,
         raise RecoveryError(f"cannot replay {log_dir}: {exc}") from None
     except files.LogDirError as exc:
         raise RecoveryError(str(exc)) from None
-    controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-    return controller, stats
-
-
-def open_node_storage(config: ServerConfig) -> OpenedNode:
-    """The data dir opened, recovered and replayed as a lone voter that leads it directly
-    (a new leader epoch begun by the storage, the transaction log migrated): for tools and
-    tests that drive the controller and the storage without the Raft core."""
-    started = time.monotonic()
-    storage = open_storage(config)
-    try:
-        controller, stats = recover_controller(config, storage)
-        now = _now_ms()
-        epoch = storage.begin_epoch(now_ms=now)
-        controller.on_committed(storage.metadata_end_offset(), storage.txn_end_offset())
-        controller.activate(leader_epoch=epoch, now_ms=now)
-        migrate_transaction_state(storage, controller, now)
-    except BaseException:
-        storage.close()
-        raise
-    log_recovered(config, stats, storage, started)
-    return OpenedNode(storage, controller, storage.cluster_id, epoch, dict(SUPPORTED_FEATURES))
+    controller.on_committed(applied, storage.txn.durable if storage.txn else 0)
+    return LoneVoterState(controller, CommittedImage(image, applied), applied, stats)
 
 
 def log_recovered(config: ServerConfig, stats: RecoveryStats, storage: MetadataStorage,
@@ -321,4 +292,4 @@ def log_recovered(config: ServerConfig, stats: RecoveryStats, storage: MetadataS
              "records; log end offset %d", config.metadata_log_dir,
              (time.monotonic() - started) * 1000, stats.snapshot_records,
              f" ({stats.snapshot.file_name})" if stats.snapshot else "", stats.log_records,
-             stats.txn_records, storage.metadata_end_offset())
+             stats.txn_records, storage.metadata.log_end_offset)

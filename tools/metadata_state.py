@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from kraftpy.controller import replay
 from kraftpy.tools.logdecode.dumptext import compact_json, problem_line
 from kraftpy.tools.logdecode.model import Problem, RecordInfo
 from kraftpy.tools.logdecode.paths import FileKind, LogFile, classify
@@ -69,22 +70,27 @@ def load(path: str | Path) -> Replayed:
     start = snapshot.base_offset if snapshot is not None else 0
     result = Replayed({}, str(snapshot.path) if snapshot else None)
     log_end = start
+    target = _Reporting(controller, result.problems)
     if snapshot is not None:
-        # As Kafka does: a snapshot's records stand at its last contained offset.
-        for rec in _records(snapshot, result.problems):
-            result.records += _replay(controller, rec, start - 1, snapshot, result.problems)
+        # As Kafka does (and `controller/replay.py`): a snapshot's records stand at its last
+        # contained offset.
+        target.file = snapshot
+        result.records += replay.apply([target], _metadata(snapshot, result.problems,
+                                                           at=start - 1))
     for segment in segments:
-        for rec in _records(segment, result.problems):
-            if rec.offset < start:
-                continue
-            result.records += _replay(controller, rec, rec.offset, segment, result.problems)
-            log_end = rec.offset + 1
+        target.file = segment
+        records = [r for r in _metadata(segment, result.problems) if r[2] >= start]
+        result.records += replay.apply([target], records)
+        if records:
+            log_end = max(log_end, records[-1][2] + 1)
     bootstrap = partition.parent / "bootstrap.checkpoint"
-    if snapshot is None and result.records == 0 and bootstrap.is_file():
+    if snapshot is None and result.records == target.failed and bootstrap.is_file():
         # A formatted directory that never ran: what `kafka-storage format` wrote is the state.
         result.snapshot = str(bootstrap)
-        for rec in _records(classify(bootstrap), result.problems):
-            result.records += _replay(controller, rec, -1, classify(bootstrap), result.problems)
+        target.file = classify(bootstrap)
+        result.records += replay.apply([target], _metadata(target.file, result.problems,
+                                                           at=-1))
+    result.records -= target.failed
     txn_end = 0
     for txn_dir in sorted(partition.parent.glob("__transaction_state-*")):
         for file in [classify(p) for p in sorted(txn_dir.glob("*.log"))]:
@@ -112,16 +118,30 @@ def _records(file: LogFile, problems: list[Problem]) -> Iterator[RecordInfo]:
             problems.append(event)
 
 
-def _replay(controller: Any, rec: RecordInfo, offset: int, file: LogFile,
-            problems: list[Problem]) -> int:
-    if rec.kind != "metadata" or rec.record is None:
-        return 0
-    try:
-        controller.replay(rec.record, rec.version, offset)
-    except Exception as e:  # damaged input must give a report, not a traceback
-        problems.append(Problem(str(file.path), 0, "replay", f"{type(e).__name__}: {e}", offset))
-        return 0
-    return 1
+def _metadata(file: LogFile, problems: list[Problem], *, at: int | None = None
+              ) -> Iterator[tuple[Any, int, int]]:
+    """(record, version, offset) of a file's metadata records (`at`: every one there)."""
+    for rec in _records(file, problems):
+        if rec.kind == "metadata" and rec.record is not None:
+            yield rec.record, rec.version, rec.offset if at is None else at
+
+
+class _Reporting:
+    """A replay target that reports a record the controller cannot replay, and goes on."""
+
+    def __init__(self, controller: Any, problems: list[Problem]) -> None:
+        self.controller = controller
+        self.problems = problems
+        self.file: LogFile | None = None
+        self.failed = 0  # records that did not replay
+
+    def replay(self, record: Any, version: int, offset: int) -> None:
+        try:
+            self.controller.replay(record, version, offset)
+        except Exception as e:  # damaged input must give a report, not a traceback
+            self.failed += 1
+            self.problems.append(Problem(str(self.file.path if self.file else ""), 0,
+                                         "replay", f"{type(e).__name__}: {e}", offset))
 
 
 def _meta_properties(partition: Path) -> dict[str, Any]:

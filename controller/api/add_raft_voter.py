@@ -20,4 +20,4 @@ REQUEST = AddRaftVoterRequest
 
 
 async def handle(node: api.Node, request: AddRaftVoterRequest, ctx: api.RequestContext) -> Any:
-    return await node.raft_shell.voter_changes.add(request)
+    return await node.quorum.voter_changes.add(request)

@@ -27,10 +27,10 @@ def error_response(code: int) -> DescribeClusterResponse:
 async def handle(
     node: api.Node, request: DescribeClusterRequest, ctx: api.RequestContext
 ) -> DescribeClusterResponse:
-    shell = getattr(node, "raft_shell", None)
-    if shell is not None and ctx.listener_type == api.CONTROLLER:
+    quorum = getattr(node, "quorum", None)
+    if quorum is not None and ctx.listener_type == api.CONTROLLER:
         # Any voter answers (Kafka's controllers do), naming the Raft leader: what
         # `--bootstrap-controller` clients use to find the active controller.
-        return shell.describe_cluster(  # type: ignore[no-any-return]
+        return quorum.describe_cluster(  # type: ignore[no-any-return]
             request, ctx.api_version, ctx.listener)
     return await api.through_controller(node, request, ctx, error_response)

@@ -25,4 +25,4 @@ def error_response(code: int) -> DescribeQuorumResponse:
 async def handle(
     node: api.Node, request: DescribeQuorumRequest, ctx: api.RequestContext
 ) -> DescribeQuorumResponse:
-    return node.raft_shell.describe_quorum(request, ctx.api_version)  # type: ignore[attr-defined,no-any-return]
+    return node.quorum.describe_quorum(request, ctx.api_version)  # type: ignore[attr-defined,no-any-return]

@@ -2,7 +2,7 @@
 __cluster_metadata-0 from the Raft leader.
 
 Versions served: 4-18. Listeners: CONTROLLER (where a Kafka controller serves raft Fetch).
-Behaviour: the Raft core decides (`RaftQuorum.raft_request`, KafkaRaftClient's checks in its
+Behaviour: the Raft core decides (`Quorum.raft_request`, KafkaRaftClient's checks in its
 order): cluster id and topic checks, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH with
 CurrentLeader and NodeEndpoints (how a broker finds the leader), DivergingEpoch, SnapshotId,
 whole batches from the fetch offset (observers below the high watermark), HighWatermark and

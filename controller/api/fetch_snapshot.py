@@ -2,7 +2,7 @@
 the leader's Fetch answer sent to a snapshot (its offset is below the log start).
 
 Versions served: 0-1. Listeners: CONTROLLER.
-Behaviour: the Raft core decides (`RaftQuorum.raft_request`, KafkaRaftClient's
+Behaviour: the Raft core decides (`Quorum.raft_request`, KafkaRaftClient's
 handleFetchSnapshotRequest): cluster id, topic and leader-epoch checks; SNAPSHOT_NOT_FOUND for
 the bootstrap snapshot (0-0) and for ids not on disk; POSITION_OUT_OF_RANGE; otherwise the
 file's bytes from Position (at most MaxBytes), its Size, CurrentLeader and (v1) NodeEndpoints.

@@ -20,4 +20,4 @@ REQUEST = RemoveRaftVoterRequest
 
 
 async def handle(node: api.Node, request: RemoveRaftVoterRequest, ctx: api.RequestContext) -> Any:
-    return await node.raft_shell.voter_changes.remove(request)
+    return await node.quorum.voter_changes.remove(request)

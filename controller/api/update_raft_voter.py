@@ -20,4 +20,4 @@ REQUEST = UpdateRaftVoterRequest
 
 
 async def handle(node: api.Node, request: UpdateRaftVoterRequest, ctx: api.RequestContext) -> Any:
-    return node.raft_shell.voter_changes.update(request)  # type: ignore[attr-defined,no-any-return]
+    return node.quorum.voter_changes.update(request)  # type: ignore[attr-defined,no-any-return]

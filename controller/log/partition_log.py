@@ -9,14 +9,15 @@ a warning naming file, position and bytes dropped. A bad batch with a valid batc
 damage, not a torn write: `open` refuses with `LogCorruptError` naming file and position, and
 touches nothing.
 
-`append` builds one batch (all of an operation's records, so it is atomic) and keeps its bytes
-in memory. `accumulate` is Kafka's BatchAccumulator: an operation's records get their offsets
-at once and join the open batch, which later operations share until the next flush (or until
-the next one would not fit in `max_batch_bytes`); an operation is never split across batches,
-so a torn batch drops whole operations, none of them acknowledged. `flush` seals the open
-batch, writes everything pending with one write and fsyncs, and only then moves the high
-watermark. `begin_flush` / `FlushTicket.sync` / `complete_flush` split that so the
-fsync can run in a worker thread while the owner keeps appending.
+`append` builds one batch (all of an operation's records, so it is atomic) and writes it to
+the segment at once (not fsynced: a reader sees it, a crash may drop it). `accumulate` is
+Kafka's BatchAccumulator, which the transaction log uses: an operation's records get their
+offsets at once and join the open batch, which later operations share until the next flush
+(or until the next one would not fit in `max_batch_bytes`); an operation is never split
+across batches, so a torn batch drops whole operations, none of them acknowledged. `flush`
+seals the open batch, writes what is pending and fsyncs, and only then moves the flushed
+offset. `begin_flush` / `FlushTicket.fsync` / `complete_flush` split that so the fsync can
+run in a worker thread while the owner keeps appending.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class FlushTicket:
     segments: list[Segment] = field(default_factory=list)
     fds: list[int] = field(default_factory=list)
     generation: int = 0  # the log's truncation count when it was made
+    directory: Path | None = None  # the partition's
 
     def sync(self) -> None:
         """fsync every file, then let go of the descriptors."""
@@ -125,7 +127,7 @@ class PartitionLog:
         self.contiguous = contiguous
         self.segments: list[Segment] = []
         self.leader_epochs: list[tuple[int, int]] = []
-        self.high_watermark = 0
+        self.flushed_offset = 0
         self._pending = bytearray()
         self._dirty: list[Segment] = []  # segments written since the last fsync
         self._lock = threading.Lock()
@@ -193,7 +195,7 @@ class PartitionLog:
         self.segments = [Segment(d, b) for b in bases]
         if not self.segments:
             if read_only:
-                self.high_watermark = start_offset
+                self.flushed_offset = start_offset
                 return self
             seg = Segment(d, start_offset)
             seg.create()
@@ -231,7 +233,7 @@ class PartitionLog:
             if self._epochs_changed:
                 files.write_leader_epochs(d, self.leader_epochs)
             self._epochs_changed = False
-        self.high_watermark = self.log_end_offset
+        self.flushed_offset = self.log_end_offset
         return self
 
     def _clean_leftovers(self) -> None:
@@ -426,7 +428,7 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        return self.segments[0].base_offset if self.segments else self.high_watermark
+        return self.segments[0].base_offset if self.segments else self.flushed_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -436,7 +438,7 @@ class PartitionLog:
         waiting = len(self._open_values)
         if waiting:
             return self._open_base + waiting
-        return self.segments[-1].next_offset if self.segments else self.high_watermark
+        return self.segments[-1].next_offset if self.segments else self.flushed_offset
 
     @property
     def size_bytes(self) -> int:
@@ -637,6 +639,8 @@ class PartitionLog:
             self._seal()
             self._place(raw, base, next_offset, max_timestamp)
             self._note_new_epoch(epoch, base)
+            # Written now (not fsynced): a Fetch may read it back from the file at once.
+            self._write_pending()
 
     @staticmethod
     def _check_size(raw: bytes) -> None:
@@ -688,34 +692,26 @@ class PartitionLog:
                 self._dirty.append(seg)
 
     # --- durability ----------------------------------------------------------------------
-    def write_ahead(self) -> None:
-        """Write what is pending now, ahead of the flush that will cover it (a commit round
-        in flight may end first): that flush then has only its fsync left to start."""
-        if self._open_values or self._pending:
-            with self._lock:
-                self._seal()
-                self._write_pending()
-
     def begin_flush(self) -> FlushTicket:
         """Write what is pending (one write) and hand back what an fsync must cover."""
         if not (self._open_values or self._pending or self._dirty):  # nothing since the last
-            return FlushTicket(self.log_end_offset, [], [], self._generation)
+            return FlushTicket(self.log_end_offset, [], [], self._generation, self.directory)
         with self._lock:
             self._seal()
             self._write_pending()
             dirty, self._dirty = self._dirty, []
             ticket = FlushTicket(self.log_end_offset, dirty, [s.hold_sync_fd() for s in dirty],
-                                 self._generation)
+                                 self._generation, self.directory)
         return ticket
 
     def complete_flush(self, ticket: FlushTicket) -> int:
         # A ticket made before a truncation may end past what the log now holds.
-        if ticket.generation == self._generation and ticket.end_offset > self.high_watermark:
-            self.high_watermark = ticket.end_offset
-        return self.high_watermark
+        if ticket.generation == self._generation and ticket.end_offset > self.flushed_offset:
+            self.flushed_offset = ticket.end_offset
+        return self.flushed_offset
 
     def flush(self) -> int:
-        """Write and fsync everything appended; returns the new high watermark."""
+        """Write and fsync everything appended; returns the new flushed offset."""
         ticket = self.begin_flush()
         ticket.sync()
         return self.complete_flush(ticket)
@@ -757,7 +753,7 @@ class PartitionLog:
             seg.indexes.writable = True
             seg.next_offset = max(offset, seg.base_offset)
             self.segments = keep
-            self.high_watermark = min(self.high_watermark, self.log_end_offset)
+            self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
             kept = [(e, o) for e, o in self.leader_epochs if o < self.log_end_offset]
             if kept != self.leader_epochs:
                 self.leader_epochs = kept
@@ -790,13 +786,31 @@ class PartitionLog:
             seg = Segment(self.directory, offset)
             seg.create()
             self.segments = [seg]
-            self.high_watermark = offset
+            self.flushed_offset = offset
         files.fsync_dir(self.directory)
         self.indexed = None
 
     # --- reading -------------------------------------------------------------------------
+    def epoch_at(self, offset: int) -> int | None:
+        """The leader epoch that wrote `offset` (None: the log's epochs start after it)."""
+        found = None
+        for epoch, start in self.leader_epochs:
+            if start > offset:
+                break
+            found = epoch
+        return found
+
+    def timestamp_below(self, end: int) -> int | None:
+        """The max timestamp of the batch holding offset `end - 1` (a snapshot ending at `end`
+        carries it as its last contained log timestamp); None if the log no longer holds it."""
+        if end <= self.log_start_offset:
+            return None
+        for batch in self.read(end - 1):
+            return batch.max_timestamp if batch.base_offset < end else None
+        return None
+
     def read(
-        self, start_offset: int | None = None, *, committed_only: bool = False
+        self, start_offset: int | None = None, *, flushed_only: bool = False
     ) -> Iterator[RecordBatch]:
         """Batches holding offsets >= `start_offset`, in order (the first may begin earlier)."""
         if not self.read_only and (self._pending or self._open_values):
@@ -804,7 +818,7 @@ class PartitionLog:
                 self._seal()
                 self._write_pending()
         start = self.log_start_offset if start_offset is None else start_offset
-        limit = self.high_watermark if committed_only else None
+        limit = self.flushed_offset if flushed_only else None
         for i, seg in enumerate(self.segments):
             nxt = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
             if nxt is not None and nxt <= start:

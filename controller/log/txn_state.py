@@ -8,7 +8,7 @@ directory over reads them as its own partitions' history.
 
 To the quorum the partitions are one log: `accumulate` gives a result's records one count
 (`log_end_offset`, over all partitions, not a file offset), a flush round writes and fsyncs
-every partition written since the last round and moves `high_watermark` to the count it
+every partition written since the last round and moves `durable` to the count it
 covered. A result's records in one partition share a batch; a result over several
 partitions (only the migration of the former layout writes one) is durable once the round
 that covers it is.
@@ -73,7 +73,7 @@ class TransactionStateLog:
         self.partitions: dict[int, PartitionLog] = {}
         self.topic_ids: dict[int, str | None] = {}  # each directory's partition.metadata
         self.log_end_offset = 0
-        self.high_watermark = 0
+        self.durable = 0
         self._dirty: set[int] = set()
 
     @classmethod
@@ -128,7 +128,7 @@ class TransactionStateLog:
 
     def set_end(self, count: int) -> None:
         """After recovery: `count` records were replayed, all of them durable."""
-        self.log_end_offset = self.high_watermark = count
+        self.log_end_offset = self.durable = count
 
     def _partition(self, index: int, topic_id: Any) -> PartitionLog:
         text = kafka_uuid_str(topic_id)
@@ -175,8 +175,8 @@ class TransactionStateLog:
     def complete_flush(self, flush: TxnFlush) -> int:
         for index, ticket in flush.tickets:
             self.partitions[index].complete_flush(ticket)
-        self.high_watermark = max(self.high_watermark, flush.end)
-        return self.high_watermark
+        self.durable = max(self.durable, flush.end)
+        return self.durable
 
     def flush(self) -> int:
         flush = self.begin_flush()

@@ -1,8 +1,8 @@
-"""KIP-853's dynamic quorum on the trio shell: where it starts, who it talks to, and the
+"""KIP-853's dynamic quorum on the raft runner: where it starts, who it talks to, and the
 leader's side of AddRaftVoter (80), RemoveRaftVoter (81) and UpdateRaftVoter (82).
 
 A controller configured with `controller.quorum.bootstrap.servers` (and no
-`controller.quorum.voters`) runs `RaftQuorum` with the voter set the log records: the newest
+`controller.quorum.voters`) runs its quorum with the voter set the log records: the newest
 VotersRecord in the log, else the newest snapshot's, else the raft bootstrap snapshot that
 `storage format --standalone` / `--initial-controllers` wrote. A node formatted with
 `--no-initial-controllers` starts with no voters at all: an observer that fetches from the
@@ -52,7 +52,7 @@ API_VERSIONS_VERSION = 4  # the latest: below it, ranges from 0 are left out
 def configured_bootstrap(config: Any) -> dict[int, tuple[str, int]] | None:
     """`controller.quorum.bootstrap.servers` of a controller without
     `controller.quorum.voters`, as Kafka numbers them (-2, -3, ...); None otherwise."""
-    from kraftpy.controller.raft.shell import RaftShellError
+    from kraftpy.controller.raft.config import RaftConfigError
 
     props = config.properties
     text = props.get("controller.quorum.bootstrap.servers", "").strip()
@@ -64,8 +64,8 @@ def configured_bootstrap(config: Any) -> dict[int, tuple[str, int]] | None:
     for index, item in enumerate(x.strip() for x in text.split(",")):
         host, colon, port = item.rpartition(":")
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise RaftShellError(f"controller.quorum.bootstrap.servers: {item!r} is not "
-                                 "host:port", 2)
+            raise RaftConfigError(f"controller.quorum.bootstrap.servers: {item!r} is not "
+                                  "host:port")
         out[-(index + 2)] = (host.strip("[]"), int(port))
     return out
 
@@ -104,14 +104,6 @@ def recorded_voters(storage: Any) -> tuple[VoterSet, list[tuple[int, VoterSet]]]
                 history.append((rec.offset, VoterSet.from_record(
                     VotersRecord.decode(rec.value, 0))))
     return base, history
-
-
-def snapshot_voters(storage: Any, raft: Any, offset: int) -> None:
-    """Point the storage's control records (what a snapshot carries after its header) at
-    kraft.version and the voter set in force at `offset`, which the log may have changed
-    since the data dir was opened."""
-    storage.kraft_version = raft.kraft_version
-    storage.voters = raft.voters_at(offset).to_record()
 
 
 # --- peers that come and go ---------------------------------------------------------------------
@@ -181,37 +173,31 @@ def _listeners(items: Any) -> tuple[tuple[str, str, int], ...]:
 
 
 class VoterChanges:
-    """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter against one `RaftQuorum`."""
+    """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter against one `RaftRunner`."""
 
-    def __init__(self, quorum: Any, timeout_ms: int) -> None:
-        self.quorum = quorum
+    def __init__(self, runner: Any, timeout_ms: int) -> None:
+        self.runner = runner
         self.timeout_s = timeout_ms / 1000
         self.pending = False  # Kafka's isOperationPending: an add or remove in progress
 
     # --- shared ---
     def _core(self, step: Callable[[Any, float], tuple[int, list[Any]]]) -> int:
-        """Run a core decision and carry out its actions on the shell, in order."""
-        q = self.quorum
-        out = [REQUEST_TIMED_OUT]
-
-        def go() -> None:
-            out[0], actions = step(q.raft, q.clock_ms())
-            q._do(actions)
-
-        q._guard(go)
-        return out[0]
+        """Run a core decision and carry out its actions through the driver, in order."""
+        r = self.runner
+        error = r.step(lambda: r.driver.change_voters(step))
+        return REQUEST_TIMED_OUT if error is None else error
 
     def _leader_error(self, cluster_id: str | None) -> int:
-        q = self.quorum
-        if cluster_id is not None and cluster_id != q.cluster_id:
+        r = self.runner
+        if cluster_id is not None and cluster_id != r.core.cluster_id:
             return INCONSISTENT_CLUSTER_ID
-        if q._failed is not None or q._stopping or q.raft.voter_change_error() \
+        if r.failure is not None or r.stopping or r.core.voter_change_error() \
                 == NOT_LEADER_OR_FOLLOWER:
             return NOT_LEADER_OR_FOLLOWER
         return NONE
 
     def _precheck_message(self, error: int, voter: ReplicaKey | None = None) -> str:
-        raft = self.quorum.raft
+        raft = self.runner.core
         if error == UNSUPPORTED_VERSION:
             return ("Cluster doesn't support changing voters because the kraft.version "
                     f"feature is {raft.kraft_version}")
@@ -228,39 +214,39 @@ class VoterChanges:
 
     async def _committed(self, epoch: int) -> int:
         """Wait for the newest VotersRecord to commit in this leader's epoch."""
-        q = self.quorum
-        offset = q.raft.last_voters_offset
+        r = self.runner
+        core = r.core
+        offset = core.last_voters_offset
         with trio.move_on_after(self.timeout_s):
-            while q.raft.epoch == epoch and q.raft.state.leader_id == q.node_id \
-                    and q._failed is None:
-                if q.hwm[0] > offset:
+            while core.epoch == epoch and core.state.leader_id == core.node_id \
+                    and r.failure is None:
+                if r.driver.high_watermark > offset:
                     return NONE
                 with trio.move_on_after(0.05):
-                    await q.wait_for_high_watermark(offset)
+                    await r.progress()
             return NOT_LEADER_OR_FOLLOWER
         return REQUEST_TIMED_OUT
 
     # --- AddRaftVoter ---
     async def add(self, request: Any) -> AddRaftVoterResponse:
-        q = self.quorum
         error = self._leader_error(request.cluster_id)
         if error == INCONSISTENT_CLUSTER_ID:
             return _add(error, f'The given id "{request.cluster_id}" doesn\'t match the '
-                        f'cluster id "{q.cluster_id}"')
+                        f'cluster id "{self.runner.core.cluster_id}"')
         if error:
             return _add(error, None)
         key = _key(request.voter_id, request.voter_directory_id)
         if key is None:
             return _add(INVALID_REQUEST, "Add voter request didn't include a valid voter")
         node = VoterNode(key, _listeners(request.listeners))
-        endpoint = node.endpoint(q.raft.listener)
+        endpoint = node.endpoint(self.runner.core.listener)
         if endpoint is None:
             return _add(INVALID_REQUEST, "Add voter request didn't include the endpoint "
-                        f"for the default listener {q.raft.listener}")
+                        f"for the default listener {self.runner.core.listener}")
         if self.pending:
             return _add(REQUEST_TIMED_OUT, "Request timed out waiting for leader to handle "
                         "previous voter change request")
-        error = q.raft.voter_change_error(key.id)
+        error = self.runner.core.voter_change_error(key.id)
         if error:
             return _add(error, self._precheck_message(error, key))
         self.pending = True
@@ -270,13 +256,13 @@ class VoterChanges:
             self.pending = False
 
     async def _add(self, node: VoterNode, endpoint: tuple[str, int]) -> AddRaftVoterResponse:
-        q = self.quorum
-        epoch = q.raft.epoch
+        core = self.runner.core
+        epoch = core.epoch
         error, versions = await kraft_version_range(*endpoint, self.timeout_s)
         if error:
             return _add(REQUEST_TIMED_OUT, "Aborted add voter operation for since "
                         f"API_VERSIONS returned an error {error}")
-        if q.raft.epoch != epoch:
+        if core.epoch != epoch:
             return _add(NOT_LEADER_OR_FOLLOWER, None)
         assert versions is not None
         node = VoterNode(node.key, node.listeners, versions)
@@ -284,13 +270,13 @@ class VoterChanges:
         if error == INVALID_REQUEST:
             return _add(error, f"Aborted add voter operation for {_show(node.key)} since the "
                         f"kraft.version range (min: {versions[0]}, max: {versions[1]} doesn't "
-                        f"support the finalized version {q.raft.kraft_version}")
-        if error == REQUEST_TIMED_OUT and q.raft.voter_change_error(node.key.id) == NONE:
+                        f"support the finalized version {core.kraft_version}")
+        if error == REQUEST_TIMED_OUT and core.voter_change_error(node.key.id) == NONE:
             return _add(error, f"Aborted add voter operation for {_show(node.key)} since it "
                         "is lagging behind")
         if error:
             return _add(error, self._precheck_message(error, node.key) or None)
-        log.info("adding voter %s at offset %d", _show(node.key), q.raft.last_voters_offset)
+        log.info("adding voter %s at offset %d", _show(node.key), core.last_voters_offset)
         error = await self._committed(epoch)
         if error == REQUEST_TIMED_OUT:
             return _add(error, f"Timed out waiting for the addition of {_show(node.key)} to "
@@ -299,11 +285,11 @@ class VoterChanges:
 
     # --- RemoveRaftVoter ---
     async def remove(self, request: Any) -> RemoveRaftVoterResponse:
-        q = self.quorum
+        core = self.runner.core
         error = self._leader_error(request.cluster_id)
         if error == INCONSISTENT_CLUSTER_ID:
             return _remove(error, f'The given id "{request.cluster_id}" doesn\'t match the '
-                           f'cluster id "{q.cluster_id}"')
+                           f'cluster id "{core.cluster_id}"')
         if error:
             return _remove(error, None)
         key = _key(request.voter_id, request.voter_directory_id)
@@ -312,18 +298,18 @@ class VoterChanges:
         if self.pending:
             return _remove(REQUEST_TIMED_OUT, "Request timed out waiting for leader to handle "
                            "previous voter change request")
-        error = q.raft.voter_change_error()
+        error = core.voter_change_error()
         if error:
             return _remove(error, self._precheck_message(error))
-        epoch = q.raft.epoch
-        voters = q.raft.voters
+        epoch = core.epoch
+        voters = core.voters
         error = self._core(lambda raft, now: raft.remove_voter(key, now))
         if error == VOTER_NOT_FOUND:
             return _remove(error, f"Cannot remove voter {_show(key)} from the set of voters "
                            f"{_keys(voters)}")
         if error:
             return _remove(error, self._precheck_message(error) or None)
-        log.info("removing voter %s at offset %d", _show(key), q.raft.last_voters_offset)
+        log.info("removing voter %s at offset %d", _show(key), core.last_voters_offset)
         self.pending = True
         try:
             error = await self._committed(epoch)
@@ -333,10 +319,10 @@ class VoterChanges:
 
     # --- UpdateRaftVoter ---
     def update(self, request: Any) -> UpdateRaftVoterResponse:
-        q = self.quorum
+        core = self.runner.core
         error = self._leader_error(request.cluster_id)
-        if error == NONE and request.current_leader_epoch != q.raft.epoch:
-            error = (74 if request.current_leader_epoch < q.raft.epoch  # FENCED_LEADER_EPOCH
+        if error == NONE and request.current_leader_epoch != core.epoch:
+            error = (74 if request.current_leader_epoch < core.epoch  # FENCED_LEADER_EPOCH
                      else 75)  # UNKNOWN_LEADER_EPOCH
         if error:
             return self._update_answer(error)
@@ -344,7 +330,7 @@ class VoterChanges:
         listeners = _listeners(request.listeners)
         low = request.k_raft_version_feature.min_supported_version
         high = request.k_raft_version_feature.max_supported_version
-        if key is None or not any(name == q.raft.listener for name, _, _ in listeners) \
+        if key is None or not any(name == core.listener for name, _, _ in listeners) \
                 or low < 0 or high < 0 or high < low:
             return self._update_answer(INVALID_REQUEST)
         if self.pending:
@@ -353,7 +339,7 @@ class VoterChanges:
         return self._update_answer(self._core(lambda raft, now: raft.update_voter(node, now)))
 
     def _update_answer(self, error: int) -> UpdateRaftVoterResponse:
-        raft = self.quorum.raft
+        raft = self.runner.core
         leader = raft.state.leader_id
         endpoint = raft.endpoint_of(leader) if leader is not None else None
         return UpdateRaftVoterResponse(error_code=error, current_leader=CurrentLeader(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from kraftpy.controller.feature_control import SUPPORTED_FEATURES
-from kraftpy.controller.raft.registration import needs_registration, registration_request
+from kraftpy.controller.registration import needs_registration, registration_request
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.controller_registration_request import Listener
 from kraftpy.protocol.records.register_controller_record import RegisterControllerRecord

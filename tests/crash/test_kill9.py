@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from kraftpy.controller import replay
 from kraftpy.controller.log.storage import MetadataStorage
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.settings import ControllerSettings
@@ -131,7 +132,7 @@ def recovered_next_producer_id(data: Path, cluster_id: str) -> int:
     storage = MetadataStorage.open(data, node_id=1)
     try:
         controller = QuorumController(ControllerSettings(cluster_id=cluster_id, node_id=1))
-        storage.replay_into(controller)
+        replay.replay_snapshot_and_log([controller], storage.snapshot, storage.metadata, None)
         return controller.producer_ids.next_producer_id
     finally:
         storage.close()

@@ -33,7 +33,7 @@ def test_operations_between_flushes_share_one_batch_byte_for_byte(tmp_path: Path
     plog = PartitionLog.open(tmp_path / "p", topic_id=TOPIC_ID)
     ops = [[b"a"], [b"bb", b"ccc"], [b"d" * 300], [b"e"] * 70]  # deltas past one varint byte
     bases = [plog.accumulate(op, leader_epoch=3, timestamp=1000 + i) for i, op in enumerate(ops)]
-    assert bases == [0, 1, 3, 4] and plog.log_end_offset == 74 and plog.high_watermark == 0
+    assert bases == [0, 1, 3, 4] and plog.log_end_offset == 74 and plog.flushed_offset == 0
     assert plog.flush() == 74
     values = [v for op in ops for v in op]
     # One batch, with the first operation's timestamp (as KRaft's accumulator stamps a batch).

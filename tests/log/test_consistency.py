@@ -12,8 +12,7 @@ from kraftpy.controller.log import files
 from kraftpy.controller.log.consistency import InconsistentLogError, LogFacts, check
 from kraftpy.controller.log.snapshots import SnapshotId
 from kraftpy.controller.log.storage import CLEAN_SHUTDOWN, MetadataStorage, format_storage
-from kraftpy.protocol.metadata_frame import encode_metadata_record
-from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+from support.lone_quorum import allocate_blocks, stepped_lone
 
 D = Path("/data/__cluster_metadata-0")
 
@@ -118,16 +117,14 @@ def digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def session(d: Path, records: int, *, now_ms: int = 1, segment_bytes: int = 1 << 30) -> None:
-    """Open, begin an epoch, append `records` ProducerIdsRecords one batch each, stop cleanly."""
-    storage = MetadataStorage.open(d, node_id=1, segment_bytes=segment_bytes)
-    storage.begin_epoch(now_ms=now_ms)
-    for i in range(records):
-        value = encode_metadata_record(
-            ProducerIdsRecord(broker_id=2, broker_epoch=5, next_producer_id=1000 * (i + 1)), 0)
-        storage.metadata.append([value], leader_epoch=storage.leader_epoch, timestamp=now_ms)
-        storage.metadata.flush()
-    storage.close()
+def session(d: Path, records: int, *, segment_bytes: int = 1 << 30) -> None:
+    """A lone voter's session through the node's own road: elected in a new epoch, a broker
+    takes `records` producer-id blocks (a ProducerIdsRecord each, committed one by one), a
+    clean stop."""
+    node = stepped_lone(d, {"metadata.log.segment.bytes": str(segment_bytes),
+                            "metadata.max.idle.interval.ms": "0"})
+    allocate_blocks(node, records)
+    node.storage.close()
 
 
 def refused(d: Path) -> str:
@@ -166,10 +163,10 @@ def test_a_clean_stop_whose_index_names_a_lost_batch(tmp_path: Path) -> None:
 
 def test_a_clean_stop_whose_quorum_state_epoch_is_not_in_the_log(tmp_path: Path) -> None:
     d = formatted(tmp_path)
-    session(d, 3, now_ms=1)
+    session(d, 3)
     mdir = d / "__cluster_metadata-0"
     end_of_first = (mdir / f"{0:020d}.log").stat().st_size
-    session(d, 3, now_ms=2)
+    session(d, 3)
     assert files.read_quorum_state(mdir)["leaderEpoch"] == 2
     with open(mdir / f"{0:020d}.log", "r+b") as f:
         f.truncate(end_of_first)  # epoch 2's LeaderChange and records are gone ...

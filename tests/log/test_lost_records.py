@@ -7,9 +7,9 @@ files and the offsets that are gone, no traceback, and not a byte of the directo
 Before, recovery replayed around the gap and handed out acknowledged blocks again.
 The healthy counterparts (a trimmed log with a good snapshot, a damaged newest snapshot whose
 older one still reaches the log start) start and hand out only ids above every acknowledged
-block. The layouts are the same on every run: the node takes no snapshot of its own and
-writes no periodic NoOpRecord; snapshots are taken between sessions by the storage's
-`take_snapshot`, the one the node's policy calls.
+block. The layouts are the same on every run: the node takes no snapshot of its own during
+the sessions and writes no periodic NoOpRecord; snapshots are taken between sessions by the
+node itself, started with a policy that asks for one at once.
 """
 
 from __future__ import annotations
@@ -23,16 +23,13 @@ from pathlib import Path
 import pytest
 from kraftpy.controller.log.segment import scan
 from kraftpy.controller.log.snapshots import list_snapshots
-from kraftpy.controller.log.storage import MetadataStorage
-from kraftpy.controller.quorum_controller import QuorumController
-from kraftpy.controller.settings import ControllerSettings
 from support.broker_sim import BrokerSim
+from support.lone_quorum import snapshot_now as take_snapshot_now
 from support.server import KraftpyServer
 
 MDIR = "__cluster_metadata-0"
 # No snapshot by the node's own policy and no periodic NoOpRecords: the layout (segment rolls,
-# snapshot offsets) is the same on every run. Snapshots are taken between sessions by the
-# storage's own `take_snapshot`, as the node's policy takes them.
+# snapshot offsets) is the same on every run. Snapshots are taken between sessions.
 SETTINGS = {"metadata.log.max.record.bytes.between.snapshots": str(10**9),
             "metadata.log.segment.bytes": "4096",
             "metadata.max.idle.interval.ms": "0"}
@@ -55,16 +52,8 @@ def serve_and_allocate(srv: KraftpyServer, blocks: int) -> list[Block]:
 
 
 def snapshot_now(data: Path) -> int:
-    """A snapshot at the log end; the segments wholly below it and all but one older
-    snapshot go, as after the node's own snapshots. Its end offset."""
-    storage = MetadataStorage.open(data, node_id=1, segment_bytes=4096)
-    try:
-        controller = QuorumController(ControllerSettings(cluster_id=storage.cluster_id,
-                                                         node_id=1))
-        storage.replay_into(controller)
-        return storage.take_snapshot(controller, 1_800_000_000_000).end_offset
-    finally:
-        storage.close()
+    """A snapshot at the log end, taken by the node itself (`lone_quorum.snapshot_now`)."""
+    return take_snapshot_now(data, SETTINGS)
 
 
 def template(root: Path, steps: list[int | str]) -> tuple[Path, list[Block]]:

@@ -38,9 +38,9 @@ def _digest(folder: Path) -> dict[str, str]:
 def test_append_flush_reopen_and_read_back(tmp_path: Path) -> None:
     d = tmp_path / "__cluster_metadata-0"
     plog = PartitionLog.open(d, topic_id=TOPIC_ID)
-    assert plog.log_end_offset == 0 and plog.high_watermark == 0
+    assert plog.log_end_offset == 0 and plog.flushed_offset == 0
     base = plog.append([b"a", b"b"], leader_epoch=0, timestamp=5)
-    assert base == 0 and plog.log_end_offset == 2 and plog.high_watermark == 0
+    assert base == 0 and plog.log_end_offset == 2 and plog.flushed_offset == 0
     assert plog.flush() == 2
     values = _fill(plog, 50)
     plog.close()
@@ -335,17 +335,16 @@ def test_a_closed_log_leaves_no_sync_descriptor_open(tmp_path: Path) -> None:
     assert _open_fds() <= before
 
 
-def test_records_written_ahead_are_on_disk_before_their_flush_which_still_fsyncs_them(
+def test_appended_batches_are_on_disk_before_their_flush_which_still_fsyncs_them(
         tmp_path: Path) -> None:
-    """`write_ahead` while a flush is in flight (rolling a segment on the way): the bytes are
-    in the files at once, decodable, yet durable only through the next flush, whose ticket
-    names every segment they went to."""
+    """Batches appended while a flush is in flight (rolling a segment on the way) are in the
+    files at once, decodable (a Fetch reads them from there), yet durable only through the
+    next flush, whose ticket names every segment they went to."""
     plog = PartitionLog.open(tmp_path / "p", topic_id=TOPIC_ID, segment_bytes=300)
     plog.append([b"a"], leader_epoch=1, timestamp=1)
     in_flight = plog.begin_flush()
     for _ in range(6):
         plog.append([b"x" * 60], leader_epoch=1, timestamp=2)
-        plog.write_ahead()
     assert len(plog.segments) > 1
     on_disk = []  # as kafka-python reads the files
     for seg in plog.segments:

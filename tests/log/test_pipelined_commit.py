@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 import trio
-from kraftpy.controller.raft.shell import NodeStopped, RaftQuorum, RaftShellError
+from kraftpy.controller.host import NodeStopped
+from kraftpy.controller.quorum import Quorum, QuorumError
 from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.transaction_control import TxnPartition, TxnRecord
 from kraftpy.protocol.errors import EncodeError
@@ -22,7 +23,7 @@ from kraftpy.protocol.records.transaction_log_key import TransactionLogKey
 from support.lone_quorum import GatedFsync, broker, open_lone, running_lone, wait_for
 
 
-async def _ask(quorum: RaftQuorum, outcomes: dict[str, object], name: str,
+async def _ask(quorum: Quorum, outcomes: dict[str, object], name: str,
                request: Any) -> None:
     """Submit, recording the answer or the error that came instead."""
     try:
@@ -43,10 +44,10 @@ async def test_an_op_written_after_a_round_began_waits_for_the_next_round(
         fsyncs = quorum.fsyncs
         nursery.start_soon(_ask, quorum, answered, "a", first)
         await wait_for(lambda: gated.began, "round 1 to reach its fsync")
-        a_end = storage.metadata_end_offset()
+        a_end = storage.metadata.log_end_offset
         assert gated.began == [a_end]  # round 1 covers A's record, and nothing after it
         nursery.start_soon(_ask, quorum, answered, "b", second)  # appended during round 1
-        await wait_for(lambda: storage.metadata_end_offset() == a_end + 1, "B's append")
+        await wait_for(lambda: storage.metadata.log_end_offset == a_end + 1, "B's append")
         await trio.sleep(0.05)
         assert answered == {} and quorum.hwm[0] < a_end
 
@@ -84,10 +85,10 @@ async def test_a_failed_round_fails_the_answers_appended_during_it(
             nursery.start_soon(_ask, quorum, outcomes, "a", first)
             await wait_for(lambda: gated.began, "round 1 to reach its fsync")
             nursery.start_soon(_ask, quorum, outcomes, "b", second)
-            await wait_for(lambda: storage.metadata_end_offset() > gated.began[0], "B's append")
+            await wait_for(lambda: storage.metadata.log_end_offset > gated.began[0], "B's append")
             gated.open(0)
             await trio.sleep(5)  # the failure ends the nursery well before this
-    assert failure.group_contains(RaftShellError, match="Input/output error")
+    assert failure.group_contains(QuorumError, match="Input/output error")
     assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["b"], NodeStopped)
     assert quorum.hwm == durable and len(gated.began) == 1  # no round after the failed one
     with pytest.raises(NodeStopped):
@@ -110,10 +111,10 @@ async def test_what_a_round_made_durable_is_answered_though_the_next_round_fails
             await wait_for(lambda: gated.began, "round 1 to reach its fsync")
             a_end = gated.began[0]
             nursery.start_soon(_ask, quorum, outcomes, "b", second)
-            await wait_for(lambda: storage.metadata_end_offset() > a_end, "B's append")
+            await wait_for(lambda: storage.metadata.log_end_offset > a_end, "B's append")
             gated.release()
             await trio.sleep(5)  # the failure ends the nursery well before this
-    assert failure.group_contains(RaftShellError, match="Input/output error")
+    assert failure.group_contains(QuorumError, match="Input/output error")
     assert getattr(outcomes["a"], "error_code", None) == 0, outcomes["a"]
     assert isinstance(outcomes["b"], NodeStopped)
     assert quorum.hwm[0] == a_end and len(gated.began) == 2
@@ -146,7 +147,7 @@ def _logged(storage: Any, start: int) -> list[tuple[int, bytes]]:
     return out
 
 
-def _script(quorum: RaftQuorum, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+def _script(quorum: Quorum, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Requests (name, metadata records, txn records) write what they say and are answered
     with their name; where each was applied (its first record's offset) is noted."""
     applied: list[tuple[str, int]] = []
@@ -168,7 +169,7 @@ def _script(quorum: RaftQuorum, monkeypatch: pytest.MonkeyPatch) -> list[tuple[s
     return applied
 
 
-async def _during_a_held_round(quorum: RaftQuorum, monkeypatch: pytest.MonkeyPatch,
+async def _during_a_held_round(quorum: Quorum, monkeypatch: pytest.MonkeyPatch,
                                requests: list[tuple[str, list, list]],
                                outcomes: dict[str, object]) -> tuple[list[tuple[str, int]], int]:
     """Run the quorum; "first" in a round held by the test, `requests` handled during it,
@@ -177,13 +178,13 @@ async def _during_a_held_round(quorum: RaftQuorum, monkeypatch: pytest.MonkeyPat
     async with trio.open_nursery() as nursery:
         await running_lone(quorum, nursery)
         applied = _script(quorum, monkeypatch)
-        start = quorum.storage.metadata_end_offset()
+        start = quorum.storage.metadata.log_end_offset
         gated = GatedFsync(monkeypatch)
         nursery.start_soon(_ask, quorum, outcomes, "first", ("first", [_config("first")], []))
         await wait_for(lambda: gated.began, "round 1")
         for request in requests:
             nursery.start_soon(_ask, quorum, outcomes, request[0], request)
-        await wait_for(lambda: len(outcomes) + len(quorum._waiters) == len(requests) + 1,
+        await wait_for(lambda: len(outcomes) + quorum.host.waiting == len(requests) + 1,
                        "every request handled")
         gated.release()
         await wait_for(lambda: len(outcomes) == len(requests) + 1, "the answers")
@@ -201,7 +202,7 @@ async def test_operations_land_in_arrival_order_and_one_that_cannot_be_encoded_l
     outcomes: dict[str, object] = {}
     quorum = open_lone(tmp_path / "data")
     storage = quorum.storage
-    txn_end = storage.txn_end_offset()
+    txn_end = quorum.txn.end
     applied, start = await _during_a_held_round(quorum, monkeypatch, requests, outcomes)
     assert isinstance(outcomes["b"], EncodeError) and isinstance(outcomes["f"], EncodeError)
     assert [outcomes[n] for n in "first a c d e".split()] == "first a c d e".split()
@@ -215,7 +216,7 @@ async def test_operations_land_in_arrival_order_and_one_that_cannot_be_encoded_l
         expected += [(at + i, encode_metadata_record(*_config(r)))
                      for i, r in enumerate(records[name])]
     assert logged == expected
-    assert storage.txn_end_offset() == txn_end
+    assert quorum.txn.end == txn_end
     storage.close()
 
 
@@ -223,15 +224,15 @@ async def test_an_operation_whose_transaction_log_append_fails_keeps_no_metadata
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     quorum = open_lone(tmp_path / "data")
     storage = quorum.storage
-    append_txn = storage.append_txn
+    append_txn = quorum.txn.append
 
     def refuse_bad(txn_records: list, now_ms: int) -> int:
         if txn_records[0].key.transactional_id == "bad":
             raise OSError(errno.EIO, "Input/output error")
         return append_txn(txn_records, now_ms)
 
-    monkeypatch.setattr(storage, "append_txn", refuse_bad)
-    txn_end = storage.txn_end_offset()
+    monkeypatch.setattr(quorum.txn, "append", refuse_bad)
+    txn_end = quorum.txn.end
     requests = [("a", [_config("a")], []), ("t", [_config("t")], [_tombstone("bad")]),
                 ("u", [_config("u")], [_tombstone("good")]), ("c", [_config("c")], [])]
     outcomes: dict[str, object] = {}
@@ -241,7 +242,7 @@ async def test_an_operation_whose_transaction_log_append_fails_keeps_no_metadata
     assert sorted(name for name, _ in applied) == ["a", "c", "first", "u"]
     logged = [value for _, value in _logged(storage, start)]
     assert logged == [encode_metadata_record(*_config(name)) for name, _ in applied]
-    assert storage.txn_end_offset() == txn_end + 1 and quorum.hwm[1] == txn_end + 1
+    assert quorum.txn.end == txn_end + 1 and quorum.hwm[1] == txn_end + 1
     storage.close()
 
 
@@ -260,12 +261,12 @@ async def test_records_that_cannot_reach_the_log_stop_the_node(
         async with trio.open_nursery() as nursery:
             await running_lone(quorum, nursery)
             _script(quorum, monkeypatch)
-            end = storage.metadata_end_offset()
+            end = storage.metadata.log_end_offset
             monkeypatch.setattr(storage.metadata, "append", refuse)
             for name in "ac":
                 nursery.start_soon(_ask, quorum, outcomes, name, (name, [_config(name)], []))
             await trio.sleep(5)  # the failure ends the nursery well before this
-    assert failure.group_contains(RaftShellError, match="No space left on device")
+    assert failure.group_contains(QuorumError, match="No space left on device")
     assert isinstance(outcomes["a"], NodeStopped) and isinstance(outcomes["c"], NodeStopped)
-    assert storage.metadata_end_offset() == end
+    assert storage.metadata.log_end_offset == end
     storage.close()

@@ -1,31 +1,29 @@
 """metadata.log.segment.ms and metadata.max.retention.{bytes,ms}, with a fake clock.
 
-Time enters only as record timestamps and the `now_ms` of each call, so the tests set the
-clock by hand: a segment rolls once a batch is more than segment.ms newer than its first;
-retention drops old snapshots (never the newest) and the segments only they cover, and a
-restart from what is left replays to the same state.
+Time enters only as record timestamps and the node's clock, so the tests set the clock by
+hand: a segment rolls once a batch is more than segment.ms newer than its first; retention
+drops old snapshots (never the newest) and the segments only they cover, and a restart from
+what is left replays to the same state. The node is a lone voter driven step by step
+through its own road (requests, commits, snapshot jobs), as `kraftpy serve` runs it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
+from typing import Any
 
+import pytest
+from kraftpy.controller import replay
+from kraftpy.controller.committed_image import RetentionJob
 from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.log.retention import RetentionPolicy, SnapshotInfo, snapshots_to_drop
 from kraftpy.controller.log.snapshots import list_snapshots, read_snapshot_timestamp
-from kraftpy.controller.log.storage import (
-    METADATA_PARTITION,
-    MetadataStorage,
-    RetentionJob,
-    SnapshotPolicy,
-    format_storage,
-)
-from kraftpy.controller.quorum_controller import QuorumController
-from kraftpy.controller.settings import ControllerSettings
-from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+from kraftpy.controller.log.storage import METADATA_PARTITION, MetadataStorage
+from kraftpy.controller.quorum import Quorum
+from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from support.lone_quorum import ask, registration, stepped_lone
 
-CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
 
@@ -79,44 +77,48 @@ def test_segment_ms_rolls_by_record_time_and_survives_a_restart(tmp_path: Path) 
     without.close()
 
 
-def _op(i: int) -> SimpleNamespace:
-    return SimpleNamespace(records=[(ProducerIdsRecord(broker_id=1, broker_epoch=5,
-                                                       next_producer_id=1000 * (i + 1)), 0)],
-                           txn_records=[])
+SMALL = {"metadata.log.segment.bytes": "1024",
+         "metadata.log.max.record.bytes.between.snapshots": "600",
+         "metadata.log.max.snapshot.interval.ms": "0"}
 
 
-def _drive(storage: MetadataStorage, controller: QuorumController, ops: range,
+def _node(d: Path, clock: list[int], **retention: str) -> tuple[Quorum, AllocateProducerIdsRequest]:
+    """A lone voter on the test's clock, and a registered broker's block request."""
+    quorum = stepped_lone(d, {**SMALL, **retention}, clock)
+    registered = ask(quorum, registration(2), 4)
+    beat = ask(quorum, BrokerHeartbeatRequest(
+        broker_id=2, broker_epoch=registered.broker_epoch,
+        current_metadata_offset=quorum.storage.metadata.log_end_offset, want_fence=False,
+        want_shut_down=False), 1)
+    assert not beat.is_fenced
+    return quorum, AllocateProducerIdsRequest(broker_id=2,
+                                              broker_epoch=registered.broker_epoch)
+
+
+def _drive(quorum: Quorum, request: AllocateProducerIdsRequest, count: int,
            clock: list[int]) -> None:
-    for i in ops:
-        clock[0] += 1000  # one second per operation
-        offset, _ = storage.append(_op(i), clock[0])
-        controller.replay(_op(i).records[0][0], 0, offset)
-        storage.flush()
-        job = storage.after_commit(controller, clock[0])
-        if job is not None and hasattr(job, "write"):  # background mode: run it here
-            job.write()
-            job.finish()
+    """One block allocation per second of the test's clock, each committed."""
+    for _ in range(count):
+        clock[0] += 1000
+        assert ask(quorum, request, 0).error_code == 0
 
 
-def _storage(d: Path, retention: RetentionPolicy, **kwargs) -> MetadataStorage:
-    return MetadataStorage.open(
-        d, node_id=1, segment_bytes=1024, retention=retention,
-        policy=SnapshotPolicy(max_record_bytes=600, interval_ms=0), **kwargs,
-    )
-
-
-def _controller() -> QuorumController:
-    return QuorumController(ControllerSettings(cluster_id=CLUSTER, node_id=1))
+def _restarted(quorum: Quorum, d: Path) -> Any:
+    """The state a restart replays from what is on disk (the newest snapshot + the log)."""
+    again = MetadataStorage.open(d, node_id=1)
+    controller = quorum.host.make_controller()
+    replay.replay_snapshot_and_log([controller], again.snapshot, again.metadata, None)
+    again.close()
+    return controller
 
 
 def test_retention_by_time_keeps_young_snapshots_and_the_log_they_need(tmp_path: Path) -> None:
     d = tmp_path / "data"
-    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage = _storage(d, RetentionPolicy(max_bytes=-1, max_ms=30_000))
-    controller = _controller()
-    storage.begin_epoch(now_ms=1000)
     clock = [1000]
-    _drive(storage, controller, range(120), clock)
+    quorum, request = _node(d, clock, **{"metadata.max.retention.bytes": "-1",
+                                         "metadata.max.retention.ms": "30000"})
+    storage = quorum.storage
+    _drive(quorum, request, 120, clock)
     mdir = d / METADATA_PARTITION
     snaps = list_snapshots(mdir)
     assert len(snaps) >= 3  # unlike the default, older snapshots stay while young enough
@@ -128,65 +130,60 @@ def test_retention_by_time_keeps_young_snapshots_and_the_log_they_need(tmp_path:
     start = storage.metadata.log_start_offset
     assert 0 < start <= oldest.end_offset  # segments only older snapshots covered are gone
     assert len(storage.metadata.segments) > 2
+    live = quorum.controller.describe()["producer_ids"]
     storage.close()
-
-    again = MetadataStorage.open(d, node_id=1)
-    restarted = _controller()
-    stats = again.replay_into(restarted)
-    again.close()
-    assert stats.snapshot == snaps[-1][0]
-    assert restarted.describe()["producer_ids"] == controller.describe()["producer_ids"]
+    assert _restarted(quorum, d).describe()["producer_ids"] == live
 
 
-def test_retention_by_bytes_in_a_background_job(tmp_path: Path) -> None:
+def test_retention_by_bytes_and_time_in_jobs_of_their_own(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
     d = tmp_path / "data"
-    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage = _storage(d, RetentionPolicy(max_bytes=6000, max_ms=-1), background_snapshots=True)
-    controller = _controller()
-    storage.begin_epoch(now_ms=1000)
     clock = [1000]
-    _drive(storage, controller, range(200), clock)
+    quorum, request = _node(d, clock, **{"metadata.max.retention.bytes": "6000",
+                                         "metadata.max.retention.ms": "-1"})
+    storage, files = quorum.storage, quorum.storage.snapshots
+    _drive(quorum, request, 200, clock)
     mdir = d / METADATA_PARTITION
     snaps = list_snapshots(mdir)
     total = storage.metadata.size_bytes + sum(p.stat().st_size for _, p in snaps)
     assert len(snaps) >= 2 and total <= 6000 + 1024 + snaps[0][1].stat().st_size
     assert storage.metadata.log_start_offset <= snaps[0][0].end_offset
     # Growing the limit lets everything stay: nothing is deleted by the next snapshots.
-    storage.retention = RetentionPolicy(max_bytes=10**9, max_ms=-1)
+    files.retention = RetentionPolicy(max_bytes=10**9, max_ms=-1)
     before = {p.name for p in mdir.iterdir()}
-    _drive(storage, controller, range(200, 260), clock)
+    _drive(quorum, request, 60, clock)
     after = {p.name for p in mdir.iterdir()}
     assert before <= after and len(after) > len(before)
-    # Time retention becomes due with no new snapshot: a RetentionJob does the deleting.
-    storage.retention = RetentionPolicy(max_bytes=-1, max_ms=1)
-    job = storage.after_commit(controller, clock[0] + 10**6)
-    assert isinstance(job, RetentionJob)
-    job.write()
-    job.finish()
+    # Time retention becomes due with no new snapshot: a RetentionJob does the deleting, and
+    # the core learns where the log now starts.
+    files.retention = RetentionPolicy(max_bytes=-1, max_ms=1)
+    jobs: list[Any] = []
+    run = RetentionJob.run
+    monkeypatch.setattr(RetentionJob, "run", lambda job: (jobs.append(job), run(job)))
+    clock[0] += 10**6
+    quorum.host.maybe_snapshot()
+    assert len(jobs) == 1 and jobs[0].trimmed_to is not None
     assert len(list_snapshots(mdir)) == 1
+    assert quorum.raft.log.start_offset == jobs[0].trimmed_to.end_offset
+    live = quorum.controller.describe()["producer_ids"]
     storage.close()
-    again = MetadataStorage.open(d, node_id=1)
-    restarted = _controller()
-    again.replay_into(restarted)
-    again.close()
-    assert restarted.describe()["producer_ids"] == controller.describe()["producer_ids"]
+    assert _restarted(quorum, d).describe()["producer_ids"] == live
 
 
 def test_without_a_retention_policy_the_newest_snapshot_trims_as_before(tmp_path: Path) -> None:
     d = tmp_path / "data"
-    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024,
-                                   policy=SnapshotPolicy(max_record_bytes=600, interval_ms=0))
-    controller = _controller()
-    storage.begin_epoch(now_ms=1000)
-    _drive(storage, controller, range(120), [1000])
+    clock = [1000]
+    quorum, request = _node(d, clock)
+    _drive(quorum, request, 120, clock)
     snaps = list_snapshots(d / METADATA_PARTITION)
     assert len(snaps) == 2  # the newest and one fallback
     newest = snaps[-1][0].end_offset
-    segs = storage.metadata.segments
+    segs = quorum.storage.metadata.segments
     assert 0 < segs[0].base_offset <= newest  # every segment wholly below the newest is gone
     assert all(s.base_offset > newest for s in segs[1:])
-    storage.close()
+    assert quorum.raft.log.start_offset == newest  # the core knows where the log starts
+    quorum.storage.close()
 
 
 def test_settings_read_from_the_properties() -> None:

@@ -1,9 +1,10 @@
-"""Snapshots taken on the event loop and written in a worker thread, under unbroken load.
+"""Snapshots of the committed image, written in a worker thread, under unbroken load.
 
-A lone voter (the Raft shell on a real data dir, as `kraftpy serve` runs one) with writers
-that never pause: the snapshot is still written (off the loop, once its end offset is
-committed, while answers keep coming), the segments it covers go only after its rename, and a
-restart from it plus the log suffix equals replaying every record.
+A lone voter (the node's own quorum on a real data dir, as `kraftpy serve` runs one) with
+writers that never pause: the snapshot is still taken, of the committed image (never of
+state past the high watermark), and written off the loop while answers keep coming; the
+segments it covers go only after its rename, and a restart from it plus the log suffix
+equals replaying every record.
 """
 
 from __future__ import annotations
@@ -14,28 +15,19 @@ from pathlib import Path
 
 import pytest
 import trio
+from kraftpy.controller import replay
+from kraftpy.controller.committed_image import SnapshotJob
 from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.log.snapshots import list_snapshots
-from kraftpy.controller.log.storage import (
-    METADATA_PARTITION,
-    MetadataStorage,
-    SnapshotJob,
-    SnapshotPolicy,
-    format_storage,
-)
+from kraftpy.controller.log.storage import METADATA_PARTITION, MetadataStorage
 from kraftpy.controller.quorum_controller import QuorumController
-from kraftpy.controller.settings import ControllerSettings
-from support.lone_quorum import CLUSTER, broker, open_lone, running_lone
+from support.lone_quorum import broker, open_lone, running_lone
 
 WRITERS = 8
 OPS_PER_WRITER = 150
 SMALL = {"metadata.log.segment.bytes": "4096",
          "metadata.log.max.record.bytes.between.snapshots": "6000",
          "metadata.log.max.snapshot.interval.ms": "0"}
-
-
-def _settings() -> ControllerSettings:
-    return ControllerSettings(cluster_id=CLUSTER, node_id=1)
 
 
 def _image(controller: QuorumController) -> dict:
@@ -67,23 +59,24 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
         real_apply(result, offset=offset, txn_offset=txn_offset)
 
     monkeypatch.setattr(controller, "apply", recording_apply)
-    real_write = SnapshotJob.write
+    real_run = SnapshotJob.run
 
-    def observed_write(job: SnapshotJob) -> None:
+    def observed_run(job: SnapshotJob) -> None:
         seen = acked
         deadline = time.monotonic() + 5
         while acked < seen + 10 and acked < WRITERS * OPS_PER_WRITER and \
                 time.monotonic() < deadline:
             time.sleep(0.002)  # answers must keep coming while this thread holds the snapshot
+        end = job.snapshot_id.end_offset
         writes.append({
-            "end": job.end_offset,
+            "end": end,
             "answered_meanwhile": acked - seen,
             "in_worker_thread": threading.current_thread() is not threading.main_thread(),
-            "durable": storage.metadata.high_watermark >= job.end_offset,
+            "committed": quorum.hwm[0] >= end and storage.metadata.flushed_offset >= end,
         })
-        real_write(job)
+        real_run(job)
 
-    monkeypatch.setattr(SnapshotJob, "write", observed_write)
+    monkeypatch.setattr(SnapshotJob, "run", observed_run)
     real_delete = PartitionLog.delete_segments_below
 
     def checked_delete(plog: PartitionLog, offset: int):
@@ -111,7 +104,7 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
             quorum.stop()
     assert acked == WRITERS * OPS_PER_WRITER
     assert len(writes) >= 2, writes
-    assert all(w["in_worker_thread"] and w["durable"] for w in writes), writes
+    assert all(w["in_worker_thread"] and w["committed"] for w in writes), writes
     assert any(w["answered_meanwhile"] >= 10 for w in writes), writes  # the loop went on
     assert storage.metadata.log_start_offset > 0  # covered segments were deleted
     live = _image(controller)
@@ -120,11 +113,12 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
     snaps = list_snapshots(mdir)
     assert snaps and snaps[-1][0].end_offset == max(w["end"] for w in writes)
     again = MetadataStorage.open(d, node_id=1)
-    restarted = quorum.make_controller()
-    stats = again.replay_into(restarted)
+    restarted = quorum.host.make_controller()
+    _, snapshot_records, log_records = replay.replay_snapshot_and_log(
+        [restarted], again.snapshot, again.metadata, None)
     again.close()
-    assert stats.snapshot == snaps[-1][0] and stats.log_records > 0
-    full = quorum.make_controller()
+    assert again.snapshot.snapshot_id == snaps[-1][0] and snapshot_records and log_records
+    full = quorum.host.make_controller()
     for record, version, offset in appended:
         full.replay(record, version, offset)
     assert _image(restarted) == _image(full)
@@ -132,27 +126,3 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
     assert {k: v for k, v in _image(restarted)["producer_ids"].items() if "own" not in k} == {
         k: v for k, v in live["producer_ids"].items() if "own" not in k}
     assert _image(restarted)["brokers"] == live["brokers"]
-
-
-def test_in_place_snapshots_still_wait_for_a_quiet_moment(tmp_path: Path) -> None:
-    """Without background_snapshots (tools, tests), after_commit snapshots only the committed
-    state: never while records wait past the high watermark."""
-    from types import SimpleNamespace
-
-    from kraftpy.protocol.records.no_op_record import NoOpRecord
-
-    d = tmp_path / "data"
-    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27)
-    storage = MetadataStorage.open(d, node_id=1, policy=SnapshotPolicy(max_record_bytes=1,
-                                                                      interval_ms=0))
-    controller = QuorumController(_settings())
-    storage.begin_epoch(now_ms=1)
-    op = SimpleNamespace(records=[(NoOpRecord(), 0)], txn_records=[])
-    storage.append(op, 5)
-    storage.flush()
-    storage.append(op, 6)  # pending: the controller would be ahead of the high watermark
-    assert storage.after_commit(controller, 7) is None
-    storage.flush()
-    sid = storage.after_commit(controller, 8)
-    assert sid is not None and sid.end_offset == storage.metadata_end_offset()
-    storage.close()

@@ -1,4 +1,5 @@
-"""The data dir: format, lock, open, snapshots by policy, and state from real Kafka dirs."""
+"""The data dir: format, lock, open, snapshots by policy (the node's own, through its road),
+and state from real Kafka dirs."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ import hashlib
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from kafka.record.memory_records import MemoryRecords
+from kraftpy.controller import replay
 from kraftpy.controller.log.files import LogDirError, read_meta_properties
+from kraftpy.controller.log.snapshot_files import SnapshotPolicy
 from kraftpy.controller.log.snapshots import list_snapshots, read_snapshot
 from kraftpy.controller.log.storage import (
     CLEAN_SHUTDOWN,
     MetadataStorage,
-    SnapshotPolicy,
     format_storage,
     random_uuid,
     read_bootstrap,
@@ -23,8 +24,8 @@ from kraftpy.controller.log.storage import (
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.controller.settings import ControllerSettings
 from kraftpy.protocol.metadata_frame import decode_metadata_record
-from kraftpy.protocol.records.no_op_record import NoOpRecord
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
+from support.lone_quorum import allocate_blocks, stepped_lone
 from support.paths import reference
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -106,7 +107,7 @@ def test_second_process_is_refused_by_the_lock(tmp_path: Path) -> None:
 
 
 class RecordingController:
-    """Just enough of the controller contract to watch what storage replays."""
+    """Just enough of the controller contract to watch what a restart replays."""
 
     def __init__(self) -> None:
         self.replayed: list[tuple[str, int, int]] = []
@@ -117,89 +118,63 @@ class RecordingController:
         if isinstance(record, ProducerIdsRecord):
             self.next_id = record.next_producer_id
 
-    def replay_txn(self, key, value, offset: int) -> None:
-        raise AssertionError("no txn records here")
 
-    def snapshot_records(self):
-        return [
-            (ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=self.next_id), 0)
-        ]
-
-
-def _op(i: int) -> SimpleNamespace:
-    return SimpleNamespace(
-        records=[
-            (ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=1000 * (i + 1)), 0),
-            (NoOpRecord(), 0),
-        ],
-        txn_records=[],
-    )
+def _restart(d: Path) -> tuple[RecordingController, MetadataStorage]:
+    """What a restart replays of `d`: the newest whole snapshot, then the log after it."""
+    again = MetadataStorage.open(d, node_id=1)
+    replayed = RecordingController()
+    replay.replay_snapshot_and_log([replayed], again.snapshot, again.metadata, None)
+    return replayed, again
 
 
 def test_snapshot_policy_trims_and_restart_replays_snapshot_plus_suffix(tmp_path: Path) -> None:
-    d = formatted(tmp_path)
-    storage = MetadataStorage.open(
-        d,
-        node_id=1,
-        segment_bytes=2048,
-        policy=SnapshotPolicy(max_record_bytes=3000, interval_ms=0),
-    )
-    controller = RecordingController()
-    storage.replay_into(controller)
-    assert storage.begin_epoch(now_ms=1) == 1
-    taken = []
-    for i in range(120):
-        offset, _ = storage.append(_op(i), 1000 + i)
-        controller.replay(_op(i).records[0][0], 0, offset)
-        storage.flush()
-        if (sid := storage.after_commit(controller, 1000 + i)) is not None:
-            taken.append(sid)
-    assert len(taken) >= 3
+    d = tmp_path / "data"
+    node = stepped_lone(d, {"metadata.log.segment.bytes": "2048",
+                            "metadata.log.max.record.bytes.between.snapshots": "3000",
+                            "metadata.log.max.snapshot.interval.ms": "0"})
     mdir = d / "__cluster_metadata-0"
+    taken = set()
+    for _ in range(12):
+        allocate_blocks(node, 10)
+        taken.update(sid for sid, _ in list_snapshots(mdir))
+    assert len(taken) >= 3
     snaps = list_snapshots(mdir)
-    assert [s for s, _ in snaps][-1] == taken[-1] and len(snaps) == 2  # newest + one fallback
-    assert storage.metadata.log_start_offset <= taken[-1].end_offset
-    assert storage.metadata.log_start_offset > 0  # segments below were deleted
-    storage.close()
+    newest = snaps[-1][0]
+    assert newest == max(taken) and len(snaps) == 2  # newest + one fallback
+    assert 0 < node.storage.metadata.log_start_offset <= newest.end_offset  # segments went
+    next_id = node.controller.producer_ids.next_producer_id
+    node.storage.close()
     assert (d / CLEAN_SHUTDOWN).exists()
 
-    again = MetadataStorage.open(d, node_id=1)
+    replayed, again = _restart(d)
     assert not (d / CLEAN_SHUTDOWN).exists()
-    replayed = RecordingController()
-    stats = again.replay_into(replayed)
-    assert stats.snapshot == taken[-1] and stats.snapshot_records == 1
-    assert replayed.next_id == controller.next_id == 120_000
+    assert again.snapshot.snapshot_id == newest
+    assert replayed.next_id == next_id
     # snapshot records at the snapshot's last offset, then the log after it at its own offsets
-    assert replayed.replayed[0][2] == taken[-1].end_offset - 1
-    assert [o for _, _, o in replayed.replayed[1:]] == list(
-        range(taken[-1].end_offset, again.metadata_end_offset())
-    )
+    snapshot_rows = [o for _, _, o in replayed.replayed if o < newest.end_offset]
+    assert set(snapshot_rows) == {newest.end_offset - 1}
+    log_rows = [o for _, _, o in replayed.replayed[len(snapshot_rows):]]
+    assert log_rows == sorted(log_rows) and log_rows[0] >= newest.end_offset
     assert again.leader_epoch == 1
     again.close()
 
 
 def test_damaged_newest_snapshot_falls_back_to_the_previous(tmp_path: Path) -> None:
-    d = formatted(tmp_path)
-    storage = MetadataStorage.open(
-        d, node_id=1, policy=SnapshotPolicy(max_record_bytes=10**9, interval_ms=0)
-    )
-    controller = RecordingController()
-    storage.begin_epoch(now_ms=1)
-    for i in range(10):
-        storage.append(_op(i), 10)
-        controller.replay(_op(i).records[0][0], 0, 0)
-        storage.flush()
-        if i in (4, 9):
-            storage.take_snapshot(controller, 10)
-    storage.close()
+    d = tmp_path / "data"
+    node = stepped_lone(d, {"metadata.log.max.record.bytes.between.snapshots": "1500",
+                            "metadata.log.max.snapshot.interval.ms": "0"})
     mdir = d / "__cluster_metadata-0"
+    while len(list_snapshots(mdir)) < 2:
+        allocate_blocks(node, 1)
+    node.storage.close()
     (older, _), (newest, newest_path) = list_snapshots(mdir)
     newest_path.write_bytes(newest_path.read_bytes()[:-5])  # torn footer
     (mdir / "00000000000000000099-0000000001-123.checkpoint.part").write_bytes(b"partial")
-    again = MetadataStorage.open(d, node_id=1)
-    replayed = RecordingController()
-    stats = again.replay_into(replayed)
-    assert stats.snapshot == older and replayed.next_id == 10_000
+    replayed, again = _restart(d)
+    assert again.snapshot.snapshot_id == older
+    expected = RecordingController()
+    replay.replay_snapshot_and_log([expected], None, again.metadata, None)
+    assert replayed.next_id == expected.next_id > 0  # the log after the older one replayed
     assert not list(mdir.glob("*.part"))
     again.close()
 
@@ -229,10 +204,11 @@ def test_real_kafka_dirs_report_their_state(sample, mv, next_pid, broker_epoch, 
     before = _digest(data)
     storage = MetadataStorage.open(data, read_only=True)
     controller = QuorumController(_settings(storage))
-    stats = storage.replay_into(controller)
+    _, snapshot_records, _ = replay.replay_snapshot_and_log(
+        [controller], storage.snapshot, storage.metadata, None)
     storage.close()
     assert _digest(data) == before  # read-only: not a byte changed, no lock file made
-    assert stats.snapshot is not None and stats.snapshot_records > 0
+    assert storage.snapshot is not None and snapshot_records > 0
     image = controller.describe()
     assert image["metadata_version"] == mv
     assert image["producer_ids"]["next_producer_id"] == next_pid
@@ -244,7 +220,7 @@ def test_kafka_snapshot_plus_suffix_equals_full_replay_of_kafkas_log() -> None:
     data = reference("real-metadata-logs", "flink-on-prem", "data")
     storage = MetadataStorage.open(data, read_only=True)
     from_snapshot = QuorumController(_settings(storage))
-    storage.replay_into(from_snapshot)
+    replay.replay_snapshot_and_log([from_snapshot], storage.snapshot, storage.metadata, None)
     full = QuorumController(_settings(storage))
     for batch in storage.metadata.read(0):
         if not batch.is_control:
@@ -268,11 +244,12 @@ def test_kafka_snapshot_records_read_back(tmp_path: Path) -> None:
         assert "ProducerIdsRecord" in kinds and "RegisterBrokerRecord" in kinds
 
 
-def test_new_epoch_writes_kafkas_quorum_state_and_leader_change(tmp_path: Path) -> None:
+def test_a_lone_voters_first_epoch_writes_kafkas_quorum_state_and_leader_change(
+        tmp_path: Path) -> None:
     d = formatted(tmp_path)
-    storage = MetadataStorage.open(d, node_id=1)
-    assert storage.begin_epoch(now_ms=1713532847629) == 1
-    storage.close()
+    node = stepped_lone(d, clock=[1713532847629])
+    assert node.raft.epoch == 1
+    node.storage.close()
     mdir = d / "__cluster_metadata-0"
     real = reference("real-metadata-logs", "flink-on-prem", "data", "__cluster_metadata-0")
     # Kafka 3.6 wrote exactly this for node 1, epoch 1.

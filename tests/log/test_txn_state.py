@@ -12,13 +12,8 @@ import pytest
 from kraftpy.controller.config import build_config
 from kraftpy.controller.log import files
 from kraftpy.controller.log.partition_log import PartitionLog
-from kraftpy.controller.recovery import (
-    OpenedNode,
-    RecoveryError,
-    open_node_storage,
-    open_storage,
-    recover_controller,
-)
+from kraftpy.controller.quorum import Quorum
+from kraftpy.controller.recovery import RecoveryError, open_storage, recover_lone_voter
 from kraftpy.controller.transaction_control import TransactionControlManager
 from kraftpy.protocol import txn_log
 from kraftpy.protocol.messages.init_producer_id_request import InitProducerIdRequest
@@ -27,6 +22,7 @@ from kraftpy.protocol.records.transaction_log_key import TransactionLogKey
 from kraftpy.protocol.records.transaction_log_value import TransactionLogValue
 from kraftpy.protocol.uuid import kafka_uuid_str, parse_kafka_uuid
 from support.controller_harness import Harness, settings
+from support.lone_quorum import ask, lone_config, settle, stepped_lone
 
 IDS = ["a", "b", "golden-txn", "orders-1", "orders-2", "payments", "x" * 40, "émoji-✓"]
 
@@ -134,34 +130,27 @@ def _config(data: Path, **extra: str):  # type: ignore[no-untyped-def]
                          "metadata.log.dir": str(data), **extra})
 
 
-def _write(node: OpenedNode, result) -> None:  # type: ignore[no-untyped-def]
-    offset, txn_offset = node.storage.append(result, _now())
-    node.controller.apply(result, offset=offset, txn_offset=txn_offset)
-    node.controller.on_committed(*node.storage.flush())
-
-
 def _now() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _start(data: Path) -> OpenedNode:
-    node = open_node_storage(_config(data))
-    for _ in range(3):  # the bootstrap, then this node's first producer-id block
-        _write(node, node.controller.tick(now_ms=_now(),
-                                          next_offset=node.storage.metadata_end_offset()))
+def _start(data: Path, **extra: str) -> Quorum:
+    """The node as `kraftpy serve` opens it (a lone voter), moved by the test: elected, its
+    former transaction-log layout moved if it had one, and its first producer-id block."""
+    node = stepped_lone(data, extra)
+    settle(node, tick=True)
+    settle(node)
     return node
 
 
-def _init(node: OpenedNode, tid: str) -> tuple[int, int]:
-    result = node.controller.handle(
-        InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000), 4,
-        now_ms=_now(), next_offset=node.storage.metadata_end_offset())
-    _write(node, result)
-    assert result.response.error_code == 0, result.response
-    return result.response.producer_id, result.response.producer_epoch
+def _init(node: Quorum, tid: str) -> tuple[int, int]:
+    response = ask(node, InitProducerIdRequest(transactional_id=tid,
+                                               transaction_timeout_ms=60000), 4)
+    assert response.error_code == 0, response
+    return response.producer_id, response.producer_epoch
 
 
-def _state(node: OpenedNode) -> dict[str, tuple[int, int]]:
+def _state(node: Quorum) -> dict[str, tuple[int, int]]:
     return {t: (m.producer_id, m.producer_epoch)
             for t, m in node.controller.transactions.txns.items()}
 
@@ -203,7 +192,7 @@ def test_ids_live_in_their_own_partitions_and_survive_a_restart(tmp_path: Path) 
         home = data / f"__transaction_state-{txn_log.partition_for(tid, 50)}"
         assert (tid, False) in _records(home)
         assert files.read_partition_metadata(home) == kafka_uuid_str(topic_id)
-    node = open_node_storage(_config(data))
+    node = _start(data)
     try:
         assert _state(node) == state
         assert node.controller.transactions.topic_id == topic_id
@@ -230,7 +219,7 @@ OLD = {tid: (i, 3 + i) for i, tid in enumerate(IDS)}
 
 
 def _check_migrated(data: Path, topic_id: str) -> None:
-    node = open_node_storage(_config(data))
+    node = _start(data)
     try:
         assert _state(node) == OLD
         txns = node.controller.transactions
@@ -239,7 +228,7 @@ def _check_migrated(data: Path, topic_id: str) -> None:
         topic = node.controller.replication.topics[txns.topic_id]
         assert sorted(topic.partitions) == list(range(50))
         assert topic.partitions[0].leader_epoch == 3  # the old batches' epoch: Kafka's reads on
-        ends = (node.storage.metadata_end_offset(), node.storage.txn_end_offset())
+        ends = (node.storage.metadata.log_end_offset, node.txn.end)
         pid, epoch = _init(node, "orders-2")  # and the ids go on as before
         assert (pid, epoch) == (OLD["orders-2"][0], OLD["orders-2"][1] + 1)
     finally:
@@ -249,9 +238,9 @@ def _check_migrated(data: Path, topic_id: str) -> None:
         assert (tid, False) in _records(data / f"__transaction_state-{home}")
         if home != 0:
             assert _records(data / "__transaction_state-0").count((tid, True)) == 1
-    node = open_node_storage(_config(data))  # nothing left to move: nothing is written
+    node = _start(data)  # nothing left to move: nothing is written
     try:
-        assert node.storage.txn_end_offset() == ends[1] + 1
+        assert node.txn.end == ends[1] + 1
         assert _state(node)["orders-2"] == (OLD["orders-2"][0], OLD["orders-2"][1] + 1)
     finally:
         node.storage.close()
@@ -260,10 +249,10 @@ def _check_migrated(data: Path, topic_id: str) -> None:
 def test_the_former_one_partition_layout_is_moved_into_kafkas(tmp_path: Path) -> None:
     data = tmp_path / "data"
     topic_id = _former_layout(data, OLD)
-    storage = open_storage(_config(data))  # as a lone voter opens it: a move is due
+    storage = open_storage(lone_config(data))  # as a lone voter opens it: a move is due
     try:
-        controller, _ = recover_controller(_config(data), storage)
-        assert controller.transactions.migration_due()
+        state = recover_lone_voter(lone_config(data), storage)
+        assert state.controller.transactions.migration_due()
     finally:
         storage.close()
     _check_migrated(data, topic_id)
@@ -286,7 +275,7 @@ def test_the_move_survives_a_crash_between_any_two_steps(
 
     monkeypatch.setattr(TransactionControlManager, "migration_step", crashing)
     with pytest.raises(KeyboardInterrupt):
-        open_node_storage(_config(data))
+        _start(data)
     (data / ".kafka_cleanshutdown").unlink(missing_ok=True)  # as a crash leaves it
     monkeypatch.setattr(TransactionControlManager, "migration_step", real)
     _check_migrated(data, topic_id)
@@ -304,7 +293,7 @@ def test_a_partition_of_another_topic_is_refused_and_left_alone(tmp_path: Path) 
     before = sorted((p.name, p.stat().st_size) for p in data.rglob("*") if p.is_file())
     with pytest.raises(RecoveryError, match=r"__transaction_state-3/partition.metadata: "
                                             r"topic id AAAAAAAAAAAAAAAAAAAAYw"):
-        open_node_storage(_config(data))
+        _start(data)
     assert sorted((p.name, p.stat().st_size) for p in data.rglob("*")
                   if p.is_file() and p.name != ".lock") == [b for b in before if b[0] != ".lock"]
 
@@ -318,12 +307,8 @@ def test_transaction_state_settings_are_read_and_checked(tmp_path: Path) -> None
 
     with pytest.raises(ConfigError, match="transaction.state.log.num.partitions"):
         _config(tmp_path, **{"transaction.state.log.num.partitions": "0"})
-    node = open_node_storage(_config(tmp_path / "data",
-                                     **{"transaction.state.log.num.partitions": "7"}))
+    node = _start(tmp_path / "data", **{"transaction.state.log.num.partitions": "7"})
     try:
-        for _ in range(3):
-            _write(node, node.controller.tick(now_ms=_now(),
-                                              next_offset=node.storage.metadata_end_offset()))
         _init(node, "hello")
         part = txn_log.partition_for("hello", 7)
         assert (tmp_path / "data" / f"__transaction_state-{part}").is_dir()

@@ -47,7 +47,17 @@ def test_fetch_reads_the_log_and_parks_until_the_next_commit(tmp_path: Path) -> 
             batches = list(iter_record_batches(part.records))
             assert batches and batches[0].base_offset == 0
             end = batches[-1].last_offset + 1
-            assert end <= part.high_watermark
+            # A leader serves what it has written, its high watermark perhaps still behind
+            # (Kafka's does too): the high watermark reaches the records' end soon after.
+            hwm = part.high_watermark
+            for _ in range(100):
+                if hwm >= end:
+                    break
+                again = conn.request(fetch(end, epoch=epoch, last_epoch=batches[-1]
+                                           .partition_leader_epoch, cluster=cluster,
+                                           max_wait=100, hwm=max(hwm, 0)), 18)
+                hwm = again.responses[0].partitions[0].high_watermark
+            assert hwm >= end
             on_disk = (srv.data_dir / "__cluster_metadata-0" / "00000000000000000000.log")
             assert part.records == on_disk.read_bytes()[:len(part.records)]
             # Caught up (the node's own first records may still be committing): then, with
@@ -74,8 +84,10 @@ def test_fetch_reads_the_log_and_parks_until_the_next_commit(tmp_path: Path) -> 
 
 
 def test_a_fetcher_below_the_log_start_is_sent_to_the_snapshot(tmp_path: Path) -> None:
+    # No periodic NoOpRecord: once the broker stops, no commit brings a newer snapshot.
     with running_server(tmp_path / "kraftpy",
-                        {"metadata.log.max.record.bytes.between.snapshots": "500"}) as srv:
+                        {"metadata.log.max.record.bytes.between.snapshots": "500",
+                         "metadata.max.idle.interval.ms": "0"}) as srv:
         cluster = srv.cluster_id()
         host, port = srv.controller.split(":")
         broker = BrokerSim((host, int(port)), broker_id=9)
@@ -89,13 +101,8 @@ def test_a_fetcher_below_the_log_start_is_sent_to_the_snapshot(tmp_path: Path) -
             broker.allocate()
         with KafkaConnection(srv.controller, timeout=30) as conn:
             epoch = _leader(conn, cluster)
-            answer = conn.request(fetch(0, epoch=epoch, last_epoch=0, cluster=cluster), 18)
-            sid = answer.responses[0].partitions[0].snapshot_id
-            assert sid.end_offset > 0
-            path = mdir / f"{sid.end_offset:020d}-{sid.epoch:010d}.checkpoint"
-            whole = path.read_bytes()
 
-            def chunk(position: int, end: int = sid.end_offset, ep: int = sid.epoch):
+            def chunk(position: int, end: int, ep: int) -> PartitionSnapshot:
                 return conn.request(FetchSnapshotRequest(
                     cluster_id=cluster, replica_id=-1, max_bytes=64, topics=[TopicSnapshot(
                         name="__cluster_metadata", partitions=[PartitionSnapshot(
@@ -103,12 +110,25 @@ def test_a_fetcher_below_the_log_start_is_sent_to_the_snapshot(tmp_path: Path) -
                             snapshot_id=SnapshotId(end_offset=end, epoch=ep),
                             position=position)])]), 1).topics[0].partitions[0]
 
-            got, position = b"", 0
-            while position < len(whole):
-                part = chunk(position)
-                assert part.error_code == 0 and part.size == len(whole)
-                got += part.unaligned_records
-                position += len(part.unaligned_records)
+            # As a follower does: a snapshot the leader replaces with a newer one meanwhile
+            # answers SNAPSHOT_NOT_FOUND; then fetch again and download the newer one.
+            for _ in range(20):
+                answer = conn.request(fetch(0, epoch=epoch, last_epoch=0, cluster=cluster), 18)
+                sid = answer.responses[0].partitions[0].snapshot_id
+                assert sid.end_offset > 0
+                path = mdir / f"{sid.end_offset:020d}-{sid.epoch:010d}.checkpoint"
+                got, position, size = b"", 0, None
+                while size is None or position < size:
+                    part = chunk(position, sid.end_offset, sid.epoch)
+                    if part.error_code == 98:
+                        break
+                    assert part.error_code == 0 and part.size == (size or part.size)
+                    size = part.size
+                    got += part.unaligned_records
+                    position += len(part.unaligned_records)
+                else:
+                    break
+            whole = path.read_bytes()
             assert got == whole
-            assert chunk(len(whole)).error_code == 99  # POSITION_OUT_OF_RANGE
+            assert chunk(len(whole), sid.end_offset, sid.epoch).error_code == 99  # out of range
             assert chunk(0, end=0, ep=0).error_code == 98  # the bootstrap: SNAPSHOT_NOT_FOUND

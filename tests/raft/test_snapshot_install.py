@@ -1,7 +1,7 @@
-"""The quorum shell's snapshot parts without peers: a download into a partial file and its
-atomic install, the log dropped and started at the snapshot's end, a voter that stopped
-between the two finishing it at its next start (a single voter still refuses such a dir),
-and a snapshot taken at the offset a follower's state stands at rather than its log end."""
+"""A node's snapshot parts without peers: a download into a partial file and its atomic
+install, the log dropped and started at the snapshot's end, a voter that stopped between the
+two finishing it at its next start (a single voter still refuses such a dir), and a snapshot
+taken of the committed image where it stands rather than at the log end."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from kraftpy.controller.committed_image import CommittedImage, SnapshotGenerator
 from kraftpy.controller.log import files
 from kraftpy.controller.log.consistency import InconsistentLogError
 from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.log.snapshot_download import SnapshotDownload, SnapshotDownloadError
+from kraftpy.controller.log.snapshot_files import SnapshotPolicy
 from kraftpy.controller.log.snapshots import (
     SnapshotId,
     encode_snapshot,
@@ -20,8 +23,7 @@ from kraftpy.controller.log.snapshots import (
     read_snapshot,
     write_snapshot,
 )
-from kraftpy.controller.log.storage import MetadataStorage, SnapshotPolicy, format_storage
-from kraftpy.controller.raft.snapshot_download import SnapshotDownload, SnapshotDownloadError
+from kraftpy.controller.log.storage import MetadataStorage, format_storage
 from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 
@@ -99,7 +101,7 @@ def _formatted(tmp_path: Path) -> Path:
                              voters=[1, 2, 3], data_version=0)  # a follower of a quorum
     for i in range(30):
         storage.metadata.append([b"v" * 40], leader_epoch=1, timestamp=i)
-    storage.flush()
+    storage.metadata.flush()
     storage.close()
     return d
 
@@ -134,20 +136,31 @@ def test_a_voter_stopped_between_install_and_log_drop_finishes_it(tmp_path: Path
     again.close()
 
 
-def test_a_follower_snapshots_at_its_committed_offset_not_its_log_end(tmp_path: Path) -> None:
+def test_a_snapshot_of_the_committed_image_stands_where_the_image_does(tmp_path: Path) -> None:
+    """A follower's image at its high watermark (30) while its log goes on (33, uncommitted):
+    the snapshot ends at 30, with the epoch and timestamp of offset 29, not the log end's."""
     d = _formatted(tmp_path)
-    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024, background_snapshots=True,
+    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024,
                                    policy=SnapshotPolicy(max_record_bytes=100, interval_ms=0),
                                    downloads=True)
-    storage.metadata.append([b"w"] * 3, leader_epoch=2, timestamp=1000)  # at 30, uncommitted
-    storage.flush()
-    controller = SimpleNamespace(snapshot_records=lambda: [])
-    job = storage.after_commit(controller, 5000, at=30)
-    assert job.snapshot_id == SnapshotId(30, 1)  # the epoch of offset 30, not the log end's
+    log = storage.metadata
+    log.append([b"w"] * 3, leader_epoch=2, timestamp=1000)  # at 30, uncommitted
+    log.flush()
+    image = CommittedImage(SimpleNamespace(snapshot_records=lambda: []), 30)
+    generator = SnapshotGenerator(storage.snapshots)
+
+    def take(now_ms: int) -> object:
+        return generator.maybe_take(image, now_ms, epoch_of=lambda o: log.epoch_at(o) or 0,
+                                    timestamp_below=log.timestamp_below,
+                                    control_at=lambda o: [])
+
+    job = take(5000)
+    assert job.snapshot_id == SnapshotId(30, 1)  # the epoch of offset 29, not the log end's
     assert job.last_contained_log_timestamp == 29
-    job.write()
-    job.finish()
-    assert storage.trimmed_to == SnapshotId(30, 1)
+    assert image.held and take(5000) is None  # one at a time, the image held meanwhile
+    job.run()
+    generator.done(job)
+    assert not image.held and job.trimmed_to == SnapshotId(30, 1)
     assert [sid for sid, _ in list_snapshots(d / "__cluster_metadata-0")] == [SnapshotId(30, 1)]
-    assert storage.after_commit(controller, 6000, at=30) is None  # nothing new committed
+    assert take(6000) is None  # nothing new committed
     storage.close()

@@ -15,9 +15,9 @@ from kraftpy.controller.log.storage import (
     format_storage,
     write_checkpoint_file,
 )
-from kraftpy.controller.result import ControllerResult
 from kraftpy.protocol.control_records import ControlType, control_key, encode_control_value
 from kraftpy.protocol.messages.k_raft_version_record import KRaftVersionRecord
+from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.records.feature_level_record import FeatureLevelRecord
 from support.server import KraftpyServer
 
@@ -58,11 +58,11 @@ def test_a_log_that_raised_a_level_beyond_ours_is_refused_and_left_alone(tmp_pat
     srv = KraftpyServer(tmp_path)
     format_storage(srv.data_dir, cluster_id=CLUSTER, node_id=1, metadata_version=27)
     storage = MetadataStorage.open(srv.data_dir, node_id=1)
-    storage.begin_epoch(now_ms=1)
-    storage.append(ControllerResult(None, records=[
-        (FeatureLevelRecord(name="metadata.version", feature_level=27), 0),
-        (FeatureLevelRecord(name="share.version", feature_level=2), 0)]), 1)
-    storage.flush()
+    storage.metadata.append([encode_metadata_record(record, 0) for record in (
+        FeatureLevelRecord(name="metadata.version", feature_level=27),
+        FeatureLevelRecord(name="share.version", feature_level=2))],
+        leader_epoch=1, timestamp=1)
+    storage.metadata.flush()
     storage.close()
     _refused(srv, "share.version level 2")
 

@@ -153,7 +153,6 @@ def build_long_log(data: Path, records: int) -> None:
 
     format_storage(data, cluster_id="MkU3OEVBNTcwNTJENDM2Qg", node_id=1, metadata_version=27)
     storage = MetadataStorage.open(data, node_id=1)
-    storage.begin_epoch(now_ms=1)
     mlog = storage.metadata
     noop = encode_metadata_record(NoOpRecord(), 0)
     offset = mlog.log_end_offset

@@ -1,7 +1,7 @@
 """Quick answers (idempotent InitProducerId by its bytes) answer exactly as the full path does.
 
-Two nodes in the same state, each a lone voter (the Raft shell over a real QuorumController and
-data dir) whose commits the test makes (`lone_quorum.settle`): one is served the way the server
+Two nodes in the same state, each a lone voter (the node's quorum over a real QuorumController
+and data dir) whose commits the test makes (`lone_quorum.settle`): one is served the way the server
 serves a connection (receives of any size; quick answers for each receive and for the
 FrameReader's frames, `dispatch` for what they hand over), the other by `dispatch` alone.
 Every answer must be the same bytes and the controllers must end in the same state, over
@@ -27,10 +27,11 @@ from kraftpy.controller import api
 from kraftpy.controller.api import quick as quick_module
 from kraftpy.controller.api.dispatch import dispatch
 from kraftpy.controller.api.quick import QuickAnswers
+from kraftpy.controller.committed_image import CommittedImage
 from kraftpy.controller.node import RunningNode
 from kraftpy.controller.producer_id_manager import NOT_READY, ProducerIdManager
+from kraftpy.controller.quorum import Quorum
 from kraftpy.controller.quorum_controller import QuorumController
-from kraftpy.controller.raft.shell import RaftQuorum
 from kraftpy.controller.security.layer import SecurityLayer
 from kraftpy.controller.server import Server
 from kraftpy.protocol.error_codes import ErrorCode
@@ -46,13 +47,13 @@ SECURITY = {
     "acls": {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
     "quota": {"quota.request.rate.per.principal": "1000000"},
 }
-_OPEN: list[tuple[RaftQuorum, str]] = []  # every world's quorum and data dir, until closed
+_OPEN: list[tuple[Quorum, str]] = []  # every world's quorum and data dir, until closed
 
 
 @dataclass
 class World:
     node: RunningNode
-    quorum: RaftQuorum
+    quorum: Quorum
     ctx: api.RequestContext
 
     @property
@@ -73,18 +74,20 @@ class World:
 def world(block_size: int, security: str | None = None) -> World:
     data = tempfile.mkdtemp(prefix="quick-answers-")
     config = lone_config(Path(data), SECURITY[security])
-    quorum = open_lone(Path(data), SECURITY[security])
+    quorum = open_lone(Path(data), SECURITY[security], clock=[NOW_MS])
     _OPEN.append((quorum, data))
-    quorum.clock_ms = lambda: NOW_MS
     # Nothing is replayed yet (a new data dir): the controller, with this block size instead.
-    controller = QuorumController(replace(quorum.controller.settings,
-                                          producer_id_block_size=block_size))
+    host = quorum.host
+    settings = replace(host.controller.settings, producer_id_block_size=block_size)
+    host.make_controller = lambda: QuorumController(settings)
+    controller = host.make_controller()
     controller.on_committed(0, 0)
-    quorum.controller = controller
+    host.controller, host.image = controller, CommittedImage(host.make_controller(), 0)
     node = RunningNode(config, quorum.cluster_id, quorum, {"metadata.version": (7, 27)})
     w = World(node, quorum, api.RequestContext(
         listener="PLAINTEXT", listener_type=api.BROKER, security_protocol="PLAINTEXT",
         client_host="127.0.0.1", client_port=40000))
+    quorum.runner.step(quorum.runner.driver.start)
     settle(quorum)  # elected: its LeaderChange committed, the controller active
     assert quorum.running
     w.commit()  # the bootstrap

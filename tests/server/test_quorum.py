@@ -10,15 +10,18 @@ from typing import Any
 
 import pytest
 import trio
-from kraftpy.controller.log.storage import FlushRound
+from kraftpy.controller.host import NodeStopped
+from kraftpy.controller.log.partition_log import FlushTicket
+from kraftpy.controller.quorum import QuorumError
 from kraftpy.controller.quorum_controller import QuorumController
-from kraftpy.controller.raft.shell import NodeStopped, RaftShellError
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.messages.describe_acls_request import DescribeAclsRequest
 from support.lone_quorum import GatedFsync, broker, open_lone, running_lone, wait_for
 
 ANY = 1  # ResourceType, PatternType, AclOperation and AclPermissionType ANY
+# No NoOpRecord of the idle timer: the tests count the records and rounds of their requests.
+QUIET = {"metadata.max.idle.interval.ms": "0"}
 
 
 def _describe_acls() -> DescribeAclsRequest:
@@ -39,7 +42,7 @@ async def _ask(quorum: Any, outcomes: dict[str, Any], name: str, request: Any,
 
 async def test_answers_wait_for_the_fsync_that_covers_them(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    quorum = open_lone(tmp_path / "data")
+    quorum = open_lone(tmp_path / "data", QUIET)
     got: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
         await running_lone(quorum, nursery)
@@ -60,7 +63,7 @@ async def test_answers_wait_for_the_fsync_that_covers_them(
         gated.open(0)
         await wait_for(lambda: len(got) == 3, "the write's and the read's answers")
         assert got["write"].error_code == 0 and got["read"].error_code == 0
-        assert quorum.hwm[0] >= end and quorum.storage.metadata.high_watermark >= end
+        assert quorum.hwm[0] >= end and quorum.storage.metadata.flushed_offset >= end
         gated.release()
         quorum.stop()
     # Stopped: asked again, the answer sends the client to the next controller.
@@ -70,7 +73,7 @@ async def test_answers_wait_for_the_fsync_that_covers_them(
 
 async def test_a_failed_fsync_stops_the_node_and_fails_every_waiter(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    quorum = open_lone(tmp_path / "data")
+    quorum = open_lone(tmp_path / "data", QUIET)
     outcomes: dict[str, Any] = {}
     with pytest.raises(BaseExceptionGroup) as failure:
         async with trio.open_nursery() as nursery:
@@ -81,11 +84,11 @@ async def test_a_failed_fsync_stops_the_node_and_fails_every_waiter(
             gated.fail_rounds.add(0)
             for name, request in zip("abcd", requests, strict=True):
                 nursery.start_soon(_ask, quorum, outcomes, name, request)
-            await wait_for(lambda: gated.began and quorum.storage.metadata_end_offset()
+            await wait_for(lambda: gated.began and quorum.storage.metadata.log_end_offset
                            == durable[0] + 4, "all four appended, one fsync under way")
             gated.open(0)
             await trio.sleep(5)  # the failure ends the nursery well before this
-    assert failure.group_contains(RaftShellError, match="fsync of the metadata log failed")
+    assert failure.group_contains(QuorumError, match="fsync of the metadata log failed")
     assert sorted(outcomes) == list("abcd")
     assert all(isinstance(outcome, NodeStopped) for outcome in outcomes.values()), outcomes
     assert quorum.hwm == durable and len(gated.began) == 1  # no fsync after the failed one
@@ -104,7 +107,7 @@ async def test_ticks_run_while_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         return tick(controller, **kwargs)
 
     monkeypatch.setattr(QuorumController, "tick", counting)
-    quorum = open_lone(tmp_path / "data")
+    quorum = open_lone(tmp_path / "data", QUIET)
     async with trio.open_nursery() as nursery:
         await running_lone(quorum, nursery)
         before = ticks
@@ -116,13 +119,14 @@ async def test_ticks_run_while_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 async def test_concurrent_waiters_share_fsyncs_and_are_answered_after_theirs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    quorum = open_lone(tmp_path / "data")
+    quorum = open_lone(tmp_path / "data", QUIET)
     durable: list[int] = []  # the metadata end each finished fsync covered
-    real = FlushRound.fsync
+    real = FlushTicket.fsync
 
-    def recording(flush: FlushRound) -> None:
-        real(flush)
-        durable.append(flush.metadata.end_offset)
+    def recording(ticket: FlushTicket) -> None:
+        real(ticket)
+        if ticket.directory is not None and ticket.directory.name == "__cluster_metadata-0":
+            durable.append(ticket.end_offset)
 
     ends: dict[int, int] = {}  # id(response) -> the log end just past its records
     acked: list[tuple[int, int]] = []
@@ -145,7 +149,7 @@ async def test_concurrent_waiters_share_fsyncs_and_are_answered_after_theirs(
             apply(result, offset=offset, txn_offset=txn_offset)
 
         monkeypatch.setattr(quorum.controller, "apply", noting_apply)
-        monkeypatch.setattr(FlushRound, "fsync", recording)
+        monkeypatch.setattr(FlushTicket, "fsync", recording)
         fsyncs = quorum.fsyncs
         async with trio.open_nursery() as writers:
             for request in requests:
@@ -156,7 +160,7 @@ async def test_concurrent_waiters_share_fsyncs_and_are_answered_after_theirs(
     # No two overlap (the node's own blocks for idempotent producers may lie between).
     assert all(s + n <= after for (s, n), (after, _) in zip(ordered, ordered[1:], strict=False))
     assert quorum.fsyncs - fsyncs == len(durable) < 320 / 2  # shared
-    assert quorum.hwm[0] == quorum.storage.metadata_end_offset()
+    assert quorum.hwm[0] == quorum.storage.metadata.log_end_offset
     quorum.storage.close()
 
 
@@ -164,7 +168,7 @@ async def test_requests_during_an_fsync_are_handled_at_once_in_arrival_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each sees the effects of those before it (the next block follows the last), all are
     written at once, and none is answered before the fsync that covers it."""
-    quorum = open_lone(tmp_path / "data")
+    quorum = open_lone(tmp_path / "data", QUIET)
     got: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
         await running_lone(quorum, nursery)
@@ -181,7 +185,7 @@ async def test_requests_during_an_fsync_are_handled_at_once_in_arrival_order(
 
         for name, request in zip("bcde", requests[1:], strict=True):
             nursery.start_soon(ask, name, request)
-        await wait_for(lambda: quorum.storage.metadata_end_offset() == first_end + 4,
+        await wait_for(lambda: quorum.storage.metadata.log_end_offset == first_end + 4,
                        "the four handled")
         await trio.sleep(0.05)
         assert got == {}  # handled, not released
@@ -204,19 +208,19 @@ async def test_a_caller_gone_while_waiting_leaves_its_operation_and_the_answers_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As Kafka's controller when a connection drops: the operation was handled and is
     committed; only its answer is lost, and the answers after it still go."""
-    quorum = open_lone(tmp_path / "data")
+    quorum = open_lone(tmp_path / "data", QUIET)
     got: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
         await running_lone(quorum, nursery)
         first, second = await broker(quorum, 2), await broker(quorum, 3)
         gated = GatedFsync(monkeypatch)
-        end = quorum.storage.metadata_end_offset()
+        end = quorum.storage.metadata.log_end_offset
         before = quorum.controller.producer_ids.next_producer_id
         with trio.move_on_after(0.05) as scope:
             await quorum.submit(first, 0)
         assert scope.cancelled_caught
         nursery.start_soon(_ask, quorum, got, "b", second)
-        await wait_for(lambda: quorum.storage.metadata_end_offset() == end + 2, "B's append")
+        await wait_for(lambda: quorum.storage.metadata.log_end_offset == end + 2, "B's append")
         gated.release()
         await wait_for(lambda: "b" in got, "B's answer")
         assert got["b"].error_code == 0 and quorum.hwm[0] == end + 2
@@ -230,7 +234,7 @@ async def test_a_caller_gone_while_waiting_leaves_its_operation_and_the_answers_
 
 async def test_a_request_whose_handling_fails_fails_only_its_caller(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    quorum = open_lone(tmp_path / "data")
+    quorum = open_lone(tmp_path / "data", QUIET)
     got: dict[str, Any] = {}
     async with trio.open_nursery() as nursery:
         await running_lone(quorum, nursery)
@@ -243,7 +247,7 @@ async def test_a_request_whose_handling_fails_fails_only_its_caller(
             return handle(req, version, **kwargs)
 
         monkeypatch.setattr(quorum.controller, "handle", raising)
-        end = quorum.storage.metadata_end_offset()
+        end = quorum.storage.metadata.log_end_offset
         nursery.start_soon(_ask, quorum, got, "boom", "boom")
         nursery.start_soon(_ask, quorum, got, "late", request)
         await wait_for(lambda: len(got) == 2, "both outcomes")

@@ -1,11 +1,12 @@
 """A lone voter's quorum in-process: what `kraftpy serve` runs when it is the only voter.
 
-`open_lone` formats (if new) and opens a data dir as `node.open_quorum` does for a node with
-neither `controller.quorum.voters` nor `.bootstrap.servers` (`shell.lone_voter`), with
+`open_lone` formats (if new) and opens a data dir as `kraftpy serve` does for a node with
+neither `controller.quorum.voters` nor `.bootstrap.servers` (`quorum.lone_voter`), with
 `controller.quorum.append.linger.ms` 0 so that tests run at fsync speed. `running_lone`
 starts its tasks and waits until it answers with the bootstrap committed. `GatedFsync`
-holds each fsync round until the test lets it go; `settle` carries out the shell's pending
-steps synchronously, for tests that need an exact order of commits and requests.
+holds each fsync round of the metadata log until the test lets it go; `settle` runs the
+node's own steps (the driver's poll, the runner's fsync rounds) synchronously, for tests
+that need an exact order of commits and requests.
 
     quorum = open_lone(tmp_path / "data")
     async with trio.open_nursery() as nursery:
@@ -26,11 +27,13 @@ from typing import Any
 
 import pytest
 import trio
+from kraftpy.controller import quorum as node_quorum
 from kraftpy.controller.config import ServerConfig, build_config
 from kraftpy.controller.feature_control import SUPPORTED_FEATURES
-from kraftpy.controller.log.storage import FlushRound
-from kraftpy.controller.raft import shell
-from kraftpy.controller.raft.shell import RaftQuorum
+from kraftpy.controller.host import Deferred, HostState
+from kraftpy.controller.log.partition_log import FlushTicket
+from kraftpy.controller.quorum import Quorum
+from kraftpy.controller.raft import runner
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.messages.broker_registration_request import (
@@ -52,13 +55,17 @@ def lone_config(data: Path, overrides: Mapping[str, str] | None = None) -> Serve
         **(overrides or {})})
 
 
-def open_lone(data: Path, overrides: Mapping[str, str] | None = None) -> RaftQuorum:
-    """The lone voter's quorum over `data` (formatted if new), recovered, not yet running."""
+def open_lone(data: Path, overrides: Mapping[str, str] | None = None,
+              clock: list[int] | None = None) -> Quorum:
+    """The lone voter's quorum over `data` (formatted if new), recovered, not yet running;
+    with `clock` (a one-item list of ms) time is the test's."""
     config = lone_config(data, overrides)
-    return shell.open_quorum(config, shell.lone_voter(config))
+    return node_quorum.open_quorum(
+        config, node_quorum.lone_voter(config),
+        clock_ms=runner.wall_clock_ms if clock is None else (lambda: clock[0]))
 
 
-async def running_lone(quorum: RaftQuorum, nursery: trio.Nursery) -> None:
+async def running_lone(quorum: Quorum, nursery: trio.Nursery) -> None:
     """Run `quorum` in `nursery` until it is the active controller with its bootstrap (the
     metadata.version) committed: what a client may rely on once the node answers."""
     await nursery.start(quorum.run)
@@ -79,13 +86,13 @@ def registration(broker_id: int, cluster_id: str = CLUSTER) -> BrokerRegistratio
         rack=None, log_dirs=[uuid.uuid4()])
 
 
-async def broker(quorum: RaftQuorum, broker_id: int) -> AllocateProducerIdsRequest:
+async def broker(quorum: Quorum, broker_id: int) -> AllocateProducerIdsRequest:
     """Register and unfence broker `broker_id`; its producer-id block request."""
     registered = await quorum.submit(registration(broker_id), 4)
     assert registered.error_code == 0, registered
     beat = await quorum.submit(BrokerHeartbeatRequest(
         broker_id=broker_id, broker_epoch=registered.broker_epoch,
-        current_metadata_offset=quorum.storage.metadata_end_offset(),
+        current_metadata_offset=quorum.storage.metadata.log_end_offset,
         want_fence=False, want_shut_down=False), 1)
     assert not beat.is_fenced, beat
     return AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=registered.broker_epoch)
@@ -100,9 +107,9 @@ async def wait_for(condition: Any, what: str, seconds: float = 10) -> None:
 
 
 class GatedFsync:
-    """FlushRound.fsync parked until the test opens its round (by index, from when this is
-    made) or `release`d, recording the metadata end offset each round covered when its fsync
-    began; a round listed in `fail_rounds` fails with EIO instead of fsyncing."""
+    """The metadata log's fsync rounds parked until the test opens each (by index, from
+    when this is made) or `release`s them all, recording the log end offset each round
+    covered when its fsync began; a round listed in `fail_rounds` fails with EIO instead."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.began: list[int] = []
@@ -110,23 +117,30 @@ class GatedFsync:
         self._gates: list[threading.Event] = []
         self._lock = threading.Lock()
         self._released = False
-        real = FlushRound.fsync
         gated = self
+        real_begin = runner.RaftRunner._begin_round
 
-        def fsync(flush: FlushRound) -> None:
-            with gated._lock:
-                index = len(gated.began)
-                gated.began.append(flush.metadata.end_offset)
-                gate = gated._gate(index)
-            assert gate.wait(10), "the test never opened this round"
-            if index in gated.fail_rounds:
-                raise OSError(5, "Input/output error")
-            real(flush)
+        def begin_round(run: runner.RaftRunner) -> tuple[list[int], FlushTicket]:
+            offsets, ticket = real_begin(run)
+            real = ticket.fsync
 
-        monkeypatch.setattr(FlushRound, "fsync", fsync)
-        # A held fsync must wait in a worker thread: on the event loop (the shell's inline
+            def fsync() -> None:
+                with gated._lock:
+                    index = len(gated.began)
+                    gated.began.append(ticket.end_offset)
+                    gate = gated._gate(index)
+                assert gate.wait(10), "the test never opened this round"
+                if index in gated.fail_rounds:
+                    raise OSError(5, "Input/output error")
+                real()
+
+            ticket.fsync = fsync  # type: ignore[method-assign]
+            return offsets, ticket
+
+        monkeypatch.setattr(runner.RaftRunner, "_begin_round", begin_round)
+        # A held fsync must wait in a worker thread: on the event loop (the runner's inline
         # fsync) it would block the very test that is to open it.
-        monkeypatch.setattr(shell, "INLINE_FSYNC_MAX_S", -1.0)
+        monkeypatch.setattr(runner, "INLINE_FSYNC_MAX_S", -1.0)
 
     def _gate(self, index: int) -> threading.Event:
         while len(self._gates) <= index:
@@ -147,24 +161,91 @@ class GatedFsync:
             self._gate(index).set()
 
 
-def settle(quorum: RaftQuorum, *, tick: bool = False) -> None:
-    """Without its tasks: poll the core, then fsync and report every Flush it asked for, until
-    it asks for none, and with `tick` run the controller's timers once (their records left to
-    the next `settle`). The order of commits and requests is then the test's alone."""
-    step = quorum._guard
-    step(lambda: quorum._do(quorum.raft.poll(quorum.clock_ms())))
-    while quorum._flushes:
-        offsets = [o for o in quorum._flushes if o is not None]
-        quorum._flushes.clear()
-        flush = quorum.storage.begin_flush()
-        flush.fsync()
-        _, txn_hwm = quorum.storage.complete_flush(flush)
-        if txn_hwm > quorum.hwm[1]:
-            quorum.hwm = (quorum.hwm[0], txn_hwm)
-            step(quorum._release)
-        for offset in offsets:
-            step(lambda o=offset: quorum._do(quorum.raft.on_flushed(o, quorum.clock_ms())))
-        step(lambda: quorum._do(quorum.raft.poll(quorum.clock_ms())))
+def stepped_lone(data: Path, overrides: Mapping[str, str] | None = None,
+                 clock: list[int] | None = None) -> Quorum:
+    """A lone voter that only the test moves (`settle`, `ask`): elected, its bootstrap
+    committed, no task running; with `clock` (a one-item list of ms) time is the test's."""
+    quorum = open_lone(data, overrides, clock)
+    return start_stepped(quorum)
+
+
+def start_stepped(quorum: Quorum) -> Quorum:
+    """`stepped_lone` of a quorum already opened."""
+    try:
+        quorum.runner.step(quorum.runner.driver.start)
+        settle(quorum)
+        while quorum.host.state is HostState.MIGRATING:  # each step committed before the next
+            quorum.runner.step(quorum.host.migration_step)
+            settle(quorum)
+        settle(quorum, tick=True)
+        settle(quorum)
+    except BaseException:
+        quorum.storage.lock.release()  # as a crash leaves it: not closed cleanly
+        raise
+    assert quorum.running and quorum.controller.features.metadata_version
+    return quorum
+
+
+def ask(quorum: Quorum, request: Any, version: int) -> Any:
+    """A request through the node's own road, committed by the test's `settle`."""
+    answer = quorum.host.handle(request, version)
+    if isinstance(answer, Deferred):
+        settle(quorum)
+        assert answer.done, "not committed"
+        return answer.response
+    return answer
+
+
+def settle(quorum: Quorum, *, tick: bool = False) -> None:
+    """Without the node's tasks: poll the core, then run the fsync rounds it asks for (and
+    the transaction log's) until it asks for none, and with `tick` run the controller's
+    timers once (their records left to the next `settle`). The order of commits and
+    requests is then the test's alone."""
+    run = quorum.runner
+    run.step(run.driver.poll)
+    while run.flushes_asked or (quorum.txn is not None and quorum.txn.durable < quorum.txn.end):
+        if run.flushes_asked:
+            run.flush_now()
+        if quorum.txn is not None and quorum.txn.durable < quorum.txn.end:
+            quorum.txn.flush()
+        run.step(run.driver.poll)
     if tick:
-        step(quorum._tick)
-    assert quorum._failed is None, quorum._failed
+        run.step(quorum.host.tick)
+    assert run.failure is None, run.failure
+
+
+def allocate_blocks(quorum: Quorum, count: int, broker_id: int = 2) -> None:
+    """`count` producer-id blocks for a broker (registered and unfenced on first use), each
+    committed: one ProducerIdsRecord each, through the node's road."""
+    registered = quorum.controller.cluster.brokers.get(broker_id)
+    if registered is None or registered.fenced:
+        answer = ask(quorum, registration(broker_id), 4)
+        beat = ask(quorum, BrokerHeartbeatRequest(
+            broker_id=broker_id, broker_epoch=answer.broker_epoch,
+            current_metadata_offset=quorum.storage.metadata.log_end_offset,
+            want_fence=False, want_shut_down=False), 1)
+        assert not beat.is_fenced, beat
+        epoch = answer.broker_epoch
+    else:
+        epoch = registered.epoch
+    request = AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=epoch)
+    for _ in range(count):
+        assert ask(quorum, request, 0).error_code == 0
+
+
+def snapshot_now(data: Path, overrides: Mapping[str, str] | None = None) -> int:
+    """Start the node on `data` (stopped) with a policy that asks for a snapshot at its first
+    commit, its new epoch's LeaderChange: a snapshot at the log end, written and trimming the
+    log as every snapshot of the node does; then a clean stop. Its end offset. A controller
+    only: no producer-id block of its own for its timers to claim."""
+    from kraftpy.controller.log.files import read_meta_properties
+    from kraftpy.controller.log.snapshots import list_snapshots
+
+    node = stepped_lone(data, {**(overrides or {}),
+                               "cluster.id": read_meta_properties(data)["cluster.id"],
+                               "process.roles": "controller",
+                               "listeners": "CONTROLLER://127.0.0.1:0",
+                               "metadata.max.idle.interval.ms": "0",
+                               "metadata.log.max.record.bytes.between.snapshots": "1"})
+    node.storage.close()
+    return list_snapshots(data / "__cluster_metadata-0")[-1][0].end_offset

@@ -134,15 +134,13 @@ def test_snapshots_that_replaced_the_grants_and_registrations_give_no_false_find
 
 def test_a_served_log_trimmed_by_a_snapshot_audits_clean(tmp_path: Path) -> None:
     """Blocks taken through a running `kraftpy serve` by broker 2, and by broker 3 once it
-    registered after broker 2's first hundred; then a snapshot at the log end (the storage's
-    own `take_snapshot`, as the node's policy takes it) replaces every segment but the last,
+    registered after broker 2's first hundred; then a snapshot at the log end (taken by the
+    node itself, as its policy takes them) replaces every segment but the last,
     and with them both registrations. The snapshot ends inside the segment left. Every
     acknowledged block still in the log is listed, none with a finding (before: an
     "unregistered-epoch" finding for each)."""
-    from kraftpy.controller.log.storage import MetadataStorage
-    from kraftpy.controller.quorum_controller import QuorumController
-    from kraftpy.controller.settings import ControllerSettings
     from support.broker_sim import BrokerSim
+    from support.lone_quorum import snapshot_now
     from support.server import running_server
 
     with running_server(tmp_path / "srv", {
@@ -157,19 +155,15 @@ def test_a_served_log_trimmed_by_a_snapshot_audits_clean(tmp_path: Path) -> None
             acked += [two.allocate(), three.allocate()]
         two.close()
         three.close()
-    storage = MetadataStorage.open(srv.data_dir, node_id=1, segment_bytes=4096)
-    controller = QuorumController(ControllerSettings(cluster_id=storage.cluster_id, node_id=1))
-    storage.replay_into(controller)
-    snapshot = storage.take_snapshot(controller, 1_800_000_000_000)
-    storage.close()
+    snapshot_end = snapshot_now(srv.data_dir, {"metadata.log.segment.bytes": "4096"})
     mdir = srv.data_dir / "__cluster_metadata-0"
     (segment,) = mdir.glob("*.log")
     start = int(segment.name[:20])
-    assert max(two.epoch, three.epoch) < start < snapshot.end_offset  # registrations gone
+    assert max(two.epoch, three.epoch) < start < snapshot_end  # registrations gone
     status, out, err = audit([srv.data_dir], "json")
     result = json.loads(out)
     assert (status, result["findings"], err) == (0, [], "")
-    assert list(result["seeded_from_snapshot"].values()) == [snapshot.end_offset]
+    assert list(result["seeded_from_snapshot"].values()) == [snapshot_end]
     listed = {(b["first_id"], b["last_id"] - b["first_id"] + 1) for b in result["blocks"]
               if b["broker_epoch"] != -1}
     lowest = min(first for first, _ in listed)

@@ -1,4 +1,4 @@
-"""The quorum shell's parts that need no peers: the metadata log cut back to a batch boundary
+"""A node's quorum parts that need no peers: the metadata log cut back to a batch boundary
 (a follower's diverging suffix), `controller.quorum.voters` as Kafka writes it, and the
 voters a configuration names."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from kraftpy.controller.config import build_config
 from kraftpy.controller.log.partition_log import PartitionLog
+from kraftpy.controller.quorum import QuorumError, configured_voters, lone_voter
 from kraftpy.controller.raft.config import RaftConfigError, parse_voters
-from kraftpy.controller.raft.shell import RaftShellError, configured_voters, lone_voter
 
 
 def _log(tmp_path: Path) -> PartitionLog:
@@ -53,7 +53,7 @@ def test_truncate_to_drops_the_suffix_and_its_epochs(tmp_path: Path) -> None:
 def test_truncate_to_a_pending_batch_and_to_nothing(tmp_path: Path) -> None:
     log = _log(tmp_path)
     log.append([b"a"], leader_epoch=1, timestamp=1)
-    log.append([b"b"], leader_epoch=1, timestamp=1)  # not yet written: written, then cut
+    log.append([b"b"], leader_epoch=1, timestamp=1)  # written, not yet fsynced: cut
     log.truncate_to(1)
     assert [v for _, _, v in _values(log)] == [b"a"]
     log.truncate_to(5)  # past the end: nothing to do
@@ -101,7 +101,7 @@ def test_which_voters_a_configuration_names(tmp_path: Path) -> None:
     assert configured_voters(three) == {1: ("127.0.0.1", 9093), 2: ("127.0.0.1", 9094),
                                         3: ("127.0.0.1", 9095)}
     outside = _config(tmp_path, **{"controller.quorum.voters": "2@h:1,3@h:2"})
-    with pytest.raises(RaftShellError, match="node.id 1 is not one of"):
+    with pytest.raises(QuorumError, match="node.id 1 is not one of"):
         configured_voters(outside)
-    with pytest.raises(RaftShellError, match="is not id@host:port"):
+    with pytest.raises(QuorumError, match="is not id@host:port"):
         configured_voters(_config(tmp_path, **{"controller.quorum.voters": "1@h:1,oops"}))

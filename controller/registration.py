@@ -12,10 +12,12 @@ says it was committed, the replayed record is what counts.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import trio
 from kraftpy.controller.feature_control import METADATA_VERSION, MV_3_7_IV0
 from kraftpy.controller.feature_updates import java_hash_map_order
 from kraftpy.protocol.messages.controller_registration_request import (
@@ -25,6 +27,10 @@ from kraftpy.protocol.messages.controller_registration_request import (
 )
 
 API_VERSION = 0
+REGISTRATION_INTERVAL_S = 0.5
+REGISTRATION_RETRY_S = 0.1  # while this incarnation is not registered yet
+
+log = logging.getLogger("kraftpy.controller")
 
 
 def registration_request(node_id: int, incarnation: uuid.UUID,
@@ -51,3 +57,38 @@ def needs_registration(controller: Any, node_id: int, incarnation: uuid.UUID) ->
         return False
     record = controller.cluster.controllers.get(node_id)
     return record is None or record.incarnation_id != incarnation
+
+
+async def register_controller(quorum: Any) -> None:
+    """Register this incarnation with the leader until the log holds it: tried every 0.1 s
+    until a leader takes it (as Kafka's ControllerRegistrationManager registers once it knows
+    the leader), then every half second until its record reaches this node's log; the
+    leader found anew each time, this node itself when it leads."""
+    from kraftpy.controller.host import NodeStopped
+    from kraftpy.controller.raft.peers import request_once
+
+    answered = False  # the leader took this incarnation's registration
+    runner = quorum.runner
+    while not runner.stopping:
+        pending = not answered and needs_registration(quorum.controller, quorum.node_id,
+                                                      quorum.incarnation)
+        await trio.sleep(REGISTRATION_RETRY_S if pending else REGISTRATION_INTERVAL_S)
+        if not needs_registration(quorum.controller, quorum.node_id, quorum.incarnation):
+            continue
+        leader = runner.core.leader_id
+        request = registration_request(quorum.node_id, quorum.incarnation,
+                                       quorum.controller_listeners, quorum.supported_features)
+        if leader == quorum.node_id and quorum.running:
+            try:
+                answer = await quorum.submit(request, API_VERSION)
+            except NodeStopped:
+                return
+        elif leader is not None and leader in runner.peers.addresses:
+            answer = await request_once(runner.peers.addresses[leader], request, API_VERSION,
+                                        runner.peers.client_id, REGISTRATION_INTERVAL_S * 4)
+        else:
+            continue
+        if answer is not None and answer.error_code == 0:
+            answered = True
+            log.info("registered controller incarnation %s with the leader (%d)",
+                     quorum.incarnation, leader)

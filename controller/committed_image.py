@@ -1,0 +1,152 @@
+"""The committed image: the metadata state at the high watermark, and snapshots taken of it.
+
+Kafka's MetadataLoader and SnapshotGenerator. A leader's controller runs ahead of the commit
+(it applies its records as it appends them), so its state is rarely one a snapshot may hold.
+Every node therefore keeps a second replica of the state, `CommittedImage`, fed only
+committed records, in order (from the host: a follower's as it replays the log, a leader's
+own as the high watermark passes them). A snapshot is the image's records at the offset it
+stands at, so a leader under unbroken load snapshots on the policy's two settings like any
+other node.
+
+Writing one never holds the event loop: `SnapshotJob.take` holds the image (committed records
+arriving meanwhile queue up), `run` encodes and writes the file in a worker thread, and
+`finish` back on the loop lets the image catch up and tells the caller what the log let go.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kraftpy.controller.log.snapshot_files import SnapshotFiles
+from kraftpy.controller.log.snapshots import SnapshotId
+from kraftpy.protocol.metadata_frame import encode_metadata_record
+
+log = logging.getLogger("kraftpy.snapshot")
+
+
+class CommittedImage:
+    """A controller replica that replays committed records only (it never handles requests)."""
+
+    def __init__(self, controller: Any, offset: int) -> None:
+        self.controller = controller
+        self.offset = offset  # the state here is the replay of every record below it
+        self._held: list[tuple[Any, int, int]] | None = None
+        self._held_offset = offset
+
+    def replay(self, record: Any, version: int, offset: int) -> None:
+        if self._held is not None:
+            self._held.append((record, version, offset))
+            return
+        self.controller.replay(record, version, offset)
+
+    def advance(self, offset: int) -> None:
+        """Everything below `offset` is replayed (control batches carry no records)."""
+        if self._held is not None:
+            self._held_offset = max(self._held_offset, offset)
+        elif offset > self.offset:
+            self.offset = offset
+
+    def hold(self) -> None:
+        """A snapshot is being taken of the state as it stands: queue what comes meanwhile."""
+        self._held = []
+        self._held_offset = self.offset
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        for record, version, offset in held or ():
+            self.controller.replay(record, version, offset)
+        self.offset = max(self.offset, self._held_offset)
+
+    @property
+    def held(self) -> bool:
+        return self._held is not None
+
+
+@dataclass
+class SnapshotJob:
+    """One snapshot of the held image: `run` (any thread), then `finish` (the loop)."""
+
+    image: CommittedImage
+    files: SnapshotFiles
+    snapshot_id: SnapshotId
+    last_contained_log_timestamp: int
+    control: list[tuple[bytes, bytes]]
+    now_ms: int
+    trimmed_to: SnapshotId | None = None
+    written: bool = False
+
+    def _values(self) -> Iterator[bytes]:
+        for record, version in self.image.controller.snapshot_records():
+            yield encode_metadata_record(record, version)
+
+    def run(self) -> None:
+        """Encode and write the file, then let go of what it covers (the log below it)."""
+        self.trimmed_to = self.files.write(
+            self.snapshot_id, self._values(),
+            last_contained_log_timestamp=self.last_contained_log_timestamp,
+            now_ms=self.now_ms, control=self.control)
+        self.written = True
+
+    def finish(self) -> None:
+        """Back on the loop, written or not: the image catches up with what it held."""
+        self.image.release()
+
+
+@dataclass
+class RetentionJob:
+    """`metadata.max.retention.*` letting older snapshots and their segments go with no new
+    snapshot due (every snapshot on disk is committed: nothing to wait for)."""
+
+    files: SnapshotFiles
+    now_ms: int
+    trimmed_to: SnapshotId | None = None
+    written: bool = False
+    snapshot_id: SnapshotId | None = None
+
+    def run(self) -> None:
+        self.trimmed_to = self.files.apply_retention(self.now_ms)
+
+    def finish(self) -> None:
+        pass
+
+
+class SnapshotGenerator:
+    """When to snapshot the committed image (the policy of `SnapshotFiles`), one at a time."""
+
+    def __init__(self, files: SnapshotFiles) -> None:
+        self.files = files
+        self.job: SnapshotJob | RetentionJob | None = None
+
+    def maybe_take(self, image: CommittedImage, now_ms: int, *,
+                   epoch_of: Callable[[int], int],
+                   timestamp_below: Callable[[int], int | None],
+                   control_at: Callable[[int], list[tuple[bytes, bytes]]]
+                   ) -> SnapshotJob | RetentionJob | None:
+        """A job for a snapshot of `image` if the policy asks for one now (the image held
+        until it finishes), or for retention alone, else None. The callables give the leader epoch of an offset, the
+        timestamp of the batch ending at an offset, and the raft control records (kraft.version
+        and voters) in force there."""
+        if self.job is not None or image.held:
+            return None
+        at = image.offset
+        if at <= 0 or not self.files.due(at, now_ms):
+            if self.files.retention_due(now_ms):
+                self.job = RetentionJob(self.files, now_ms)  # type: ignore[assignment]
+                return self.job
+            return None
+        last_ts = timestamp_below(at)
+        if last_ts is None:
+            newest = self.files.newest
+            last_ts = newest.last_contained_log_timestamp if newest is not None else 0
+        image.hold()
+        self.job = SnapshotJob(image, self.files, SnapshotId(at, epoch_of(at - 1)), last_ts,
+                               control_at(at), now_ms)
+        return self.job
+
+    def done(self, job: SnapshotJob | RetentionJob) -> None:
+        job.finish()
+        if self.job is job:
+            self.job = None

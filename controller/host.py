@@ -1,0 +1,366 @@
+"""The controller host: requests in, records to the quorum, answers out once committed.
+
+Kafka's QuorumController event side, sans-IO: the trio node (`quorum.py`) and the
+deterministic simulation call the same methods, so what the simulation checks is what the
+server does.
+
+- `handle`: the active controller handles a request (`QuorumController.handle`), appends the
+  result's records through the raft driver (its transaction records to the transaction log
+  first), applies them to its state at once, and defers the answer (`Deferred`) until the
+  high watermark, and the transaction log's durable count, pass everything it wrote and
+  everything written before it (Kafka's DeferredEventQueue). Elsewhere it answers
+  NOT_CONTROLLER (NOT_COORDINATOR for InitProducerId, which a client answers by finding the
+  coordinator again).
+- As `RaftListener` it hears the driver: a commit releases deferred answers, replays what
+  this controller has not applied (a follower's whole log, a new leader's predecessors'
+  tail) and feeds the committed image its records; a leadership change moves between the
+  states below; an installed snapshot rebuilds the state from it.
+- States (`HostState`): FOLLOWER replays what the quorum commits; ELECTED leads but waits
+  until its whole log is committed and replayed; MIGRATING is active but first moves
+  kraftpy's former transaction-log layout; ACTIVE answers; STOPPED and FAILED answer nothing
+  more. Losing the leadership fails every deferred answer with NOT_CONTROLLER and rebuilds
+  the controller from the committed state (what it applied ahead of the commit is dropped).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kraftpy.controller import replay
+from kraftpy.controller.committed_image import CommittedImage, SnapshotGenerator
+from kraftpy.controller.raft.driver import RaftDriver
+from kraftpy.protocol.metadata_frame import encode_metadata_record
+
+log = logging.getLogger("kraftpy.controller")
+
+NOT_CONTROLLER = 41
+NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE = 15
+INIT_PRODUCER_ID = 22
+
+
+class HostState(enum.Enum):
+    FOLLOWER = "follower"
+    ELECTED = "elected"
+    MIGRATING = "migrating"
+    ACTIVE = "active"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+class NodeStopped(RuntimeError):
+    """The controller stopped (or failed) before this request could be answered."""
+
+
+@dataclass(eq=False, slots=True)
+class Deferred:
+    """An answer released once the metadata log has committed everything below `end` and
+    the transaction log everything below `txn_end`; `response` None: the node stopped."""
+
+    end: int
+    txn_end: int
+    request: Any
+    version: int
+    response: Any
+    done: bool = False
+    wake: Callable[[], None] | None = None
+
+    def resolve(self, response: Any) -> None:
+        self.response = response
+        self.done = True
+        if self.wake is not None:
+            self.wake()
+
+
+def error_response(request: Any, version: int, code: int) -> Any:
+    from kraftpy.controller.api.errors import error_response as build
+
+    return build(request.API_KEY, request, version, code)
+
+
+def log_events(events: list[Any]) -> None:
+    """A result's event lines at INFO: a str, or a (format, *args) tuple."""
+    for line in events:
+        if type(line) is tuple:
+            log.info(*line)
+        else:
+            log.info("%s", line)
+
+
+class ControllerHost:
+    """One node's controller, its committed image and the answers waiting for a commit."""
+
+    def __init__(self, *, driver: RaftDriver, log_: Any, snapshots: Any,
+                 make_controller: Callable[[], Any], clock_ms: Callable[[], int],
+                 txn: Any = None, lone: Any = None) -> None:
+        """`lone`: a lone voter's state, its whole disk replayed at open
+        (`recovery.LoneVoterState`); otherwise the controller and the committed image are
+        rebuilt from the newest snapshot and the log below the high watermark."""
+        self.driver = driver
+        self.log = log_
+        self.snapshots = snapshots
+        self.make_controller = make_controller
+        self.clock_ms = clock_ms
+        self.txn = txn  # TransactionLog: only a lone voter keeps one
+        self.generator = SnapshotGenerator(snapshots)
+        self.state = HostState.FOLLOWER
+        self.term = 0  # counts activations
+        self.failure: BaseException | None = None
+        self.on_activated: Callable[[], None] = lambda: None  # run the timers at once
+        self.start_job: Callable[[Any], None] = lambda job: None  # runs a snapshot job
+        self.on_new_controller: Callable[[Any], None] | None = None
+        self.on_commit: Callable[[], None] = lambda: None  # after each release
+        self._deferred: deque[Deferred] = deque()
+        self._own: deque[tuple[int, list[tuple[Any, int]]]] = deque()  # applied, uncommitted
+        self.hwm = driver.high_watermark
+        if lone is not None:
+            self.controller, self.image, self.applied = lone.controller, lone.image, lone.applied
+        else:
+            self.controller, self.image, self.applied = self._rebuild(self.hwm, image=True)
+
+    # --- requests ------------------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.state is HostState.ACTIVE
+
+    def handle(self, request: Any, version: int, listener: str | None = None) -> Any:
+        """The answer, or a `Deferred` one (see the module docstring)."""
+        state = self.state
+        if state is not HostState.ACTIVE:
+            if state is HostState.FAILED:
+                raise NodeStopped("the controller stopped after a failure") from self.failure
+            return self.not_leader(request, version)
+        now = self.clock_ms()
+        next_offset = self.driver.core.next_offset
+        result = self.controller.handle(request, version, now_ms=now, next_offset=next_offset,
+                                        listener=listener)
+        if result.txn_records and self.txn is None:
+            log.warning("%s would write transaction state, which a quorum of several voters "
+                        "does not replicate: refused", type(request).__name__)
+            return error_response(request, version, COORDINATOR_NOT_AVAILABLE)
+        end = self.write(result, now, next_offset)
+        txn_end = self.txn.end if self.txn is not None else 0
+        if result.respond_before_commit or (self.hwm >= end and self.txn_durable >= txn_end):
+            return result.response
+        deferred = Deferred(end, txn_end, request, version, result.response)
+        self._deferred.append(deferred)
+        return deferred
+
+    def not_leader(self, request: Any, version: int) -> Any:
+        code = NOT_COORDINATOR if request.API_KEY == INIT_PRODUCER_ID else NOT_CONTROLLER
+        return error_response(request, version, code)
+
+    def tick(self) -> None:
+        """The controller's timers (fencing, elections, NoOps, a bootstrap, id prefetch)."""
+        if self.state is not HostState.ACTIVE:
+            return
+        now = self.clock_ms()
+        next_offset = self.driver.core.next_offset
+        result = self.controller.tick(now_ms=now, next_offset=next_offset)
+        if result.txn_records and self.txn is None:
+            log.warning("a timer would write transaction state, which a quorum of several "
+                        "voters does not replicate: skipped")
+            return
+        self.write(result, now, next_offset)
+
+    def write(self, result: Any, now: int, next_offset: int) -> int:
+        """Append and apply a result's records; the log end its answer waits for."""
+        if result.events:
+            log_events(result.events)
+        # Encoded before anything is written: a record that cannot be fails its operation
+        # alone, with none of its transaction records left in that log.
+        values = [encode_metadata_record(r, v) for r, v in result.records]
+        txn_offset = 0
+        if self.txn is not None:
+            txn_offset = (self.txn.append(result.txn_records, now) if result.txn_records
+                          else self.txn.end)
+        if not values:
+            if result.txn_records:
+                self.controller.apply(result, offset=next_offset, txn_offset=txn_offset)
+            return next_offset
+        base = self.driver.append(values)
+        self.controller.apply(result, offset=base, txn_offset=txn_offset)
+        self._own.append((base, result.records))
+        end = base + len(values)
+        if end > self.applied:
+            self.applied = end
+        return end
+
+    @property
+    def waiting(self) -> int:
+        """How many answers wait for a commit."""
+        return len(self._deferred)
+
+    @property
+    def txn_durable(self) -> int:
+        return self.txn.durable if self.txn is not None else 0
+
+    @property
+    def written(self) -> bool:
+        """Whether everything this node appended (what lingers in the core included) is
+        committed: a lone voter stopping cleanly waits for it."""
+        txn = self.txn
+        return self.hwm >= self.driver.core.next_offset and (txn is None or txn.durable
+                                                             >= txn.end)
+
+    # --- what the driver tells (RaftListener) --------------------------------------------------
+    def committed(self, high_watermark: int) -> None:
+        self.hwm = high_watermark
+        image, own = self.image, self._own
+        while own and own[0][0] < high_watermark:  # a result is never split across batches
+            base, records = own.popleft()
+            for i, (record, version) in enumerate(records):
+                image.replay(record, version, base + i)
+        if high_watermark > self.applied:  # a follower's records, or a new leader's tail
+            replay.apply((self.controller, image), replay.log_records(
+                self.log.read(self.applied), self.applied, high_watermark))
+            self.applied = high_watermark
+        image.advance(high_watermark)
+        self.controller.features.kraft_version = self.driver.core.kraft_version
+        self.release()
+        if self.state is HostState.ELECTED:
+            self._maybe_activate()
+        self.maybe_snapshot()
+
+    def leadership_changed(self, leading: bool) -> None:
+        if leading:
+            if self.state is HostState.FOLLOWER:
+                self.state = HostState.ELECTED
+                self._maybe_activate()
+            return
+        if self.state in (HostState.ELECTED, HostState.MIGRATING, HostState.ACTIVE):
+            log.info("no longer the active controller (epoch %d): failing %d answers in "
+                     "flight, rebuilding the controller from the committed log",
+                     self.driver.core.epoch, len(self._deferred))
+            self.fail_deferred(NOT_CONTROLLER)
+            self._own.clear()
+            self.controller, _, self.applied = self._rebuild(self.hwm, image=False)
+            self.state = HostState.FOLLOWER
+            if self.on_new_controller is not None:
+                self.on_new_controller(self.controller)
+
+    def snapshot_installed(self, snapshot: Any, size: int) -> None:
+        self.controller, self.image, self.applied = self._rebuild(
+            snapshot.snapshot_id.end_offset, image=True)
+        if self.on_new_controller is not None:
+            self.on_new_controller(self.controller)
+
+    def txn_durable_moved(self, count: int) -> None:
+        """The transaction log's fsync round covered records below `count`."""
+        self.release()
+
+    # --- answers -------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Tell the controller the committed offsets; release the answers they cover."""
+        hwm, txn_hwm = self.hwm, self.txn_durable
+        self.controller.on_committed(hwm, txn_hwm)
+        deferred = self._deferred
+        while deferred and deferred[0].end <= hwm and deferred[0].txn_end <= txn_hwm:
+            waiting = deferred.popleft()
+            waiting.resolve(waiting.response)
+        self.on_commit()
+
+    def fail_deferred(self, code: int | None) -> None:
+        """Every waiting answer: an error `code`, or None (the node stopped)."""
+        deferred, self._deferred = self._deferred, deque()
+        for waiting in deferred:
+            waiting.resolve(None if code is None
+                            else error_response(waiting.request, waiting.version, code))
+
+    def stop(self) -> None:
+        if self.state is not HostState.FAILED:
+            self.state = HostState.STOPPED
+        self.fail_deferred(NOT_CONTROLLER)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self.state = HostState.FAILED
+        self.fail_deferred(None)
+
+    # --- activation ----------------------------------------------------------------------------
+    def _maybe_activate(self) -> None:
+        """A leader answers once its whole log (its LeaderChange included) is committed and
+        replayed, so it answers from the whole history."""
+        core = self.driver.core
+        end = core.log.end_offset
+        if not self.driver.leading or core.high_watermark < end or self.applied < end:
+            return
+        self.term += 1
+        self.controller.activate(leader_epoch=core.epoch, now_ms=self.clock_ms())
+        migrating = self.txn is not None and self.controller.transactions.migration_due()
+        self.state = HostState.MIGRATING if migrating else HostState.ACTIVE
+        log.info("active controller in epoch %d from offset %d", core.epoch, end)
+        self.on_activated()
+
+    def migration_step(self) -> int | None:
+        """While MIGRATING: write the next step of moving the former transaction-log layout
+        (each committed before the next is asked for); the log end it waits for, or None
+        once done (then ACTIVE)."""
+        step = self.controller.transactions.migration_step()
+        if step is None:
+            if self.state is HostState.MIGRATING:
+                self.state = HostState.ACTIVE
+            return None
+        return self.write(step, self.clock_ms(), self.driver.core.next_offset)
+
+    # --- state from disk -----------------------------------------------------------------------
+    def _rebuild(self, end: int, *, image: bool) -> tuple[Any, Any, int]:
+        """A controller (and with `image` a committed image) from the newest whole snapshot
+        and the log below `end`: the node's state when it holds only committed records. A
+        lone voter's transaction log, all of it its own and on its way to disk, too."""
+        controller = self.make_controller()
+        controller.features.kraft_version = self.driver.core.kraft_version
+        targets = [controller]
+        new_image = None
+        if image:
+            image_controller = self.make_controller()
+            image_controller.features.kraft_version = self.driver.core.kraft_version
+            targets.append(image_controller)
+        at, _, _ = replay.replay_snapshot_and_log(targets, self.snapshots.newest_whole(),
+                                                  self.log, end)
+        if image:
+            new_image = CommittedImage(targets[1], at)
+        if self.txn is not None:
+            replay.replay_transaction_log(controller, self.txn.files, recovered=False)
+        controller.on_committed(at, self.txn_durable)
+        return controller, new_image if image else self.image, at
+
+    # --- snapshots -----------------------------------------------------------------------------
+    def maybe_snapshot(self) -> None:
+        """Hand a snapshot (or retention) job to `start_job` when the policy asks for one."""
+        job = self.generator.maybe_take(
+            self.image, self.clock_ms(), epoch_of=self._epoch_of,
+            timestamp_below=self.log.timestamp_below, control_at=self._control_at)
+        if job is not None:
+            self.start_job(job)
+
+    def job_done(self, job: Any) -> None:
+        """On the loop, after `job.run` (in a worker thread, or not at all if it failed)."""
+        self.generator.done(job)
+        trimmed = job.trimmed_to
+        cut = None if trimmed is None else (trimmed.end_offset, trimmed.epoch)
+        sid = job.snapshot_id if job.written else trimmed
+        if sid is not None and sid.end_offset > self.log.log_start_offset - 1:
+            self.driver.snapshot_taken((sid.end_offset, sid.epoch), cut)
+
+    def _epoch_of(self, offset: int) -> int:
+        epoch = self.log.epoch_at(offset)
+        if epoch is None:  # the log starts at the newest snapshot: its epoch
+            newest = self.snapshots.newest
+            epoch = newest.snapshot_id.epoch if newest is not None and newest.snapshot_id else 0
+        return epoch
+
+    def _control_at(self, offset: int) -> list[tuple[bytes, bytes]]:
+        """The kraft.version and voter set a snapshot at `offset` carries after its header."""
+        core = self.driver.core
+        if core.kraft_version < 1:
+            return []
+        from kraftpy.controller.raft.voters import control_records
+
+        return control_records(core.kraft_version, core.voters_at(offset).to_record())

@@ -1,0 +1,298 @@
+"""The raft driver on trio: the poll loop, the flusher, the peers, parked raft requests.
+
+Everything a node's replica decides goes through `RaftDriver` (`driver.py`); this is only
+when and where: a poll at the core's next deadline (or at once when an event woke it), fsyncs
+of the log in a worker thread one round at a time, requests to the other voters through
+`Peers`, and the raft requests from peers (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+FetchSnapshot) parked until the core answers them.
+
+Group commit: each fsync round covers every flush the core asked for by the time it began;
+what is appended meanwhile waits for the next round. A round is done on the loop itself when
+nothing else could run meanwhile and the last one was quick (a thread hand-off would only
+add its two GIL switches); otherwise in a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+from kraftpy.controller.log import files
+from kraftpy.controller.metrics_stats import Timings
+from kraftpy.controller.raft import quorum_state
+from kraftpy.controller.raft.config import RaftConfig
+from kraftpy.controller.raft.core import RaftNode
+from kraftpy.controller.raft.driver import RaftDriver, RaftPorts
+from kraftpy.controller.raft.log_state import RaftLog
+from kraftpy.controller.raft.peers import Peers
+from kraftpy.controller.raft.voters import VoterSet
+
+log = logging.getLogger("kraftpy.raft")
+
+# An fsync is done on the loop itself (when nothing else could run meanwhile) only while the
+# last one took at most this long, so a slow disk never stalls the loop for longer than one.
+INLINE_FSYNC_MAX_S = 0.001
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(eq=False)
+class _Reply:
+    """A raft request waiting for the core's answer."""
+
+    event: trio.Event = field(default_factory=trio.Event)
+    response: Any = None
+
+
+class RaftRunner:
+    """One replica of `__cluster_metadata-0` running on trio."""
+
+    def __init__(self, *, node_id: int, cluster_id: str, log_: Any, snapshots: Any,
+                 raft_config: RaftConfig, voters: VoterSet,
+                 addresses: dict[int, tuple[str, int]], directory_id: Any,
+                 endpoint: tuple[str, str, int], clock_ms: Callable[[], int] = wall_clock_ms,
+                 kraft_version: int = 0,
+                 voter_history: list[tuple[int, VoterSet]] | None = None,
+                 bootstrap: dict[int, tuple[str, int]] | None = None,
+                 high_watermark: int = 0) -> None:
+        self.log = log_
+        self.partition_dir = Path(log_.directory)
+        self.clock_ms = clock_ms
+        self.fsyncs = 0
+        self.fsync_timings = Timings()
+        self.pass_timings = Timings()  # a poll pass, from its start to its end
+        self.queue_timings = Timings()  # from the event that woke the loop to its pass
+        self._woken_at: float | None = None
+        self.failure: BaseException | None = None
+        self.on_failure: Callable[[BaseException], None] = lambda exc: None
+        self.stopping = False
+        self.done = False  # `run` ended: no raft request is answered any more
+        self._replies: set[_Reply] = set()
+        self._flushes: deque[int] = deque()
+        self._flush_wake = trio.Event()
+        self._fsync_s = 0.0  # how long the last round took
+        self._wake = trio.Event()
+        self._progress: trio.Event | None = None  # pulsed after each step, once asked for
+        election_path = self.partition_dir / quorum_state.FILE_NAME
+        election = (quorum_state.decode(election_path.read_bytes())
+                    if election_path.exists() else None)
+        start = log_.log_start_offset
+        raft_log = RaftLog(start_offset=start, end_offset=log_.log_end_offset,
+                           flushed_offset=log_.log_end_offset,
+                           epochs=list(log_.leader_epochs),
+                           snapshots=[s for s in snapshots.ids() if s[0] >= start],
+                           high_watermark=max(start, high_watermark))
+        core = RaftNode(config=raft_config, node_id=node_id, directory_id=directory_id,
+                        cluster_id=cluster_id, voters=voters, log=raft_log, election=election,
+                        now_ms=clock_ms(), rng=random.Random(), listener=endpoint[0],
+                        endpoints=(endpoint,), kraft_version=kraft_version,
+                        voter_history=voter_history, bootstrap=bootstrap)
+        self.peers: Peers
+        if bootstrap is not None:  # KIP-853: peers come and go with the voter set
+            from kraftpy.controller.raft.dynamic import DynamicPeers
+            self.peers = DynamicPeers(node_id, core.endpoint_of,
+                                      request_timeout_ms=raft_config.request_timeout_ms,
+                                      on_response=self._on_response,
+                                      on_failure=self._on_failure)
+        else:
+            self.peers = Peers(node_id, {i: hp for i, hp in addresses.items() if i != node_id},
+                               request_timeout_ms=raft_config.request_timeout_ms,
+                               on_response=self._on_response, on_failure=self._on_failure)
+        ports = RaftPorts(log=log_, snapshots=snapshots, send=self.peers.send,
+                          respond=self._respond, flush=self._flush,
+                          write_quorum_state=self._write_quorum_state, wake=self.kick)
+        # Its listener (the controller host) is set before `run`: the host is built on it.
+        self.driver = RaftDriver(core, ports, _NoListener(), clock_ms)
+
+    @property
+    def core(self) -> RaftNode:
+        return self.driver.core
+
+    # --- what the node and the handlers use ----------------------------------------------------
+    async def raft_request(self, request: Any, version: int) -> Any:
+        """The core's answer to a raft request from a peer (None if the node stopped)."""
+        if self.failure is not None or self.done:
+            return None
+        reply = _Reply()
+        self._replies.add(reply)
+        try:
+            self.step(lambda: self.driver.handle_request(reply, request, version))
+            await reply.event.wait()
+        finally:
+            self._replies.discard(reply)
+        return reply.response
+
+    def step(self, event: Callable[[], Any]) -> Any:
+        """Run one driver event; a failure stops the node (memory would be ahead of disk)."""
+        if self.failure is not None:
+            return None
+        try:
+            return event()
+        except Exception as exc:  # noqa: BLE001 - the node stops with it, logged by `fail`
+            self.fail(exc)
+            return None
+        finally:
+            self._wake.set()
+            if self._progress is not None:
+                self._progress.set()
+                self._progress = None
+
+    async def progress(self) -> None:
+        """Until the next event has been carried out (the high watermark may have moved)."""
+        if self._progress is None:
+            self._progress = trio.Event()
+        await self._progress.wait()
+
+    def kick(self) -> None:
+        if self._woken_at is None:
+            self._woken_at = time.perf_counter()
+        self._wake.set()
+
+    def fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+            log.error("the raft quorum stopped: %s: %s", type(exc).__name__, exc)
+            self.on_failure(exc)
+        for reply in list(self._replies):
+            reply.event.set()
+        self._wake.set()
+        self._flush_wake.set()
+
+    def stop(self) -> None:
+        """Resign (a leader sends EndQuorumEpoch) and end `run`."""
+        self.stopping = True
+        self._wake.set()
+
+    # --- the ports ----------------------------------------------------------------------------
+    def _respond(self, token: _Reply, response: Any) -> None:
+        token.response = response
+        token.event.set()
+
+    def _flush(self, offset: int) -> None:
+        self._flushes.append(offset)
+        self._flush_wake.set()
+
+    def _write_quorum_state(self, data: bytes) -> None:
+        files.atomic_write(self.partition_dir / quorum_state.FILE_NAME, data)
+
+    def _on_response(self, source: int, correlation_id: int, response: Any) -> None:
+        self.step(lambda: self.driver.handle_response(source, correlation_id, response))
+
+    def _on_failure(self, destination: int, correlation_id: int) -> None:
+        self.step(lambda: self.driver.request_failed(destination, correlation_id))
+
+    # --- the tasks ----------------------------------------------------------------------------
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        self.step(self.driver.start)
+        task_status.started()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.peers.run)
+                nursery.start_soon(self._flusher)
+                await self._poll_loop()
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:
+            self.fail(exc)
+            raise
+        finally:
+            self.done = True
+            self.driver.ports.snapshots.download.abandon()
+            for reply in list(self._replies):  # parked raft requests: answered as stopped
+                reply.event.set()
+
+    async def _poll_loop(self) -> None:
+        while self.failure is None:
+            if self.stopping:
+                self.step(self.driver.resign)
+                await trio.sleep(0.1)  # EndQuorumEpoch on its way to the other voters
+                return
+            began = time.perf_counter()
+            woken, self._woken_at = self._woken_at, None
+            if woken is not None:
+                self.queue_timings.observe(began - woken, woken)
+            self.step(self.driver.poll)
+            self.pass_timings.observe(time.perf_counter() - began, began)
+            # What this pass did needs no second pass (its timers are in next_deadline):
+            # only what comes while waiting wakes the loop early.
+            self._wake = trio.Event()
+            # The core's times are whole milliseconds; measured against the exact time so a
+            # timer (the append linger above all) fires when due, not a millisecond later.
+            now_ms = time.time() * 1000 if self.clock_ms is wall_clock_ms else self.clock_ms()
+            wait_s = max(0.0, (self.core.next_deadline() - now_ms) / 1000)
+            with trio.move_on_after(min(wait_s, 1.0)):
+                await self._wake.wait()
+
+    async def _flusher(self) -> None:
+        """One fsync at a time; each covers every flush the core has asked for by then."""
+        while True:
+            if not self._flushes:
+                self._flush_wake = trio.Event()
+                await self._flush_wake.wait()
+                if self.failure is not None:
+                    return
+                continue
+            began = time.perf_counter()
+            offsets, ticket = self._begin_round()
+            try:
+                if self._fsync_s <= INLINE_FSYNC_MAX_S and \
+                        trio.lowlevel.current_statistics().tasks_runnable == 0:
+                    ticket.fsync()
+                else:
+                    await trio.to_thread.run_sync(ticket.fsync)
+            except OSError as exc:
+                ticket.release()
+                self.fail(OSError(exc.errno, f"fsync of the metadata log failed: {exc}"))
+                return
+            self._end_round(offsets, ticket, began)
+
+    def flush_now(self) -> None:
+        """One whole fsync round here and now (tests that order commits themselves)."""
+        began = time.perf_counter()
+        offsets, ticket = self._begin_round()
+        try:
+            ticket.fsync()
+        except OSError as exc:
+            ticket.release()
+            self.fail(OSError(exc.errno, f"fsync of the metadata log failed: {exc}"))
+            return
+        self._end_round(offsets, ticket, began)
+
+    @property
+    def flushes_asked(self) -> bool:
+        return bool(self._flushes)
+
+    def _begin_round(self) -> tuple[list[int], Any]:
+        """The flushes this round answers, and the log's ticket (everything written)."""
+        offsets = list(self._flushes)
+        self._flushes.clear()
+        return offsets, self.log.begin_flush()
+
+    def _end_round(self, offsets: list[int], ticket: Any, began: float) -> None:
+        ticket.release()
+        self.log.complete_flush(ticket)
+        self._fsync_s = time.perf_counter() - began
+        self.fsyncs += 1
+        self.fsync_timings.observe(self._fsync_s, began)
+        for offset in offsets:
+            self.step(lambda o=offset: self.driver.flushed(o))
+
+
+class _NoListener:
+    def committed(self, high_watermark: int) -> None:
+        pass
+
+    def leadership_changed(self, leading: bool) -> None:
+        pass
+
+    def snapshot_installed(self, snapshot: Any, size: int) -> None:
+        pass
