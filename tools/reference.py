@@ -92,7 +92,7 @@ def render_metrics() -> str:
     out = [GENERATED.format(source="controller/metrics.py (CATALOG)"),
            "# Metrics reference\n",
            "What `/metrics` serves once `kraftpy.metrics.listener=http://HOST:PORT` is set (see "
-           "[Monitoring](operations/monitoring.md)). Names are what the Prometheus JMX exporter "
+           "[Monitoring](monitoring.md)). Names are what the Prometheus JMX exporter "
            "makes of Kafka 4.1's MBeans, so Kafka dashboards and alerts read kraftpy unchanged: "
            "Yammer metrics by the rules of the exporter's Kafka example (`lowercaseOutputName`: a "
            "gauge `kafka_<domain>_<type>_<name>`, a `...PerSec` meter `..._total`, a histogram's "
