@@ -592,7 +592,10 @@ def status(directory: Path, timeout: float = 2.0) -> dict[str, Any]:
         leader, partition = found
         out["leader"] = {"node_id": partition.leader_id, "epoch": partition.leader_epoch,
                          "high_watermark": partition.high_watermark}
-        leader_end = max((v.log_end_offset for v in partition.current_voters), default=0)
+        # Lag as kafka-metadata-quorum prints it: the leader's log end offset minus the
+        # replica's.
+        leader_end = next((v.log_end_offset for v in partition.current_voters
+                           if v.replica_id == partition.leader_id), partition.high_watermark)
         for kind, group in (("voter", partition.current_voters),
                             ("observer", partition.observers)):
             for r in group:
@@ -618,6 +621,12 @@ def status(directory: Path, timeout: float = 2.0) -> dict[str, Any]:
                                      "unfenced" if node.node_id in registered else
                                      "not registered")
         nodes.append(entry)
+    ours = {n.node_id for n in state.nodes}
+    for node_id, replica in sorted(replicas.items()):  # in the quorum, not started here
+        if node_id not in ours:
+            nodes.append({"role": "controller" if replica["quorum"] == "voter" else "node",
+                          "node_id": node_id, "address": "-", "pid": None,
+                          "process": "not ours", "data": None, "log": None, **replica})
     out["nodes"] = nodes
     return out
 
@@ -632,7 +641,7 @@ def format_status(info: dict[str, Any]) -> str:
                      f"watermark {leader['high_watermark']}")
     elif info["running"]:
         lines.append("quorum: no leader answers now")
-    lines.append(f"bootstrap servers: {info['bootstrap_servers']}")
+    lines.append(f"bootstrap servers: {info['bootstrap_servers'] or '(no brokers)'}")
     lines.append(f"{'node':<16}{'address':<17}{'process':<17}{'quorum':<10}{'log end':>8}"
                  f"{'lag':>6}  broker")
     for n in info["nodes"]:
@@ -641,7 +650,7 @@ def format_status(info: dict[str, Any]) -> str:
         lag = "" if n.get("lag") is None else str(n["lag"])
         lines.append(f"{n['role'] + ' ' + str(n['node_id']):<16}{n['address']:<17}"
                      f"{process:<17}{n['quorum'] or '-':<10}{end:>8}{lag:>6}  "
-                     f"{n.get('registration') or ''}")
+                     f"{n.get('registration') or ''}".rstrip())
     return "\n".join(lines)
 
 

@@ -1,8 +1,8 @@
 """The documentation site builds with warnings as errors, and its shell examples run.
 
 The conventions are docs/index.md's ("Examples that run") and `support/doc_examples.py`'s.
-Pages whose examples start a `kraftpy cluster` run in tests/tools/test_cluster_command.py,
-which shares that one cluster with its own checks.
+The getting-started page, whose examples start a cluster with real brokers, runs in
+tests/tools/test_cluster_command.py, which shares that one cluster with its own checks.
 """
 
 from __future__ import annotations
@@ -14,15 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.doc_examples import ROOT, PageRun, blocks, examples, pages
+from support.doc_examples import CLUSTER_PAGE, ROOT, PageRun, blocks, examples, pages
 
 # Info strings a fenced block may have: `sh` runs, the others are shown.
 KNOWN = {"sh", "text", "properties", "python", "json", "yaml"}
-
-
-def _starts_a_cluster(page: Path) -> bool:
-    return any(e.long_running and e.command.startswith("kraftpy cluster")
-               for e in examples(page))
 
 
 def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
@@ -43,10 +38,14 @@ def test_every_block_says_whether_it_runs() -> None:
     assert unknown == [], "use ```sh for an example that runs, ```text for one that does not"
 
 
-@pytest.mark.parametrize("page", [p for p in pages() if examples(p) and not _starts_a_cluster(p)],
+@pytest.mark.parametrize("page", [p for p in pages() if examples(p) and p != CLUSTER_PAGE],
                          ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_pages_examples_run(page: Path, tmp_path: Path) -> None:
-    run = PageRun(tmp_path)
+def test_the_pages_examples_run(page: Path, tmp_path: Path,
+                                request: pytest.FixtureRequest) -> None:
+    # A page that runs Kafka's tools (kraftpy-cluster/bin) runs them from the suite's jars.
+    libs = request.getfixturevalue("kafka_jars") if "kraftpy-cluster/bin" in page.read_text() \
+        else None
+    run = PageRun(tmp_path, kafka_libs=libs)
     try:
         for example in examples(page):
             run.run(example)

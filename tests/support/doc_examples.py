@@ -11,7 +11,8 @@ The convention, for every page under docs/ and for README.md:
   blocks after it talk to it, and once the page's last block has run it gets SIGINT and must
   exit 0. It runs on free ports: its command gets them as options, and the addresses it would
   have by default (127.0.0.1:9092 and :9093 for `serve`, 127.0.0.1:29092.. and :29192.. for
-  `cluster`) are replaced by them in the blocks after it.
+  `cluster`) are replaced by them in the blocks after it. A `kraftpy serve --config FILE` runs
+  on the listeners of its file (written by an earlier block, so already rewritten).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+# The page whose cluster (real brokers) tests/tools/test_cluster_command.py shares.
+CLUSTER_PAGE = DOCS / "getting-started.md"
 LONG_RUNNING = "# runs until Ctrl-C"
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>[^\n`]*)$")
 CLUSTER_READY = "running; Ctrl-C stops every node"
@@ -107,10 +110,10 @@ class PageRun:
         self.background: list[Background] = []
 
     def substitute(self, code: str) -> str:
-        for bg in self.background:
-            for default, actual in bg.addresses.items():
-                code = code.replace(default, actual)
-        return code
+        """The code with each default address a long-running example took replaced, in one
+        pass (a replacement is never replaced again)."""
+        mapping = {k: v for bg in self.background for k, v in bg.addresses.items()}
+        return re.sub(r"127\.0\.0\.1:\d+", lambda m: mapping.get(m[0], m[0]), code)
 
     def run(self, example: Example, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
         if example.long_running:
@@ -129,15 +132,26 @@ class PageRun:
     def start(self, example: Example, timeout: float = 240.0) -> Background:
         from support.server import HOST, free_port, probe
 
-        argv = shlex.split(example.command)
+        argv = shlex.split(self.substitute(example.command))
         assert argv[:1] == ["kraftpy"] and argv[1:2] in (["serve"], ["cluster"]), (
             f"{example}: a long-running example is `kraftpy serve` or `kraftpy cluster`")
         addresses: dict[str, str] = {}
-        if argv[1] == "serve":
+        probes: list[str] = []
+        config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-c", "--config")),
+                      None)
+        if argv[1] == "serve" and config is not None:
+            # its own file (written by an earlier block, addresses already rewritten)
+            from kraftpy.controller.config import parse_endpoints, parse_properties
+
+            props = parse_properties((self.workdir / config).read_text())
+            probes = [f"{e.host}:{e.port}" for e in parse_endpoints("listeners",
+                                                                    props["listeners"])]
+        elif argv[1] == "serve":
             client, controller = free_port(), free_port()
             argv += ["--override", f"listeners=PLAINTEXT://{HOST}:{client},"
                      f"CONTROLLER://{HOST}:{controller}"]
             addresses = {f"{HOST}:9092": f"{HOST}:{client}", f"{HOST}:9093": f"{HOST}:{controller}"}
+            probes = list(addresses.values())
         else:
             base = cluster_base_port()
             argv += ["--base-port", str(base)]
@@ -160,7 +174,7 @@ class PageRun:
                                      f"{output.read_text(errors='replace')[-4000:]}")
             if argv[1] == "serve":
                 ready = all(probe(host, int(port)) for host, port in
-                            (a.rsplit(":", 1) for a in addresses.values()))
+                            (a.rsplit(":", 1) for a in probes))
             else:
                 ready = CLUSTER_READY in output.read_text(errors="replace")
             if ready:

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 from kraftpy.tools.local_cluster import STATE_FILE, pid_alive
-from support.doc_examples import DOCS, PageRun, cluster_base_port, examples
+from support.doc_examples import CLUSTER_PAGE as PAGE
+from support.doc_examples import PageRun, cluster_base_port, examples
 
 pytestmark = pytest.mark.slow
-
-PAGE = DOCS / "getting-started.md"
 
 
 def _kraftpy(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
@@ -189,9 +188,26 @@ def test_every_node_dies_with_the_command_even_on_kill_9(tmp_path: Path) -> None
             time.sleep(0.05)
         assert not [p for p in pids if pid_alive(p)]
         assert _processes_under(tmp_path / "kraftpy-cluster") == []
-        # `status` tells the operator so; a new start runs on the same data
+        # `status` tells the operator so; a new start runs on the same data, same ports
         status = _kraftpy("cluster", "status", cwd=tmp_path)
         assert "not running" in status.stdout and "stopped" in status.stdout
+        before = json.loads((tmp_path / "kraftpy-cluster" / STATE_FILE).read_text())
+        with out.open("wb") as f:
+            proc = subprocess.Popen([sys.executable, "-m", "kraftpy.tools", "cluster",
+                                     "--controllers", "2", "--brokers", "0"], cwd=tmp_path,
+                                    stdout=f, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 90
+        while "running; Ctrl-C" not in out.read_text():
+            assert proc.poll() is None, out.read_text()
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.1)
+        after = json.loads((tmp_path / "kraftpy-cluster" / STATE_FILE).read_text())
+        assert after["cluster_id"] == before["cluster_id"]
+        assert [c["port"] for c in after["controllers"]] == [base + 100, base + 101]
+        assert json.loads(_kraftpy("cluster", "status", "--json", cwd=tmp_path).stdout
+                          )["leader"] is not None
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
