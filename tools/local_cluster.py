@@ -370,6 +370,7 @@ class LocalCluster:
         self.state = state
         self.say = say
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.log_marks: dict[int, int] = {}  # where each broker's log of this start begins
         self.reported: set[int] = set()
 
     def _start_controller(self, node: Node) -> None:
@@ -379,12 +380,12 @@ class LocalCluster:
         node.pid = self.procs[node.node_id].pid
 
     def _start_broker(self, node: Node) -> None:
+        self.log_marks[node.node_id] = node.log.stat().st_size if node.log.exists() else 0
         command = kafka_runtime.java_command(
             Path(self.state.kafka_libs), "kafka.Kafka", str(node.config),
             jvm_opts=kafka_runtime.NODE_JVM_OPTS, log4j_config=node.path / "log4j2.yaml")
         self.procs[node.node_id] = _spawn(command, node)
         node.pid = self.procs[node.node_id].pid
-        node.log_mark = node.log.stat().st_size  # type: ignore[attr-defined]
 
     def _check_alive(self, node: Node) -> None:
         proc = self.procs[node.node_id]
@@ -419,7 +420,7 @@ class LocalCluster:
             for node in list(waiting):
                 self._check_alive(node)
                 with node.log.open("rb") as f:
-                    f.seek(node.log_mark)  # type: ignore[attr-defined]
+                    f.seek(self.log_marks[node.node_id])
                     if BROKER_READY.encode() in f.read() and _answers(node.port):
                         waiting.remove(node)
             if stop.is_set():
