@@ -11,8 +11,9 @@ The convention, for every page under docs/ and for README.md:
   blocks after it talk to it, and once the page's last block has run it gets SIGINT and must
   exit 0. It runs on free ports: its command gets them as options, and the addresses it would
   have by default (127.0.0.1:9092 and :9093 for `serve`, 127.0.0.1:29092.. and :29192.. for
-  `cluster`) are replaced by them in the blocks after it. A `kraftpy serve --config FILE` runs
-  on the listeners of its file (written by an earlier block, so already rewritten).
+  `cluster`, and any other 127.0.0.1 address its command names, such as a metrics listener)
+  are replaced by them in its command and in the blocks after it. A `kraftpy serve --config
+  FILE` runs on the listeners of its file (written by an earlier block, so already rewritten).
 """
 
 from __future__ import annotations
@@ -135,7 +136,10 @@ class PageRun:
         argv = shlex.split(self.substitute(example.command))
         assert argv[:1] == ["kraftpy"] and argv[1:2] in (["serve"], ["cluster"]), (
             f"{example}: a long-running example is `kraftpy serve` or `kraftpy cluster`")
-        addresses: dict[str, str] = {}
+        # Addresses the command itself names (a metrics listener, ...) get free ports too.
+        addresses: dict[str, str] = {a: f"{HOST}:{free_port()}" for a in
+                                     re.findall(r"127\.0\.0\.1:\d+", " ".join(argv))}
+        argv = [re.sub(r"127\.0\.0\.1:\d+", lambda m: addresses[m[0]], a) for a in argv]
         probes: list[str] = []
         config = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-c", "--config")),
                       None)
@@ -150,8 +154,8 @@ class PageRun:
             client, controller = free_port(), free_port()
             argv += ["--override", f"listeners=PLAINTEXT://{HOST}:{client},"
                      f"CONTROLLER://{HOST}:{controller}"]
-            addresses = {f"{HOST}:9092": f"{HOST}:{client}", f"{HOST}:9093": f"{HOST}:{controller}"}
-            probes = list(addresses.values())
+            probes = [f"{HOST}:{client}", f"{HOST}:{controller}"]
+            addresses.update({f"{HOST}:9092": probes[0], f"{HOST}:9093": probes[1]})
         else:
             base = cluster_base_port()
             argv += ["--base-port", str(base)]

@@ -221,6 +221,19 @@ def test_without_java_it_says_so_and_exits_2(tmp_path: Path) -> None:
     assert not (tmp_path / "kraftpy-cluster").exists()  # nothing written
 
 
+def test_without_maven_when_the_jars_are_missing_it_says_so_and_exits_2(tmp_path: Path) -> None:
+    import shutil
+
+    bin_dir = tmp_path / "bin"  # java, and no mvn
+    bin_dir.mkdir()
+    (bin_dir / "java").symlink_to(shutil.which("java") or "/nonexistent")
+    done = _kraftpy("cluster", "--kafka-libs", str(tmp_path / "no-jars"), cwd=tmp_path,
+                    env={"PATH": str(bin_dir)})
+    assert done.returncode == 2
+    assert "needs `mvn` on the PATH" in done.stderr, done.stderr
+    assert not (tmp_path / "kraftpy-cluster").exists()
+
+
 def test_status_of_a_directory_without_a_cluster(tmp_path: Path) -> None:
     done = _kraftpy("cluster", "status", "--dir", str(tmp_path / "none"), cwd=tmp_path)
     assert done.returncode == 2
