@@ -504,9 +504,10 @@ def open_or_plan(directory: Path, controllers: int, brokers: int, base_port: int
 
 
 def describe_layout(state: ClusterState) -> str:
-    lines = [f"kraftpy cluster {state.cluster_id}: {len(state.controllers)} kraftpy "
-             f"controllers, {len(state.brokers)} Apache Kafka {kafka_runtime.KAFKA_VERSION} "
-             f"brokers, in {state.directory}"]
+    n, m = len(state.controllers), len(state.brokers)
+    lines = [f"kraftpy cluster {state.cluster_id}: {n} kraftpy controller{'s' * (n != 1)}, "
+             f"{m} Apache Kafka {kafka_runtime.KAFKA_VERSION} broker{'s' * (m != 1)}, in "
+             f"{state.directory}"]
     if state.brokers:
         lines.append(f"  bootstrap servers:    {state.bootstrap_servers}")
     lines.append(f"  bootstrap controller: {state.controller_servers}")
