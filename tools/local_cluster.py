@@ -308,18 +308,16 @@ def _write_properties(path: Path, props: dict[str, str]) -> None:
 def plan(directory: Path, controllers: int, brokers: int, base_port: int,
          kafka_libs: Path) -> ClusterState:
     """A new cluster's layout: controllers 1..N on base_port+100.., brokers N+1.. on base_port.."""
-    from kraftpy.protocol.uuid import kafka_uuid_str, random_kafka_uuid
-
     if not 1 <= controllers <= 9:
         raise ClusterError(f"--controllers {controllers}: kraftpy cluster runs 1 to 9")
     if not 0 <= brokers <= 9:
         raise ClusterError(f"--brokers {brokers}: kraftpy cluster runs 0 to 9")
     directory = directory.resolve()
-    state = ClusterState(str(directory), kafka_uuid_str(random_kafka_uuid()), str(kafka_libs))
+    state = ClusterState(str(directory), _new_id(), str(kafka_libs))
     for i in range(controllers):
         state.controllers.append(Node("controller", i + 1, base_port + 100 + i,
                                       str(directory / f"controller-{i + 1}"),
-                                      directory_id=kafka_uuid_str(random_kafka_uuid())))
+                                      directory_id=_new_id()))
     for j in range(brokers):
         node_id = controllers + j + 1
         state.brokers.append(Node("broker", node_id, base_port + j,
@@ -347,7 +345,7 @@ def create(state: ClusterState, controller_overrides: dict[str, str],
         _write_properties(node.config, _broker_properties(node, state, broker_overrides))
         (node.path / "log4j2.yaml").write_text(kafka_runtime.NODE_LOG4J2)
         write_meta_properties(node.data, cluster_id=state.cluster_id, node_id=node.node_id,
-                              directory_id=_directory_id())
+                              directory_id=_new_id())
     for node, proc in formats:
         out, _ = proc.communicate(timeout=120)
         if proc.returncode != 0:
@@ -355,7 +353,8 @@ def create(state: ClusterState, controller_overrides: dict[str, str],
                                f"(exit {proc.returncode}):\n{out}", 1)
 
 
-def _directory_id() -> str:
+def _new_id() -> str:
+    """A cluster or directory id, as `kafka-storage random-uuid` makes them."""
     from kraftpy.protocol.uuid import kafka_uuid_str, random_kafka_uuid
 
     return kafka_uuid_str(random_kafka_uuid())
