@@ -55,14 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _pairs(items: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"kraftpy cluster: {flag} expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
+def _pairs(items: list[str]) -> dict[str, str]:
+    """KEY=VALUE items (ConfigError, a ValueError, for one that is not)."""
+    from kraftpy.controller.config import parse_override
+
+    return dict(parse_override(item) for item in items)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,8 +82,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"kraftpy cluster: --base-port {args.base_port} is not a port from 1024 to 65335",
               file=sys.stderr)
         return 2
+    try:
+        controller_overrides = _pairs(args.override)
+        broker_overrides = _pairs(args.broker_override)
+    except ValueError as exc:
+        print(f"kraftpy cluster: {str(exc).replace('--override', 'an override')}",
+              file=sys.stderr)
+        return 2
     return local_cluster.run(
         directory, args.controllers, args.brokers, args.base_port,
         (args.kafka_libs or kafka_runtime.default_libs()).absolute(),
-        _pairs(args.override, "--override"), _pairs(args.broker_override, "--broker-override"),
-        say=lambda line: print(line, flush=True))
+        controller_overrides, broker_overrides, say=lambda line: print(line, flush=True))

@@ -531,12 +531,13 @@ def run(directory: Path, controllers: int, brokers: int, base_port: int, kafka_l
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, on_signal)
     try:
+        # What can be refused without a side effect first; then Java and the jars; then ports.
+        state, new = open_or_plan(directory, controllers, brokers, base_port, kafka_libs)
         if brokers:
             kafka_runtime.require("java")
             kafka_runtime.ensure_jars(kafka_libs, announce=say)
-        directory.mkdir(parents=True, exist_ok=True)
-        state, new = open_or_plan(directory, controllers, brokers, base_port, kafka_libs)
         check_ports(state)
+        directory.mkdir(parents=True, exist_ok=True)
         if new:
             create(state, controller_overrides, broker_overrides)
         if kafka_runtime.jars_ready(kafka_libs):

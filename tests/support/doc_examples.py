@@ -104,9 +104,13 @@ class PageRun:
                  kafka_libs: Path | None = None) -> None:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
+        from support.kafka import LIBS
+
         bindir = str(Path(sys.executable).parent)
+        # Kafka's jars are the suite's, never a copy in the user's cache.
         self.env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
-                    "PYTHONUNBUFFERED": "1", **(env or {})}
+                    "PYTHONUNBUFFERED": "1", "KRAFTPY_KAFKA_LIBS": str(kafka_libs or LIBS),
+                    **(env or {})}
         self.kafka_libs = kafka_libs
         self.background: list[Background] = []
 

@@ -23,15 +23,17 @@ import pytest
 from kraftpy.tools.local_cluster import STATE_FILE, pid_alive
 from support.doc_examples import CLUSTER_PAGE as PAGE
 from support.doc_examples import PageRun, cluster_base_port, examples
+from support.kafka import LIBS
 
 pytestmark = pytest.mark.slow
 
 
 def _kraftpy(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
              ) -> subprocess.CompletedProcess[str]:
+    # Kafka's jars are the suite's, never a copy in the user's cache.
     return subprocess.run([sys.executable, "-m", "kraftpy.tools", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, "KRAFTPY_KAFKA_LIBS": str(LIBS), **(env or {})})
 
 
 def _state(run: PageRun) -> dict:
@@ -171,7 +173,8 @@ def test_every_node_dies_with_the_command_even_on_kill_9(tmp_path: Path) -> None
     with out.open("wb") as f:
         proc = subprocess.Popen([sys.executable, "-m", "kraftpy.tools", "cluster",
                                  "--controllers", "2", "--brokers", "0", "--base-port",
-                                 str(base)], cwd=tmp_path, stdout=f, stderr=subprocess.STDOUT)
+                                 str(base), "--kafka-libs", str(LIBS)], cwd=tmp_path, stdout=f,
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
         while "running; Ctrl-C" not in out.read_text():
@@ -194,8 +197,9 @@ def test_every_node_dies_with_the_command_even_on_kill_9(tmp_path: Path) -> None
         before = json.loads((tmp_path / "kraftpy-cluster" / STATE_FILE).read_text())
         with out.open("wb") as f:
             proc = subprocess.Popen([sys.executable, "-m", "kraftpy.tools", "cluster",
-                                     "--controllers", "2", "--brokers", "0"], cwd=tmp_path,
-                                    stdout=f, stderr=subprocess.STDOUT)
+                                     "--controllers", "2", "--brokers", "0", "--kafka-libs",
+                                     str(LIBS)], cwd=tmp_path, stdout=f,
+                                    stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 90
         while "running; Ctrl-C" not in out.read_text():
             assert proc.poll() is None, out.read_text()
@@ -240,7 +244,13 @@ def test_status_of_a_directory_without_a_cluster(tmp_path: Path) -> None:
     assert "no cluster in" in done.stderr and "kraftpy cluster --dir" in done.stderr
 
 
-def test_bad_counts_are_refused(tmp_path: Path) -> None:
-    done = _kraftpy("cluster", "--controllers", "0", cwd=tmp_path)
-    assert done.returncode == 2
-    assert "--controllers 0: kraftpy cluster runs 1 to 9" in done.stderr
+def test_bad_input_is_refused_with_exit_2_and_nothing_started(tmp_path: Path) -> None:
+    cases = {("--controllers", "0"): "--controllers 0: kraftpy cluster runs 1 to 9",
+             ("--brokers", "10"): "--brokers 10: kraftpy cluster runs 0 to 9",
+             ("--broker-override", "num.partitions"): "an override expects key=value",
+             ("--base-port", "80"): "--base-port 80 is not a port"}
+    for args, message in cases.items():
+        done = _kraftpy("cluster", "--dir", str(tmp_path / "c"), *args, cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+    assert not (tmp_path / "c" / STATE_FILE).exists()
