@@ -24,7 +24,8 @@ def test_the_site_builds_with_warnings_as_errors(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
                            "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir",
                            str(tmp_path / "site")], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+                          timeout=120, cwd=tmp_path,  # paths are the config's, not the cwd's
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stdout + done.stderr
     design = (tmp_path / "site" / "design" / "index.html").read_text()
     assert "The way a request travels" in design  # DESIGN.md's text, included
