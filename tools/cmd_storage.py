@@ -5,7 +5,8 @@
         [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
     kraftpy storage random-uuid
     kraftpy storage recover-quorum --config server.properties --survivors ID,...
-        --lost-controllers ID:DIRECTORY_ID,... [--leader-epoch N] --accept-data-loss
+        --lost-controllers ID:DIRECTORY_ID,... [--leader-epoch N] [--skip-producer-ids N]
+        --accept-data-loss
 
 `format` writes `meta.properties` and `bootstrap.checkpoint` into `metadata.log.dir`, with the
 feature levels Kafka 4.1's `kafka-storage format` finalizes: `--release-version` (default
@@ -113,6 +114,9 @@ def _register_recover(sub: argparse._SubParsersAction) -> None:
                      help="the leader epoch of the recovery (default: the highest epoch the "
                      "data dir knows plus 1001); must be above every epoch any broker or "
                      "controller has seen")
+    rec.add_argument("--skip-producer-ids", metavar="N", type=int, default=None,
+                     help="move the producer-id counter on by N ids, past blocks the lost "
+                     "voters may have granted (default 1000000; 0 leaves it as it is)")
     rec.add_argument("--accept-data-loss", action="store_true",
                      help="accept that whatever the lost voters committed and this data dir "
                      "lacks is gone")
@@ -249,6 +253,7 @@ def run_recover_quorum(args: argparse.Namespace) -> int:
         print(f"{name}: {exc}", file=sys.stderr)
         return 2
     log_dir = config.metadata_log_dir
+    skip = qr.PRODUCER_ID_MARGIN if args.skip_producer_ids is None else args.skip_producer_ids
     try:
         survivors = None if args.survivors is None else qr.parse_survivors(args.survivors)
         lost = None if args.lost_controllers is None else qr.parse_lost(args.lost_controllers)
@@ -274,7 +279,8 @@ def run_recover_quorum(args: argparse.Namespace) -> int:
     for line in qr.describe_survivor(survivor):
         print(line)
     try:
-        plan = qr.plan(survivor, survivors=survivors, lost=lost, leader_epoch=args.leader_epoch)
+        plan = qr.plan(survivor, survivors=survivors, lost=lost, leader_epoch=args.leader_epoch,
+                       skip_producer_ids=skip)
     except qr.RecoveryRefused as exc:
         print(f"{name}: refused: {exc}", file=sys.stderr)
         return 1
@@ -293,7 +299,7 @@ def run_recover_quorum(args: argparse.Namespace) -> int:
         return 1
     try:
         plan = qr.plan(qr.read_survivor(storage), survivors=survivors, lost=lost,
-                       leader_epoch=args.leader_epoch)
+                       leader_epoch=args.leader_epoch, skip_producer_ids=skip)
         qr.write(storage, plan, qr.now_ms())
     except (qr.RecoveryRefused, qr.RecoveryFileError, LogDirError, OSError) as exc:
         print(f"{name}: {exc}", file=sys.stderr)

@@ -11,8 +11,12 @@ they are), as one control batch of a new leader epoch N, in the shape Kafka's ow
 leader writes: LeaderChange (this node leads N, voters = the survivors, granted by this
 node), KRaftVersion (1), KRaftVoters (the survivors, each as the old set recorded it). The
 quorum-state names this node leader of N, and `quorum-recovery.json` in the data dir keeps
-the act and the directories it declared lost. At its next start the node stands for epoch
-N + 1 with the new set (alone, or with the other survivors) and writes its own LeaderChange.
+the act and the directories it declared lost. A second batch of epoch N moves the producer-id
+counter on (a ProducerIdsRecord, as a snapshot states it), by `PRODUCER_ID_MARGIN` ids or what
+the operator names: blocks the lost voters granted are not in this log, and brokers may be
+handing out ids from them, so the next block must start past them. At its next start the node
+stands for epoch N + 1 with the new set (alone, or with the other survivors) and writes its
+own LeaderChange.
 
 Why it is safe as far as anything can be once a majority is lost:
 - N is above every epoch this disk knows (quorum-state, the log, its snapshots) by a margin
@@ -45,10 +49,14 @@ from kraftpy.controller.log import files
 from kraftpy.controller.raft.quorum_state import ElectionState
 from kraftpy.controller.raft.voters import ReplicaKey, VoterSet, control_records
 from kraftpy.protocol.control_records import leader_change
+from kraftpy.protocol.metadata_frame import encode_metadata_record
+from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 from kraftpy.protocol.uuid import kafka_uuid_str, parse_kafka_uuid
 
 RECOVERY_FILE = "quorum-recovery.json"
 EPOCH_MARGIN = 1000  # epochs above the highest this disk knows, for elections it never saw
+PRODUCER_ID_MARGIN = 1_000_000  # ids past the log's counter: a thousand blocks it never saw
+INT64_MAX = 2**63 - 1
 MAX_EPOCH = 2**31 - 1
 
 
@@ -78,6 +86,7 @@ class SurvivorLog:
     quorum_leader: int | None
     snapshot_end: int  # the newest snapshot's end offset: below it everything is committed
     declared_lost: frozenset[ReplicaKey]  # by earlier recoveries
+    next_producer_id: int = 0  # the producer-id counter at the log end (0: never issued)
 
     @property
     def highest_epoch(self) -> int:
@@ -112,7 +121,33 @@ def read_survivor(storage: Any) -> SurvivorLog:
         quorum_epoch=int(state["leaderEpoch"]) if state else 0,
         quorum_leader=leader if isinstance(leader, int) and leader >= 0 else None,
         snapshot_end=sid.end_offset if sid is not None else 0,
-        declared_lost=declared_lost(storage.log_dir))
+        declared_lost=declared_lost(storage.log_dir),
+        next_producer_id=_next_producer_id(storage))
+
+
+def _next_producer_id(storage: Any) -> int:
+    """The producer-id counter replay reaches: the last ProducerIdsRecord of the newest
+    snapshot and the log after it (each must be above the one before)."""
+    from kraftpy.protocol.metadata_frame import decode_metadata_record
+    from kraftpy.protocol.primitives import read_uvarint
+
+    def scan(values: Any, found: int) -> int:
+        for value in values:
+            if value is not None and len(value) > 1 and value[0] == 1 and read_uvarint(
+                    value, 1)[0] == ProducerIdsRecord.API_KEY:
+                found = decode_metadata_record(value)[0].next_producer_id
+        return found
+
+    found = 0
+    start = None
+    snapshot = storage.snapshot
+    if snapshot is not None and snapshot.snapshot_id is not None:
+        found = scan(snapshot.values, found)
+        start = snapshot.snapshot_id.end_offset
+    for batch in storage.metadata.read(start):
+        if not batch.is_control:
+            found = scan(batch.values(), found)
+    return found
 
 
 def _kraft_version(storage: Any) -> int:
@@ -188,6 +223,7 @@ class RecoveryPlan:
     voters: VoterSet  # the new set: the survivors, as the old set recorded them
     lost: tuple[ReplicaKey, ...]
     epoch: int  # the leader epoch of the recovery batch
+    next_producer_id: int | None = None  # the counter moved on to (None: left as it is)
 
     @property
     def offset(self) -> int:
@@ -200,6 +236,13 @@ class RecoveryPlan:
         return [leader_change(me, sorted(self.voters.ids), [me]),
                 *control_records(1, self.voters.to_record())]
 
+    def producer_ids(self) -> list[bytes]:
+        """The second batch: the counter moved on (no broker, no epoch: a snapshot's form)."""
+        if self.next_producer_id is None:
+            return []
+        return [encode_metadata_record(ProducerIdsRecord(
+            broker_id=-1, broker_epoch=-1, next_producer_id=self.next_producer_id), 0)]
+
     def election(self) -> bytes:
         """quorum-state: this node led epoch N (data_version 1, as KIP-853 nodes write it)."""
         return ElectionState(epoch=self.epoch, leader_id=self.survivor.node.id).encode(1)
@@ -211,12 +254,14 @@ class RecoveryPlan:
                 "directoryId": _dir(s.node), "offset": self.offset,
                 "leaderEpoch": self.epoch, "previousVotersOffset": s.voters_offset,
                 "knownCommittedOffset": s.snapshot_end, "logEndOffset": s.log_end,
+                "nextProducerId": self.next_producer_id,
                 "voters": [_key_json(n.key) for n in self.voters.voters.values()],
                 "lost": [_key_json(k) for k in self.lost]}
 
 
 def plan(survivor: SurvivorLog, *, survivors: Sequence[int] | None,
-         lost: Sequence[ReplicaKey] | None, leader_epoch: int | None = None) -> RecoveryPlan:
+         lost: Sequence[ReplicaKey] | None, leader_epoch: int | None = None,
+         skip_producer_ids: int = PRODUCER_ID_MARGIN) -> RecoveryPlan:
     """The recovery the operator asked for, or `RecoveryRefused` saying why not. Every voter
     of the recorded set is named once: a survivor (this node among them) or lost, by its id
     and the directory id the set records; the survivors must have lost their majority."""
@@ -282,8 +327,14 @@ def plan(survivor: SurvivorLog, *, survivors: Sequence[int] | None,
                               "the highest this data dir knows")
     if epoch >= MAX_EPOCH:
         raise RecoveryRefused(f"leader epoch {epoch} does not leave room below {MAX_EPOCH}")
+    if skip_producer_ids < 0:
+        raise RecoveryRefused(f"--skip-producer-ids {skip_producer_ids} is negative")
+    next_id = s.next_producer_id + skip_producer_ids if skip_producer_ids else None
+    if next_id is not None and next_id > INT64_MAX - 1_000_000:
+        raise RecoveryRefused(f"the producer-id counter {s.next_producer_id} plus "
+                              f"{skip_producer_ids} leaves no room for blocks")
     new = VoterSet.of(s.voters.voters[i] for i in sorted(survivors))
-    return RecoveryPlan(s, new, tuple(sorted(lost, key=lambda k: k.id)), epoch)
+    return RecoveryPlan(s, new, tuple(sorted(lost, key=lambda k: k.id)), epoch, next_id)
 
 
 # --- what the operator is told ------------------------------------------------------------------
@@ -336,9 +387,16 @@ def describe_plan(p: RecoveryPlan) -> list[str]:
         "KRaftVersion, KRaftVoters)",
         "Declared lost, refused from now on: " + ", ".join(_show(k) for k in p.lost),
     ]
+    if p.next_producer_id is not None:
+        lines.append(
+            f"Producer ids: the counter moves from {p.survivor.next_producer_id} to "
+            f"{p.next_producer_id} (offset {p.offset + 3}), past blocks the lost voters may "
+            "have granted")
     if others:
         lines.append("Other survivors (" + ", ".join(map(str, others)) + "): start them on "
-                     "their data dirs as they are; never run recover-quorum on them too")
+                     "their data dirs as they are; never run recover-quorum on them too. "
+                     "Run it on the survivor whose log is the most up to date: the highest "
+                     "last epoch, then the highest log end offset")
     return lines
 
 
@@ -378,6 +436,8 @@ def write(storage: Any, p: RecoveryPlan, now_ms: int) -> None:
     keys, values = zip(*p.records(), strict=True)
     storage.metadata.append(list(values), keys=list(keys), control=True, leader_epoch=p.epoch,
                             timestamp=now_ms)
+    if p.producer_ids():
+        storage.metadata.append(p.producer_ids(), leader_epoch=p.epoch, timestamp=now_ms)
     storage.metadata.flush()
     files.atomic_write(storage.log_dir / "__cluster_metadata-0" / files.QUORUM_STATE,
                        p.election())

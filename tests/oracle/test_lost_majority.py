@@ -195,7 +195,9 @@ def test_a_survivor_leads_alone_and_brokers_carry_on(tmp_path: Path, kafka_jars:
                           done.stdout)
         assert wrote, done.stdout
         offset, epoch = int(wrote.group(1)), int(wrote.group(2))
-        print(done.stdout)
+        moved = re.search(r"Producer ids: the counter moves from (\d+) to (\d+)", done.stdout)
+        assert moved, done.stdout
+        counter = int(moved.group(2))
         assert re.search(rf"offsets \d+ to {offset - 1} are on this disk", done.stdout)
 
         # --- the survivor leads alone; the brokers carry on -----------------------------
@@ -218,7 +220,9 @@ def test_a_survivor_leads_alone_and_brokers_carry_on(tmp_path: Path, kafka_jars:
         assert len(set(ids_before + ids_after)) == len(ids_before) + len(ids_after)
         audit, problems = collect([str(survivor.data_dir / "__cluster_metadata-0")])
         assert not problems and not audit.has_overlap, audit.findings
-        assert any(b.offset > offset and b.broker_id == 101 for b in audit.blocks)
+        granted = [b for b in audit.blocks if b.offset > offset and b.broker_id == 101]
+        assert granted and all(b.first_id >= counter for b in granted), audit.blocks
+        assert max(ids_after) >= counter > max(ids_before)
 
         # --- a lost controller on a new directory is added back with Kafka's tool ---------
         new_dir = _format(reformatted, "--cluster-id", cluster_id, "--no-initial-controllers")

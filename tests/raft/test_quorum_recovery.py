@@ -232,17 +232,21 @@ def test_the_recovered_log_is_a_valid_kafka_log(tmp_path: Path, capsys, kafka_ja
     assert "offsets 10 to 11 are on this disk, but whether a majority" in out
     assert "committed at offset 12 or later is not on this disk and is lost" in out
     assert "Wrote the new voter set at offset 12, leader epoch 1005" in out  # 4 + 1 + 1000
+    assert ("Producer ids: the counter moves from 6000 to 1006000 (offset 15), past blocks the "
+            "lost voters may have granted") in out
     segments = sorted(s.mdir.glob("*.log"))
     kafka = run_tool("DumpLogSegments", "--cluster-metadata-decoder", "--files",
                      ",".join(map(str, segments))).check().stdout
     assert "invalid bytes" not in kafka and "isvalid: false" not in kafka
     batches = [line for line in kafka.splitlines() if line.startswith("baseOffset:")]
-    assert len(batches) == 10 and all("isvalid: true" in b for b in batches)
+    assert len(batches) == 11 and all("isvalid: true" in b for b in batches)
     assert re.match(r"baseOffset: 12 lastOffset: 14 count: 3 .* producerId: -1 .* "
                     r"partitionLeaderEpoch: 1005 isTransactional: false isControl: true",
-                    batches[-1])
+                    batches[-2])
+    assert re.match(r"baseOffset: 15 lastOffset: 15 count: 1 .* partitionLeaderEpoch: 1005 "
+                    r"isTransactional: false isControl: false", batches[-1])
     records = [line.split("headerKeys: [] ")[1] for line in kafka.splitlines()
-               if line.startswith("| offset: 1")][-3:]
+               if line.startswith("| offset: 1")][-4:]
     assert records == [
         'LeaderChange: {"version":0,"leaderId":1,"voters":[{"voterId":1}],'
         '"grantingVoters":[{"voterId":1}]}',
@@ -250,7 +254,9 @@ def test_the_recovered_log_is_a_valid_kafka_log(tmp_path: Path, capsys, kafka_ja
         'KRaftVoters {"version":0,"voters":[{"voterId":1,"voterDirectoryId":'
         f'"{DIRS[1]}","endpoints":[{{"name":"CONTROLLER","host":"127.0.0.1","port":'
         f'{s.ports[1]}}}],"kRaftVersionFeature":{{"minSupportedVersion":0,'
-        '"maxSupportedVersion":1}}]}']
+        '"maxSupportedVersion":1}}]}',
+        'payload: {"type":"PRODUCER_IDS_RECORD","version":0,"data":{"brokerId":-1,'
+        '"brokerEpoch":-1,"nextProducerId":1006000}}']
     ours = []
     for path in segments:
         assert main(["dump-log", str(path)]) == 0
@@ -262,10 +268,51 @@ def test_the_recovered_log_is_a_valid_kafka_log(tmp_path: Path, capsys, kafka_ja
         '"AAAAAAAAAAAAAAAAAAAAAA","data_version":1}')
     (entry,) = qr.read_recoveries(s.data)
     assert (entry["offset"], entry["leaderEpoch"], entry["knownCommittedOffset"],
-            entry["logEndOffset"]) == (12, 1005, 10, 12)
+            entry["logEndOffset"], entry["nextProducerId"]) == (12, 1005, 10, 12, 1_006_000)
     assert entry["lost"] == [{"id": 2, "directoryId": DIRS[2]}, {"id": 3, "directoryId": DIRS[3]}]
     assert qr.declared_lost(s.data) == {ReplicaKey(2, _uuid(DIRS[2])),
                                         ReplicaKey(3, _uuid(DIRS[3]))}
+
+
+@pytest.mark.slow
+def test_kafkas_own_controller_leads_alone_on_the_recovered_dir(tmp_path: Path,
+                                                                kafka_jars: Path) -> None:
+    """The oracle for what the recovery means: a Kafka 4.1 controller started on the
+    recovered data dir takes the new voter set from the log, stands alone for the next epoch
+    and leads (so the command also recovers a Kafka controller's directory; Kafka does not
+    refuse the lost directories as kraftpy does)."""
+    from kraftpy.protocol.messages.describe_quorum_request import (
+        DescribeQuorumRequest,
+        PartitionData,
+        TopicData,
+    )
+    from kraftpy.tools.kafka_connection import KafkaConnection
+    from support.kafka import KafkaNode
+    from support.server import HOST
+
+    s = survivor(tmp_path / "survivor", torn=True)
+    assert s.recover("--survivors", "1", "--lost-controllers", LOST, "--accept-data-loss") == 0
+    node = KafkaNode(tmp_path / "kafka", roles="controller", node_id=1,
+                     controller_port=s.ports[1], overrides={
+                         "log.dirs": str(s.data), "controller.quorum.bootstrap.servers":
+                         ",".join(f"{HOST}:{p}" for p in s.ports.values())})
+    request = DescribeQuorumRequest(topics=[TopicData(topic_name="__cluster_metadata",
+                                                      partitions=[PartitionData()])])
+    try:
+        node.start(timeout=90)
+        deadline = time.monotonic() + 30
+        while True:
+            with KafkaConnection((HOST, s.ports[1])) as conn:
+                part = conn.request(request, 2).topics[0].partitions[0]
+            if part.error_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        node.stop()
+    assert (part.error_code, part.leader_id, part.leader_epoch) == (0, 1, 1006)
+    assert [(v.replica_id, kafka_uuid_str(v.replica_directory_id))
+            for v in part.current_voters] == [(1, DIRS[1])]
+    assert part.high_watermark > 16  # past our batches and its own LeaderChange
 
 
 def test_an_unreadable_recovery_record_refuses_the_start(tmp_path: Path) -> None:
