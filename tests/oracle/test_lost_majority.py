@@ -20,8 +20,8 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -144,11 +144,9 @@ def test_a_survivor_leads_alone_and_brokers_carry_on(tmp_path: Path, kafka_jars:
     try:
         for srv in controllers:
             srv.launch()
-        formats = [threading.Thread(target=b.format) for b in brokers]
-        for t in formats:
-            t.start()
-        for t in formats:
-            t.join()
+        with ThreadPoolExecutor(2) as pool:  # two JVMs at once; a failure fails the test
+            for formatted in [pool.submit(b.format) for b in brokers]:
+                formatted.result()
         for srv in controllers:
             srv.wait_answering(60)
         for b in brokers:
