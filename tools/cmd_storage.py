@@ -245,6 +245,7 @@ def run_recover_quorum(args: argparse.Namespace) -> int:
     from kraftpy.controller.log.snapshots import SnapshotError
     from kraftpy.controller.log.storage import MetadataStorage
     from kraftpy.controller.raft import quorum_recovery as qr
+    from kraftpy.protocol.errors import DecodeError
 
     name = "kraftpy storage recover-quorum"
     try:
@@ -262,19 +263,24 @@ def run_recover_quorum(args: argparse.Namespace) -> int:
             raise qr.RecoveryRefused(
                 f"{log_dir} holds no metadata log (no __cluster_metadata-0): this node never "
                 "ran in a quorum, so there is nothing here to recover from")
-        with DirLock(log_dir):  # held by a running node: refused
+        lock = DirLock(log_dir)
+        try:
+            lock.acquire()
+        except LogDirError as exc:  # a running node (kraftpy's or Kafka's) holds it
+            raise qr.RecoveryRefused(f"{exc}: stop the node first (recover-quorum works on a "
+                                     "stopped node's data dir)") from None
+        try:  # read-only: a refusal changes nothing; the lock keeps a node from starting
             storage = MetadataStorage.open(log_dir, node_id=config.node_id, read_only=True,
                                            with_txn_log=False, downloads=True)
             try:
                 survivor = qr.read_survivor(storage)
             finally:
                 storage.close()
-    except (LogDirError, LogCorruptError, SnapshotError, OSError, qr.RecoveryRefused,
-            qr.RecoveryFileError) as exc:
-        message = str(exc)
-        if "in use by another process" in message:
-            message += ": stop the node first (recover-quorum works on a stopped node's data dir)"
-        print(f"{name}: {message}", file=sys.stderr)
+        finally:
+            lock.release()
+    except (LogDirError, LogCorruptError, SnapshotError, DecodeError, OSError,
+            qr.RecoveryRefused, qr.RecoveryFileError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
         return 1
     for line in qr.describe_survivor(survivor):
         print(line)
@@ -301,7 +307,7 @@ def run_recover_quorum(args: argparse.Namespace) -> int:
         plan = qr.plan(qr.read_survivor(storage), survivors=survivors, lost=lost,
                        leader_epoch=args.leader_epoch, skip_producer_ids=skip)
         qr.write(storage, plan, qr.now_ms())
-    except (qr.RecoveryRefused, qr.RecoveryFileError, LogDirError, OSError) as exc:
+    except (qr.RecoveryRefused, qr.RecoveryFileError, LogDirError, DecodeError, OSError) as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         return 1
     finally:

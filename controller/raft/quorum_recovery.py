@@ -26,12 +26,14 @@ Why it is safe as far as anything can be once a majority is lost:
 - Every replica that takes part later fetches this log and truncates what diverges from it;
   a request from an epoch below N is fenced as Raft fences any stale leader.
 - A voter's key is its id and directory id. A lost controller formatted again has a new
-  directory id, so it cannot vote as its old self; the new voters never grant its old self a
-  vote (their logs end in epoch N, past anything an old disk holds). One old disk that comes
-  back therefore cannot gather a majority of the old set: the survivors refuse it and every
-  other old voter is either lost or reformatted. Old disks that come back together, as many
-  as a majority of the old set, can: nothing on the survivors can stop that, which is why the
-  operator must name each lost directory and never start it again.
+  directory id, so it cannot vote as its old self. An old disk that comes back asks the old
+  set for votes: the recovered survivor never grants one (it refuses the directory, and its
+  log ends in epoch N, past anything an old disk holds), nor does any replica that has
+  fetched epoch N; only the other survivors (fewer than a majority, less the recovered one)
+  can, before they fetch it. So one old disk can never lead; old disks that come back
+  together, enough of them to make a majority of the old set with those survivors, can:
+  nothing on the survivors stops that, which is why the operator names each lost directory
+  and must never start it again.
 - The survivor refuses Vote, Fetch and FetchSnapshot from a declared-lost directory, and
   AddRaftVoter of one (`declared_lost`, read by `dynamic.VoterChanges`).
 """
@@ -102,6 +104,11 @@ def read_survivor(storage: Any) -> SurvivorLog:
         raise RecoveryRefused(
             f"{storage.log_dir / files.META_PROPERTIES} has no directory.id: this is not a "
             "KIP-853 controller directory")
+    try:
+        directory = parse_kafka_uuid(text)
+    except ValueError:
+        raise RecoveryRefused(f"{storage.log_dir / files.META_PROPERTIES}: directory.id "
+                              f"{text!r} is not a Kafka uuid") from None
     base, history = recorded_voters(storage)
     voters, offset = (history[-1][1], history[-1][0]) if history else (base, -1)
     if history and history[-1][0] < storage.metadata.log_start_offset:
@@ -112,13 +119,16 @@ def read_survivor(storage: Any) -> SurvivorLog:
     snapshot = storage.snapshot
     sid = snapshot.snapshot_id if snapshot is not None else None
     leader = state.get("leaderId", -1) if state else -1
+    if state is not None and type(state["leaderEpoch"]) is not int:
+        raise RecoveryRefused(f"{mdir / files.QUORUM_STATE}: leaderEpoch "
+                              f"{state['leaderEpoch']!r} is not a number")
     return SurvivorLog(
         log_dir=Path(storage.log_dir), cluster_id=storage.cluster_id,
-        node=ReplicaKey(storage.node_id, parse_kafka_uuid(text)),
+        node=ReplicaKey(storage.node_id, directory),
         kraft_version=_kraft_version(storage), voters=voters, voters_offset=offset,
         log_start=storage.metadata.log_start_offset, log_end=storage.metadata.log_end_offset,
         last_epoch=max([epochs[-1][0] if epochs else 0, sid.epoch if sid else 0]),
-        quorum_epoch=int(state["leaderEpoch"]) if state else 0,
+        quorum_epoch=state["leaderEpoch"] if state else 0,
         quorum_leader=leader if isinstance(leader, int) and leader >= 0 else None,
         snapshot_end=sid.end_offset if sid is not None else 0,
         declared_lost=declared_lost(storage.log_dir),
@@ -373,9 +383,9 @@ def describe_loss(s: SurvivorLog) -> list[str]:
             "majority of the old voters had them is unknown: they are kept and become "
             "committed")
     lines.append(
-        f"  - any record the lost voters committed at offset {s.log_end} or later is not on "
-        "this disk and is lost; a broker whose __cluster_metadata-0 goes further had applied "
-        "some of it")
+        f"  - any record the lost voters committed at offset {s.log_end} or later, or in an "
+        f"epoch above {s.last_epoch}, is not on this disk and is lost; a broker whose "
+        "__cluster_metadata-0 goes further or holds such an epoch had applied some of it")
     return lines
 
 
