@@ -41,6 +41,7 @@ Why it is safe as far as anything can be once a majority is lost:
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ EPOCH_MARGIN = 1000  # epochs above the highest this disk knows, for elections i
 PRODUCER_ID_MARGIN = 1_000_000  # ids past the log's counter: a thousand blocks it never saw
 INT64_MAX = 2**63 - 1
 MAX_EPOCH = 2**31 - 1
+_DIGITS = re.compile(r"[0-9]{1,10}")
 
 
 class RecoveryRefused(ValueError):
@@ -194,7 +196,7 @@ def parse_lost(text: str) -> list[ReplicaKey]:
         if not item:
             continue
         node, colon, directory = item.partition(":")
-        if not colon or not node.strip().isdigit():
+        if not colon or not _DIGITS.fullmatch(node.strip()):
             raise RecoveryRefused(f"--lost-controllers: {item!r} is not ID:DIRECTORY_ID (the "
                                   "voter's id and the directory id the voter set records)")
         try:
@@ -216,7 +218,7 @@ def parse_survivors(text: str) -> list[int]:
     for item in (x.strip() for x in text.split(",")):
         if not item:
             continue
-        if not item.isdigit():
+        if not _DIGITS.fullmatch(item):
             raise RecoveryRefused(f"--survivors: {item!r} is not a controller id")
         if int(item) in out:
             raise RecoveryRefused(f"--survivors names controller {item} twice")

@@ -147,6 +147,7 @@ def survivor(root: Path, *, node_id: int = 1, snapshot: bool = False,
     (["--survivors", "1", "--lost-controllers", f"2:{DIRS[2]},2:{DIRS[3]}"],
      "names controller 2 twice"),
     (["--survivors", "one", "--lost-controllers", LOST], "'one' is not a controller id"),
+    (["--survivors", "\u00b2", "--lost-controllers", LOST], "'\u00b2' is not a controller id"),
     (["--survivors", "1", "--lost-controllers", LOST],
      "refused: nothing was written. A lost majority may have committed records this data "
      "dir lacks (at offset 12 or later): add --accept-data-loss"),
