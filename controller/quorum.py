@@ -355,6 +355,9 @@ def open_quorum(config: Any, voters: dict[int, tuple[str, int]],
                             (ep.name, ep.host, ep.port, ep.security_protocol)
                             for ep in settings.controller_endpoints()),
                         supported_features=dict(SUPPORTED_FEATURES))
+    except RaftConfigError as exc:  # quorum-recovery.json unreadable: refuse the start
+        storage.close()
+        raise QuorumError(str(exc), 2) from None
     except BaseException:
         storage.close()
         raise
