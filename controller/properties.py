@@ -99,7 +99,7 @@ PROPERTIES: tuple[Property, ...] = (
     _P("controller.quorum.voters", "quorum", "",
        "A static voter set (kraft.version 0), `id@host:port,...`; this node must be one of "
        "them. With neither this nor `controller.quorum.bootstrap.servers`, the node is the "
-       "lone voter of its own quorum.", "controller/raft/shell.py"),
+       "lone voter of its own quorum.", "controller/quorum.py"),
     _P("controller.quorum.bootstrap.servers", "quorum", "",
        "A dynamic quorum (KIP-853, kraft.version 1): `host:port,...` of controllers to find "
        "the leader through; the voters are those the log records.",
