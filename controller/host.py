@@ -170,20 +170,21 @@ class ControllerHost:
 
     def write(self, result: Any, now: int, next_offset: int) -> int:
         """Append and apply a result's records; the log end its answer waits for."""
-        if result.events:
+        if result.events and log.isEnabledFor(logging.INFO):
             log_events(result.events)
         # Encoded before anything is written: a record that cannot be fails its operation
         # alone, with none of its transaction records left in that log.
-        values = [encode_metadata_record(r, v) for r, v in result.records]
+        records = result.records
+        values = ([encode_metadata_record(*records[0])] if len(records) == 1
+                  else [encode_metadata_record(r, v) for r, v in records])
         txn_offset = 0
-        if self.txn is not None:
-            txn_offset = (self.txn.append(result.txn_records, now) if result.txn_records
-                          else self.txn.end)
+        if result.txn_records and self.txn is not None:
+            txn_offset = self.txn.append(result.txn_records, now)
         if not values:
             if result.txn_records:
                 self.controller.apply(result, offset=next_offset, txn_offset=txn_offset)
             return next_offset
-        base = self.driver.append(values)
+        base = self.driver.append(values, now)
         self.controller.apply(result, offset=base, txn_offset=txn_offset)
         self._own.append((base, result.records))
         end = base + len(values)

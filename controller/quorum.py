@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -30,6 +31,7 @@ from kraftpy.controller.raft.config import RaftConfig
 from kraftpy.controller.raft.runner import RaftRunner, wall_clock_ms
 from kraftpy.controller.raft.voters import VoterSet
 from kraftpy.protocol.messages.describe_cluster_response import DescribeClusterBroker
+from trio.lowlevel import Abort, current_task, reschedule, wait_task_rescheduled
 
 log = logging.getLogger("kraftpy.raft")
 
@@ -140,11 +142,14 @@ class Quorum:
         answer = self.host.handle(request, api_version, listener)
         if type(answer) is not Deferred:
             return answer
-        event = trio.Event()
-        answer.wake = event.set
-        self.runner.kick()
-        if not answer.done:
-            await event.wait()
+        if not answer.done:  # parked until the commit resolves it (no Event per request)
+            answer.wake = partial(reschedule, current_task())
+
+            def abort(_: Any) -> Abort:
+                answer.wake = None  # the caller is gone: its answer is dropped, not sent
+                return Abort.SUCCEEDED
+
+            await wait_task_rescheduled(abort)
         if answer.response is None:
             raise NodeStopped("the quorum stopped before this request was committed")
         return answer.response
