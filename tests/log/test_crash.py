@@ -126,7 +126,8 @@ OPS_PER_FLUSH = 8
 
 @pytest.mark.slow
 def test_sigkill_loop_with_operations_sharing_batches(tmp_path: Path) -> None:
-    """The same loop with `accumulate`: a torn shared batch drops only unacknowledged ops."""
+    """The same loop with a BatchAccumulator: a torn shared batch drops only unacknowledged
+    ops."""
     directory = tmp_path / "__cluster_metadata-0"
     rng = random.Random(20261121)
     deadline = time.monotonic() + SHARED_SECONDS
