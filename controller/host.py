@@ -144,8 +144,11 @@ class ControllerHost:
                         "does not replicate: refused", type(request).__name__)
             return error_response(request, version, COORDINATOR_NOT_AVAILABLE)
         end = self.write(result, now, next_offset)
-        txn_end = self.txn.end if self.txn is not None else 0
-        if result.respond_before_commit or (self.hwm >= end and self.txn_durable >= txn_end):
+        if result.respond_before_commit:
+            return result.response
+        txn = self.txn
+        txn_end = txn.files.log_end_offset if txn is not None else 0
+        if self.hwm >= end and (txn is None or txn.durable >= txn_end):
             return result.response
         deferred = Deferred(end, txn_end, request, version, result.response)
         self._deferred.append(deferred)
@@ -213,10 +216,17 @@ class ControllerHost:
     def committed(self, high_watermark: int) -> None:
         self.hwm = high_watermark
         image, own = self.image, self._own
-        while own and own[0][0] < high_watermark:  # a result is never split across batches
-            base, records = own.popleft()
-            for i, (record, version) in enumerate(records):
-                image.replay(record, version, base + i)
+        if own and own[0][0] < high_watermark:
+            # The leader's own records the commit covers (a result is never split across
+            # batches), into the image in order: straight to its controller unless held.
+            replay_one = image.replay if image.held else image.controller.replay
+            while own and own[0][0] < high_watermark:
+                base, records = own.popleft()
+                if len(records) == 1:
+                    replay_one(records[0][0], records[0][1], base)
+                else:
+                    for i, (record, version) in enumerate(records):
+                        replay_one(record, version, base + i)
         if high_watermark > self.applied:  # a follower's records, or a new leader's tail
             replay.apply((self.controller, image), replay.log_records(
                 self.log.read(self.applied), self.applied, high_watermark))
