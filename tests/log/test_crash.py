@@ -36,7 +36,7 @@ def check_log(directory: Path, ops_per_flush: int = 1) -> int:
     if snapshot is not None:
         assert snapshot.snapshot_id is not None
         start = snapshot.snapshot_id.end_offset
-        assert snapshot.values == [b"%d" % (start - 1)]
+        assert list(snapshot.iter_values()) == [b"%d" % (start - 1)]
     plog = PartitionLog.open(directory, topic_id=log_crash_writer.TOPIC_ID, segment_bytes=16384)
     try:
         assert plog.log_start_offset <= start <= plog.log_end_offset
