@@ -109,7 +109,7 @@ class ControllerHost:
         self.txn = txn  # TransactionLog: only a lone voter keeps one
         self.generator = SnapshotGenerator(snapshots)
         self.state = HostState.FOLLOWER
-        self.term = 0  # counts activations
+        self.activations = 0  # how many times this node became the active controller
         self.failure: BaseException | None = None
         self.on_activated: Callable[[], None] = lambda: None  # run the timers at once
         self.start_job: Callable[[Any], None] = lambda job: None  # runs a snapshot job
@@ -308,7 +308,7 @@ class ControllerHost:
         if not self.driver.leading or core.high_watermark < end or self.applied < end \
                 or self.rebuilding is not None:
             return
-        self.term += 1
+        self.activations += 1
         self.controller.activate(leader_epoch=core.epoch, now_ms=self.clock_ms())
         migrating = self.txn is not None and self.controller.transactions.migration_due()
         self.state = HostState.MIGRATING if migrating else HostState.ACTIVE

@@ -236,15 +236,15 @@ class Quorum:
         committed before the next is asked for, so a crash anywhere leaves every id readable
         and the next start goes on from there."""
         host = self.host
-        term = host.term
-        while host.state is HostState.MIGRATING and host.term == term:
+        activation = host.activations
+        while host.state is HostState.MIGRATING and host.activations == activation:
             end = self.runner.step(host.migration_step)
             if end is None:
                 return
             txn_end = host.txn.end if host.txn is not None else 0
             self.runner.kick()
-            while (host.hwm < end or host.txn_durable < txn_end) and host.term == term \
-                    and host.state is HostState.MIGRATING:
+            while (host.hwm < end or host.txn_durable < txn_end) \
+                    and host.activations == activation and host.state is HostState.MIGRATING:
                 await self._committed.wait()
 
     def _on_commit(self) -> None:
