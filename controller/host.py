@@ -112,7 +112,9 @@ class ControllerHost:
         self.activations = 0  # how many times this node became the active controller
         self.failure: BaseException | None = None
         self.on_activated: Callable[[], None] = lambda: None  # run the timers at once
-        self.start_job: Callable[[Any], None] = lambda job: None  # runs a snapshot job
+        # Runs a job (a snapshot, retention, a rebuild): here and now unless the node's runner
+        # hands it to a worker thread (`quorum.Quorum`); `job_done` follows either way.
+        self.start_job: Callable[[Any], None] = self.run_job_here
         self.on_new_controller: Callable[[Any], None] | None = None
         self.on_commit: Callable[[], None] = lambda: None  # after each release
         self._deferred: deque[Deferred] = deque()
@@ -383,6 +385,12 @@ class ControllerHost:
             timestamp_below=self.log.timestamp_below, control_at=self._control_at)
         if job is not None:
             self.start_job(job)
+
+    def run_job_here(self, job: Any) -> None:
+        try:
+            job.run()
+        finally:
+            self.job_done(job)
 
     def job_done(self, job: Any) -> None:
         """On the loop, after `job.run` (in a worker thread, or not at all if it failed)."""

@@ -257,10 +257,7 @@ class Quorum:
 
     def _start_job(self, job: Any) -> None:
         if self._jobs is None:  # not running (a test driving the node step by step): here
-            try:
-                job.run()
-            finally:
-                self.host.job_done(job)
+            self.host.run_job_here(job)
             return
         self._jobs.start_soon(self._run_job, job)
 
