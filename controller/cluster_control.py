@@ -398,8 +398,8 @@ class ClusterControlManager:
             return ControllerResult(None)
         reg = self.brokers[stale]
         result = self.transition(reg, reg.state, BrokerControlState.FENCED)
-        result.events[-1] += (f" (no heartbeat for "
-                              f"{now_ms - self.heartbeats.brokers[stale].last_contact_ms} ms)")
+        result.events[0] += (f" (no heartbeat for "
+                             f"{now_ms - self.heartbeats.brokers[stale].last_contact_ms} ms)")
         return result
 
     def unregister_broker(self, request: Any) -> ControllerResult:
