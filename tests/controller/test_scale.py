@@ -23,12 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kraftpy.controller import partition_change
 from kraftpy.controller.api.api_versions import _features
 from kraftpy.controller.feature_control import SUPPORTED_FEATURES
 from kraftpy.controller.metrics import NodeCollector
 from kraftpy.controller.node import RunningNode
 from kraftpy.controller.raft.registration import registration_request as controller_registration
+from kraftpy.controller.replication_control import ReplicationControlManager
 from kraftpy.controller.settings import AdvertisedEndpoint
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.alter_partition_request import (
@@ -254,16 +254,25 @@ def test_the_metrics_gauges_are_counts_replay_keeps(images: Any) -> None:
 # --- leader moves in parts ------------------------------------------------------------------
 
 class Builds:
-    """How many partitions each controller event looked at (PartitionChangeBuilder.build)."""
+    """How many partitions each controller event looked at: those handed to the per-partition
+    step of leader moves and elections (`generate_leader_and_isr_updates`, and the builders
+    the elections make)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        build = partition_change.PartitionChangeBuilder.build
+        generate = ReplicationControlManager.generate_leader_and_isr_updates
+        builder = ReplicationControlManager.builder
 
-        def counted(builder: Any) -> Any:
+        def moves(rc: Any, parts: Any, **kwargs: Any) -> Any:
+            parts = list(parts)
+            self.count += len(parts)
+            return generate(rc, parts, **kwargs)
+
+        def one(rc: Any, part: Any, *args: Any, **kwargs: Any) -> Any:
             self.count += 1
-            return build(builder)
-        monkeypatch.setattr(partition_change.PartitionChangeBuilder, "build", counted)
+            return builder(rc, part, *args, **kwargs)
+        monkeypatch.setattr(ReplicationControlManager, "generate_leader_and_isr_updates", moves)
+        monkeypatch.setattr(ReplicationControlManager, "builder", one)
 
     def take(self) -> int:
         count, self.count = self.count, 0
@@ -418,3 +427,41 @@ def test_a_new_registration_or_unregistration_takes_over_a_fence_under_way() -> 
     assert not h.qc.replication.in_isr(2) and not h.qc.cluster.leaving
     h.tick()  # nothing left to do: no record refers to broker 2's registration
     assert 2 not in h.qc.cluster.brokers
+
+
+def unshare(h: Harness) -> None:
+    """Give every partition lists of its own (equal values, other objects): what a change is
+    must not depend on partitions sharing their lists."""
+    for part in h.qc.replication.partitions():
+        for name in ("replicas", "isr", "removing_replicas", "adding_replicas", "directories",
+                     "eligible_leader_replicas", "last_known_elr"):
+            setattr(part, name, list(getattr(part, name)))
+
+
+def test_a_change_is_built_once_per_state_and_the_same_for_each_partition_in_it() -> None:
+    shared_h, shared_epochs = image(30, 20)
+    own_h, own_epochs = image(30, 20)
+    steps = [("fence", 1), ("fence", 2), ("shutdown", 3), ("unfence", 2), ("unfence", 1)]
+    changes = []
+    for what, broker in steps:
+        unshare(own_h)
+        outcomes = []
+        for h, epochs in ((shared_h, shared_epochs), (own_h, own_epochs)):
+            start = h.end
+            if what == "fence":
+                h.heartbeat(broker, epochs[broker], want_fence=True)
+            elif what == "shutdown":
+                h.heartbeat(broker, epochs[broker], want_shut_down=True)
+            else:
+                h.heartbeat(broker, epochs[broker])
+            while h.qc.has_pending_work():
+                h.tick()
+            outcomes.append([(r.partition_id, r.topic_id, r.isr, r.leader, r.replicas,
+                              r.eligible_leader_replicas, r.last_known_elr, r.directories)
+                             for r in written(h, start) if r.API_KEY == 5])
+        assert outcomes[0] == outcomes[1], (what, broker)
+        changes.append(len(outcomes[0]))
+    # each broker is in 300 ISRs; once 1, 2 and 3 are out, the 100 partitions on (1, 2, 3)
+    # are leaderless with 2 and 3 eligible (ELR): unfencing 2 elects it there, 1 nowhere
+    assert changes == [300, 300, 300, 100, 0], changes
+    assert state(shared_h) == state(own_h)
