@@ -163,9 +163,9 @@ class Topic:
                f"partitions={len(self.partitions)})"
 
 
-# The image is frozen out of the cyclic collector's walks each time it grew by an eighth, and
-# at least by this many partitions (`_index_new`).
-FREEZE_MIN = 20_000
+# The image is frozen out of the cyclic collector's walks each time it grew by this many
+# partitions (`_index_new`): a collection then walks some 10 ms of objects at most.
+FREEZE_EVERY = 20_000
 
 
 def _preferred(replicas: list[int]) -> int:
@@ -188,7 +188,7 @@ class ReplicationControlManager:
         self.imbalanced = PartitionSets()
         self.reassigning = PartitionSets()
         self.partition_count = 0  # Kafka's globalPartitionCount
-        self._freeze_at = FREEZE_MIN
+        self._freeze_at = FREEZE_EVERY
 
     # --- replay ---------------------------------------------------------------------------
 
@@ -314,12 +314,13 @@ class ReplicationControlManager:
         self.partition_count += 1
         if self.partition_count >= self._freeze_at:
             # Python's cyclic collector walks every object it tracks in a full collection
-            # (some 0.65 s for a million partitions), and it runs one each time the heap
-            # has grown by a quarter: during a creation or a restart, on the loop. The image
-            # holds no reference cycles; what exists now is left out of its walks from here
-            # on (gc.freeze: constant time). Freed by reference counting as ever.
+            # (some 0.65 s for a million partitions, 40 ms for 125,000), and runs one each
+            # time the heap grew by a quarter, on the loop. The image holds no reference
+            # cycles; what exists now is left out of its walks from here on (gc.freeze:
+            # constant time), so a collection walks at most the last few partitions. Freed
+            # by reference counting as ever.
             gc.freeze()
-            self._freeze_at = self.partition_count + max(FREEZE_MIN, self.partition_count // 8)
+            self._freeze_at = self.partition_count + FREEZE_EVERY
         self.brokers_to_isrs.add(topic, part)
         if part.eligible_leader_replicas:
             for b in part.eligible_leader_replicas:
