@@ -717,7 +717,14 @@ def follower_catch_up(side: Side, nodes: dict[int, Node]) -> None:
     node = nodes[follower]
     node.stop()
     node.wipe()
-    target = describe_quorum(nodes[leader].controller_port).high_watermark
+
+    def committed() -> int | None:
+        try:
+            return int(describe_quorum(nodes[leader].controller_port).high_watermark)
+        except (ClientError, OSError):
+            return None
+
+    target = wait_until(committed, 600, f"{side.name}: the leader's high watermark", 0.5)
     started = time.monotonic()
     launched_ms = time.time() * 1000
     node.launch()
