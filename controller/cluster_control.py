@@ -372,8 +372,8 @@ class ClusterControlManager:
         if not job.done:
             if job.fencing is not None:
                 self.leaving[b] = job.fencing
-            result.events.append(f"Broker {b}: its leader and ISR moves go on in parts of "
-                                 f"{self.moves.limit} partitions")
+            result.events.append(f"Broker {b}: its leader and ISR moves go on, a part per "
+                                 "controller event")
         return result
 
     def continue_moves(self) -> ControllerResult:

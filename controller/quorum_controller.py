@@ -36,6 +36,7 @@ from kraftpy.controller.feature_control import (
     bootstrap_records,
 )
 from kraftpy.controller.feature_updates import FeatureUpdater
+from kraftpy.controller.leader_moves import BUILD_COST
 from kraftpy.controller.partition_commands import PartitionCommands
 from kraftpy.controller.producer_id_control import (
     ProducerIdControlManager,
@@ -267,10 +268,11 @@ class QuorumController:
     def _maybe_elect(self, now_ms: int) -> ControllerResult:
         """Kafka's periodic electPreferred (when auto.leader.rebalance.enable) and
         electUnclean tasks: due one interval after activation, again at once while a run
-        hit its limit, else one interval later. A run walks its index a part per tick (at
-        most `moves.limit` partitions each), the preferred one first."""
+        hit its limit, else one interval later. A run walks its index a part per tick (as
+        much work as a part of leader moves: a change built for each), the preferred one
+        first."""
         schedule, commands = self.elections, self.partition_commands
-        limit = self.cluster.moves.limit
+        limit = self.cluster.moves.limit // BUILD_COST  # each a change built
         result = ControllerResult(None)
         if commands.balancing() or (not commands.uncleaning()
                                     and schedule.balance_due(now_ms)):

@@ -434,59 +434,19 @@ class ReplicationControlManager:
                                         unclean: int = NO_LEADER) -> list[tuple[Any, int]]:
         """Kafka's generateLeaderAndIsrUpdates: `remove` leaves each ISR and may not lead,
         `add` may lead though still fenced (it is being unfenced), `unclean` (a broker back
-        from an unclean shutdown) leaves ISR and ELR and may not lead.
-
-        A partition's change depends on its lists, leader and recovery state, its topic's
-        rules (effective min.insync.replicas, unclean elections) and the brokers, never on
-        its ids or epochs. Partitions with the same lists share them (`shared`), so within one
-        event the change is built once per such state and topic rules, and the others get
-        the same record with their own ids: a fence of half a million partitions builds a
-        few hundred."""
-        usable = self.cluster.usable
-
-        def accept(r: int) -> bool:
-            return r != remove and r != unclean and (r == add or usable(r))
-
+        from an unclean shutdown) leaves ISR and ELR and may not lead (`MoveContext`)."""
+        moves = self.moves_context(remove=remove, add=add, unclean=unclean)
         out: list[tuple[Any, int]] = []
-        version = self.change_version()
-        mv, elr = self.features.metadata_version, self.features.elr_enabled()
-        default_dir = self.cluster.default_dir
-        rules: dict[int, tuple[int, Election]] = {}  # by id(topic id): a UUID hashes slowly
-        built: dict[tuple[Any, ...], PartitionChangeRecord | None] = {}
-        same = PartitionChangeRecord.of
-        for part in list(parts):
-            topic_rules = rules.get(id(part.topic_id))
-            if topic_rules is None:
-                topic = self.topics[part.topic_id]
-                topic_rules = rules[id(part.topic_id)] = (
-                    self.effective_min_isr(topic),
-                    Election.UNCLEAN if self.unclean_enabled(topic) else Election.ONLINE)
-            # the lists by identity: alive (in `parts`) for the whole event
-            state = (id(part.replicas), id(part.isr), part.leader,
-                     id(part.eligible_leader_replicas), id(part.last_known_elr),
-                     id(part.directories), id(part.removing_replicas),
-                     id(part.adding_replicas), part.leader_recovery_state, topic_rules)
-            if state in built:
-                record = built[state]
-                if record is not None:
-                    out.append((same(part.partition_id, part.topic_id, record.isr,
-                                     record.leader, record.replicas, record.removing_replicas,
-                                     record.adding_replicas, record.leader_recovery_state,
-                                     record.directories, record.eligible_leader_replicas,
-                                     record.last_known_elr), version))
-                continue
-            dirs = current_directories(part)
-            b = PartitionChangeBuilder(part, self.acceptor(part, accept, dirs), mv,
-                                       topic_rules[0], elr_enabled=elr,
-                                       election=topic_rules[1], default_dir=default_dir,
-                                       directories=dirs)
-            if unclean != NO_LEADER:
-                b.set_unclean_shutdown_replicas([unclean])
-            b.set_target_isr([r for r in part.isr if r != remove and r != unclean])
-            record = built[state] = b.build()
+        for part in list(parts):  # a copy: alive for the whole event (MoveContext.state)
+            record = moves.change(part, moves.state(part))
             if record is not None:
-                out.append((record, version))
+                out.append((record, moves.version))
         return out
+
+    def moves_context(self, *, remove: int = NO_LEADER, add: int = NO_LEADER,
+                      unclean: int = NO_LEADER) -> MoveContext:
+        """One event's moves with these brokers (`generate_leader_and_isr_updates`)."""
+        return MoveContext(self, remove, add, unclean)
 
     def in_isr(self, broker_id: int) -> list[Partition]:
         return self.brokers_to_isrs.partitions_with_broker_in_isr(broker_id)
@@ -585,6 +545,71 @@ class ReplicationControlManager:
                                 for p in sorted(t.partitions.values(),
                                                 key=lambda p: p.partition_id)]}
                 for t in sorted(self.topics.values(), key=lambda t: t.name)]
+
+
+class MoveContext:
+    """The leader and ISR moves of one controller event (Kafka's generateLeaderAndIsrUpdates
+    over some partitions), the brokers and rules as they are during that event.
+
+    A partition's change depends on its lists, leader and recovery state, its topic's rules
+    (effective min.insync.replicas, unclean elections) and the brokers, never on its ids or
+    epochs. Partitions with the same lists share them (`shared`), so the change is built
+    once per such state (`state`: the lists by identity, which the caller keeps alive for
+    the event) and the others get the same record with their own ids: a fence of half a
+    million partitions on six brokers builds a few dozen."""
+
+    __slots__ = ("rc", "remove", "add", "unclean", "accept", "version", "mv", "elr",
+                 "default_dir", "rules", "built")
+
+    def __init__(self, rc: ReplicationControlManager, remove: int, add: int,
+                 unclean: int) -> None:
+        usable = rc.cluster.usable
+
+        def accept(r: int) -> bool:
+            return r != remove and r != unclean and (r == add or usable(r))
+
+        self.rc, self.remove, self.add, self.unclean = rc, remove, add, unclean
+        self.accept = accept
+        self.version = rc.change_version()
+        self.mv, self.elr = rc.features.metadata_version, rc.features.elr_enabled()
+        self.default_dir = rc.cluster.default_dir
+        self.rules: dict[int, tuple[int, Election]] = {}  # by id(topic id): UUIDs hash slowly
+        self.built: dict[tuple[Any, ...], PartitionChangeRecord | None] = {}
+
+    def state(self, part: Partition) -> tuple[Any, ...]:
+        """What the partition's change depends on."""
+        rules = self.rules.get(id(part.topic_id))
+        if rules is None:
+            topic = self.rc.topics[part.topic_id]
+            rules = self.rules[id(part.topic_id)] = (
+                self.rc.effective_min_isr(topic),
+                Election.UNCLEAN if self.rc.unclean_enabled(topic) else Election.ONLINE)
+        return (id(part.replicas), id(part.isr), part.leader, id(part.eligible_leader_replicas),
+                id(part.last_known_elr), id(part.directories), id(part.removing_replicas),
+                id(part.adding_replicas), part.leader_recovery_state, rules)
+
+    def change(self, part: Partition, state: tuple[Any, ...]) -> PartitionChangeRecord | None:
+        """The partition's change record (None: nothing changes), built unless its state's
+        change is (`built`)."""
+        if state in self.built:
+            record = self.built[state]
+            if record is None:
+                return None
+            return PartitionChangeRecord.of(
+                part.partition_id, part.topic_id, record.isr, record.leader, record.replicas,
+                record.removing_replicas, record.adding_replicas, record.leader_recovery_state,
+                record.directories, record.eligible_leader_replicas, record.last_known_elr)
+        dirs = current_directories(part)
+        rules = state[-1]
+        b = PartitionChangeBuilder(part, self.rc.acceptor(part, self.accept, dirs), self.mv,
+                                   rules[0], elr_enabled=self.elr, election=rules[1],
+                                   default_dir=self.default_dir, directories=dirs)
+        remove, unclean = self.remove, self.unclean
+        if unclean != NO_LEADER:
+            b.set_unclean_shutdown_replicas([unclean])
+        b.set_target_isr([r for r in part.isr if r != remove and r != unclean])
+        record = self.built[state] = b.build()
+        return record
 
 
 def _real_dirs(directories: Iterable[uuid.UUID]) -> list[int]:

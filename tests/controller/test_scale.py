@@ -25,10 +25,12 @@ from typing import Any
 import pytest
 from kraftpy.controller.api.api_versions import _features
 from kraftpy.controller.feature_control import SUPPORTED_FEATURES
+from kraftpy.controller.leader_moves import BUILD_COST
 from kraftpy.controller.metrics import NodeCollector
 from kraftpy.controller.node import RunningNode
+from kraftpy.controller.partition_change import PartitionChangeBuilder
 from kraftpy.controller.raft.registration import registration_request as controller_registration
-from kraftpy.controller.replication_control import ReplicationControlManager
+from kraftpy.controller.replication_control import MoveContext, ReplicationControlManager
 from kraftpy.controller.settings import AdvertisedEndpoint
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.alter_partition_request import (
@@ -254,29 +256,36 @@ def test_the_metrics_gauges_are_counts_replay_keeps(images: Any) -> None:
 # --- leader moves in parts ------------------------------------------------------------------
 
 class Builds:
-    """How many partitions each controller event looked at: those handed to the per-partition
-    step of leader moves and elections (`generate_leader_and_isr_updates`, and the builders
-    the elections make)."""
+    """The work each controller event did on partitions: how many it looked at (a leader
+    move's `MoveContext.change`, an election's builder) and how many changes it built
+    (`PartitionChangeBuilder.build`); `take()` gives the work as leader moves count it
+    (1 per partition, BUILD_COST per change built)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.count = 0
-        generate = ReplicationControlManager.generate_leader_and_isr_updates
-        builder = ReplicationControlManager.builder
+        self.looked = self.built = 0
+        change, builder = MoveContext.change, ReplicationControlManager.builder
+        build = PartitionChangeBuilder.build
 
-        def moves(rc: Any, parts: Any, **kwargs: Any) -> Any:
-            parts = list(parts)
-            self.count += len(parts)
-            return generate(rc, parts, **kwargs)
+        def one_move(moves: Any, part: Any, state: Any) -> Any:
+            self.looked += 1
+            return change(moves, part, state)
 
-        def one(rc: Any, part: Any, *args: Any, **kwargs: Any) -> Any:
-            self.count += 1
+        def one_election(rc: Any, part: Any, *args: Any, **kwargs: Any) -> Any:
+            self.looked += 1
             return builder(rc, part, *args, **kwargs)
-        monkeypatch.setattr(ReplicationControlManager, "generate_leader_and_isr_updates", moves)
-        monkeypatch.setattr(ReplicationControlManager, "builder", one)
+
+        def one_build(b: Any) -> Any:
+            self.built += 1
+            return build(b)
+        monkeypatch.setattr(MoveContext, "change", one_move)
+        monkeypatch.setattr(ReplicationControlManager, "builder", one_election)
+        monkeypatch.setattr(PartitionChangeBuilder, "build", one_build)
 
     def take(self) -> int:
-        count, self.count = self.count, 0
-        return count
+        """The work since the last take (its partitions: `last`)."""
+        work = self.looked + (BUILD_COST - 1) * self.built
+        self.last, self.looked, self.built = self.looked, 0, 0
+        return work
 
 
 def written(h: Harness, since: int) -> list[Any]:
@@ -289,7 +298,7 @@ def state(h: Harness) -> list[tuple[Any, ...]]:
             for p in h.qc.replication.partitions()]
 
 
-LIMIT = 300  # partitions per event here (small images, several parts)
+LIMIT = 300  # work per event here (small images, several parts)
 
 
 def test_a_fence_moves_every_partition_a_bounded_part_per_event(monkeypatch: Any) -> None:
@@ -302,7 +311,7 @@ def test_a_fence_moves_every_partition_a_bounded_part_per_event(monkeypatch: Any
     h.qc.cluster.moves.limit = LIMIT
     builds = Builds(monkeypatch)
     start = h.end
-    parts = []
+    parts = []  # (work, partitions) of each tick
     for _ in range(100):  # broker 1 goes silent; the others heartbeat every 2 s
         h.now_ms += 2000
         for b in BROKERS[1:]:
@@ -315,11 +324,12 @@ def test_a_fence_moves_every_partition_a_bounded_part_per_event(monkeypatch: Any
             late = h.heartbeat(1, epochs[1])
             assert late.is_fenced and builds.take() == 0
         result = h.tick()
-        parts.append(builds.take())
-        assert parts[-1] <= LIMIT
+        parts.append((builds.take(), builds.last))
+        assert parts[-1][0] <= LIMIT
         if h.qc.cluster.brokers[1].fenced:
             break
-    assert [p for p in parts if p] == [300, 300]  # the fence record comes with the last
+    moved = [looked for work, looked in parts if work]
+    assert sum(moved) == 600 and len(moved) == 3  # the fence record comes with the last
     records = [r for r in written(h, start) if r.API_KEY in (5, 17)]
     assert records == [r for r, _ in expected] + [records[-1]]
     assert (records[-1].API_KEY, records[-1].broker_id, records[-1].fenced) == (17, 1, 1)
@@ -338,7 +348,7 @@ def test_a_controlled_shutdown_moves_leaders_in_parts_then_shuts_down(monkeypatc
     builds = Builds(monkeypatch)
     start = h.end
     reply = h.heartbeat(2, epochs[2], want_shut_down=True)
-    assert builds.take() == LIMIT and not reply.is_fenced and not reply.should_shut_down
+    assert 0 < builds.take() <= LIMIT and not reply.is_fenced and not reply.should_shut_down
     assert h.qc.cluster.brokers[2].in_controlled_shutdown and h.qc.has_pending_work()
     shut = None
     for _ in range(10):
@@ -365,7 +375,7 @@ def test_an_unfence_elects_leaderless_partitions_in_parts(monkeypatch: Any) -> N
     assert leaderless == 800 // 6 and h.qc.cluster.brokers[3].fenced
     builds = Builds(monkeypatch)
     reply = h.heartbeat(3, epochs[3])
-    assert not reply.is_fenced and builds.take() == 50
+    assert not reply.is_fenced and 0 < builds.take() <= 50
     while h.qc.has_pending_work():
         h.tick()
         assert builds.take() <= 50
@@ -375,7 +385,7 @@ def test_an_unfence_elects_leaderless_partitions_in_parts(monkeypatch: Any) -> N
 
 def test_the_periodic_preferred_election_walks_in_parts(monkeypatch: Any) -> None:
     h, epochs = image(40, 30)
-    h.qc.cluster.moves.limit = LIMIT
+    h.qc.cluster.moves.limit = 3 * 200  # an election builds a change: 200 partitions a tick
     h.heartbeat(1, epochs[1], want_fence=True)
     while h.qc.has_pending_work():
         h.tick()
@@ -385,7 +395,8 @@ def test_the_periodic_preferred_election_walks_in_parts(monkeypatch: Any) -> Non
     builds = Builds(monkeypatch)
     h.qc.elections.next_balance_ms = 0
     h.tick()  # 200 partitions looked at, none of them may elect broker 1 yet
-    assert builds.take() == 200 and h.qc.replication.imbalanced.size == 200
+    assert builds.take() == 600 and builds.last == 200
+    assert h.qc.replication.imbalanced.size == 200
     # In the ISRs again (AlterPartition from each leader), broker 1 is elected where it is
     # preferred: at most 150 elections a run, the next run at once, each a part per tick.
     for part in h.qc.replication.imbalanced_partitions():
@@ -399,15 +410,15 @@ def test_the_periodic_preferred_election_walks_in_parts(monkeypatch: Any) -> Non
                                                                          broker_epoch=epochs[b])
                                                              for b in [*part.isr, 1]])])]), 3)
     builds.take()
-    h.qc.cluster.moves.limit = 60
+    h.qc.cluster.moves.limit = 3 * 60
     h.qc.elections.next_balance_ms = 0
     looked = []
     for _ in range(50):
-        h.tick()
-        looked.append(builds.take())
+        assert h.tick() is not None and builds.take() <= 3 * 60
+        looked.append(builds.last)
         if not h.qc.has_pending_work() and h.qc.replication.imbalanced.size == 0:
             break
-    assert max(looked) <= 60 and sum(looked) == 200
+    assert max(looked) == 60 and sum(looked) == 200
     assert h.qc.replication.brokers_to_isrs.leaderships(1) == 200
 
 
