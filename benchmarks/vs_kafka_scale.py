@@ -622,10 +622,16 @@ def fence(side: Side) -> None:
 
 
 def both(sides: list[Side], step: int, what: Callable[[Side], None], label: str) -> None:
-    """`what` on each side, the first alternating with `step`."""
+    """`what` on each side, the first alternating with `step`. A step that times out on one
+    side is reported (`timed out`) and the run goes on."""
     for side in (sides if step % 2 == 0 else sides[::-1]):
         began = time.monotonic()
-        what(side)
+        try:
+            what(side)
+        except TimeoutError as exc:
+            side.rows.setdefault("timed out", []).append(f"{label}: {exc}")
+            print(f"  {label} {side.name}: TIMED OUT ({exc})", flush=True)
+            continue
         print(f"  {label} {side.name}: {time.monotonic() - began:.1f} s "
               f"(load {load_average()})", flush=True)
 
@@ -887,6 +893,9 @@ def table(title: str, ours: dict[str, Any], theirs: dict[str, Any], partitions: 
     row("fence: last heartbeat to leaders moved", "fence s", "s", 1.0)
     row("three voters: follower wiped, to caught up", "follower s", "s", 1.0)
     row("three voters: kill -9 of the leader to a new leader", "failover s", "s", 1.0)
+    for name, rows in (("kraftpy", ours), ("Kafka", theirs)):
+        for what in rows.get("timed out", []):
+            lines.append(f"\n{name} timed out: {what}")
     if "follower snapshot" in ours:
         lines.append(f"\nthe follower fetched a snapshot: kraftpy {ours['follower snapshot']}, "
                      f"Kafka {theirs['follower snapshot']}")
