@@ -10,7 +10,7 @@
   sample test, by timeit.
 
 End to end, compare the 64-writer rows of benchmarks/log.py of two commits in alternating
-runs; README gives both.
+runs; docs/benchmarks.md gives both.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kraftpy.controller.properties import default
 from kraftpy.controller.settings import TxnTopicSettings
 
 # What a bare `kraftpy serve` runs with: one node in combined mode on loopback.
@@ -27,24 +28,21 @@ EMBEDDED_DEFAULTS: dict[str, str] = {
     "metadata.log.dir": "./kraftpy-data",
 }
 
-# Kafka's defaults for the settings kraftpy reads (KRaftConfigs, SocketServerConfigs,
-# TransactionStateManagerConfigs).
-KAFKA_DEFAULTS: dict[str, str] = {
-    "broker.session.timeout.ms": "9000",
-    "broker.heartbeat.interval.ms": "2000",
-    "transaction.max.timeout.ms": "900000",
-    "socket.request.max.bytes": "104857600",
-    # Bytes of large requests being read or handled at once; -1 (or any value <= 0): no bound.
-    "queued.max.request.bytes": "-1",
-    "connections.max.idle.ms": "600000",
-    "metadata.log.segment.bytes": str(1024 * 1024 * 1024),
-    "metadata.log.segment.ms": str(7 * 24 * 60 * 60 * 1000),
-    "metadata.log.max.record.bytes.between.snapshots": str(20 * 1024 * 1024),
-    "metadata.log.max.snapshot.interval.ms": "3600000",
-    "metadata.max.idle.interval.ms": "500",
-    # Rate of AllocateProducerIds per broker (blocks per second); 0 means unlimited.
-    "producer.id.allocation.quota.per.broker": "0",
-}
+# The settings filled in here when unset, with the defaults of `properties.py` (Kafka's).
+KAFKA_DEFAULTS: dict[str, str] = {name: default(name) for name in (
+    "broker.session.timeout.ms",
+    "broker.heartbeat.interval.ms",
+    "transaction.max.timeout.ms",
+    "socket.request.max.bytes",
+    "queued.max.request.bytes",
+    "connections.max.idle.ms",
+    "metadata.log.segment.bytes",
+    "metadata.log.segment.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms",
+    "metadata.max.idle.interval.ms",
+    "producer.id.allocation.quota.per.broker",
+)}
 
 # The __transaction_state topic's settings (TransactionLogConfig), Kafka's defaults when unset.
 TXN_TOPIC_KEYS = {
@@ -270,8 +268,8 @@ def build_config(props: Mapping[str, str]) -> ServerConfig:
             "or 'broker,controller'"
         )
     protocol_map: dict[str, str] = {}
-    for pair in _csv(merged.get("listener.security.protocol.map", EMBEDDED_DEFAULTS[
-            "listener.security.protocol.map"])):
+    for pair in _csv(merged.get("listener.security.protocol.map",
+                                default("listener.security.protocol.map"))):
         name, sep, proto = pair.partition(":")
         if not sep or proto.strip().upper() not in SECURITY_PROTOCOLS:
             raise ConfigError(f"listener.security.protocol.map: bad entry {pair!r}")

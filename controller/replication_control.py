@@ -29,6 +29,7 @@ from kraftpy.controller.partition_change import (
     PartitionChangeBuilder,
     current_directories,
 )
+from kraftpy.controller.properties import default
 from kraftpy.protocol.records.broker_registration_change_record import (
     BrokerRegistrationChangeRecord,
 )
@@ -637,10 +638,13 @@ class ElectionSchedule:
                 return int(str(props.get(key, default)).strip())
             except ValueError:
                 return default
-        enabled = str(props.get("auto.leader.rebalance.enable", "true")).strip().lower()
-        balance = number("leader.imbalance.check.interval.seconds", 300) * 1000
+        enabled = str(props.get("auto.leader.rebalance.enable",
+                                default("auto.leader.rebalance.enable"))).strip().lower()
+        balance = number("leader.imbalance.check.interval.seconds",
+                         int(default("leader.imbalance.check.interval.seconds"))) * 1000
         return ElectionSchedule(balance if enabled == "true" else None,
-                                number("unclean.leader.election.interval.ms", 300_000))
+                                number("unclean.leader.election.interval.ms",
+                                       int(default("unclean.leader.election.interval.ms"))))
 
     def start(self, now_ms: int) -> None:
         self.next_balance_ms = now_ms + (self.balance_interval_ms or 0)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from kraftpy.controller import topic_placement
 from kraftpy.controller.config_control import SET, ConfigurationControlManager
 from kraftpy.controller.config_schema import TOPIC
+from kraftpy.controller.properties import default
 from kraftpy.controller.replication_control import Partition
 from kraftpy.controller.result import ControllerResult
 from kraftpy.controller.topic_names import (
@@ -299,10 +300,12 @@ class TopicControl:
                              ) from None
 
     def _default_partitions(self) -> int:
-        return int(self.qc.settings.static_configs.get("num.partitions", "1"))
+        return int(self.qc.settings.static_configs.get("num.partitions",
+                                                       default("num.partitions")))
 
     def _default_replication_factor(self) -> int:
-        return int(self.qc.settings.static_configs.get("default.replication.factor", "1"))
+        return int(self.qc.settings.static_configs.get("default.replication.factor",
+                                                       default("default.replication.factor")))
 
     # --- DeleteTopics ---------------------------------------------------------------------
 
@@ -316,7 +319,8 @@ class TopicControl:
             out.append(DeletableTopicResult(name=name, topic_id=topic_id, error_code=code,
                                             error_message=message))
 
-        if self.qc.settings.static_configs.get("delete.topic.enable", "true").strip().lower() \
+        if self.qc.settings.static_configs.get("delete.topic.enable",
+                                               default("delete.topic.enable")).strip().lower() \
                 != "true":
             code = ErrorCode.INVALID_REQUEST if api_version < 3 \
                 else ErrorCode.TOPIC_DELETION_DISABLED

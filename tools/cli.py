@@ -18,6 +18,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("acls", "kraftpy.tools.cmd_acls"),
     ("broker-sim", "kraftpy.tools.cmd_broker_sim"),
     ("storage", "kraftpy.tools.cmd_storage"),
+    ("cluster", "kraftpy.tools.cmd_cluster"),
 ]
 
 

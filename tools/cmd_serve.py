@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "listener 127.0.0.1:9092, CONTROLLER listener 127.0.0.1:9093, data in ./kraftpy-data "
         "(formatted on first start).",
     )
-    p.add_argument("--config", metavar="FILE", help="a Kafka-style server.properties file")
+    p.add_argument("--config", "-c", metavar="FILE",
+                   help="a Kafka-style server.properties file")
     p.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
                    help="set one property (repeatable); wins over the file")
     p.add_argument("--log-level", default="INFO",

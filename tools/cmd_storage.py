@@ -4,6 +4,9 @@
         [--release-version 4.1] [--feature NAME=LEVEL ...] [--ignore-formatted]
         [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
     kraftpy storage random-uuid
+    kraftpy storage recover-quorum --config server.properties --survivors ID,...
+        --lost-controllers ID:DIRECTORY_ID,... [--leader-epoch N] [--skip-producer-ids N]
+        --accept-data-loss
 
 `format` writes `meta.properties` and `bootstrap.checkpoint` into `metadata.log.dir`, with the
 feature levels Kafka 4.1's `kafka-storage format` finalizes: `--release-version` (default
@@ -87,6 +90,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     fmt.set_defaults(func=run_format)
     rnd = sub.add_parser("random-uuid", help="print a new cluster id")
     rnd.set_defaults(func=run_random_uuid)
+    _register_recover(sub)
+
+
+def _register_recover(sub: argparse._SubParsersAction) -> None:
+    rec = sub.add_parser(
+        "recover-quorum",
+        help="give a stopped survivor of a KIP-853 quorum that lost its majority a voter set "
+        "of the survivors only (accepting the loss of what they lack)",
+        description="Recover a KIP-853 controller quorum that lost a majority of its voters: "
+        "on a stopped survivor, write a new voter set naming only the survivors, in a control "
+        "batch of a new leader epoch. Records the lost voters committed and this disk lacks "
+        "are lost. Without --accept-data-loss nothing is written.")
+    rec.add_argument("--config", "-c", metavar="FILE", required=True,
+                     help="the survivor's server.properties (its metadata.log.dir and node.id)")
+    rec.add_argument("--survivors", metavar="ID,...",
+                     help="the voters whose data dirs survive, this node among them; they "
+                     "form the new voter set")
+    rec.add_argument("--lost-controllers", metavar="ID:DIRECTORY_ID,...",
+                     help="every other voter, with the directory id the voter set records "
+                     "for it: these directories may never take part again")
+    rec.add_argument("--leader-epoch", metavar="N", type=int,
+                     help="the leader epoch of the recovery (default: the highest epoch the "
+                     "data dir knows plus 1001); must be above every epoch any broker or "
+                     "controller has seen")
+    rec.add_argument("--skip-producer-ids", metavar="N", type=int, default=None,
+                     help="move the producer-id counter on by N ids, past blocks the lost "
+                     "voters may have granted (default 1000000; 0 leaves it as it is)")
+    rec.add_argument("--accept-data-loss", action="store_true",
+                     help="accept that whatever the lost voters committed and this data dir "
+                     "lacks is gone")
+    rec.set_defaults(func=run_recover_quorum)
 
 
 def _features(items: list[str]) -> dict[str, int]:
@@ -200,4 +234,90 @@ def run_random_uuid(args: argparse.Namespace) -> int:
     from kraftpy.controller.log.storage import random_uuid
 
     print(random_uuid())
+    return 0
+
+
+def run_recover_quorum(args: argparse.Namespace) -> int:
+    from kraftpy.controller import recovery
+    from kraftpy.controller.config import ConfigError, load_config
+    from kraftpy.controller.log.files import DirLock, LogDirError, read_meta_properties
+    from kraftpy.controller.log.partition_log import LogCorruptError
+    from kraftpy.controller.log.snapshots import SnapshotError
+    from kraftpy.controller.log.storage import MetadataStorage
+    from kraftpy.controller.raft import quorum_recovery as qr
+    from kraftpy.protocol.errors import DecodeError
+
+    name = "kraftpy storage recover-quorum"
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 2
+    log_dir = config.metadata_log_dir
+    skip = qr.PRODUCER_ID_MARGIN if args.skip_producer_ids is None else args.skip_producer_ids
+    try:
+        survivors = None if args.survivors is None else qr.parse_survivors(args.survivors)
+        lost = None if args.lost_controllers is None else qr.parse_lost(args.lost_controllers)
+        read_meta_properties(log_dir)  # never format here: an unformatted dir is refused
+        if not (log_dir / "__cluster_metadata-0").is_dir():
+            raise qr.RecoveryRefused(
+                f"{log_dir} holds no metadata log (no __cluster_metadata-0): this node never "
+                "ran in a quorum, so there is nothing here to recover from")
+        lock = DirLock(log_dir)
+        try:
+            lock.acquire()
+        except LogDirError as exc:  # a running node (kraftpy's or Kafka's) holds it
+            raise qr.RecoveryRefused(f"{exc}: stop the node first (recover-quorum works on a "
+                                     "stopped node's data dir)") from None
+        try:  # read-only: a refusal changes nothing; the lock keeps a node from starting
+            storage = MetadataStorage.open(log_dir, node_id=config.node_id, read_only=True,
+                                           with_txn_log=False, downloads=True)
+            try:
+                survivor = qr.read_survivor(storage)
+            finally:
+                storage.close()
+        finally:
+            lock.release()
+    except (LogDirError, LogCorruptError, SnapshotError, DecodeError, OSError,
+            qr.RecoveryRefused, qr.RecoveryFileError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    for line in qr.describe_survivor(survivor):
+        print(line)
+    try:
+        plan = qr.plan(survivor, survivors=survivors, lost=lost, leader_epoch=args.leader_epoch,
+                       skip_producer_ids=skip)
+    except qr.RecoveryRefused as exc:
+        print(f"{name}: refused: {exc}", file=sys.stderr)
+        return 1
+    for line in qr.describe_loss(survivor) + qr.describe_plan(plan):
+        print(line)
+    if not args.accept_data_loss:
+        print(f"{name}: refused: nothing was written. A lost majority may have committed "
+              f"records this data dir lacks (at offset {survivor.log_end} or later): add "
+              "--accept-data-loss to accept their loss and write the new voter set",
+              file=sys.stderr)
+        return 1
+    try:
+        storage = recovery.open_storage(config, downloads=True)
+    except recovery.RecoveryError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    try:
+        plan = qr.plan(qr.read_survivor(storage), survivors=survivors, lost=lost,
+                       leader_epoch=args.leader_epoch, skip_producer_ids=skip)
+        qr.write(storage, plan, qr.now_ms())
+    except (qr.RecoveryRefused, qr.RecoveryFileError, LogDirError, DecodeError, OSError) as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        storage.close()
+    print(f"Wrote the new voter set at offset {plan.offset}, leader epoch {plan.epoch}; "
+          f"declared lost: {', '.join(f'{k.id}' for k in plan.lost)} "
+          f"(recorded in {log_dir / qr.RECOVERY_FILE}).")
+    print(f"Next: start node {plan.survivor.node.id}; it stands for epoch {plan.epoch + 1} "
+          "with the new voter set. Bring each lost controller back only on a newly formatted "
+          "directory (storage format --no-initial-controllers), then add it with "
+          "kafka-metadata-quorum --bootstrap-controller HOST:PORT --command-config ITS_CONFIG "
+          "add-controller. Never start one on its old data dir.")
     return 0

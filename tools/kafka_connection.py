@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kraftpy.controller.properties import CLIENT_PROPERTIES
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import FrameReader, decode_response, encode_request
@@ -84,7 +85,8 @@ class KafkaConnection:
     def __init__(self, address: str | tuple[str, int], settings: Mapping[str, str] | None = None,
                  *, timeout: float = 10.0, client_id: str = "kraftpy") -> None:
         conf = {k.strip(): v.strip() for k, v in (settings or {}).items()}
-        self.protocol = conf.get("security.protocol", "PLAINTEXT").upper()
+        self.protocol = conf.get("security.protocol",
+                                 CLIENT_PROPERTIES["security.protocol"].default or "").upper()
         if self.protocol not in PROTOCOLS:
             raise ClientError(f"security.protocol: {self.protocol!r} is not one of {PROTOCOLS}")
         self.address = parse_address(address) if isinstance(address, str) else address
@@ -119,7 +121,8 @@ class KafkaConnection:
     def _wrap(sock: socket.socket, host: str, conf: Mapping[str, str]) -> ssl.SSLSocket:
         try:
             ctx = ssl.create_default_context(cafile=conf.get("ssl.ca.location") or None)
-            if conf.get("ssl.endpoint.identification.algorithm", "https").lower() in ("none", ""):
+            check = CLIENT_PROPERTIES["ssl.endpoint.identification.algorithm"].default or ""
+            if conf.get("ssl.endpoint.identification.algorithm", check).lower() in ("none", ""):
                 ctx.check_hostname = False
             cert = conf.get("ssl.certificate.location")
             if cert:

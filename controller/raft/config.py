@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from kraftpy.controller.properties import default
+
 PREFIX = "controller.quorum."
 # KafkaRaftClient's fixed sizes and the broker's replica.fetch.wait.max.ms default.
 MAX_FETCH_BYTES = 8 * 1024 * 1024
@@ -24,12 +26,12 @@ class RaftConfigError(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class RaftConfig:
-    election_timeout_ms: int = 1000
-    fetch_timeout_ms: int = 2000
-    election_backoff_max_ms: int = 1000
-    append_linger_ms: int = 25
-    request_timeout_ms: int = 2000
-    retry_backoff_ms: int = 20
+    election_timeout_ms: int = int(default(PREFIX + "election.timeout.ms"))
+    fetch_timeout_ms: int = int(default(PREFIX + "fetch.timeout.ms"))
+    election_backoff_max_ms: int = int(default(PREFIX + "election.backoff.max.ms"))
+    append_linger_ms: int = int(default(PREFIX + "append.linger.ms"))
+    request_timeout_ms: int = int(default(PREFIX + "request.timeout.ms"))
+    retry_backoff_ms: int = int(default(PREFIX + "retry.backoff.ms"))
     fetch_max_wait_ms: int = FETCH_MAX_WAIT_MS
 
     @property

@@ -71,6 +71,7 @@ from kraftpy.protocol.messages.leader_change_message import Voter as LeaderChang
 from kraftpy.protocol.messages.vote_request import VoteRequest
 from kraftpy.protocol.messages.vote_response import VoteResponse
 from kraftpy.protocol.record_batch import iter_record_batches
+from kraftpy.protocol.uuid import kafka_uuid_str
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -84,12 +85,17 @@ UNKNOWN_LEADER_EPOCH = 75
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
 OFFSET_OUT_OF_RANGE = 1
+INCONSISTENT_VOTER_SET = 94
 INCONSISTENT_CLUSTER_ID = 104
 INVALID_VOTER_KEY = 125
 DUPLICATE_VOTER = 126
 VOTER_NOT_FOUND = 127
 NEVER = float("inf")
 CAUGHT_UP_FETCH_MS = 3_600_000  # Kafka's isReplicaCaughtUp: fetched within the last hour
+
+
+def _directory_text(key: ReplicaKey) -> str:
+    return "-" if key.directory_id is None else kafka_uuid_str(key.directory_id)
 
 
 class NotLeaderError(Exception):
@@ -154,6 +160,10 @@ class RaftNode:
         self._generation = 0
         self._leader_endpoints: dict[int, tuple[str, int]] = {}
         self.anomalies: list[str] = []  # peers contradicting Raft's invariants (never expected)
+        # Directories a quorum recovery declared lost (`quorum_recovery.py`): their Vote,
+        # Fetch and FetchSnapshot requests are refused (INCONSISTENT_VOTER_SET), never acted on.
+        self.declared_lost: frozenset[ReplicaKey] = frozenset()
+        self._lost_noted: set[tuple[ReplicaKey, str]] = set()
         self.now = now_ms
         self._version = 0  # of the request being answered: NodeEndpoints only where it has them
         stored = election or ElectionState(epoch=0, voters=self.voters.ids)
@@ -315,6 +325,8 @@ class RaftNode:
         self._version = version
         if request.cluster_id is not None and request.cluster_id != self.cluster_id:
             self._respond_top_error(token, request, INCONSISTENT_CLUSTER_ID)
+        elif self.declared_lost and (lost := self._lost_sender(request, version)) is not None:
+            self._refuse_lost(token, request, lost)
         elif isinstance(request, VoteRequest):
             self._on_vote_request(token, request)
         elif isinstance(request, BeginQuorumEpochRequest):
@@ -557,6 +569,38 @@ class RaftNode:
         if build is None:
             raise TypeError(f"not a Raft request: {type(request).__name__}")
         self._out.append(Respond(token, build()))
+
+    def _lost_sender(self, request: Any, version: int) -> ReplicaKey | None:
+        """The sender's key when a recovery declared its directory lost (only the requests
+        that name the sender's directory: Vote, Fetch, FetchSnapshot)."""
+        if isinstance(request, VoteRequest):
+            part = m.partition(request)
+            key = None if part is None else ReplicaKey(
+                part.replica_id, m.directory(part.replica_directory_id))
+        elif isinstance(request, FetchRequest):
+            part = m.partition(request, fetch=True)
+            key = None if part is None else ReplicaKey(
+                m.fetch_replica_id(request, version),
+                m.directory(getattr(part, "replica_directory_id", m.ZERO_UUID)))
+        elif isinstance(request, FetchSnapshotRequest):
+            parts = [p for t in request.topics for p in t.partitions]
+            key = None if len(parts) != 1 else ReplicaKey(
+                request.replica_id, m.directory(parts[0].replica_directory_id))
+        else:
+            return None
+        return key if key in self.declared_lost else None
+
+    def _refuse_lost(self, token: Any, request: Any, key: ReplicaKey) -> None:
+        """INCONSISTENT_VOTER_SET at the top level (the sender is no voter this node accepts),
+        nothing else; the first of each kind from each directory is logged."""
+        kind = type(request).__name__.removesuffix("Request")
+        if (key, kind) not in self._lost_noted:
+            self._lost_noted.add((key, kind))
+            self._note("warning", f"refusing {kind} from replica {key.id} (directory "
+                       f"{_directory_text(key)}): a quorum recovery declared that directory "
+                       "lost; that controller may come back only on a newly formatted "
+                       "directory (further refusals are not logged)")
+        self._respond_top_error(token, request, INCONSISTENT_VOTER_SET)
 
     def _leader_node(self, since: int = 1) -> tuple[int, str, int] | None:
         """The leader's endpoint for an answer's NodeEndpoints (in versions >= `since`)."""

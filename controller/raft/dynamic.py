@@ -181,12 +181,20 @@ def _listeners(items: Any) -> tuple[tuple[str, str, int], ...]:
 
 
 class VoterChanges:
-    """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter against one `RaftQuorum`."""
+    """AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter against one `RaftQuorum`, and the
+    directories a quorum recovery of its data dir declared lost (`quorum_recovery.py`),
+    which it hands to the core to refuse and never adds back."""
 
     def __init__(self, quorum: Any, timeout_ms: int) -> None:
         self.quorum = quorum
         self.timeout_s = timeout_ms / 1000
         self.pending = False  # Kafka's isOperationPending: an add or remove in progress
+        self.declared_lost = _declared_lost(getattr(quorum.storage, "log_dir", None))
+        if self.declared_lost:
+            quorum.raft.declared_lost = self.declared_lost
+            log.info("refusing the directories a quorum recovery declared lost: %s",
+                     ", ".join(_show(k) for k in sorted(self.declared_lost,
+                                                        key=lambda k: k.id)))
 
     # --- shared ---
     def _core(self, step: Callable[[Any, float], tuple[int, list[Any]]]) -> int:
@@ -252,6 +260,10 @@ class VoterChanges:
         key = _key(request.voter_id, request.voter_directory_id)
         if key is None:
             return _add(INVALID_REQUEST, "Add voter request didn't include a valid voter")
+        if key in self.declared_lost:
+            return _add(INVALID_REQUEST, f"{_show(key)} was declared lost by a quorum recovery "
+                        f"of this controller's data dir; format a new directory for controller "
+                        f"{key.id} and add that")
         node = VoterNode(key, _listeners(request.listeners))
         endpoint = node.endpoint(q.raft.listener)
         if endpoint is None:
@@ -359,6 +371,20 @@ class VoterChanges:
         return UpdateRaftVoterResponse(error_code=error, current_leader=CurrentLeader(
             leader_id=-1 if leader is None else leader, leader_epoch=raft.epoch,
             host=endpoint[0] if endpoint else "", port=endpoint[1] if endpoint else -1))
+
+
+def _declared_lost(log_dir: Any) -> frozenset[ReplicaKey]:
+    """quorum-recovery.json's lost directories (none without a data dir or the file); a file
+    that cannot be read refuses the start (exit 2), as refusing nothing could be unsafe."""
+    from kraftpy.controller.raft.quorum_recovery import RecoveryFileError, declared_lost
+    from kraftpy.controller.raft.shell import RaftShellError
+
+    if log_dir is None:
+        return frozenset()
+    try:
+        return declared_lost(log_dir)
+    except RecoveryFileError as exc:
+        raise RaftShellError(str(exc), 2) from None
 
 
 def _add(error: int, message: str | None) -> AddRaftVoterResponse:

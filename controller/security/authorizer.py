@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from kraftpy.controller.properties import default
 from kraftpy.controller.security.acl import (
     IMPLIES_DESCRIBE,
     IMPLIES_DESCRIBE_CONFIGS,
@@ -44,19 +45,20 @@ class AuthorizerSettings:
     def from_properties(cls, props: Mapping[str, str]) -> AuthorizerSettings:
         """`authorizer.class.name` (empty = off), `super.users` (`;`-separated principals),
         `allow.everyone.if.no.acl.found`, with Kafka's names and defaults."""
-        name = props.get("authorizer.class.name", "").strip()
+        name = props.get("authorizer.class.name", default("authorizer.class.name")).strip()
         if name and name.rsplit(".", 1)[-1] != "StandardAuthorizer":
             raise AuthorizerConfigError(
                 f"authorizer.class.name: {name!r}; kraftpy provides {STANDARD_AUTHORIZER}"
             )
-        supers = frozenset(p.strip() for p in props.get("super.users", "").split(";")
-                           if p.strip())
+        supers = frozenset(p.strip() for p in props.get("super.users", default("super.users"))
+                           .split(";") if p.strip())
         for p in supers:
             if ":" not in p:
                 raise AuthorizerConfigError(
                     f"super.users: {p!r} is not a principal of the form Type:name"
                 )
-        allow = props.get("allow.everyone.if.no.acl.found", "false").strip().lower()
+        allow = props.get("allow.everyone.if.no.acl.found",
+                          default("allow.everyone.if.no.acl.found")).strip().lower()
         if allow not in ("true", "false"):
             raise AuthorizerConfigError(f"allow.everyone.if.no.acl.found: {allow!r} is not a bool")
         return cls(enabled=bool(name), super_users=supers,

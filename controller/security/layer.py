@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import trio
+from kraftpy.controller.properties import default
 from kraftpy.controller.security import checks
 from kraftpy.controller.security.authorizer import Authorizer, AuthorizerSettings
 from kraftpy.controller.security.credentials import (
@@ -43,7 +44,7 @@ from kraftpy.protocol.framing import encode_frame, encode_response, read_request
 
 log = logging.getLogger("kraftpy.security")
 
-DEFAULT_SASL_MECHANISMS = "SCRAM-SHA-256,SCRAM-SHA-512"
+DEFAULT_SASL_MECHANISMS = default("sasl.enabled.mechanisms")
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 API_VERSIONS = 18
 
@@ -79,7 +80,8 @@ def _listener_credentials(props: Mapping[str, str], listener: str,
             f"listener {listener} uses SASL: set java.security.auth.login.config (a JAAS file "
             "with a KafkaServer section of user_<name>=\"<password>\" options) or sasl.jaas.config"
         )
-    return load_credentials(path, props.get("sasl.jaas.section", "KafkaServer").strip(),
+    return load_credentials(path, props.get("sasl.jaas.section",
+                                            default("sasl.jaas.section")).strip(),
                             mechanisms)
 
 

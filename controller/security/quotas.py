@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from kraftpy.controller.properties import default
+
 UNLIMITED = 2**31 - 1
 # APIs a quota never throttles: the handshake and the broker/raft RPCs a cluster lives by
 # (Kafka exempts cluster actions from request quotas).
@@ -54,18 +56,19 @@ def _float(raw: str, key: str) -> float:
 
 @dataclass(frozen=True)
 class LimitSettings:
-    max_connections: int = UNLIMITED
-    max_connections_per_ip: int = UNLIMITED
+    max_connections: int = int(default("max.connections"))
+    max_connections_per_ip: int = int(default("max.connections.per.ip"))
     per_ip_overrides: dict[str, int] = field(default_factory=dict)
     request_rate: float | None = None
     request_rate_overrides: dict[str, float] = field(default_factory=dict)
-    window_num: int = 11
-    window_size_s: int = 1
+    window_num: int = int(default("quota.window.num"))
+    window_size_s: int = int(default("quota.window.size.seconds"))
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> LimitSettings:
         overrides: dict[str, int] = {}
-        raw = props.get("max.connections.per.ip.overrides", "")
+        raw = props.get("max.connections.per.ip.overrides",
+                        default("max.connections.per.ip.overrides"))
         for item in (x.strip() for x in raw.split(",")):
             if not item:
                 continue
@@ -76,7 +79,9 @@ class LimitSettings:
             overrides[host.strip()] = int(count)
         rate_raw = props.get("quota.request.rate.per.principal", "").strip()
         rates: dict[str, float] = {}
-        for item in (x.strip() for x in props.get("quota.request.rate.overrides", "").split(";")):
+        overrides_raw = props.get("quota.request.rate.overrides",
+                                  default("quota.request.rate.overrides"))
+        for item in (x.strip() for x in overrides_raw.split(";")):
             if not item:
                 continue
             principal, sep, value = item.rpartition("=")
@@ -84,14 +89,15 @@ class LimitSettings:
                 raise LimitsConfigError(
                     f"quota.request.rate.overrides: {item!r} is not Type:name=rate")
             rates[principal.strip()] = _float(value, "quota.request.rate.overrides")
-        window_num = _int(props, "quota.window.num", 11)
-        window_size = _int(props, "quota.window.size.seconds", 1)
+        window_num = _int(props, "quota.window.num", cls.window_num)
+        window_size = _int(props, "quota.window.size.seconds", cls.window_size_s)
         if window_num < 2 or window_size < 1:
             raise LimitsConfigError("quota.window.num must be >= 2 and "
                                     "quota.window.size.seconds >= 1")
         return cls(
-            max_connections=_int(props, "max.connections", UNLIMITED),
-            max_connections_per_ip=_int(props, "max.connections.per.ip", UNLIMITED),
+            max_connections=_int(props, "max.connections", cls.max_connections),
+            max_connections_per_ip=_int(props, "max.connections.per.ip",
+                                        cls.max_connections_per_ip),
             per_ip_overrides=overrides,
             request_rate=_float(rate_raw, "quota.request.rate.per.principal") if rate_raw
             else None,

@@ -18,6 +18,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kraftpy.controller.properties import default
 from kraftpy.controller.security.credentials import SCRAM_MECHANISMS, CredentialStore
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.sasl_authenticate_response import SaslAuthenticateResponse
@@ -27,7 +28,7 @@ from scramp import ScramException, ScramMechanism
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 # Kafka's sasl.server.max.receive.size: the largest frame read before authentication.
-DEFAULT_MAX_RECEIVE_SIZE = 524288
+DEFAULT_MAX_RECEIVE_SIZE = int(default("sasl.server.max.receive.size"))
 
 
 class SaslState(enum.Enum):

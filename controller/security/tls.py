@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from asn1crypto import x509 as asn1_x509
+from kraftpy.controller.properties import default
 from kraftpy.controller.security.principal_mapping import PrincipalMapper
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -68,13 +69,14 @@ class TlsSettings:
                 f"listener {listener} uses TLS: ssl.certificate.location and ssl.key.location "
                 "(PEM files) are required"
             )
-        auth = (get("ssl.client.auth", "none") or "none").lower()
+        auth = (get("ssl.client.auth", default("ssl.client.auth")) or "none").lower()
         if auth not in CLIENT_AUTH:
             raise TlsConfigError(f"ssl.client.auth: {auth!r} is not one of required, requested, none")
         ca = get("ssl.ca.location")
         if auth != "none" and not ca:
             raise TlsConfigError(f"ssl.client.auth={auth} needs ssl.ca.location to verify clients")
-        mapper = PrincipalMapper.parse(get("ssl.principal.mapping.rules", "DEFAULT"))
+        mapper = PrincipalMapper.parse(get("ssl.principal.mapping.rules",
+                                           default("ssl.principal.mapping.rules")))
         return cls(cert, key, ca, auth, get("ssl.key.password"), mapper)
 
     def server_context(self) -> ssl.SSLContext:

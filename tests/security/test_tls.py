@@ -67,7 +67,7 @@ def self_signed(subject: list[tuple[x509.ObjectIdentifier, str]]) -> bytes:
 @pytest.mark.timeout(120)
 def test_principal_matches_javas_x500principal(tmp_path: Path) -> None:
     java = shutil.which("java")
-    assert java, "Java is part of the test environment (see README)"
+    assert java, "Java is part of the test environment (see docs/testing.md)"
     src = tmp_path / "PrintPrincipal.java"
     src.write_text(JAVA_PRINCIPAL)
     ders = [self_signed(s) for s in SUBJECTS]

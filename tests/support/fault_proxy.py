@@ -10,6 +10,17 @@ A cut closes every connection on the link at once and accepts new ones only to c
 so a request in flight gets no answer (the sender sees the connection drop), as across a
 partition, and nothing crosses until the link heals. Each node's `controller.quorum.voters`
 names, for each peer, the port of its own link to that peer (`quorum_through_proxy`).
+
+A link made with `kafka=True` reads the Kafka frames that cross it, so that a broker behind it
+can be made to behave wrongly, one fault at a time (`support/wire_faults.py`):
+
+    port = proxy.link("broker", ("127.0.0.1", 9092), kafka=True)
+    proxy.set_fault("broker", RewriteError(PRODUCE, "OUT_OF_ORDER_SEQUENCE_NUMBER", "NONE"))
+    proxy.set_fault("broker", None)                # back to forwarding every byte as it came
+
+Requests and answers the fault has no interest in cross as they came; the others are decoded
+with the project's codecs, changed, and encoded again. Answers reach the client in the order
+of its requests, also when the fault answers one itself.
 """
 
 from __future__ import annotations
@@ -32,6 +43,8 @@ class _Link:
     cut: bool = False
     writers: set[asyncio.StreamWriter] = field(default_factory=set)
     server: Any = None
+    kafka: bool = False
+    fault: Any = None  # a support.wire_faults.WireFault, on a kafka link
 
 
 class FaultProxy:
@@ -47,12 +60,20 @@ class FaultProxy:
     def _call(self, coro: Any, timeout: float = 10.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
-    def link(self, name: str, target: tuple[str, int], port: int | None = None) -> int:
-        """Listen for the link `name` forwarding to `target`; its port."""
-        link = _Link(target, port or free_port())
+    def link(self, name: str, target: tuple[str, int], port: int | None = None, *,
+             kafka: bool = False) -> int:
+        """Listen for the link `name` forwarding to `target`; its port. A `kafka` link reads
+        the Kafka frames crossing it and applies the fault set with `set_fault`."""
+        link = _Link(target, port or free_port(), kafka=kafka)
         self._links[name] = link
         self._call(self._listen(link))
         return link.port
+
+    def set_fault(self, name: str, fault: Any) -> None:
+        """The fault of a kafka link from its next frame on (None: forward as is)."""
+        link = self._links[name]
+        assert link.kafka, f"{name} is not a kafka link"
+        link.fault = fault
 
     async def _listen(self, link: _Link) -> None:
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -65,6 +86,11 @@ class FaultProxy:
                 writer.close()
                 return
             link.writers.update((writer, up_writer))
+            if link.kafka:
+                from support.wire_faults import KafkaPipe
+
+                await KafkaPipe(link, reader, writer, up_reader, up_writer).run()
+                return
             await asyncio.gather(self._pipe(link, reader, up_writer),
                                  self._pipe(link, up_reader, writer))
 

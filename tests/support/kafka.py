@@ -1,9 +1,10 @@
 """Real Apache Kafka 4.1 beside kraftpy: the jars, nodes of any role, Kafka's tools, a Java client.
 
 Kafka is the oracle the suite compares kraftpy with. Nothing is downloaded by hand: the jars
-are described by `tests/apache-kafka/pom.xml` and copied into the git-ignored `tests/apache-kafka/libs/` by
-`mvn dependency:copy-dependencies`; `kafka_libs()` does that on first use in a session when
-they are missing (about a minute on a fresh machine, seconds once Maven's `~/.m2` holds them).
+are those of the package's `tools/kafka/pom.xml` (`kraftpy.tools.kafka_runtime`, which `kraftpy
+cluster` uses too), copied into the git-ignored `tests/apache-kafka/libs/` by Maven on first use
+in a session when they are missing (about a minute on a fresh machine, seconds once Maven's
+`~/.m2` holds them).
 
     from support.kafka import KafkaNode, run_tool
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,102 +32,41 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kraftpy.tools import kafka_runtime
+from kraftpy.tools.kafka_runtime import (
+    KAFKA_VERSION,
+    NODE_JVM_OPTS,
+    TOOL_JVM_OPTS,
+    TOOLS,
+    KafkaUnavailable,
+)
+from kraftpy.tools.kafka_runtime import NODE_LOG4J2 as LOG4J2
+from kraftpy.tools.kafka_runtime import TOOL_LOG4J2 as TOOL_LOG4J2
 
 from support.server import HOST, free_port, probe
 
-KAFKA_VERSION = "4.1.0"
+__all__ = ["KAFKA_VERSION", "KafkaUnavailable", "KafkaNode", "run_tool", "kafka_libs"]
+
 KAFKA_DIR = Path(__file__).resolve().parents[1] / "apache-kafka"
-POM = KAFKA_DIR / "pom.xml"
 LIBS = KAFKA_DIR / "libs"
 JAVA_SOURCES = KAFKA_DIR / "java"
-_COMPLETE = LIBS / ".complete"
-
-# Heap and JIT sized for a 2-core machine that runs several nodes and the suite at once.
-NODE_JVM_OPTS = ("-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                 "-Djava.awt.headless=true")
-TOOL_JVM_OPTS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto")
-
-# The main class of each Kafka script (bin/kafka-*.sh), by the names tests use.
-TOOLS = {
-    "StorageTool": "kafka.tools.StorageTool",
-    "DumpLogSegments": "kafka.tools.DumpLogSegments",
-    "MetadataShell": "org.apache.kafka.shell.MetadataShell",
-    "MetadataQuorumCommand": "org.apache.kafka.tools.MetadataQuorumCommand",
-    "TopicCommand": "org.apache.kafka.tools.TopicCommand",
-    "FeatureCommand": "org.apache.kafka.tools.FeatureCommand",
-    "TransactionsCommand": "org.apache.kafka.tools.TransactionsCommand",
-    "AclCommand": "org.apache.kafka.tools.AclCommand",
-    "ConfigCommand": "kafka.admin.ConfigCommand",
-    "ClusterTool": "org.apache.kafka.tools.ClusterTool",
-    "BrokerApiVersionsCommand": "org.apache.kafka.tools.BrokerApiVersionsCommand",
-    "ConsoleProducer": "org.apache.kafka.tools.ConsoleProducer",
-    "ConsoleConsumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
-    "ReassignPartitionsCommand": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
-    "LeaderElectionCommand": "org.apache.kafka.tools.LeaderElectionCommand",
-}
-
-LOG4J2 = """\
-Configuration:
-  Appenders:
-    Console:
-      name: STDOUT
-      PatternLayout:
-        pattern: "[%d] %p %m (%c)%n"
-  Loggers:
-    Root:
-      level: INFO
-      AppenderRef:
-        - ref: STDOUT
-    Logger:
-      - name: org.apache.kafka.common.config.AbstractConfig
-        level: WARN
-      - name: org.apache.kafka.common.utils.AppInfoParser
-        level: WARN
-"""
-
-# Tools print their results on stdout; their log lines go to stderr, as bin/*.sh arranges.
-TOOL_LOG4J2 = LOG4J2.replace("level: INFO", "level: WARN", 1).replace(
-    "      name: STDOUT\n", "      name: STDOUT\n      target: SYSTEM_ERR\n", 1)
-
-
-class KafkaUnavailable(RuntimeError):
-    """Java or Maven is missing, or Maven could not copy Kafka's jars."""
 
 
 # --- the jars ----------------------------------------------------------------------------------
 
-def _pom_digest() -> str:
-    return hashlib.sha256(POM.read_bytes()).hexdigest()
-
-
 def fetch_command() -> list[str]:
-    """The one command that puts Kafka's jars in tests/apache-kafka/libs (README, .ci/run)."""
-    return ["mvn", "-B", "-q", "-f", str(POM), "dependency:copy-dependencies"]
+    """The one command that puts Kafka's jars in tests/apache-kafka/libs (.ci/run)."""
+    return kafka_runtime.fetch_command(LIBS)
 
 
 def kafka_libs() -> Path:
     """tests/apache-kafka/libs, filled from Maven Central on first use when the jars are missing."""
-    if _COMPLETE.exists() and _COMPLETE.read_text().strip() == _pom_digest():
+    if kafka_runtime.jars_ready(LIBS):
         return LIBS
-    for program in ("java", "javac", "mvn"):
-        if shutil.which(program) is None:
-            raise KafkaUnavailable(
-                f"real Kafka {KAFKA_VERSION} needs `{program}` on the PATH "
-                "(Debian: apt-get install openjdk-17-jdk-headless maven)")
-    print(f"\nkraftpy tests: copying Apache Kafka {KAFKA_VERSION}'s jars into {LIBS} with "
-          f"`{' '.join(fetch_command())}` (once; about a minute on a fresh machine)",
-          file=sys.__stderr__, flush=True)
-    if LIBS.exists():
-        shutil.rmtree(LIBS)
-    started = time.monotonic()
-    done = subprocess.run(fetch_command(), capture_output=True, text=True, timeout=900)
-    if done.returncode != 0:
-        raise KafkaUnavailable(f"mvn failed ({done.returncode}):\n{done.stdout[-3000:]}"
-                               f"{done.stderr[-3000:]}")
-    _COMPLETE.write_text(_pom_digest() + "\n")
-    print(f"kraftpy tests: Kafka's jars are ready ({time.monotonic() - started:.0f} s)",
-          file=sys.__stderr__, flush=True)
-    return LIBS
+    kafka_runtime.require("java", "javac", "mvn")
+    return kafka_runtime.ensure_jars(
+        LIBS, announce=lambda line: print(f"\nkraftpy tests: {line}", file=sys.__stderr__,
+                                          flush=True))
 
 
 def classpath() -> str:
@@ -136,11 +75,8 @@ def classpath() -> str:
 
 def java_command(main_class: str, *args: str, jvm_opts: Sequence[str] = TOOL_JVM_OPTS,
                  log4j_config: Path | None = None, extra_classpath: Iterable[Path] = ()) -> list[str]:
-    cp = os.pathsep.join([*(str(p) for p in extra_classpath), classpath()])
-    opts = list(jvm_opts)
-    if log4j_config is not None:
-        opts.append(f"-Dlog4j2.configurationFile={log4j_config}")
-    return ["java", *opts, "-cp", cp, main_class, *args]
+    return kafka_runtime.java_command(kafka_libs(), main_class, *args, jvm_opts=jvm_opts,
+                                      log4j_config=log4j_config, extra_classpath=extra_classpath)
 
 
 # --- Kafka's tools -----------------------------------------------------------------------------

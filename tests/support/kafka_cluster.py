@@ -46,9 +46,11 @@ class Cluster:
 
 def start_cluster(root: Path, kind: str, controller_props: Mapping[str, str],
                   broker_props: Mapping[int, Mapping[str, str]] | None = None,
-                  brokers: tuple[int, ...] = BROKERS) -> Cluster:
+                  brokers: tuple[int, ...] = BROKERS,
+                  broker_ports: Mapping[int, int] | None = None) -> Cluster:
     """A controller of `kind` ("kraftpy" or "kafka", node 1, static voter) and brokers, all
-    RUNNING. `broker_props` adds properties per broker id (broker.rack, ...)."""
+    RUNNING. `broker_props` adds properties per broker id (broker.rack, ...); `broker_ports`
+    fixes a broker's PLAINTEXT port (for listeners set in `broker_props` that name it)."""
     if kind == "kraftpy":
         srv = KraftpyServer(root / "kraftpy", controller_props)
         srv.start()
@@ -68,6 +70,7 @@ def start_cluster(root: Path, kind: str, controller_props: Mapping[str, str],
     for b in brokers:
         broker = KafkaNode(root / f"broker-{b}", roles="broker", node_id=b,
                            voters=[cluster.controller_voter], cluster_id=cluster.cluster_id,
+                           broker_port=(broker_ports or {}).get(b),
                            overrides=dict((broker_props or {}).get(b, {})))
         broker.format()
         cluster.brokers[b] = broker

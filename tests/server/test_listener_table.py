@@ -1,4 +1,4 @@
-"""The README's listener table lists exactly what each listener advertises in ApiVersions."""
+"""The listener table (docs/serve.md) lists exactly what each listener advertises in ApiVersions."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 from kraftpy.controller import api
 from kraftpy.protocol.registry import API_KEYS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "serve.md"
 ROWS = {"client": api.BROKER, "CONTROLLER": api.CONTROLLER}
 
 
 def _table() -> dict[str, set[str]]:
     rows = {}
-    for line in README.read_text().splitlines():
+    for line in PAGE.read_text().splitlines():
         m = re.fullmatch(r"\| (client|CONTROLLER)\b[^|]* \| (.+) \|", line)
         if m:
             rows[m.group(1)] = {item.strip() for item in m.group(2).split(",")}
