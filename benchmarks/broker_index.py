@@ -130,7 +130,7 @@ def main() -> int:
     def replay_all(index: bool) -> None:
         fresh = ReplicationControlManager()
         if not index:
-            fresh._index = lambda *_: None  # type: ignore[method-assign]
+            fresh._index_new = lambda *_: None  # type: ignore[method-assign]
         for record, _ in records:
             if isinstance(record, TopicRecord):
                 fresh.replay_topic(record)
@@ -155,7 +155,7 @@ def main() -> int:
     gc.collect()
     tracemalloc.start()
     probe = ReplicationControlManager()
-    probe._index = lambda *_: None  # type: ignore[method-assign]
+    probe._index_new = lambda *_: None  # type: ignore[method-assign]
     for record, _ in records:
         if isinstance(record, TopicRecord):
             probe.replay_topic(record)

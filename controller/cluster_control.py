@@ -20,6 +20,7 @@ from kraftpy.controller.broker_heartbeat_manager import (
     next_state,
 )
 from kraftpy.controller.feature_control import MV_3_7_IV0, FeatureControlManager
+from kraftpy.controller.leader_moves import MoveQueue
 from kraftpy.controller.partition_change import LOST, MIGRATING, UNASSIGNED
 from kraftpy.controller.replication_control import ReplicationControlManager
 from kraftpy.controller.result import ControllerResult
@@ -47,6 +48,7 @@ from kraftpy.protocol.records.register_controller_record import (
 from kraftpy.protocol.records.unregister_broker_record import UnregisterBrokerRecord
 from kraftpy.protocol.uuid import kafka_uuid_str
 
+UNASSIGNED_INT, LOST_INT, MIGRATING_INT = UNASSIGNED.int, LOST.int, MIGRATING.int
 # Kafka's SecurityProtocol ids: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL.
 _SECURITY_PROTOCOLS = frozenset({0, 1, 2, 3})
 
@@ -101,6 +103,11 @@ class ClusterControlManager:
         self.controllers: dict[int, Any] = {}  # RegisterControllerRecord, kept for snapshots
         self.heartbeats = BrokerHeartbeatManager(settings.broker_session_timeout_ms)
         self.now_ms = 0  # the time of the event being handled; replay has no clock of its own
+        # Leader moves still to be made, a part per event (leader_moves.py), and the brokers
+        # whose fence is among them, with the state it leaves them in: fenced for
+        # everything else already. Soft state, as the heartbeats: a new leader starts empty.
+        self.moves = MoveQueue()
+        self.leaving: dict[int, BrokerControlState] = {}
 
     # --- replay ---------------------------------------------------------------------------
 
@@ -179,7 +186,8 @@ class ClusterControlManager:
     def usable(self, broker_id: int) -> bool:
         """Can lead partitions: registered, unfenced and not shutting down."""
         reg = self.brokers.get(broker_id)
-        return reg is not None and reg.state is BrokerControlState.UNFENCED
+        return reg is not None and not reg.fenced and not reg.in_controlled_shutdown \
+            and broker_id not in self.leaving
 
     def has_online_dir(self, broker_id: int, directory: uuid.UUID) -> bool:
         """Kafka's hasOnlineDir: registered, and the directory is one of its online ones
@@ -187,9 +195,10 @@ class ClusterControlManager:
         reg = self.brokers.get(broker_id)
         if reg is None:
             return False
-        if directory in (UNASSIGNED, MIGRATING):
+        reserved = directory.int  # compared as ints: UUID.__eq__ is slow Python
+        if reserved == UNASSIGNED_INT or reserved == MIGRATING_INT:
             return True
-        if directory == LOST:
+        if reserved == LOST_INT:
             return False
         return not reg.log_dirs or directory in reg.log_dirs
 
@@ -207,7 +216,9 @@ class ClusterControlManager:
         return reg.log_dirs[0] if len(reg.log_dirs) == 1 else UNASSIGNED
 
     def unfenced(self) -> list[int]:
-        return [b for b, reg in self.brokers.items() if not reg.fenced]
+        """Brokers not fenced, nor being fenced."""
+        leaving = self.leaving
+        return [b for b, reg in self.brokers.items() if not reg.fenced and b not in leaving]
 
     # --- commands -------------------------------------------------------------------------
 
@@ -228,7 +239,8 @@ class ClusterControlManager:
             return fail(ErrorCode.INVALID_REGISTRATION, f"Broker id {broker_id} is not usable")
         existing = self.brokers.get(broker_id)
         if (existing is not None and existing.incarnation_id != request.incarnation_id
-                and self.heartbeats.has_valid_session(broker_id, existing.fenced, now_ms)):
+                and self.heartbeats.has_valid_session(
+                    broker_id, existing.fenced or broker_id in self.leaving, now_ms)):
             return fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                         "Another broker is registered with that broker id.")
         if request.is_migrating_zk_broker:
@@ -254,6 +266,7 @@ class ClusterControlManager:
             # first; from v3 a broker says which epoch it stopped cleanly in.
             clean = api_version >= 3 and existing is not None \
                 and existing.epoch == request.previous_broker_epoch
+            self._drop_moves(broker_id)  # what is left of them is in the records below
             result.records += self.replication.handle_broker_shutdown(broker_id, clean)
         version = self.features.register_broker_record_version()
         reg = BrokerRegistration(
@@ -293,6 +306,12 @@ class ClusterControlManager:
         reg = self.brokers[broker_id]
         register_offset = self.register_offsets[broker_id]
         caught_up = request.current_metadata_offset >= register_offset
+        leaving = self.leaving.get(broker_id)
+        if leaving is not None:  # its fence is under way: fenced, and nothing else changes
+            self.heartbeats.touch(broker_id, now_ms, request.current_metadata_offset)
+            return ControllerResult.reply(BrokerHeartbeatResponse(
+                throttle_time_ms=0, error_code=ErrorCode.NONE, is_caught_up=caught_up,
+                is_fenced=True, should_shut_down=leaving.should_shut_down))
         beat = self.heartbeats.state(broker_id, now_ms)
         current = reg.state
         # Leaderships and the lowest active offset matter only on the way to a shutdown;
@@ -329,27 +348,46 @@ class ClusterControlManager:
 
     def transition(self, reg: BrokerRegistration, current: BrokerControlState,
                    nxt: BrokerControlState) -> ControllerResult:
-        """The records that move a broker from one state to another (none if equal)."""
+        """The records that move a broker from one state to another (none if equal): Kafka's
+        (the partitions' moves, then the fence; the unfence or the controlled shutdown, then
+        the moves), the moves a part per event (`moves`) when they are many."""
         result = ControllerResult(None)
         if current is nxt:
             return result
         b, epoch = reg.broker_id, reg.epoch
         S = BrokerControlState
+        replication = self.replication
         if nxt in (S.FENCED, S.SHUTDOWN_NOW):
-            result.records += self.replication.handle_broker_fenced(b)
-            result.records.append((BrokerRegistrationChangeRecord(
-                broker_id=b, broker_epoch=epoch, fenced=1), 0))
+            job = replication.fence_moves(b, epoch, [(BrokerRegistrationChangeRecord(
+                broker_id=b, broker_epoch=epoch, fenced=1), 0)], fencing=nxt)
         elif nxt is S.UNFENCED:
-            result.records.append((BrokerRegistrationChangeRecord(
-                broker_id=b, broker_epoch=epoch, fenced=-1), 0))
-            result.records += self.replication.handle_broker_unfenced(b)
-        elif nxt is S.CONTROLLED_SHUTDOWN:
-            if not reg.in_controlled_shutdown:
-                result.records.append((BrokerRegistrationChangeRecord(
-                    broker_id=b, broker_epoch=epoch, in_controlled_shutdown=1), 1))
-            result.records += self.replication.handle_broker_in_controlled_shutdown(b)
+            job = replication.unfence_moves(b, epoch, [(BrokerRegistrationChangeRecord(
+                broker_id=b, broker_epoch=epoch, fenced=-1), 0)])
+        else:  # S.CONTROLLED_SHUTDOWN
+            opening = [] if reg.in_controlled_shutdown else [(BrokerRegistrationChangeRecord(
+                broker_id=b, broker_epoch=epoch, in_controlled_shutdown=1), 1)]
+            job = replication.controlled_shutdown_moves(b, epoch, opening)
+        result.records += self.moves.start(job)
         result.events.append(f"Broker {b} (epoch {epoch}): {current.name} -> {nxt.name}")
+        if not job.done:
+            if job.fencing is not None:
+                self.leaving[b] = job.fencing
+            result.events.append(f"Broker {b}: its leader and ISR moves go on, a part per "
+                                 "controller event")
         return result
+
+    def continue_moves(self) -> ControllerResult:
+        """The next part of the oldest leader moves still to be made."""
+        job, records = self.moves.step()
+        result = ControllerResult(None, records=records)
+        if job is not None and job.done:
+            self.leaving.pop(job.broker_id, None)
+            result.events.append(f"Broker {job.broker_id}: leader and ISR moves done")
+        return result
+
+    def _drop_moves(self, broker_id: int) -> None:
+        self.moves.drop(broker_id)
+        self.leaving.pop(broker_id, None)
 
     def fence_one_stale_broker(self, now_ms: int) -> ControllerResult:
         """Session expiry: fence the broker silent longest, one per call, as Kafka does."""
@@ -360,8 +398,8 @@ class ClusterControlManager:
             return ControllerResult(None)
         reg = self.brokers[stale]
         result = self.transition(reg, reg.state, BrokerControlState.FENCED)
-        result.events[-1] += (f" (no heartbeat for "
-                              f"{now_ms - self.heartbeats.brokers[stale].last_contact_ms} ms)")
+        result.events[0] += (f" (no heartbeat for "
+                             f"{now_ms - self.heartbeats.brokers[stale].last_contact_ms} ms)")
         return result
 
     def unregister_broker(self, request: Any) -> ControllerResult:
@@ -373,6 +411,7 @@ class ClusterControlManager:
         b = reg.broker_id
         result = ControllerResult(UnregisterBrokerResponse(throttle_time_ms=0,
                                                            error_code=ErrorCode.NONE))
+        self._drop_moves(b)  # what is left of them is in the records below
         result.records += self.replication.handle_broker_unregistered(b)
         result.records.append((UnregisterBrokerRecord(broker_id=b, broker_epoch=reg.epoch), 0))
         result.events.append(f"Unregistered broker {b} (epoch {reg.epoch})")

@@ -85,10 +85,11 @@ def describe_cluster(qc: QuorumController, request: Any, api_version: int,
 
 def describe_producers(qc: QuorumController, request: Any) -> DescribeProducersResponse:
     """No partition is led here: known partitions are NOT_LEADER_OR_FOLLOWER."""
-    by_name = {t.name: t for t in qc.replication.topics.values()}
+    replication = qc.replication
     out = []
     for t in request.topics:
-        topic = by_name.get(t.name)
+        topic_id = replication.topics_by_name.get(t.name)
+        topic = None if topic_id is None else replication.topics.get(topic_id)
         parts = []
         for index in t.partition_indexes:
             known = topic is not None and index in topic.partitions

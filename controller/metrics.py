@@ -266,12 +266,12 @@ class NodeCollector(Collector):
             since.add_metric([str(broker_id)], max(waited, 0))
         yield states
         yield since
-        partitions = list(replication.partitions())
+        # Counts replay keeps (as Kafka's controller metrics are): a scrape never walks the
+        # partitions.
         yield _gauge("GlobalTopicCount", len(replication.topics))
-        yield _gauge("GlobalPartitionCount", len(partitions))
-        yield _gauge("OfflinePartitionsCount", sum(1 for p in partitions if p.leader < 0))
-        yield _gauge("PreferredReplicaImbalanceCount", sum(
-            1 for p in partitions if p.leader != (p.replicas[0] if p.replicas else -1)))
+        yield _gauge("GlobalPartitionCount", replication.partition_count)
+        yield _gauge("OfflinePartitionsCount", replication.brokers_to_isrs.offline_count())
+        yield _gauge("PreferredReplicaImbalanceCount", replication.imbalanced.size)
         yield _gauge("LastAppliedRecordOffset", controller.log_end_offset - 1)
         yield _gauge("LastCommittedRecordOffset", controller.high_watermark - 1)
         yield _gauge("LastAppliedRecordLagMs", 0)

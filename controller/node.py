@@ -88,15 +88,15 @@ class RunningNode:
         return self.quorum.controller.describe()
 
     def features(self) -> api.Features:
-        image = self.describe()
-        finalized = dict(image.get("features") or {})
-        if image.get("metadata_version"):
-            finalized.setdefault("metadata.version", image["metadata_version"])
+        """The levels replay keeps (FeatureControlManager), read directly: every connection
+        asks (ApiVersions), so this never looks at topics or partitions."""
+        controller = self.quorum.controller
+        levels = controller.features
         return api.Features(
             supported=self.supported_features,
-            finalized=finalized,
-            epoch=self.quorum.controller.features.epoch,
-            image_epoch=int(image.get("high_watermark", 0)) - 1,
+            finalized=dict(levels.finalized),
+            epoch=levels.epoch,
+            image_epoch=controller.high_watermark - 1,
         )
 
 

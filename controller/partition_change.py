@@ -140,24 +140,28 @@ class PartitionChangeBuilder:
     def __init__(self, part: Partition, is_acceptable_leader: Callable[[int], bool],
                  metadata_version: int, min_isr: int, *, elr_enabled: bool = False,
                  election: Election = Election.ONLINE,
-                 default_dir: Callable[[int], uuid.UUID] | None = None) -> None:
+                 default_dir: Callable[[int], uuid.UUID] | None = None,
+                 directories: list[uuid.UUID] | None = None) -> None:
+        """`directories`: `current_directories(part)`, when the caller has it already."""
         self.part = part
         self.is_acceptable_leader = is_acceptable_leader
         self.metadata_version = metadata_version
         self.min_isr = min_isr
         self.elr_enabled = elr_enabled
         self.election = election
-        self.default_dir = default_dir or (lambda _b: MIGRATING)
-        self.target_isr = list(part.isr)
-        self.target_replicas = list(part.replicas)
-        self.target_removing = list(part.removing_replicas)
-        self.target_adding = list(part.adding_replicas)
-        self.target_elr = list(part.eligible_leader_replicas or [])
-        self.target_last_known_elr = list(part.last_known_elr or [])
+        self.default_dir = default_dir or _migrating
+        # The partition's own lists stand for unchanged targets: nothing here changes a
+        # list in place (a target is replaced), and they are never the partition's to change.
+        self.target_isr: list[int] = part.isr
+        self.target_replicas: list[int] = part.replicas
+        self.target_removing: list[int] = part.removing_replicas
+        self.target_adding: list[int] = part.adding_replicas
+        self.target_elr: list[int] = part.eligible_leader_replicas or []
+        self.target_last_known_elr: list[int] = part.last_known_elr or []
         self.target_recovery = part.leader_recovery_state
         self.unclean_shutdown_replicas: list[int] = []
-        dirs = current_directories(part)
-        self.target_dirs = dict(zip(part.replicas, dirs, strict=False))
+        self.current_dirs = current_directories(part) if directories is None else directories
+        self.target_dirs = dict(zip(part.replicas, self.current_dirs, strict=False))
         # Kafka keeps the last leader in the last-known ELR (useLastKnownLeaderInBalancedRecovery).
         self.use_last_known_leader = True
 
@@ -248,6 +252,8 @@ class PartitionChangeBuilder:
     # --- the record -------------------------------------------------------------------
 
     def _complete_reassignment(self) -> None:
+        if not self.target_removing and not self.target_adding:
+            return  # no reassignment in progress
         done = ReassignmentReplicas(self.target_removing, self.target_adding,
                                     self.target_replicas).maybe_complete(self.target_isr)
         if done is None:
@@ -273,9 +279,9 @@ class PartitionChangeBuilder:
         clean = record.isr is None
         if not clean or not self.elr_enabled:
             self.target_elr, self.target_last_known_elr = [], []
-        if self.target_elr != list(self.part.eligible_leader_replicas or []):
+        if self.target_elr != (self.part.eligible_leader_replicas or []):
             record.eligible_leader_replicas = list(self.target_elr)
-        last = list(self.part.last_known_elr or [])
+        last = self.part.last_known_elr or []
         if self.use_last_known_leader and len(last) == 1 and (
                 record.leader == NO_LEADER or (record.leader == NO_LEADER_CHANGE
                                                and self.part.leader == NO_LEADER)):
@@ -288,7 +294,7 @@ class PartitionChangeBuilder:
     def _update_last_known_leader(self, record: PartitionChangeRecord) -> None:
         if not self.use_last_known_leader or not self.elr_enabled:
             return
-        part, last = self.part, list(self.part.last_known_elr or [])
+        part, last = self.part, self.part.last_known_elr or []
         if record.isr is not None and not record.isr and (
                 len(last) != 1 or last[0] != part.leader):
             record.last_known_elr = [part.leader]  # the first time it has no leader
@@ -300,15 +306,16 @@ class PartitionChangeBuilder:
         part = self.part
         if self.target_replicas:
             if self.metadata_version >= MV_3_7_IV2:
-                dirs = [self.target_dirs[r] if r in self.target_dirs else self.default_dir(r)
+                targets = self.target_dirs
+                dirs = [targets[r] if r in targets else self.default_dir(r)
                         for r in self.target_replicas]
-                if dirs != current_directories(part):
+                if not _same_ids(dirs, self.current_dirs):
                     record.directories = dirs
-            if self.target_replicas != list(part.replicas):
+            if self.target_replicas != part.replicas:
                 record.replicas = list(self.target_replicas)
-        if self.target_removing != list(part.removing_replicas):
+        if self.target_removing != part.removing_replicas:
             record.removing_replicas = list(self.target_removing)
-        if self.target_adding != list(part.adding_replicas):
+        if self.target_adding != part.adding_replicas:
             record.adding_replicas = list(self.target_adding)
 
     def build(self) -> PartitionChangeRecord | None:
@@ -324,7 +331,7 @@ class PartitionChangeBuilder:
             record.leader = part.leader
         self._update_record_elr(record)
         if record.isr is None and (self.target_isr or self.elr_enabled) \
-                and self.target_isr != list(part.isr):
+                and self.target_isr != part.isr:
             record.isr = list(self.target_isr)
         if (self.metadata_version < MV_3_6_IV0 and record.leader == NO_LEADER_CHANGE
                 and record.isr is not None and not set(part.isr) <= set(record.isr)):
@@ -338,11 +345,26 @@ class PartitionChangeBuilder:
 
 def current_directories(part: Partition) -> list[uuid.UUID]:
     """The partition's directories as Kafka's registration holds them: MIGRATING for each
-    replica when the records carried none."""
-    dirs = list(part.directories)
-    if not dirs or all(d == MIGRATING for d in dirs):
-        return [MIGRATING] * len(part.replicas)
-    return dirs
+    replica when the records carried none. (A copy the caller may keep.)"""
+    dirs = part.directories
+    for d in dirs:
+        if d.int != 2:  # not MIGRATING (compared as ints: UUID.__eq__ is slow Python)
+            return list(dirs)
+    return [MIGRATING] * len(part.replicas)
+
+
+def _same_ids(a: list[uuid.UUID], b: list[uuid.UUID]) -> bool:
+    """a == b for lists of directory ids, the same objects compared first (the usual case)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x is not y and x.int != y.int:
+            return False
+    return True
+
+
+def _migrating(_broker_id: int) -> uuid.UUID:
+    return MIGRATING
 
 
 def is_no_op(record: PartitionChangeRecord) -> bool:

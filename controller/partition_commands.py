@@ -20,8 +20,10 @@ move the partitions when replayed. The checks, their order and the error codes a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kraftpy.controller.leader_moves import Walk
 from kraftpy.controller.partition_change import (
     NO_LEADER,
     NO_LEADER_CHANGE,
@@ -92,9 +94,19 @@ def in_reassignment(part: Partition) -> bool:
     return bool(part.removing_replicas or part.adding_replicas)
 
 
+@dataclass
+class _Run:
+    """A periodic election under way: its walk, and the elections made so far."""
+
+    walk: Walk
+    elected: int = 0
+
+
 class PartitionCommands:
     def __init__(self, replication: ReplicationControlManager) -> None:
         self.rc = replication
+        self._balance: _Run | None = None
+        self._unclean: _Run | None = None
 
     @property
     def cluster(self) -> Any:
@@ -281,35 +293,68 @@ class PartitionCommands:
 
     # --- the periodic elections --------------------------------------------------------
 
-    def balance_partition_leaders(self, max_elections: int) -> tuple[list[tuple[Any, int]], bool]:
-        """Preferred elections for partitions not led by their first replica
-        (maybeBalancePartitionLeaders); and whether more may be due at once."""
+    def walking(self) -> bool:
+        """Whether a periodic election's walk is under way (`balance_step`, `unclean_step`)."""
+        return self._balance is not None or self._unclean is not None
+
+    def balancing(self) -> bool:
+        return self._balance is not None
+
+    def uncleaning(self) -> bool:
+        return self._unclean is not None
+
+    def balance_step(self, max_elections: int, limit: int
+                     ) -> tuple[list[tuple[Any, int]], bool | None]:
+        """A part of Kafka's maybeBalancePartitionLeaders: preferred elections for the
+        partitions not led by their first replica when the run began, at most `limit` of
+        them looked at in this part. (records, None) while the run goes on; at its end
+        (records, whether more may be due at once: it stopped at `max_elections`)."""
+        run = self._balance
+        if run is None:
+            run = self._balance = _Run(Walk(self.rc, self.rc.imbalanced.freeze_all()))
         records: list[tuple[Any, int]] = []
-        for part in self.rc.imbalanced_partitions():
-            if len(records) >= max_elections:
+        for part in run.walk.take(limit):
+            if run.elected + len(records) >= max_elections:
                 break
             if part.replicas and part.leader != part.replicas[0]:
                 record = self.rc.builder(part, election=Election.PREFERRED).build()
                 if record is not None:
                     records.append((record, self.rc.change_version()))
-        return records, len(records) >= max_elections
+        run.elected += len(records)
+        if run.elected >= max_elections or run.walk.done:
+            self._balance = None
+            return records, run.elected >= max_elections
+        return records, None
 
-    def elect_unclean_leaders(self, max_elections: int
-                              ) -> tuple[list[tuple[Any, int]], bool, list[str]]:
-        """Unclean elections for leaderless partitions of topics that allow them
-        (maybeElectUncleanLeaders); whether more may be due; one line per attempt."""
+    def unclean_step(self, max_elections: int, limit: int
+                     ) -> tuple[list[tuple[Any, int]], bool | None, list[str]]:
+        """A part of Kafka's maybeElectUncleanLeaders: unclean elections for the partitions
+        leaderless when the run began whose topics allow them, as `balance_step`; and one
+        line per attempt."""
+        run = self._unclean
+        if run is None:
+            run = self._unclean = _Run(Walk(self.rc, self.rc.brokers_to_isrs.members.freeze(
+                NO_LEADER)))
         records: list[tuple[Any, int]] = []
         events: list[str] = []
-        for part in self.rc.leaderless():
-            if len(records) >= max_elections:
+        allowed: dict[Any, bool] = {}
+        for part in run.walk.take(limit):
+            if run.elected + len(records) >= max_elections:
                 break
             topic = self.rc.topic_of(part)
-            if not self.rc.unclean_enabled(topic):
+            ok = allowed.get(topic.topic_id)
+            if ok is None:
+                ok = allowed[topic.topic_id] = self.rc.unclean_enabled(topic)
+            if not ok or part.leader != NO_LEADER:
                 continue
             code, _ = self._elect(topic.name, part.partition_id, UNCLEAN_ELECTION, records)
             events.append(f"Unclean leader election for offline partition {topic.name}-"
                           f"{part.partition_id}: {ErrorCode(code).name}")
-        return records, len(records) >= max_elections, events
+        run.elected += len(records)
+        if run.elected >= max_elections or run.walk.done:
+            self._unclean = None
+            return records, run.elected >= max_elections, events
+        return records, None, events
 
     # --- reassignments -----------------------------------------------------------------
 
@@ -429,9 +474,12 @@ class PartitionCommands:
                                                       error_code=ErrorCode.NONE,
                                                       error_message=None, topics=[])
         if request.topics is None:
-            for topic in self.rc.topics.values():
-                self._list_topic(response, topic, sorted(
-                    p.partition_id for p in topic.partitions.values() if in_reassignment(p)))
+            # From the index replay keeps (Kafka's reassigningTopics), never every partition.
+            ongoing: dict[Any, list[int]] = {}
+            for topic_id, pid in self.rc.reassigning.ids(None):
+                ongoing.setdefault(topic_id, []).append(pid)
+            for topic_id, pids in ongoing.items():
+                self._list_topic(response, self.rc.topics[topic_id], pids)
         else:
             for t in request.topics:
                 topic_id = self.rc.topics_by_name.get(t.name)

@@ -36,6 +36,7 @@ from kraftpy.controller.feature_control import (
     bootstrap_records,
 )
 from kraftpy.controller.feature_updates import FeatureUpdater
+from kraftpy.controller.leader_moves import BUILD_COST
 from kraftpy.controller.partition_commands import PartitionCommands
 from kraftpy.controller.producer_id_control import (
     ProducerIdControlManager,
@@ -249,27 +250,44 @@ class QuorumController:
                 self.settings.metadata_version, self.settings.bootstrap_features,
                 min_insync_replicas=self.settings.min_insync_replicas),
                 events=[f"Bootstrapping metadata.version {self.settings.metadata_version}"])
-        result = self.cluster.fence_one_stale_broker(now_ms)
+        if self.cluster.moves:  # a broker event's leader moves, the next part of them
+            result = self.cluster.continue_moves()
+        else:
+            result = self.cluster.fence_one_stale_broker(now_ms)
+            if not self.cluster.moves:
+                result = result.merge(self._maybe_elect(now_ms))
         result = result.merge(self._maybe_claim_block(next_offset + len(result.records)))
-        result = result.merge(self._maybe_elect(now_ms))
         return result.merge(self._maybe_noop(now_ms))
+
+    def has_pending_work(self) -> bool:
+        """Whether a timer's work is under way in parts (leader moves of a broker event, a
+        periodic election's walk): the next `tick` should come as soon as what waits has
+        been answered, not at the timer's next round."""
+        return bool(self.cluster.moves) or self.partition_commands.walking()
 
     def _maybe_elect(self, now_ms: int) -> ControllerResult:
         """Kafka's periodic electPreferred (when auto.leader.rebalance.enable) and
         electUnclean tasks: due one interval after activation, again at once while a run
-        hit its limit, else one interval later."""
+        hit its limit, else one interval later. A run walks its index a part per tick (as
+        much work as a part of leader moves: a change built for each), the preferred one
+        first."""
         schedule, commands = self.elections, self.partition_commands
+        limit = self.cluster.moves.limit // BUILD_COST  # each a change built
         result = ControllerResult(None)
-        if schedule.balance_due(now_ms):
-            records, more = commands.balance_partition_leaders(schedule.max_elections)
-            schedule.balanced(now_ms, more)
+        if commands.balancing() or (not commands.uncleaning()
+                                    and schedule.balance_due(now_ms)):
+            records, more = commands.balance_step(schedule.max_elections, limit)
+            if more is not None:
+                schedule.balanced(now_ms, more)
             result.records += records
             if records:
                 result.events.append(f"Preferred leader election for {len(records)} "
                                      "imbalanced partition(s)")
-        if schedule.unclean_due(now_ms):
-            records, more, events = commands.elect_unclean_leaders(schedule.max_elections)
-            schedule.uncleaned(now_ms, more)
+            return result
+        if commands.uncleaning() or schedule.unclean_due(now_ms):
+            records, more, events = commands.unclean_step(schedule.max_elections, limit)
+            if more is not None:
+                schedule.uncleaned(now_ms, more)
             result.records += records
             result.events += events
         return result

@@ -14,12 +14,15 @@ of `brokers_to_isrs.py`, never from a walk over every partition.
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from kraftpy.controller.brokers_to_isrs import BrokersToIsrs, PartitionSets
+from kraftpy.controller.brokers_to_isrs import NO_LEADER, BrokersToIsrs, PartitionSets
+from kraftpy.controller.leader_moves import LeaderMoves
 from kraftpy.controller.partition_change import (
     UNASSIGNED,
     Election,
@@ -42,49 +45,132 @@ if TYPE_CHECKING:
 
 TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 
-NO_LEADER = -1
 NO_LEADER_CHANGE = -2
 
 
-@dataclass
+# Kafka's partition states repeat: a few replica orders, ISRs and directory lists serve
+# every partition of a cluster. Replay keeps one list per distinct value (`shared`), so a
+# million partitions hold a million references, not millions of lists (and a directory id
+# decoded a million times is kept once). These lists are never changed in place: a change
+# replaces the partition's list with another shared one.
+_SHARED: dict[tuple[Any, ...], list[Any]] = {}
+_SHARED_MAX = 1 << 16  # distinct values kept; past that the table starts over (never wrong)
+NONE: list[Any] = []  # the shared empty list
+
+
+def shared(values: Iterable[Any] | None) -> list[Any]:
+    """The shared list equal to `values` (never to be changed in place)."""
+    if not values:
+        return NONE
+    key = tuple(values)
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= _SHARED_MAX:
+            _SHARED.clear()
+        found = _SHARED[key] = list(key)
+    return found
+
+
+_DIRS: dict[tuple[int, ...], list[uuid.UUID]] = {}
+_as_int = attrgetter("int")
+
+
+def shared_dirs(values: Iterable[uuid.UUID] | None) -> list[uuid.UUID]:
+    """`shared` for directory ids, looked up by their ints (a UUID hashes in slow Python)."""
+    if not values:
+        return NONE
+    key = tuple(map(_as_int, values))
+    found = _DIRS.get(key)
+    if found is None:
+        if len(_DIRS) >= _SHARED_MAX:
+            _DIRS.clear()
+        found = _DIRS[key] = list(values)
+    return found
+
+
 class Partition:
-    topic_id: uuid.UUID
-    partition_id: int
-    replicas: list[int]
-    isr: list[int]
-    leader: int
-    leader_epoch: int
-    partition_epoch: int
-    removing_replicas: list[int] = field(default_factory=list)
-    adding_replicas: list[int] = field(default_factory=list)
-    leader_recovery_state: int = 0
-    directories: list[uuid.UUID] = field(default_factory=list)
-    eligible_leader_replicas: list[int] = field(default_factory=list)
-    last_known_elr: list[int] = field(default_factory=list)
+    """One partition's registration (Kafka's PartitionRegistration). Its lists are shared
+    with other partitions (`shared`) and with the records made from it: replace them, never
+    change them in place."""
+
+    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch",
+                 "partition_epoch", "removing_replicas", "adding_replicas",
+                 "leader_recovery_state", "directories", "eligible_leader_replicas",
+                 "last_known_elr")
+
+    def __init__(self, topic_id: uuid.UUID, partition_id: int, replicas: list[int],
+                 isr: list[int], leader: int, leader_epoch: int, partition_epoch: int,
+                 removing_replicas: list[int] = NONE, adding_replicas: list[int] = NONE,
+                 leader_recovery_state: int = 0, directories: list[uuid.UUID] = NONE,
+                 eligible_leader_replicas: list[int] = NONE,
+                 last_known_elr: list[int] = NONE) -> None:
+        self.topic_id = topic_id
+        self.partition_id = partition_id
+        self.replicas = replicas
+        self.isr = isr
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.removing_replicas = removing_replicas
+        self.adding_replicas = adding_replicas
+        self.leader_recovery_state = leader_recovery_state
+        self.directories = directories
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in Partition.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Partition):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "Partition(" + ", ".join(f"{name}={getattr(self, name)!r}"
+                                        for name in Partition.__slots__) + ")"
 
     def record(self, version: int) -> tuple[PartitionRecord, int]:
-        """At `version` (metadata.version's), or the one its fields need if that is later."""
-        if self.eligible_leader_replicas or self.last_known_elr:
+        """At `version` (metadata.version's), or the one its fields need if that is later.
+        The record shares this partition's lists (records are encoded, never changed)."""
+        elr, last = self.eligible_leader_replicas, self.last_known_elr
+        if elr or last:
             version = 2
         elif self.directories:
             version = max(version, 1)
         return PartitionRecord(
             partition_id=self.partition_id, topic_id=self.topic_id,
-            replicas=list(self.replicas), isr=list(self.isr),
-            removing_replicas=list(self.removing_replicas),
-            adding_replicas=list(self.adding_replicas), leader=self.leader,
+            replicas=self.replicas, isr=self.isr, removing_replicas=self.removing_replicas,
+            adding_replicas=self.adding_replicas, leader=self.leader,
             leader_recovery_state=self.leader_recovery_state, leader_epoch=self.leader_epoch,
-            partition_epoch=self.partition_epoch, directories=list(self.directories),
+            partition_epoch=self.partition_epoch, directories=self.directories,
             # Kafka keeps these as arrays and writes only non-empty ones.
-            eligible_leader_replicas=list(self.eligible_leader_replicas or []) or None,
-            last_known_elr=list(self.last_known_elr or []) or None), version
+            eligible_leader_replicas=elr or None, last_known_elr=last or None), version
 
 
-@dataclass
 class Topic:
-    name: str
-    topic_id: uuid.UUID
-    partitions: dict[int, Partition] = field(default_factory=dict)
+    __slots__ = ("name", "topic_id", "partitions")
+
+    def __init__(self, name: str, topic_id: uuid.UUID,
+                 partitions: dict[int, Partition] | None = None) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions: dict[int, Partition] = {} if partitions is None else partitions
+
+    def __repr__(self) -> str:
+        return f"Topic(name={self.name!r}, topic_id={self.topic_id!r}, " \
+               f"partitions={len(self.partitions)})"
+
+
+# The image is frozen out of the cyclic collector's walks each time it grew by this many
+# partitions (`_index_new`): a collection then walks some 10 ms of objects at most.
+FREEZE_EVERY = 20_000
+
+
+def _preferred(replicas: list[int]) -> int:
+    return replicas[0] if replicas else NO_LEADER
 
 
 class ReplicationControlManager:
@@ -94,12 +180,16 @@ class ReplicationControlManager:
         # names with '.' or '_', by their unified form: such names may not collide
         self._collision_names: dict[str, list[str]] = {}
         # Kafka's indexes, kept by replay: ISR members (leaderless under NO_LEADER) and
-        # leaderships, ELR members, partitions by log directory, partitions not led by
-        # their preferred replica
+        # leaderships, ELR members, partitions by log directory (its id's int), partitions
+        # not led by their preferred replica (under that replica), partitions being
+        # reassigned
         self.brokers_to_isrs = BrokersToIsrs()
         self.brokers_to_elrs = PartitionSets()
         self.directories_to_partitions = PartitionSets()
-        self.imbalanced: dict[tuple[uuid.UUID, int], Partition] = {}
+        self.imbalanced = PartitionSets()
+        self.reassigning = PartitionSets()
+        self.partition_count = 0  # Kafka's globalPartitionCount
+        self._freeze_at = FREEZE_EVERY
 
     # --- replay ---------------------------------------------------------------------------
 
@@ -112,11 +202,14 @@ class ReplicationControlManager:
 
     def replay_remove_topic(self, record: Any) -> Topic | None:
         """Forget the topic; returns it (its configs go too: the caller removes them)."""
-        topic = self.topics.pop(record.topic_id, None)
+        topic = self.topics.get(record.topic_id)
         if topic is None:
             return None
         for part in topic.partitions.values():
-            self._index(part, None)
+            self._unindex(topic, part)
+        for index in self._indexes():
+            index.forget_topic(topic)
+        del self.topics[record.topic_id]
         if self.topics_by_name.get(topic.name) == record.topic_id:
             del self.topics_by_name[topic.name]
         names = self._collision_names.get(topic.name.replace(".", "_"))
@@ -125,6 +218,10 @@ class ReplicationControlManager:
             if not names:
                 del self._collision_names[topic.name.replace(".", "_")]
         return topic
+
+    def _indexes(self) -> tuple[PartitionSets, ...]:
+        return (self.brokers_to_isrs.members, self.brokers_to_elrs,
+                self.directories_to_partitions, self.imbalanced, self.reassigning)
 
     def replay_clear_elr(self, record: Any) -> None:
         """ClearElrRecord: no partition of the topic (of every topic, for an empty name) keeps
@@ -149,89 +246,108 @@ class ReplicationControlManager:
         topic = self.topics.get(record.topic_id)
         if topic is None:  # Kafka refuses this too; tolerate it, a log may be partial
             topic = self.topics[record.topic_id] = Topic("", record.topic_id)
-        prev = topic.partitions.get(record.partition_id)
-        part = topic.partitions[record.partition_id] = Partition(
-            record.topic_id, record.partition_id, list(record.replicas), list(record.isr),
+        partition_id = record.partition_id
+        part = Partition(
+            topic.topic_id, partition_id, shared(record.replicas), shared(record.isr),
             record.leader, record.leader_epoch, record.partition_epoch,
-            list(record.removing_replicas), list(record.adding_replicas),
-            record.leader_recovery_state, list(record.directories or []),
-            list(record.eligible_leader_replicas or []), list(record.last_known_elr or []))
+            shared(record.removing_replicas), shared(record.adding_replicas),
+            record.leader_recovery_state, shared_dirs(record.directories),
+            shared(record.eligible_leader_replicas), shared(record.last_known_elr))
+        partitions = topic.partitions
+        prev = partitions.get(partition_id)
+        partitions[partition_id] = part
         if prev is not None:
-            self._index(prev, None)
-        self._index(None, part)
+            self._unindex(topic, prev)
+        self._index_new(topic, part)
 
     def replay_partition_change(self, record: PartitionChangeRecord) -> None:
         topic = self.topics.get(record.topic_id)
         part = topic.partitions.get(record.partition_id) if topic else None
         if part is None:
             return
-        prev = _Indexed(part.isr, part.leader, part.eligible_leader_replicas, part.directories,
-                        part.replicas)
+        isr, leader, replicas = part.isr, part.leader, part.replicas
+        elr, directories = part.eligible_leader_replicas, part.directories
+        reassigning = bool(part.removing_replicas or part.adding_replicas)
         if record.isr is not None:
-            part.isr = list(record.isr)
+            part.isr = shared(record.isr)
         if record.leader != NO_LEADER_CHANGE:
             part.leader = record.leader
             part.leader_epoch += 1
         if record.replicas is not None:
-            part.replicas = list(record.replicas)
+            part.replicas = shared(record.replicas)
         if record.removing_replicas is not None:
-            part.removing_replicas = list(record.removing_replicas)
+            part.removing_replicas = shared(record.removing_replicas)
         if record.adding_replicas is not None:
-            part.adding_replicas = list(record.adding_replicas)
+            part.adding_replicas = shared(record.adding_replicas)
         if record.leader_recovery_state != -1:
             part.leader_recovery_state = record.leader_recovery_state
         if record.directories is not None:
-            part.directories = list(record.directories)
+            part.directories = shared_dirs(record.directories)
         if record.eligible_leader_replicas is not None:
-            part.eligible_leader_replicas = list(record.eligible_leader_replicas)
+            part.eligible_leader_replicas = shared(record.eligible_leader_replicas)
         if record.last_known_elr is not None:
-            part.last_known_elr = list(record.last_known_elr)
+            part.last_known_elr = shared(record.last_known_elr)
         part.partition_epoch += 1
-        self._index(prev, part)
+        # Shared lists: an unchanged value is the same list, and the index need not move.
+        t, p = topic, part.partition_id
+        if isr is not part.isr or leader != part.leader:
+            self.brokers_to_isrs.update(t, p, isr, part.isr, leader, part.leader)
+        if elr is not part.eligible_leader_replicas:
+            self.brokers_to_elrs.update(t, p, elr, part.eligible_leader_replicas)
+        if directories is not part.directories:
+            self.directories_to_partitions.update(t, p, _real_dirs(directories),
+                                                  _real_dirs(part.directories))
+        if leader != part.leader or replicas is not part.replicas:
+            before, after = _preferred(replicas), _preferred(part.replicas)
+            if leader != before:
+                self.imbalanced.remove(before, t, p)
+            if part.leader != after:
+                self.imbalanced.add(after, t, p)
+        if reassigning != bool(part.removing_replicas or part.adding_replicas):
+            if reassigning:
+                self.reassigning.remove(None, t, p)
+            else:
+                self.reassigning.add(None, t, p)
 
-    def _index(self, prev: Partition | _Indexed | None, part: Partition | None) -> None:
-        """Move one partition in the indexes from its state `prev` to `part` (None: absent).
-        A list the change did not replace is the same object in both: nothing to move."""
-        if prev is None and part is not None:
-            self._index_new(part)
-            return
-        some = part if part is not None else prev
-        assert some is not None
-        topic_id, partition_id = some.topic_id, some.partition_id
-        if prev is None or part is None or prev.isr is not part.isr \
-                or prev.leader != part.leader:
-            self.brokers_to_isrs.update(
-                topic_id, partition_id, None if prev is None else prev.isr,
-                None if part is None else part.isr,
-                NO_LEADER if prev is None else prev.leader,
-                NO_LEADER if part is None else part.leader, part)
-        if prev is None or part is None \
-                or prev.eligible_leader_replicas is not part.eligible_leader_replicas:
-            self.brokers_to_elrs.update(
-                topic_id, partition_id, () if prev is None else prev.eligible_leader_replicas,
-                () if part is None else part.eligible_leader_replicas, part)
-        if prev is None or part is None or prev.directories is not part.directories:
-            self.directories_to_partitions.update(
-                topic_id, partition_id, () if prev is None else _real_dirs(prev.directories),
-                () if part is None else _real_dirs(part.directories), part)
-        if part is not None and part.leader != (part.replicas[0] if part.replicas
-                                                else NO_LEADER):
-            self.imbalanced[topic_id, partition_id] = part
-        elif prev is not None:
-            self.imbalanced.pop((topic_id, partition_id), None)
-
-    def _index_new(self, part: Partition) -> None:
-        """`_index(None, part)` for a new partition, the bulk of a replay, in fewer steps."""
-        t, p = part.topic_id, part.partition_id
-        self.brokers_to_isrs.add(part)
+    def _index_new(self, topic: Topic, part: Partition) -> None:
+        """A new partition into the indexes (the bulk of a replay)."""
+        t, p = topic, part.partition_id
+        self.partition_count += 1
+        if self.partition_count >= self._freeze_at:
+            # Python's cyclic collector walks every object it tracks in a full collection
+            # (some 0.65 s for a million partitions, 40 ms for 125,000), and runs one each
+            # time the heap grew by a quarter, on the loop. The image holds no reference
+            # cycles; what exists now is left out of its walks from here on (gc.freeze:
+            # constant time), so a collection walks at most the last few partitions. Freed
+            # by reference counting as ever.
+            gc.freeze()
+            self._freeze_at = self.partition_count + FREEZE_EVERY
+        self.brokers_to_isrs.add(topic, part)
         if part.eligible_leader_replicas:
             for b in part.eligible_leader_replicas:
-                self.brokers_to_elrs.add(b, t, p, part)
+                self.brokers_to_elrs.add(b, t, p)
         for d in part.directories:
-            if d.int >= 100:
-                self.directories_to_partitions.add(d, t, p, part)
-        if part.leader != (part.replicas[0] if part.replicas else NO_LEADER):
-            self.imbalanced[t, p] = part
+            d = d.int
+            if d >= 100:
+                self.directories_to_partitions.add(d, t, p)
+        preferred = _preferred(part.replicas)
+        if part.leader != preferred:
+            self.imbalanced.add(preferred, t, p)
+        if part.removing_replicas or part.adding_replicas:
+            self.reassigning.add(None, t, p)
+
+    def _unindex(self, topic: Topic, part: Partition) -> None:
+        """A partition out of the indexes (its topic removed, or a PartitionRecord replaced it)."""
+        t, p = topic, part.partition_id
+        self.partition_count -= 1
+        self.brokers_to_isrs.update(t, p, part.isr, None, part.leader, NO_LEADER)
+        self.brokers_to_elrs.update(t, p, part.eligible_leader_replicas, ())
+        self.directories_to_partitions.update(t, p, _real_dirs(part.directories), ())
+        preferred = _preferred(part.replicas)
+        if part.leader != preferred:
+            self.imbalanced.remove(preferred, t, p)
+        if part.removing_replicas or part.adding_replicas:
+            self.reassigning.remove(None, t, p)
 
     def snapshot_records(self, partition_version: int) -> list[tuple[Any, int]]:
         out: list[tuple[Any, int]] = []
@@ -287,11 +403,13 @@ class ReplicationControlManager:
         return (self.topic_config(topic.name, "unclean.leader.election.enable") or ""
                 ).strip().lower() == "true"
 
-    def acceptor(self, part: Partition,
-                 accept: Callable[[int], bool] | None = None) -> Callable[[int], bool]:
-        """Kafka's LeaderAcceptor: active (or `accept`) and its replica's directory online."""
+    def acceptor(self, part: Partition, accept: Callable[[int], bool] | None = None,
+                 directories: list[uuid.UUID] | None = None) -> Callable[[int], bool]:
+        """Kafka's LeaderAcceptor: active (or `accept`) and its replica's directory online.
+        `directories`: `current_directories(part)`, when the caller has it already."""
         accept = accept or self.cluster.usable
-        dirs = dict(zip(part.replicas, current_directories(part), strict=False))
+        dirs = dict(zip(part.replicas, current_directories(part) if directories is None
+                        else directories, strict=False))
 
         def test(broker_id: int) -> bool:
             return accept(broker_id) and self.cluster.has_online_dir(
@@ -317,22 +435,19 @@ class ReplicationControlManager:
                                         unclean: int = NO_LEADER) -> list[tuple[Any, int]]:
         """Kafka's generateLeaderAndIsrUpdates: `remove` leaves each ISR and may not lead,
         `add` may lead though still fenced (it is being unfenced), `unclean` (a broker back
-        from an unclean shutdown) leaves ISR and ELR and may not lead."""
-        def accept(r: int) -> bool:
-            return r not in (remove, unclean) and (r == add or self.cluster.usable(r))
-
+        from an unclean shutdown) leaves ISR and ELR and may not lead (`MoveContext`)."""
+        moves = self.moves_context(remove=remove, add=add, unclean=unclean)
         out: list[tuple[Any, int]] = []
-        version = self.change_version()
-        for part in list(parts):
-            b = self.builder(part, accept, Election.UNCLEAN
-                             if self.unclean_enabled(self.topic_of(part)) else Election.ONLINE)
-            if unclean != NO_LEADER:
-                b.set_unclean_shutdown_replicas([unclean])
-            b.set_target_isr(r for r in part.isr if r not in (remove, unclean))
-            record = b.build()
+        for part in list(parts):  # a copy: alive for the whole event (MoveContext.state)
+            record = moves.change(part, moves.state(part))
             if record is not None:
-                out.append((record, version))
+                out.append((record, moves.version))
         return out
+
+    def moves_context(self, *, remove: int = NO_LEADER, add: int = NO_LEADER,
+                      unclean: int = NO_LEADER) -> MoveContext:
+        """One event's moves with these brokers (`generate_leader_and_isr_updates`)."""
+        return MoveContext(self, remove, add, unclean)
 
     def in_isr(self, broker_id: int) -> list[Partition]:
         return self.brokers_to_isrs.partitions_with_broker_in_isr(broker_id)
@@ -345,10 +460,35 @@ class ReplicationControlManager:
 
     def imbalanced_partitions(self) -> list[Partition]:
         """Led by another replica than their first (Kafka's imbalancedPartitions)."""
-        return list(self.imbalanced.values())
+        return [p for key in self.imbalanced.keys() for p in self.imbalanced.partitions(key)]
 
     def on_directory(self, directory: uuid.UUID) -> list[Partition]:
-        return self.directories_to_partitions.partitions(directory)
+        return self.directories_to_partitions.partitions(directory.int)
+
+    # --- the same moves as jobs, made a part at a time (leader_moves.py) -------------------
+
+    def fence_moves(self, broker_id: int, epoch: int, closing: list[tuple[Any, int]],
+                    fencing: Any) -> LeaderMoves:
+        """`handle_broker_fenced` as a job, `closing` (the fence record) after the moves."""
+        return LeaderMoves(self, self.brokers_to_isrs.members.freeze(broker_id),
+                           broker_id=broker_id, broker_epoch=epoch, remove=broker_id,
+                           closing=closing, fencing=fencing)
+
+    def unfence_moves(self, broker_id: int, epoch: int,
+                      opening: list[tuple[Any, int]]) -> LeaderMoves:
+        """`handle_broker_unfenced` as a job, `opening` (the unfence record) first."""
+        return LeaderMoves(self, self.brokers_to_isrs.members.freeze(NO_LEADER),
+                           broker_id=broker_id, broker_epoch=epoch, add=broker_id,
+                           opening=opening)
+
+    def controlled_shutdown_moves(self, broker_id: int, epoch: int,
+                                  opening: list[tuple[Any, int]]) -> LeaderMoves:
+        """`handle_broker_in_controlled_shutdown` as a job, `opening` first."""
+        return LeaderMoves(self, self.brokers_to_isrs.members.freeze(broker_id),
+                           broker_id=broker_id, broker_epoch=epoch, remove=broker_id,
+                           opening=opening)
+
+    # --- in one event -----------------------------------------------------------------------
 
     def handle_broker_fenced(self, broker_id: int) -> list[tuple[Any, int]]:
         """Fenced (session expired, asked, or shutting down now): out of every ISR."""
@@ -408,20 +548,75 @@ class ReplicationControlManager:
                 for t in sorted(self.topics.values(), key=lambda t: t.name)]
 
 
-@dataclass
-class _Indexed:
-    """What the indexes know of a partition, taken before a change is replayed into it."""
+class MoveContext:
+    """The leader and ISR moves of one controller event (Kafka's generateLeaderAndIsrUpdates
+    over some partitions), the brokers and rules as they are during that event.
 
-    isr: list[int]
-    leader: int
-    eligible_leader_replicas: list[int]
-    directories: list[uuid.UUID]
-    replicas: list[int]
+    A partition's change depends on its lists, leader and recovery state, its topic's rules
+    (effective min.insync.replicas, unclean elections) and the brokers, never on its ids or
+    epochs. Partitions with the same lists share them (`shared`), so the change is built
+    once per such state (`state`: the lists by identity, which the caller keeps alive for
+    the event) and the others get the same record with their own ids: a fence of half a
+    million partitions on six brokers builds a few dozen."""
+
+    __slots__ = ("rc", "remove", "add", "unclean", "accept", "version", "mv", "elr",
+                 "default_dir", "rules", "built")
+
+    def __init__(self, rc: ReplicationControlManager, remove: int, add: int,
+                 unclean: int) -> None:
+        usable = rc.cluster.usable
+
+        def accept(r: int) -> bool:
+            return r != remove and r != unclean and (r == add or usable(r))
+
+        self.rc, self.remove, self.add, self.unclean = rc, remove, add, unclean
+        self.accept = accept
+        self.version = rc.change_version()
+        self.mv, self.elr = rc.features.metadata_version, rc.features.elr_enabled()
+        self.default_dir = rc.cluster.default_dir
+        self.rules: dict[int, tuple[int, Election]] = {}  # by id(topic id): UUIDs hash slowly
+        self.built: dict[tuple[Any, ...], PartitionChangeRecord | None] = {}
+
+    def state(self, part: Partition) -> tuple[Any, ...]:
+        """What the partition's change depends on."""
+        rules = self.rules.get(id(part.topic_id))
+        if rules is None:
+            topic = self.rc.topics[part.topic_id]
+            rules = self.rules[id(part.topic_id)] = (
+                self.rc.effective_min_isr(topic),
+                Election.UNCLEAN if self.rc.unclean_enabled(topic) else Election.ONLINE)
+        return (id(part.replicas), id(part.isr), part.leader, id(part.eligible_leader_replicas),
+                id(part.last_known_elr), id(part.directories), id(part.removing_replicas),
+                id(part.adding_replicas), part.leader_recovery_state, rules)
+
+    def change(self, part: Partition, state: tuple[Any, ...]) -> PartitionChangeRecord | None:
+        """The partition's change record (None: nothing changes), built unless its state's
+        change is (`built`)."""
+        if state in self.built:
+            record = self.built[state]
+            if record is None:
+                return None
+            return PartitionChangeRecord.of(
+                part.partition_id, part.topic_id, record.isr, record.leader, record.replicas,
+                record.removing_replicas, record.adding_replicas, record.leader_recovery_state,
+                record.directories, record.eligible_leader_replicas, record.last_known_elr)
+        dirs = current_directories(part)
+        rules = state[-1]
+        b = PartitionChangeBuilder(part, self.rc.acceptor(part, self.accept, dirs), self.mv,
+                                   rules[0], elr_enabled=self.elr, election=rules[1],
+                                   default_dir=self.default_dir, directories=dirs)
+        remove, unclean = self.remove, self.unclean
+        if unclean != NO_LEADER:
+            b.set_unclean_shutdown_replicas([unclean])
+        b.set_target_isr([r for r in part.isr if r != remove and r != unclean])
+        record = self.built[state] = b.build()
+        return record
 
 
-def _real_dirs(directories: Iterable[uuid.UUID]) -> list[uuid.UUID]:
-    """Directory ids a broker can register (DirectoryId.reserved: the first 100 are not)."""
-    return [d for d in directories if d.int >= 100]
+def _real_dirs(directories: Iterable[uuid.UUID]) -> list[int]:
+    """Directory ids a broker can register (DirectoryId.reserved: the first 100 are not), as
+    the ints the index is keyed by (a UUID hashes in slow Python)."""
+    return [d.int for d in directories if d.int >= 100]
 
 
 @dataclass

@@ -177,7 +177,7 @@ def walked(h: Harness) -> dict[str, Any]:
     rc = h.qc.replication
     isr: dict[int, set[tuple[uuid.UUID, int]]] = {}
     elr: dict[int, set[tuple[uuid.UUID, int]]] = {}
-    dirs: dict[uuid.UUID, set[tuple[uuid.UUID, int]]] = {}
+    dirs: dict[int, set[tuple[uuid.UUID, int]]] = {}
     leads: dict[int, int] = {}
     imbalanced = set()
     for p in rc.partitions():
@@ -187,8 +187,8 @@ def walked(h: Harness) -> dict[str, Any]:
         for b in p.eligible_leader_replicas:
             elr.setdefault(b, set()).add(key)
         for d in p.directories:
-            if d.int >= 100:
-                dirs.setdefault(d, set()).add(key)
+            if d.int >= 100:  # the index is keyed by the id's int
+                dirs.setdefault(d.int, set()).add(key)
         if p.leader != NO_LEADER:
             leads[p.leader] = leads.get(p.leader, 0) + 1
         if p.leader != (p.replicas[0] if p.replicas else NO_LEADER):
