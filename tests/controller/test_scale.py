@@ -20,6 +20,7 @@ import sys
 import types
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ from kraftpy.controller.leader_moves import BUILD_COST
 from kraftpy.controller.metrics import NodeCollector
 from kraftpy.controller.node import RunningNode
 from kraftpy.controller.partition_change import PartitionChangeBuilder
-from kraftpy.controller.raft.registration import registration_request as controller_registration
+from kraftpy.controller.registration import registration_request as controller_registration
 from kraftpy.controller.replication_control import MoveContext, ReplicationControlManager
 from kraftpy.controller.settings import AdvertisedEndpoint
 from kraftpy.protocol.error_codes import ErrorCode
@@ -73,6 +74,7 @@ from kraftpy.protocol.records.partition_record import PartitionRecord
 from kraftpy.protocol.records.topic_record import TopicRecord
 from kraftpy.tools.broker_sim import registration_request
 from support.controller_harness import Harness, settings
+from support.lone_quorum import lone_config
 
 BROKERS = range(1, 7)
 ELR = {"eligible.leader.replicas.version": 1}  # Kafka 4.1's default
@@ -131,7 +133,8 @@ def answers(h: Harness, epochs: dict[int, int]) -> list[tuple[str, Callable[[], 
     """Requests, scrapes and timers whose answers do not list the partitions, in the order
     they run (some set up the next)."""
     qc = h.qc
-    node = RunningNode(None, "c", types.SimpleNamespace(controller=qc),  # type: ignore[arg-type]
+    node = RunningNode(lone_config(Path("/nonexistent")), "c",
+                       types.SimpleNamespace(controller=qc),  # type: ignore[arg-type]
                        dict(SUPPORTED_FEATURES))
     collector = NodeCollector(CONTROLLER_ID, "/nonexistent")
     reg = qc.cluster.brokers[1]
