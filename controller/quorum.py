@@ -220,12 +220,17 @@ class Quorum:
             raise QuorumError(str(self.runner.failure)) from self.runner.failure
 
     async def _ticker(self) -> None:
-        """The controller's timers every 100 ms, and at once when it becomes active."""
+        """The controller's timers every 100 ms, at once when it becomes active, and again as
+        soon as what waits has run while a timer's work comes in parts (a fence's leader
+        moves: each part a bounded event, requests answered between them)."""
         host = self.host
         while True:
             if host.state is HostState.MIGRATING:
                 await self._migrate()
             self.runner.step(host.tick)
+            if host.state is HostState.ACTIVE and host.controller.has_pending_work():
+                await trio.sleep(0)  # every task runnable now goes first
+                continue
             self._tick_now = trio.Event()
             with trio.move_on_after(TICK_INTERVAL_S):
                 await self._tick_now.wait()

@@ -37,7 +37,11 @@ log = logging.getLogger("kraftpy.log")
 SUFFIX = ".checkpoint"
 PART_SUFFIX = ".checkpoint.part"
 DELETED_SUFFIX = ".checkpoint.deleted"
-MAX_BATCH_BYTES = 8 * 1024 * 1024
+MAX_BATCH_BYTES = 8 * 1024 * 1024  # Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES
+_BATCH_OVERHEAD = 61  # a v2 batch's header
+# The most a record adds beyond its value: length, attributes, timestamp and offset deltas,
+# key length, value length (varints), header count.
+_RECORD_OVERHEAD = 5 + 1 + 5 + 5 + 1 + 5 + 1
 _NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 
 
@@ -133,17 +137,21 @@ def encode_snapshot(
         timestamp=timestamp,
     )
     offset += len(keys)
+    # A batch stays within Kafka's 8 MiB (a broker reading the snapshot allocates past it
+    # otherwise): the batch overhead plus each record's value and its bounded framing.
+    room = max_batch_bytes - _BATCH_OVERHEAD
     chunk: list[bytes] = []
     size = 0
     for value in values:
-        chunk.append(value)
-        size += len(value) + 8
-        if size >= max_batch_bytes:
+        cost = len(value) + _RECORD_OVERHEAD
+        if chunk and size + cost > room:
             yield build_record_batch(
                 chunk, base_offset=offset, partition_leader_epoch=epoch, timestamp=timestamp
             )
             offset += len(chunk)
             chunk, size = [], 0
+        chunk.append(value)
+        size += cost
     if chunk:
         yield build_record_batch(
             chunk, base_offset=offset, partition_leader_epoch=epoch, timestamp=timestamp

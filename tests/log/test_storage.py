@@ -271,3 +271,17 @@ def test_snapshot_policy_has_kafkas_two_triggers() -> None:
     assert not policy.due(bytes_since=20 * 1024 * 1024 - 1, ms_since=3_599_999, new_records=True)
     assert policy.due(bytes_since=1, ms_since=3_600_000, new_records=True)
     assert not SnapshotPolicy(interval_ms=0).due(bytes_since=1, ms_since=10**12, new_records=True)
+
+
+def test_a_large_snapshots_batches_stay_within_kafkas_8_mib() -> None:
+    """Kafka's brokers read a snapshot batch past 8 MiB only by allocating a new buffer for
+    it: each batch stays within the limit, however the records fall."""
+    from kraftpy.controller.log.snapshots import MAX_BATCH_BYTES, encode_snapshot
+    from kraftpy.protocol.record_batch import iter_record_batches
+
+    values = [bytes([i % 251]) * (100 + i % 900) for i in range(30_000)]  # ~15 MB
+    data = b"".join(encode_snapshot(values, epoch=1, last_contained_log_timestamp=1,
+                                    timestamp=1))
+    batches = list(iter_record_batches(data))
+    assert len(batches) >= 4 and max(b.size for b in batches) <= MAX_BATCH_BYTES
+    assert [v for b in batches if not b.is_control for v in b.values()] == values

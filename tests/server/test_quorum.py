@@ -20,8 +20,10 @@ from kraftpy.protocol.messages.describe_acls_request import DescribeAclsRequest
 from support.lone_quorum import GatedFsync, broker, open_lone, running_lone, wait_for
 
 ANY = 1  # ResourceType, PatternType, AclOperation and AclPermissionType ANY
-# No NoOpRecord of the idle timer: the tests count the records and rounds of their requests.
-QUIET = {"metadata.max.idle.interval.ms": "0"}
+# No NoOpRecord of the idle timer, and a controller only (no producer-id block of its own for
+# a timer to claim): the tests count the records and rounds of their requests.
+QUIET = {"metadata.max.idle.interval.ms": "0", "process.roles": "controller",
+         "listeners": "CONTROLLER://127.0.0.1:0"}
 
 
 def _describe_acls() -> DescribeAclsRequest:
