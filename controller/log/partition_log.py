@@ -738,6 +738,8 @@ class PartitionLog:
             position = None
             if offset <= seg.base_offset:
                 position = 0
+            elif offset >= seg.next_offset:  # the cut is where this segment ends
+                position = seg.size
             else:
                 for batch in scan(seg.path, seg.indexes.position_before(offset), seg.size):
                     if batch.base_offset == offset:
