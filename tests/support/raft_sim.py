@@ -41,7 +41,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NoReturn
 
 from kraftpy.controller.raft import quorum_state
 from kraftpy.controller.raft.config import RaftConfig
@@ -287,7 +287,7 @@ class Sim:
         self._heap: list[tuple[float, int, str, Any]] = []
         self._handlers: dict[str, Callable[[Any], None]] = {}
         self.voter_set = VoterSet.static({i: (f"node{i}", 9093) for i in range(1, voters + 1)})
-        self.nodes = {i: SimNode(i, Disk()) for i in range(1, voters + 1)}
+        self.nodes = {i: self._new_node(i) for i in range(1, voters + 1)}
         self.partition: dict[int, int] = {}  # node -> group; absent: all connected
         self.leaders: dict[int, int] = {}  # epoch -> leader id
         self.committed: list[tuple[int, bytes, int]] = []  # offset -> (epoch, value, hash)
@@ -305,6 +305,9 @@ class Sim:
             self._start(node)
         self._schedule_faults()
         self._push(50, "client", None)
+
+    def _new_node(self, node_id: int) -> SimNode:
+        return SimNode(node_id, Disk())
 
     def _schedule_faults(self) -> None:
         if self.faults.crash_every[1]:
@@ -349,7 +352,7 @@ class Sim:
                 best = r
         return None if best is None else best.node_id
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str) -> NoReturn:
         raise SafetyViolation(f"seed {self.seed} at {self.now:.0f} ms: {what}")
 
     # ----- nodes ----------------------------------------------------------------------------
