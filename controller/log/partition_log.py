@@ -586,9 +586,16 @@ class PartitionLog:
         return base
 
     def _note_new_epoch(self, epoch: int, base: int) -> None:
-        """leader-epoch-checkpoint gains an entry when an epoch's first record is appended."""
+        """leader-epoch-checkpoint gains an entry when an epoch's first record is appended.
+        The entry says the log reaches `base` (recovery refuses a log ending before it), so
+        what is written below it is fsynced first: a power loss must not leave the entry
+        durable and the records below it torn off (a follower appends a fetch's batches of
+        an old epoch and a new one before its flush)."""
         epochs = self.leader_epochs
         if not epochs or epoch > epochs[-1][0]:
+            self._write_pending()
+            for seg in self._dirty:
+                os.fsync(seg.fd)
             epochs.append((epoch, base))
             files.write_leader_epochs(self.directory, epochs)
 
@@ -670,9 +677,13 @@ class PartitionLog:
         return first is not None and first >= 0 and timestamp - first > self.segment_ms
 
     def _roll(self) -> Segment:
-        # Called with the lock held: the old segment's pending bytes go out first.
+        # Called with the lock held: the old segment's pending bytes go out first, fsynced
+        # before the new segment exists. Recovery takes a bad batch with a later segment
+        # after it for damage, not a torn tail, so only the last segment may end torn by a
+        # power loss.
         old = self.active
         self._write_pending()
+        os.fsync(old.fd)
         old.indexes.finish()
         old.retire()
         new = Segment(self.directory, old.next_offset)
