@@ -729,8 +729,11 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop every record at or above `offset`, a batch boundary (a Raft follower's
-        diverging suffix, never committed data): later segments go, the one holding `offset`
-        is cut there (fsynced), its indexes and the leader-epoch checkpoint follow."""
+        diverging suffix, never committed data). Crash-ordered, as `reset_to`: the
+        leader-epoch checkpoint loses the epochs from `offset` first (recovery finds them
+        again in the batches if the cut never happens, but refuses a checkpoint naming an
+        epoch past the log end), then later segments go and the one holding `offset` is cut
+        there (fsynced), its indexes following."""
         if self.read_only:
             raise files.LogDirError(f"{self.directory} is open read-only")
         if offset >= self.log_end_offset:
@@ -740,11 +743,6 @@ class PartitionLog:
             self._write_pending()
             segs = self.segments
             keep = [s for s in segs if s.base_offset < offset] or segs[:1]
-            for seg in segs[len(keep):]:
-                seg.close()
-                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
-                    path.unlink(missing_ok=True)
-            self._dirty = [s for s in self._dirty if s in keep]
             seg = keep[-1]
             position = None
             if offset <= seg.base_offset:
@@ -761,16 +759,21 @@ class PartitionLog:
                                          f"{seg.path}")
                 if position is None:
                     raise ValueError(f"offset {offset} not found in {seg.path}")
+            kept = [(e, o) for e, o in self.leader_epochs if o < max(offset, seg.base_offset)]
+            if kept != self.leader_epochs:
+                self.leader_epochs = kept
+                files.write_leader_epochs(self.directory, kept)
+            for doomed in segs[len(keep):]:
+                doomed.close()
+                for path in (doomed.path, doomed.indexes.index_path, doomed.indexes.time_path):
+                    path.unlink(missing_ok=True)
+            self._dirty = [s for s in self._dirty if s in keep]
             seg.truncate(position)
             self._generation += 1
             seg.indexes.writable = True
             seg.next_offset = max(offset, seg.base_offset)
             self.segments = keep
             self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
-            kept = [(e, o) for e, o in self.leader_epochs if o < self.log_end_offset]
-            if kept != self.leader_epochs:
-                self.leader_epochs = kept
-                files.write_leader_epochs(self.directory, kept)
         files.fsync_dir(self.directory)
 
     def reset_to(self, offset: int) -> None:

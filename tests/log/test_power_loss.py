@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kraftpy.controller.log.storage import MetadataStorage, format_storage
 from kraftpy.protocol.record_batch import build_record_batch
-from support.node_sim import SimFS
+from support.node_sim import DiskFaults, SimCrash, SimFS
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 
@@ -92,3 +92,50 @@ def test_a_roll_cut_by_a_power_loss_opens(tmp_path: Path) -> None:
         fs.uninstall()
     assert reopened.metadata.log_end_offset >= reopened.metadata.segments[-1].base_offset > 0
     reopened.close()
+
+
+def test_a_truncation_cut_by_a_power_loss_at_each_of_its_steps_opens(tmp_path: Path) -> None:
+    """A follower drops a diverging suffix of two epochs; the power goes at its first disk
+    operation, then at its second, ...: every directory left behind opens, holding the log
+    either cut or whole. (The checkpoint used to be rewritten after the cut: a power loss
+    between left it naming an epoch past the log end, and the node refused to start.)"""
+    steps = 0
+    while True:
+        steps += 1
+        data = tmp_path / f"run{steps}" / "node1"
+        format_storage(data, cluster_id=CLUSTER, node_id=1, metadata_version=27)
+        fs = SimFS(data.parent, _DurableOnly())
+        fs.mark_durable("node1")
+        fs.install(random.Random(0))
+        try:
+            storage = _open(data)
+            log = storage.metadata
+            for raw in (_batch(0, 3, 1), _batch(3, 2, 2), _batch(5, 2, 3)):
+                log.append_batch(raw)
+            log.flush()
+            fs.faults["node1"] = DiskFaults(crash_in=steps)
+            try:
+                log.truncate_to(3)
+            except SimCrash:
+                image = fs.captured.pop("node1")
+            else:
+                image = None
+            fs.faults["node1"].crash_in = None
+            if image is None:  # every step went through: the cut log closes and reopens
+                storage.close()
+                reopened = _open(data)
+                assert reopened.metadata.log_end_offset == 3
+                assert reopened.metadata.leader_epochs == [(1, 0)]
+                reopened.close()
+                break
+            for seg in log.segments:
+                seg.close()
+            assert storage.lock is not None
+            storage.lock.release()
+            fs.restore("node1", image)
+            reopened = _open(data)
+            assert reopened.metadata.log_end_offset in (3, 7), steps
+            reopened.close()
+        finally:
+            fs.uninstall()
+    assert steps > 3
