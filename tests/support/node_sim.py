@@ -451,8 +451,8 @@ class NodeLog:
         self.log.truncate_to(offset)
 
     def reset_to(self, offset: int) -> None:
-        self.log.reset_to(offset)
         self.sim._reset_shadow(self.node, offset)
+        self.log.reset_to(offset)
 
     def read_raw(self, start_offset: int, limit_offset: int, max_bytes: int) -> bytes | None:
         disk = self.node.disk
@@ -479,6 +479,9 @@ class NodeSnapshots:
         self.files.write_chunk(snapshot_id, position, data)
 
     def install(self, snapshot_id: tuple[int, int]) -> tuple[Any, int]:
+        # From here a power loss may leave the snapshot installed and the log to be dropped
+        # by the next start: the shadow goes first.
+        self.sim._reset_shadow(self.node, snapshot_id[0])
         snapshot, size = self.files.install(snapshot_id)
         self.sim._check_snapshot(self.node, snapshot, "downloaded")
         return snapshot, size
@@ -544,13 +547,14 @@ class SimBroker:
 
 @dataclass
 class NodeFaults(Faults):
-    crash_every: tuple[int, int] = (500, 2500)
-    down_for: tuple[int, int] = (10, 2000)
+    crash_every: tuple[int, int] = (800, 3000)
+    down_for: tuple[int, int] = (10, 1500)
     snapshot_every: int = 0  # the hosts take their own (the policy below)
     flush_delay: tuple[int, int] = (0, 4)
     slow_delay: tuple[int, int] = (50, 400)  # a slow disk's flush round or snapshot write
     crash_in_op: float = 0.4  # share of crashes at a node's N-th disk operation from now
-    disk_every: tuple[int, int] = (300, 1500)  # ms between disk faults (0: none)
+    clean_stop: float = 0.1  # share of crashes that are clean stops (SIGTERM) instead
+    disk_every: tuple[int, int] = (800, 2500)  # ms between disk faults (0: none)
     snapshot_bytes: int = 2000  # metadata.log.max.record.bytes.between.snapshots
     segment_bytes: int = 4096  # metadata.log.segment.bytes: segments roll
 
@@ -559,8 +563,13 @@ class NodeSim(Sim):
     """`Sim` over whole nodes on real files; use as a context manager (it patches the log
     modules' `os` and the production randomness for its life, and removes its files)."""
 
+    STATS = Sim.STATS + ("failures", "mid_op_crashes", "clean_stops", "rounds",
+                         "snapshots_written", "acked")
+
     def __init__(self, seed: int, root: Path, *, voters: int = 3,
-                 faults: NodeFaults | None = None, linger_ms: int = 25) -> None:
+                 faults: NodeFaults | None = None, linger_ms: int = 25,
+                 properties: dict[str, str] | None = None) -> None:
+        """`properties`: more of every node's configuration (a retention policy, ...)."""
         self.root = Path(root) / f"seed-{seed}"
         shutil.rmtree(self.root, ignore_errors=True)
         self.root.mkdir(parents=True)
@@ -568,6 +577,7 @@ class NodeSim(Sim):
         self.prod_rng = random.Random(seed + 1_000_003)
         self.fs.install(self.prod_rng)
         self.linger_ms = linger_ms
+        self.properties = dict(properties or {})
         self.addresses = {i: (f"node{i}", 9093) for i in range(1, voters + 1)}
         self.control: dict[tuple[int, int], bool] = {}  # (offset, epoch) -> in a control batch
         self.batch_ends: set[tuple[int, int]] = set()  # (end offset, epoch of its last record)
@@ -582,8 +592,6 @@ class NodeSim(Sim):
         except BaseException:
             self.close()
             raise
-        self.stats.update(failures=0, mid_op_crashes=0, rounds=0, snapshots_written=0,
-                          acked=0, fresh_replays=0)
 
     def __enter__(self) -> NodeSim:
         return self
@@ -610,9 +618,14 @@ class NodeSim(Sim):
             "controller.listener.names": "CONTROLLER", "metadata.log.dir": str(data),
             "cluster.id": CLUSTER, "controller.quorum.voters": voters,
             "controller.quorum.append.linger.ms": str(self.linger_ms),
+            # half Kafka's timeouts: more elections and catch-ups in a schedule's seconds
+            "controller.quorum.election.timeout.ms": "500",
+            "controller.quorum.fetch.timeout.ms": "1000",
+            "controller.quorum.request.timeout.ms": "1000",
             "metadata.log.segment.bytes": str(self.faults.segment_bytes),
             "metadata.log.max.record.bytes.between.snapshots":
                 str(self.faults.snapshot_bytes),
+            **self.properties,
         })
         self.fs.faults[f"node{node_id}"] = DiskFaults()
         return WholeNode(node_id, Disk(), config=config)
@@ -774,7 +787,7 @@ class NodeSim(Sim):
             node.round[1].release()
             node.round = None
         if node.quorum is not None:
-            node.fsynced_end = node.quorum.storage.metadata.flushed_offset
+            node.fsynced_end = min(node.quorum.storage.metadata.flushed_offset, node.disk.end)
             if image is None:
                 image = self.fs.capture(name, tear=True)
             self._let_go(node)
@@ -912,14 +925,47 @@ class NodeSim(Sim):
     def _on_crash(self, _: Any) -> None:
         if not self.chaos:
             return
-        if self.rng.random() >= self.faults.crash_in_op:
+        roll = self.rng.random()
+        if roll >= self.faults.crash_in_op + self.faults.clean_stop:
             super()._on_crash(None)
             return
         self._push(self.now + self.rng.randint(*self.faults.crash_every), "crash", None)
         node = self.nodes[self.rng.randint(1, len(self.nodes))]
+        assert isinstance(node, WholeNode)
         faults = self.fs.faults[f"node{node.node_id}"]
-        if node.driver is not None and faults.crash_in is None:
+        if node.quorum is None:
+            return
+        if roll < self.faults.clean_stop:
+            self._stop_cleanly(node)
+        elif faults.crash_in is None:
             faults.crash_in = self.rng.randint(1, 8)
+
+    def _stop_cleanly(self, node: WholeNode) -> None:
+        """What `kraftpy serve` does on SIGTERM: the quorum stops (the leader resigns, the
+        answers waiting fail NOT_CONTROLLER), then the storage closes (a last flush, the
+        clean-shutdown marker); the node comes back later."""
+        quorum = node.quorum
+        quorum.stop()
+        self._drive(node, node.driver.resign)
+        if node.quorum is None:
+            return
+        if node.round is not None:  # the flusher task is cancelled; close() flushes it all
+            node.round[1].release()
+            node.round = None
+        try:
+            quorum.storage.close()
+        except SimCrash:
+            self._lost_power(node)
+            return
+        except OSError as exc:
+            if SIMULATED not in str(exc):
+                raise
+            quorum.runner.fail(exc)
+            self._stopped(node)
+            return
+        self.stats["clean_stops"] += 1
+        self._crash(node, self.fs.capture(f"node{node.node_id}", tear=False))
+        self._push(self.now + self.rng.randint(*self.faults.down_for), "restart", node.node_id)
 
     def _on_disk_fault(self, _: Any) -> None:
         if not self.chaos:
@@ -950,6 +996,30 @@ class NodeSim(Sim):
             faults.crash_in = None
             faults.slow_until = 0.0
         super().quiet()
+
+    def settle(self, within_ms: float) -> float:
+        """After `quiet`: run until the active controller has acknowledged an answer and
+        committed records since, and every node has caught up with that high watermark; how
+        long that took (ms). AssertionError naming the seed if it does not within `within_ms`."""
+        start, acked = self.now, self.stats["acked"]
+        target: int | None = None
+        while self.now < start + within_ms:
+            self.run_until(self.now + 50)
+            node = self.active()
+            if target is None:
+                if node is not None and self.stats["acked"] > acked:
+                    target = node.quorum.host.hwm
+                continue
+            if all(isinstance(n, WholeNode) and n.quorum is not None
+                   and n.quorum.host.hwm >= target and n.quorum.host.image.offset >= target
+                   for n in self.nodes.values()):
+                return self.now - start
+        states = {n.node_id: (n.raft.role.value, n.raft.epoch, n.quorum.host.state.value,
+                              n.quorum.host.hwm) if isinstance(n, WholeNode) and n.quorum
+                  else "down" for n in self.nodes.values()}
+        raise AssertionError(f"seed {self.seed}: the quorum did not answer and catch up within "
+                             f"{within_ms:.0f} ms of the faults ending (target {target}): "
+                             f"{states}")
 
     # --- checks ---------------------------------------------------------------------------------
     def _check_states(self, node: WholeNode) -> None:
@@ -1015,6 +1085,8 @@ class NodeSim(Sim):
                 self._ask(self.rng.choice(others), self._some_request(), self._refused)
                 return
         for broker in self.brokers.values():
+            if node.quorum is None:  # it went down as it handled one
+                return
             if broker.busy:
                 continue
             if broker.epoch < 0:
@@ -1022,6 +1094,8 @@ class NodeSim(Sim):
                 return
             if self.now >= broker.beat_at:
                 self._heartbeat(node, broker)
+        if node.quorum is None:
+            return
         roll = self.rng.random()
         if roll < 0.35:
             broker = self.rng.choice(list(self.brokers.values()))
@@ -1055,6 +1129,9 @@ class NodeSim(Sim):
         """A request to the node's controller host, as `Quorum.submit` hands it over."""
         if version is None:
             request, version = request
+        if node.quorum is None:  # it went down meanwhile: no answer
+            on_answer(None)
+            return
         host, core = node.quorum.host, node.driver.core
         base, epoch = core.next_offset, core.epoch
         try:

@@ -274,6 +274,9 @@ class SimListener:
 
 
 class Sim:
+    STATS = ("messages", "dropped", "crashes", "elections", "snapshots_installed",
+             "truncations", "events")
+
     def __init__(self, seed: int, *, voters: int = 3, faults: Faults | None = None,
                  config: RaftConfig | None = None,
                  make_node: Callable[..., RaftNode] = RaftNode) -> None:
@@ -297,8 +300,7 @@ class Sim:
         self.appended = 0
         self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
         self._votes_asked: dict[tuple, Any] = {}
-        self.stats = {"messages": 0, "dropped": 0, "crashes": 0, "elections": 0,
-                      "snapshots_installed": 0, "truncations": 0, "events": 0}
+        self.stats = dict.fromkeys(self.STATS, 0)
         self.chaos = True
         RAFT_ERRORS.lines.clear()
         for node in self.nodes.values():
