@@ -910,6 +910,9 @@ class PartitionLog:
             doomed = segs[:k]
             if doomed:
                 self.segments = segs[k:]
+                # Not for the next flush round either: its descriptor would open (and so
+                # create again) the file deleted below, an empty segment where the log was.
+                self._dirty = [seg for seg in self._dirty if seg not in doomed]
         deleted: list[Path] = []
         for seg in doomed:
             seg.close()

@@ -89,6 +89,24 @@ def test_truncate_to_where_a_segment_begins(tmp_path: Path) -> None:
     reopened.close()
 
 
+def test_segments_trimmed_by_a_snapshot_stay_gone(tmp_path: Path) -> None:
+    """A snapshot's trim deletes a rolled segment not yet covered by a flush round: the round
+    syncs the segments left, and does not create the deleted file again (an empty segment at
+    offset 0 made the reopened log start there, at records it does not hold)."""
+    d = tmp_path / "__cluster_metadata-0"
+    log = PartitionLog.open(d, segment_bytes=1024)
+    for i in range(12):
+        log.append([b"x" * 100], leader_epoch=1, timestamp=i)
+    assert [seg.base_offset for seg in log.segments] == [0, 6]
+    log.delete_segments_below(6)
+    log.flush()
+    assert sorted(p.name for p in d.glob("*.log")) == ["00000000000000000006.log"]
+    log.close()
+    reopened = PartitionLog.open(d, segment_bytes=1024, recovery_point=6)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (6, 12)
+    reopened.close()
+
+
 def test_truncate_inside_a_batch_is_refused(tmp_path: Path) -> None:
     log = _log(tmp_path)
     log.append([b"a", b"b", b"c"], leader_epoch=1, timestamp=1)
