@@ -64,7 +64,12 @@ from kraftpy.controller.log import (
     snapshot_download,
     snapshots,
 )
-from kraftpy.controller.log.snapshots import SnapshotId, read_snapshot
+from kraftpy.controller.log.snapshots import (
+    SnapshotError,
+    SnapshotId,
+    list_snapshots,
+    read_snapshot,
+)
 from kraftpy.controller.raft import runner as raft_runner
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -371,8 +376,8 @@ class Reference:
                           f"({len(self.sim.committed)})")
         self.advance()
         found = self.digests.get(offset)
-        if found is None:
-            # not a committed batch end, or a state past a control batch: replay afresh
+        if found is None:  # not a committed batch end (never expected): replay afresh
+            self.sim.stats["fresh_replays"] += 1
             found = self.digests[offset] = state_digest(self.replay_to(offset))
         return found
 
@@ -554,6 +559,8 @@ class NodeFaults(Faults):
     slow_delay: tuple[int, int] = (50, 400)  # a slow disk's flush round or snapshot write
     crash_in_op: float = 0.4  # share of crashes at a node's N-th disk operation from now
     clean_stop: float = 0.1  # share of crashes that are clean stops (SIGTERM) instead
+    crash_in_job: float = 0.1  # share of snapshot writes the power goes in the middle of
+    crash_in_round: float = 0.005  # share of flush rounds it goes at the fsync of
     disk_every: tuple[int, int] = (800, 2500)  # ms between disk faults (0: none)
     snapshot_bytes: int = 2000  # metadata.log.max.record.bytes.between.snapshots
     segment_bytes: int = 4096  # metadata.log.segment.bytes: segments roll
@@ -564,7 +571,7 @@ class NodeSim(Sim):
     modules' `os` and the production randomness for its life, and removes its files)."""
 
     STATS = Sim.STATS + ("failures", "mid_op_crashes", "clean_stops", "rounds",
-                         "snapshots_written", "acked")
+                         "snapshots_written", "acked", "state_checks", "fresh_replays")
 
     def __init__(self, seed: int, root: Path, *, voters: int = 3,
                  faults: NodeFaults | None = None, linger_ms: int = 25,
@@ -586,6 +593,7 @@ class NodeSim(Sim):
                         for i in range(1, 5)}
         self.granted: list[tuple[int, int, str]] = []  # acknowledged [first, end) and what
         self._released: list[Pending] = []
+        self.power_lost_in: dict[str, int] = {}  # where the mid-operation power losses hit
         self.topics = 0
         try:
             super().__init__(seed, voters=voters, faults=faults or NodeFaults())
@@ -652,12 +660,13 @@ class NodeSim(Sim):
             quorum = node_quorum.open_quorum(node.config, self.addresses,
                                              clock_ms=self._clock_ms)
         except SimCrash:
-            self._lost_power(node)
+            self._lost_power(node, "start")
             return
         except Exception as exc:  # noqa: BLE001 - refusing to start from its disk is a failure
             self.fail(f"node {node.node_id} does not start from its disk: "
                       f"{type(exc).__name__}: {exc}")
         node.quorum = quorum
+        self._check_snapshot_files(node)
         runner, host, storage = quorum.runner, quorum.host, quorum.storage
         driver = runner.driver
         node_id, incarnation = node.node_id, node.incarnation
@@ -680,6 +689,21 @@ class NodeSim(Sim):
         self._drive(node, driver.start)
         self._push(self.now + TICK_MS, "tick", (node_id, incarnation))
         self._poll(node)
+
+    def _check_snapshot_files(self, node: WholeNode) -> None:
+        """After recovery: every snapshot file reads back whole, and no partial one is left
+        (a power loss while writing or downloading one leaves a `.part`, never a broken
+        snapshot)."""
+        partition = Path(node.config.metadata_log_dir) / "__cluster_metadata-0"
+        for sid, path in list_snapshots(partition):
+            try:
+                read_snapshot(path, sid)
+            except SnapshotError as exc:
+                self.fail(f"node {node.node_id} restarted with a broken snapshot: {exc}")
+        leftovers = sorted(p.name for p in partition.iterdir()
+                           if p.name.endswith(snapshots.PART_SUFFIX))
+        if leftovers:
+            self.fail(f"node {node.node_id} restarted with partial snapshots left: {leftovers}")
 
     def _load_shadow(self, node: WholeNode) -> None:
         """The node's shadow from its recovered log; it must hold what it had fsynced."""
@@ -729,7 +753,7 @@ class NodeSim(Sim):
         try:
             quorum.runner.step(partial(event, *args))
         except SimCrash:
-            self._lost_power(node)
+            self._lost_power(node, "event")
             return
         self._after(node)
 
@@ -773,10 +797,12 @@ class NodeSim(Sim):
         self._crash(node)
         self._push(self.now + self.rng.randint(*self.faults.down_for), "restart", node.node_id)
 
-    def _lost_power(self, node: WholeNode) -> None:
-        """A power loss in the middle of a disk operation (`SimCrash`): the directory as it
+    def _lost_power(self, node: WholeNode, where: str) -> None:
+        """A power loss in the middle of a disk operation (`SimCrash`) of `where` (its start,
+        a driver event, a flush round, a snapshot write, a clean stop): the directory as it
         was at that instant, torn."""
         self.stats["mid_op_crashes"] += 1
+        self.power_lost_in[where] = self.power_lost_in.get(where, 0) + 1
         self._crash(node, self.fs.captured.pop(f"node{node.node_id}", None))
         self._push(self.now + self.rng.randint(*self.faults.down_for), "restart", node.node_id)
 
@@ -846,7 +872,7 @@ class NodeSim(Sim):
         try:
             offsets, ticket = runner._begin_round()
         except SimCrash:
-            self._lost_power(node)
+            self._lost_power(node, "round")
             return
         except OSError as exc:  # as the flusher task's failure ends `RaftRunner.run`
             runner.fail(exc)
@@ -866,6 +892,10 @@ class NodeSim(Sim):
         offsets, ticket = node.round
         node.round = None
         runner = node.quorum.runner
+        faults = self.fs.faults[f"node{node_id}"]
+        if self.chaos and faults.crash_in is None and \
+                self.rng.random() < self.faults.crash_in_round:
+            faults.crash_in = 1  # the power goes at its fsync
         self.stats["rounds"] += 1
         try:
             try:
@@ -876,7 +906,7 @@ class NodeSim(Sim):
             else:
                 runner._end_round(offsets, ticket, time.perf_counter())
         except SimCrash:
-            self._lost_power(node)
+            self._lost_power(node, "round")
             return
         self._after(node)
         self._poll(node)
@@ -904,6 +934,9 @@ class NodeSim(Sim):
         if node.incarnation != incarnation or node.quorum is None:
             return  # the process is gone, and the job with it
         runner, host = node.quorum.runner, node.quorum.host
+        faults = self.fs.faults[f"node{node_id}"]
+        if self.chaos and faults.crash_in is None and self.rng.random() < self.faults.crash_in_job:
+            faults.crash_in = self.rng.randint(1, 6)  # the power goes as it writes
         try:
             try:
                 job.run()
@@ -911,7 +944,7 @@ class NodeSim(Sim):
                 runner.fail(OSError(exc.errno, f"writing a snapshot of the metadata log "
                                                f"failed: {exc}"))
         except SimCrash:
-            self._lost_power(node)
+            self._lost_power(node, "snapshot")
             return
         if getattr(job, "written", False):
             self.stats["snapshots_written"] += 1
@@ -955,7 +988,7 @@ class NodeSim(Sim):
         try:
             quorum.storage.close()
         except SimCrash:
-            self._lost_power(node)
+            self._lost_power(node, "stop")
             return
         except OSError as exc:
             if SIMULATED not in str(exc):
@@ -1034,6 +1067,7 @@ class NodeSim(Sim):
         if marker == node.marker:
             return
         node.marker = marker
+        self.stats["state_checks"] += 1
         self._compare(node, "committed image", image.controller, image.offset)
         if host.applied <= host.hwm:
             self._compare(node, "controller", host.controller, host.applied)
