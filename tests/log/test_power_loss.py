@@ -1,6 +1,6 @@
 """The metadata log after a power loss that keeps only what was fsynced.
 
-`SimFS` (the whole-node simulation's disk, `tests/support/node_sim.py`) records how much of
+`SimFS` (the whole-node simulation's disk, `tests/support/sim_disk.py`) records how much of
 each file an fsync made durable; `capture` with a cut at that point is the directory a power
 loss leaves. Both orders below were found by the simulation: a record of the log written
 durably before the records it vouches for, so that the log came back refusing to start.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kraftpy.controller.log.storage import MetadataStorage, format_storage
 from kraftpy.protocol.record_batch import build_record_batch
-from support.node_sim import DiskFaults, SimCrash, SimFS
+from support.sim_disk import DiskFaults, SimCrash, SimFS
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 
