@@ -1,6 +1,8 @@
 """kraftpy beside Apache Kafka 4.1 itself: the same RPCs from the same load generator, one run.
 
     python benchmarks/vs_kafka.py [--seconds 2] [--rounds 5] [--settings default,linger0]
+                                  [--conf KEY=VALUE ...] [--kraftpy-conf KEY=VALUE ...]
+                                  [--rows init,allocate]
 
 Each side is one combined node (broker and controller, a static voter set) on this machine:
 `kraftpy serve`, and Kafka 4.1.0 started from the jars the test suite uses (fetched on first
@@ -12,10 +14,13 @@ use) with the JVM flags of Kafka's own `kafka-server-start.sh` (1 GiB heap, G1).
   each (each block is a committed metadata record on both sides).
 Both sides run once with Kafka's defaults and once with `controller.quorum.append.linger.ms=0`
 (the default linger of 25 ms bounds how often a controller commits; kraftpy honours it too).
+`--conf` sets a property on both sides in every setting; `--kraftpy-conf` on kraftpy alone
+(`kraftpy.quick.answers=false` measures kraftpy's full path alone).
 The JVM is warmed up first (a few seconds of every row, not measured). Runs alternate round by
-round, who goes first alternating too. Printed per row and setting: answers/s, the share of
-answers with an error code, server CPU time per answer (the whole process tree), and the
-median of the per-round ratios of rates (kraftpy / Kafka) with their spread.
+round, who goes first alternating too. Printed per row and setting: error-free answers/s, the
+share of answers with an error code (COORDINATOR_LOAD_IN_PROGRESS above all: a broker waiting
+for its next block), server CPU time per answer (the whole process tree), and the median of
+the per-round ratios of error-free rates (kraftpy / Kafka) with their spread.
 """
 
 from __future__ import annotations
@@ -77,7 +82,7 @@ def tree_cpu(pid: int) -> float:
 
 @dataclass
 class Run:
-    rate: float
+    rate: float  # error-free answers per second
     error_share: float
     cpu_us: float
 
@@ -86,7 +91,7 @@ def measure_init(pid: int, port: int, conns: int, depth: int, seconds: float) ->
     cpu0, t0 = tree_cpu(pid), time.perf_counter()
     done, _, errors = load(port, conns, depth, seconds, init_request())
     elapsed = time.perf_counter() - t0
-    return Run(done / elapsed, errors / max(done, 1),
+    return Run((done - errors) / elapsed, errors / max(done, 1),
                (tree_cpu(pid) - cpu0) / max(done, 1) * 1e6)
 
 
@@ -157,7 +162,7 @@ def measure_allocate(pid: int, port: int, cluster_id: str, seconds: float) -> Ru
     ok, errors = trio.run(_brokers, port, cluster_id, 16, seconds)
     elapsed = time.perf_counter() - t0 - 1.5  # registration and unfencing are not measured
     done = ok + errors
-    return Run(done / seconds if elapsed > 0 else 0.0, errors / max(done, 1),
+    return Run(ok / seconds if elapsed > 0 else 0.0, errors / max(done, 1),
                (tree_cpu(pid) - cpu0) / max(done, 1) * 1e6)
 
 
@@ -178,10 +183,11 @@ def compare(args: argparse.Namespace, name: str, kraftpy: object, kafka: object)
             return measure_init(pid, client, conns, depth, seconds)
         return measure_allocate(pid, controller, cluster, seconds)
 
-    for _, kind, conns, depth in ROWS:  # warm-up, the JVM above all
+    rows = [r for r in ROWS if r[1] in args.rows.split(",")]
+    for _, kind, conns, depth in rows:  # warm-up, the JVM above all
         for side in sides:
             run(side, kind, conns, depth, 2.0)
-    for row, kind, conns, depth in ROWS:
+    for row, kind, conns, depth in rows:
         runs: dict[str, list[Run]] = {"kraftpy": [], "kafka": []}
         for r in range(args.rounds):
             for side in (("kraftpy", "kafka") if r % 2 == 0 else ("kafka", "kraftpy")):
@@ -204,14 +210,24 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0, help="per measured run")
     parser.add_argument("--rounds", type=int, default=5, help="runs per side, row and setting")
     parser.add_argument("--settings", default="default,linger0")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a property for both sides (repeatable)")
+    parser.add_argument("--kraftpy-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a property for kraftpy alone (repeatable)")
+    parser.add_argument("--rows", default="init,allocate",
+                        help="init (InitProducerId), allocate (AllocateProducerIds)")
     args = parser.parse_args()
+    both = dict(kv.split("=", 1) for kv in args.conf)
+    kraftpy_only = dict(kv.split("=", 1) for kv in args.kraftpy_conf)
 
     from support.kafka import KafkaNode
     from support.server import KraftpyServer
 
     settings = {"default": {}, "linger0": {"controller.quorum.append.linger.ms": "0"}}
     print(f"{args.rounds} alternating rounds of {args.seconds:g} s per side, row and "
-          f"setting; {os.cpu_count()} cores. rate = median answers/s; err = share of "
+          f"setting; {os.cpu_count()} cores; both sides {both or 'as below'}"
+          f"{f', kraftpy {kraftpy_only}' if kraftpy_only else ''}. rate = median error-free "
+          "answers/s; err = share of "
           "answers with an error code; CPU = server CPU us per answer (process tree); "
           "ratio = median of per-round kraftpy/Kafka rates [min-max]")
     print(f"{'row':<31} {'setting':<14} | {'kraftpy/s':>10} {'err':>5} "
@@ -220,10 +236,11 @@ def main() -> int:
         root = Path(tmp)
         for name in args.settings.split(","):
             # Both sides run with the same settings: kraftpy honours Kafka's linger too.
-            kraftpy = KraftpyServer(root / f"kraftpy-{name}", settings[name],
+            kraftpy = KraftpyServer(root / f"kraftpy-{name}",
+                                    {**settings[name], **both, **kraftpy_only},
                                     log_level="WARNING")
             kafka = KafkaNode(root / f"kafka-{name}", static_voter=True,
-                              overrides=settings[name], jvm_opts=KAFKA_JVM)
+                              overrides={**settings[name], **both}, jvm_opts=KAFKA_JVM)
             kraftpy.start()
             try:
                 kafka.format()

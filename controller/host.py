@@ -109,10 +109,12 @@ class ControllerHost:
         self.txn = txn  # TransactionLog: only a lone voter keeps one
         self.generator = SnapshotGenerator(snapshots)
         self.state = HostState.FOLLOWER
-        self.term = 0  # counts activations
+        self.activations = 0  # how many times this node became the active controller
         self.failure: BaseException | None = None
         self.on_activated: Callable[[], None] = lambda: None  # run the timers at once
-        self.start_job: Callable[[Any], None] = lambda job: None  # runs a snapshot job
+        # Runs a job (a snapshot, retention, a rebuild): here and now unless the node's runner
+        # hands it to a worker thread (`quorum.Quorum`); `job_done` follows either way.
+        self.start_job: Callable[[Any], None] = self.run_job_here
         self.on_new_controller: Callable[[Any], None] | None = None
         self.on_commit: Callable[[], None] = lambda: None  # after each release
         self._deferred: deque[Deferred] = deque()
@@ -120,8 +122,12 @@ class ControllerHost:
         self.hwm = driver.high_watermark
         if lone is not None:
             self.controller, self.image, self.applied = lone.controller, lone.image, lone.applied
-        else:
-            self.controller, self.image, self.applied = self._rebuild(self.hwm, image=True)
+        else:  # at open (in a worker thread already): built here and now
+            built = self._rebuild_job(self.hwm, image=True)
+            built.run()
+            self.controller, self.applied = built.controller, built.at
+            self.image = CommittedImage(built.image_controller, built.at)
+        self.rebuilding: replay.Rebuild | None = None  # a state being built off the loop
 
     # --- requests ------------------------------------------------------------------------------
     @property
@@ -144,8 +150,11 @@ class ControllerHost:
                         "does not replicate: refused", type(request).__name__)
             return error_response(request, version, COORDINATOR_NOT_AVAILABLE)
         end = self.write(result, now, next_offset)
-        txn_end = self.txn.end if self.txn is not None else 0
-        if result.respond_before_commit or (self.hwm >= end and self.txn_durable >= txn_end):
+        if result.respond_before_commit:
+            return result.response
+        txn = self.txn
+        txn_end = txn.files.log_end_offset if txn is not None else 0
+        if self.hwm >= end and (txn is None or txn.durable >= txn_end):
             return result.response
         deferred = Deferred(end, txn_end, request, version, result.response)
         self._deferred.append(deferred)
@@ -170,20 +179,21 @@ class ControllerHost:
 
     def write(self, result: Any, now: int, next_offset: int) -> int:
         """Append and apply a result's records; the log end its answer waits for."""
-        if result.events:
+        if result.events and log.isEnabledFor(logging.INFO):
             log_events(result.events)
         # Encoded before anything is written: a record that cannot be fails its operation
         # alone, with none of its transaction records left in that log.
-        values = [encode_metadata_record(r, v) for r, v in result.records]
+        records = result.records
+        values = ([encode_metadata_record(*records[0])] if len(records) == 1
+                  else [encode_metadata_record(r, v) for r, v in records])
         txn_offset = 0
-        if self.txn is not None:
-            txn_offset = (self.txn.append(result.txn_records, now) if result.txn_records
-                          else self.txn.end)
+        if result.txn_records and self.txn is not None:
+            txn_offset = self.txn.append(result.txn_records, now)
         if not values:
             if result.txn_records:
                 self.controller.apply(result, offset=next_offset, txn_offset=txn_offset)
             return next_offset
-        base = self.driver.append(values)
+        base = self.driver.append(values, now)
         self.controller.apply(result, offset=base, txn_offset=txn_offset)
         self._own.append((base, result.records))
         end = base + len(values)
@@ -211,11 +221,21 @@ class ControllerHost:
     # --- what the driver tells (RaftListener) --------------------------------------------------
     def committed(self, high_watermark: int) -> None:
         self.hwm = high_watermark
+        if self.rebuilding is not None:  # caught up from the log once it is built
+            self.release()
+            return
         image, own = self.image, self._own
-        while own and own[0][0] < high_watermark:  # a result is never split across batches
-            base, records = own.popleft()
-            for i, (record, version) in enumerate(records):
-                image.replay(record, version, base + i)
+        if own and own[0][0] < high_watermark:
+            # The leader's own records the commit covers (a result is never split across
+            # batches), into the image in order: straight to its controller unless held.
+            replay_one = image.replay if image.held else image.controller.replay
+            while own and own[0][0] < high_watermark:
+                base, records = own.popleft()
+                if len(records) == 1:
+                    replay_one(records[0][0], records[0][1], base)
+                else:
+                    for i, (record, version) in enumerate(records):
+                        replay_one(record, version, base + i)
         if high_watermark > self.applied:  # a follower's records, or a new leader's tail
             replay.apply((self.controller, image), replay.log_records(
                 self.log.read(self.applied), self.applied, high_watermark))
@@ -239,16 +259,14 @@ class ControllerHost:
                      self.driver.core.epoch, len(self._deferred))
             self.fail_deferred(NOT_CONTROLLER)
             self._own.clear()
-            self.controller, _, self.applied = self._rebuild(self.hwm, image=False)
             self.state = HostState.FOLLOWER
-            if self.on_new_controller is not None:
-                self.on_new_controller(self.controller)
+            # Until its own is rebuilt, the node reads the committed image's (nothing changes
+            # it meanwhile: commits wait for the rebuild).
+            self.controller = self.image.controller
+            self._start_rebuild(self.hwm, image=False)
 
     def snapshot_installed(self, snapshot: Any, size: int) -> None:
-        self.controller, self.image, self.applied = self._rebuild(
-            snapshot.snapshot_id.end_offset, image=True)
-        if self.on_new_controller is not None:
-            self.on_new_controller(self.controller)
+        self._start_rebuild(snapshot.snapshot_id.end_offset, image=True)
 
     def txn_durable_moved(self, count: int) -> None:
         """The transaction log's fsync round covered records below `count`."""
@@ -289,9 +307,10 @@ class ControllerHost:
         replayed, so it answers from the whole history."""
         core = self.driver.core
         end = core.log.end_offset
-        if not self.driver.leading or core.high_watermark < end or self.applied < end:
+        if not self.driver.leading or core.high_watermark < end or self.applied < end \
+                or self.rebuilding is not None:
             return
-        self.term += 1
+        self.activations += 1
         self.controller.activate(leader_epoch=core.epoch, now_ms=self.clock_ms())
         migrating = self.txn is not None and self.controller.transactions.migration_due()
         self.state = HostState.MIGRATING if migrating else HostState.ACTIVE
@@ -310,38 +329,74 @@ class ControllerHost:
         return self.write(step, self.clock_ms(), self.driver.core.next_offset)
 
     # --- state from disk -----------------------------------------------------------------------
-    def _rebuild(self, end: int, *, image: bool) -> tuple[Any, Any, int]:
-        """A controller (and with `image` a committed image) from the newest whole snapshot
-        and the log below `end`: the node's state when it holds only committed records. A
-        lone voter's transaction log, all of it its own and on its way to disk, too."""
-        controller = self.make_controller()
-        controller.features.kraft_version = self.driver.core.kraft_version
-        targets = [controller]
-        new_image = None
-        if image:
-            image_controller = self.make_controller()
-            image_controller.features.kraft_version = self.driver.core.kraft_version
-            targets.append(image_controller)
-        at, _, _ = replay.replay_snapshot_and_log(targets, self.snapshots.newest_whole(),
-                                                  self.log, end)
-        if image:
-            new_image = CommittedImage(targets[1], at)
-        if self.txn is not None:
-            replay.replay_transaction_log(controller, self.txn.files, recovered=False)
-        controller.on_committed(at, self.txn_durable)
-        return controller, new_image if image else self.image, at
+    def _rebuild_job(self, end: int, *, image: bool) -> replay.Rebuild:
+        """The controller (and with `image` the committed image) as the newest whole snapshot
+        and the log below `end` make it. A lone voter's transaction log, all of it its own
+        and on its way to disk, is replayed too."""
+        return replay.Rebuild(
+            self.make_controller, self.snapshots.newest_whole(), self.log, end,
+            self.driver.core.kraft_version, image,
+            txn_files=self.txn.files if self.txn is not None else None,
+            txn_durable=self.txn_durable)
+
+    def _start_rebuild(self, end: int, *, image: bool) -> None:
+        """Rebuild off the loop (`start_job`); until it is done the node replays nothing, and
+        then catches up from the log (`_rebuilt`). A newer rebuild supersedes one under way."""
+        job = self._rebuild_job(end, image=image or (self.rebuilding is not None
+                                                     and self.rebuilding.image))
+        self.rebuilding = job
+        self.start_job(job)
+
+    def _rebuilt(self, job: replay.Rebuild) -> None:
+        if job is not self.rebuilding:
+            return  # superseded (another snapshot installed meanwhile)
+        self.rebuilding = None
+        if job.controller is None:  # the run failed: the node stops (see `fail`)
+            return
+        self.controller, self.applied = job.controller, job.at
+        if job.image:
+            self.image = CommittedImage(job.image_controller, job.at)
+        hwm, image = self.hwm, self.image
+        if image.offset < hwm and not job.image:  # the image waited too
+            replay.apply((image,), replay.log_records(self.log.read(image.offset),
+                                                      image.offset, hwm))
+            image.advance(hwm)
+        if self.applied < hwm:
+            targets = (self.controller, image) if job.image else (self.controller,)
+            replay.apply(targets, replay.log_records(self.log.read(self.applied),
+                                                     self.applied, hwm))
+            self.applied = hwm
+            image.advance(hwm)
+        self.controller.on_committed(self.applied, self.txn_durable)
+        log.info("controller rebuilt from the committed log, at offset %d", self.applied)
+        if self.on_new_controller is not None:
+            self.on_new_controller(self.controller)
+        if self.state is HostState.ELECTED:
+            self._maybe_activate()
+        self.maybe_snapshot()
 
     # --- snapshots -----------------------------------------------------------------------------
     def maybe_snapshot(self) -> None:
         """Hand a snapshot (or retention) job to `start_job` when the policy asks for one."""
+        if self.rebuilding is not None:
+            return
         job = self.generator.maybe_take(
             self.image, self.clock_ms(), epoch_of=self._epoch_of,
             timestamp_below=self.log.timestamp_below, control_at=self._control_at)
         if job is not None:
             self.start_job(job)
 
+    def run_job_here(self, job: Any) -> None:
+        try:
+            job.run()
+        finally:
+            self.job_done(job)
+
     def job_done(self, job: Any) -> None:
         """On the loop, after `job.run` (in a worker thread, or not at all if it failed)."""
+        if isinstance(job, replay.Rebuild):
+            self._rebuilt(job)
+            return
         self.generator.done(job)
         trimmed = job.trimmed_to
         cut = None if trimmed is None else (trimmed.end_offset, trimmed.epoch)

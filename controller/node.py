@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 import outcome
 import trio
 from kraftpy.controller import api
+from kraftpy.controller.api.quick import QuickTable
 from kraftpy.controller.config import ServerConfig
 from kraftpy.controller.quorum import Quorum
 from kraftpy.controller.server import Server
@@ -25,6 +26,7 @@ from kraftpy.controller.server import Server
 log = logging.getLogger("kraftpy.node")
 
 SWITCH_INTERVAL_S = 0.001
+QUICK_ANSWERS = "kraftpy.quick.answers"
 # How long a stopping lone voter waits for its last appends to commit (a linger and an fsync).
 FINISH_WRITES_S = 5.0
 
@@ -39,6 +41,17 @@ class NodeStartError(RuntimeError):
         self.exit_code = exit_code
 
 
+def quick_answers(config: ServerConfig) -> bool:
+    """`kraftpy.quick.answers` (true by default)."""
+    from kraftpy.controller.config import ConfigError
+    from kraftpy.controller.properties import default
+
+    value = str(config.extra.get(QUICK_ANSWERS, default(QUICK_ANSWERS))).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{QUICK_ANSWERS}: {value!r} is not true or false")
+    return value == "true"
+
+
 class RunningNode:
     """What request handlers see of the node (`api.Node`)."""
 
@@ -50,6 +63,8 @@ class RunningNode:
         # FetchSnapshot, DescribeQuorum and the voter changes.
         self.quorum = quorum
         self.supported_features = supported_features
+        # The requests this node answers by their bytes (`api/quick.py`), by listener type.
+        self.quick_table = QuickTable() if quick_answers(config) else None
 
     def clock_ms(self) -> int:
         return self.quorum.clock_ms()
@@ -58,17 +73,16 @@ class RunningNode:
         # Hands back the quorum's own awaitable: one coroutine less per request.
         return self.quorum.submit(request, api_version, ctx.listener)
 
-    def idempotent_ids(self) -> tuple[int, int, Callable[[int], None]] | None:
-        """For a run of idempotent InitProducerId requests handled with no await between them:
-        the controller's answers (`QuorumController.idempotent_ids`) and the function that
-        takes the ids used; None while the quorum is not running (then `submit` says why).
-        Such an answer writes nothing, so it needs no append and no commit."""
+    def take_idempotent_ids(self, count: int) -> tuple[int, int] | None:
+        """Ids for a run of `count` idempotent InitProducerIds read by their bytes (the quick
+        answers, `api/quick.py`): what `submit` would give them one after another
+        (`QuorumController.take_idempotent_ids`), or None while the quorum is not running or
+        the controller must decide more (then `submit` them). Such an answer writes nothing,
+        so it needs no append and no commit."""
         quorum = self.quorum
         if not quorum.running:  # as submit checks first
             return None
-        controller = quorum.controller
-        run = controller.idempotent_ids(quorum.clock_ms())
-        return None if run is None else (*run, controller.hand_out_idempotent_ids)
+        return quorum.controller.take_idempotent_ids(count, quorum.clock_ms())
 
     def describe(self) -> dict[str, Any]:
         return self.quorum.controller.describe()
@@ -106,6 +120,11 @@ async def _serve_node(config: ServerConfig, *, task_status: trio.TaskStatus[Runn
 
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         server = Server(config)
+        from kraftpy.controller.config import ConfigError
+        try:
+            quick_answers(config)
+        except ConfigError as exc:
+            raise NodeStartError(str(exc), 2) from None
         try:
             security = SecurityLayer.from_config(config)
         except SecurityConfigError as exc:

@@ -20,7 +20,7 @@ from typing import Any
 
 from kraftpy.protocol.records.producer_ids_record import ProducerIdsRecord
 
-NOT_READY = -1  # next_quiet_id: no id until the pending claim is committed
+NOT_READY = -1  # take: no id until the pending claim is committed
 
 
 @dataclass
@@ -77,18 +77,27 @@ class ProducerIdManager:
         self.current.next_id += 1
         return pid
 
-    def next_quiet_id(self) -> int | None:
-        """`next_id()` when that leaves `wants_block()` false and needs no block switch (the
-        usual case, which the controller answers without looking further): a fresh id, or
-        NOT_READY while the claimed block's record waits for its fsync. Otherwise None, and
-        nothing has changed. The first of `quiet_run`, which holds the rule."""
-        run = self.quiet_run()
-        if run is None:
+    def take(self, count: int) -> tuple[int, int] | None:
+        """Up to `count` fresh ids for idempotent InitProducerIds, one request after another,
+        while that leaves `wants_block()` false and needs no block switch (the usual case):
+        (first, how many), the ids first .. first + how many - 1 now handed out; or
+        (NOT_READY, count) while the claimed block's record waits for its fsync (every one of
+        them answers COORDINATOR_LOAD_IN_PROGRESS); or None, and nothing changed: the
+        controller decides (a claim, a block switch). One request (`count` 1) or a run of
+        them (the quick answers) alike."""
+        cur = self.current
+        if cur is None or cur.next_id - cur.first >= cur.size:
+            return (NOT_READY, count) if self._waiting_on_full_claim() else None
+        end = cur.first + cur.size
+        if not self.exhausted:  # an id leaving low_water or fewer would make a claim due
+            end = min(end, end - 1 + (len(self.ready) + len(self.claims)) * self.block_size
+                      - self.low_water)
+        first = cur.next_id
+        given = min(count, end - first)
+        if given <= 0:
             return None
-        pid = run[0]
-        if pid != NOT_READY:
-            self.hand_out(pid + 1)
-        return pid
+        cur.next_id = first + given
+        return first, given
 
     def _waiting_on_full_claim(self) -> bool:
         """No id is usable, and the claim that ran dry already asks for the whole reserve:
@@ -97,25 +106,6 @@ class ProducerIdManager:
         return (not self.ready and bool(claims) and not self.exhausted
                 and self._dry_claim is claims[0]
                 and len(claims) * self.block_size > self.low_water)
-
-    def quiet_run(self) -> tuple[int, int] | None:
-        """What `next_quiet_id` would give call after call from now, at once and changing
-        nothing: (first, end) for the ids first, first + 1, ... below end (then None), or
-        (NOT_READY, NOT_READY) for NOT_READY every time, or None. `hand_out` takes them."""
-        cur = self.current
-        if cur is None or cur.next_id - cur.first >= cur.size:
-            return (NOT_READY, NOT_READY) if self._waiting_on_full_claim() else None
-        end = cur.first + cur.size
-        if not self.exhausted:  # an id leaving low_water or fewer would make a claim due
-            end = min(end, end - 1 + (len(self.ready) + len(self.claims)) * self.block_size
-                      - self.low_water)
-        return (cur.next_id, end) if end > cur.next_id else None
-
-    def hand_out(self, next_id: int) -> None:
-        """The ids of `quiet_run` below `next_id` were handed out."""
-        cur = self.current
-        assert cur is not None and cur.next_id <= next_id <= cur.first + cur.size
-        cur.next_id = next_id
 
     def _ran_dry(self) -> None:
         """A request found no id ready: keep a larger reserve (once per claim)."""

@@ -190,6 +190,11 @@ PROPERTIES: tuple[Property, ...] = (
        "`socket.request.max.bytes`.", _CFG),
     _P("connections.max.idle.ms", "network", "600000",
        "A connection idle this long is closed.", _CFG),
+    _P("kraftpy.quick.answers", "network", "true",
+       "`true`: an idempotent InitProducerId whose bytes (but its correlation id) were "
+       "handled before is answered from the receive buffer with the next id, exactly as "
+       "the full path answers it; `false`: every request through the full path (to measure "
+       "it, or to rule the shortcut out).", "controller/node.py", kafka=False),
     _P("max.connections", "network", "2147483647",
        "Client-listener connections at once; one more is closed at once (the CONTROLLER "
        "listener stays reachable for brokers).", _QUOTAS),

@@ -21,6 +21,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -30,6 +31,7 @@ from kraftpy.controller.raft.config import RaftConfig
 from kraftpy.controller.raft.runner import RaftRunner, wall_clock_ms
 from kraftpy.controller.raft.voters import VoterSet
 from kraftpy.protocol.messages.describe_cluster_response import DescribeClusterBroker
+from trio.lowlevel import Abort, current_task, reschedule, wait_task_rescheduled
 
 log = logging.getLogger("kraftpy.raft")
 
@@ -140,11 +142,14 @@ class Quorum:
         answer = self.host.handle(request, api_version, listener)
         if type(answer) is not Deferred:
             return answer
-        event = trio.Event()
-        answer.wake = event.set
-        self.runner.kick()
-        if not answer.done:
-            await event.wait()
+        if not answer.done:  # parked until the commit resolves it (no Event per request)
+            answer.wake = partial(reschedule, current_task())
+
+            def abort(_: Any) -> Abort:
+                answer.wake = None  # the caller is gone: its answer is dropped, not sent
+                return Abort.SUCCEEDED
+
+            await wait_task_rescheduled(abort)
         if answer.response is None:
             raise NodeStopped("the quorum stopped before this request was committed")
         return answer.response
@@ -231,15 +236,15 @@ class Quorum:
         committed before the next is asked for, so a crash anywhere leaves every id readable
         and the next start goes on from there."""
         host = self.host
-        term = host.term
-        while host.state is HostState.MIGRATING and host.term == term:
+        activation = host.activations
+        while host.state is HostState.MIGRATING and host.activations == activation:
             end = self.runner.step(host.migration_step)
             if end is None:
                 return
             txn_end = host.txn.end if host.txn is not None else 0
             self.runner.kick()
-            while (host.hwm < end or host.txn_durable < txn_end) and host.term == term \
-                    and host.state is HostState.MIGRATING:
+            while (host.hwm < end or host.txn_durable < txn_end) \
+                    and host.activations == activation and host.state is HostState.MIGRATING:
                 await self._committed.wait()
 
     def _on_commit(self) -> None:
@@ -252,10 +257,7 @@ class Quorum:
 
     def _start_job(self, job: Any) -> None:
         if self._jobs is None:  # not running (a test driving the node step by step): here
-            try:
-                job.run()
-            finally:
-                self.host.job_done(job)
+            self.host.run_job_here(job)
             return
         self._jobs.start_soon(self._run_job, job)
 

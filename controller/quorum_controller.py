@@ -289,35 +289,32 @@ class QuorumController:
     @staticmethod
     def idempotent(request: Any, api_version: int) -> bool:
         """An InitProducerId that asks for a fresh idempotent id (no transactional id; from v3
-        producer id and epoch both -1 or both set): the requests `idempotent_ids` answers."""
+        producer id and epoch both -1 or both set): the requests `take_idempotent_ids` answers."""
         return request.transactional_id is None and (
             api_version < 3 or (request.producer_id == -1) == (request.producer_epoch == -1))
 
-    def idempotent_ids(self, now_ms: int) -> tuple[int, int] | None:
-        """What `handle` decides first for idempotent InitProducerIds, for a run of them at
-        `now_ms` with nothing else handled in between, changing nothing: (first, end), the
-        ids it would give one request after another (then it must decide more: a claim
-        due, a block switch); (NOT_READY, NOT_READY), COORDINATOR_LOAD_IN_PROGRESS for each;
-        or None: `handle` decides. `hand_out_idempotent_ids(next)` takes the ids below next.
-        Lets a server answer such a run without decoding each request or building results."""
+    def take_idempotent_ids(self, count: int, now_ms: int) -> tuple[int, int] | None:
+        """Fresh ids for `count` idempotent InitProducerIds handled one after another: what
+        `handle` gives each of them first (`ProducerIdManager.take`: (first, how many), or
+        (NOT_READY, count)), or None when the controller must decide more (a claim due, a
+        block switch): then `handle` them. The ids are this node's own volatile use of its
+        committed blocks, as a Kafka broker's ProducerIdManager hands out its blocks: no
+        record, no metadata state."""
         if now_ms > self.last_now_ms or not self.active:
             self._clock(now_ms)
-        return self.own_ids.quiet_run()
-
-    def hand_out_idempotent_ids(self, next_id: int) -> None:
-        self.own_ids.hand_out(next_id)
+        return self.own_ids.take(count)
 
     def _init_producer_id(self, request: Any, api_version: int, now_ms: int,
                           next_offset: int, listener: str | None = None) -> ControllerResult:
         if self.idempotent(request, api_version):
             # Idempotent, the usual case: a fresh id at epoch 0, no record. While the id leaves
             # no prefetch claim due (nearly always), nothing else is looked at.
-            pid = self.own_ids.next_quiet_id()
-            if pid is not None:
-                if pid == NOT_READY:  # retriable: the next block's record awaits its fsync
+            run = self.own_ids.take(1)
+            if run is not None:
+                if run[0] == NOT_READY:  # retriable: the next block's record awaits its fsync
                     return _answer(InitProducerIdResponse(error_code=_LOAD_IN_PROGRESS,
                                                           producer_id=-1, producer_epoch=-1))
-                return _answer(InitProducerIdResponse(error_code=_NONE, producer_id=pid,
+                return _answer(InitProducerIdResponse(error_code=_NONE, producer_id=run[0],
                                                       producer_epoch=0))
         if api_version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
             return ControllerResult.reply(InitProducerIdResponse(

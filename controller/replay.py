@@ -13,7 +13,8 @@ no metadata records and are skipped. A target is anything with
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kraftpy.protocol.metadata_frame import decode_metadata_record
@@ -74,7 +75,7 @@ def replay_snapshot_and_log(targets: Sequence[ReplayTarget], snapshot: Any, log:
     snapshot_count = 0
     if snapshot is not None and snapshot.snapshot_id is not None:
         sid_end = snapshot.snapshot_id.end_offset
-        snapshot_count = apply(targets, snapshot_records(snapshot.values, sid_end))
+        snapshot_count = apply(targets, snapshot_records(snapshot.iter_values(), sid_end))
         start = max(start, sid_end)
     stop = log.log_end_offset if end is None else end
     log_count = 0
@@ -107,3 +108,41 @@ def replay_transaction_log(controller: Any, files: Any, *, recovered: bool = Tru
     if recovered:
         files.set_end(count)
     return count
+
+
+@dataclass
+class Rebuild:
+    """A controller (and, with `image`, a second one for the committed image) built from the
+    newest whole snapshot and the log below `end`: what a node holds when it holds only
+    committed records. `run` may go in a worker thread (a large image takes seconds); the
+    objects are new, so nothing else touches them meanwhile; the log below `end` is committed,
+    so nothing truncates it."""
+
+    make_controller: Callable[[], Any]
+    snapshot: Any
+    log: Any
+    end: int
+    kraft_version: int
+    image: bool
+    txn_files: Any = None  # a lone voter's transaction log, replayed too
+    txn_durable: int = 0
+    controller: Any = None
+    image_controller: Any = None
+    at: int = 0  # where they stand once built
+    written: bool = field(default=False, repr=False)  # (a job's field; a rebuild writes none)
+    trimmed_to: Any = field(default=None, repr=False)
+
+    def run(self) -> None:
+        controller = self.make_controller()
+        controller.features.kraft_version = self.kraft_version
+        targets = [controller]
+        if self.image:
+            image = self.make_controller()
+            image.features.kraft_version = self.kraft_version
+            targets.append(image)
+            self.image_controller = image
+        self.at, _, _ = replay_snapshot_and_log(targets, self.snapshot, self.log, self.end)
+        if self.txn_files is not None:
+            replay_transaction_log(controller, self.txn_files, recovered=False)
+        controller.on_committed(self.at, self.txn_durable)
+        self.controller = controller

@@ -85,8 +85,9 @@ class RequestContext:
 
 
 class Node(Protocol):
-    """What a handler may use of the running node. A node may also offer `idempotent_ids()`
-    (`RunningNode`), which quick answers use (`quick.py`); without it there are none."""
+    """What a handler may use of the running node. A node may also offer
+    `take_idempotent_ids(count)` and a `quick_table` (`RunningNode`), which quick answers use
+    (`quick.py`); without them there are none."""
 
     config: ServerConfig
     cluster_id: str

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kraftpy.controller import api, metrics_requests
-from kraftpy.controller.api import api_versions, errors, init_producer_id, quick
+from kraftpy.controller.api import api_versions, errors, init_producer_id
 from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.framing import encode_response, frame_response, read_request_header
 from kraftpy.protocol.messages.request_header import RequestHeader
@@ -102,8 +102,8 @@ async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> by
     answered[0] += 1
     began = 0.0 if answered[0] & _SAMPLE_MASK else _perf_counter()  # one request in 8 timed
     api_version = route.api_version
-    if route.quick:
-        quick.remember(conn.listener_type, frame, request, api_version)
+    if route.quick and (table := getattr(node, "quick_table", None)) is not None:
+        table.remember(conn.listener_type, frame, request, api_version)
     # The connection's context for this request: a copy, far cheaper than replace().
     ctx = _new(_RequestContext)
     fields = ctx.__dict__

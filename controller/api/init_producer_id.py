@@ -39,7 +39,7 @@ QuickAnswer = tuple[int, Callable[[int, bytes, int], bytes], bytes, bytes]
 
 
 def quick_answer(request: InitProducerIdRequest, api_version: int) -> QuickAnswer | None:
-    """How to answer `request` from `Node.idempotent_ids` alone, or None when it is not an
+    """How to answer `request` from `Node.take_idempotent_ids` alone, or None when it is not an
     idempotent request (the controller's rule) or the version has no such answer."""
     if not QuorumController.idempotent(request, api_version):
         return None

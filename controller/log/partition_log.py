@@ -2,22 +2,14 @@
 
 Theory of operation. The directory holds segments `<20-digit base offset>.log` (v2 record
 batches, back to back) with their `.index`/`.timeindex`, plus `partition.metadata` and
-`leader-epoch-checkpoint`. `open` recovers: batches at or after the recovery point are checked
-(length, magic, CRC32C, offsets contiguous, leader epochs non-decreasing). A tail that is
-incomplete or fails its CRC and is followed by nothing valid is a torn write: it is cut off with
-a warning naming file, position and bytes dropped. A bad batch with a valid batch after it is
-damage, not a torn write: `open` refuses with `LogCorruptError` naming file and position, and
-touches nothing.
+`leader-epoch-checkpoint`.
 
-`append` builds one batch (all of an operation's records, so it is atomic) and writes it to
-the segment at once (not fsynced: a reader sees it, a crash may drop it). `accumulate` is
-Kafka's BatchAccumulator, which the transaction log uses: an operation's records get their
-offsets at once and join the open batch, which later operations share until the next flush
-(or until the next one would not fit in `max_batch_bytes`); an operation is never split
-across batches, so a torn batch drops whole operations, none of them acknowledged. `flush`
-seals the open batch, writes what is pending and fsyncs, and only then moves the flushed
-offset. `begin_flush` / `FlushTicket.fsync` / `complete_flush` split that so the fsync can
-run in a worker thread while the owner keeps appending.
+Recovery at open is `log_recovery.py`'s. `append` builds one batch (all of an operation's
+records, so it is atomic) and writes it to the segment at once (not fsynced: a reader sees it,
+a crash may drop it); `accumulator.py` gathers several operations into one batch (the
+transaction log's). `flush` writes what is pending and fsyncs, and only then moves the flushed
+offset. `begin_flush` / `FlushTicket.fsync` / `complete_flush` split that so the fsync can run
+in a worker thread while the owner keeps appending.
 """
 
 from __future__ import annotations
@@ -32,14 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kraftpy.controller.log import files
+from kraftpy.controller.log.log_recovery import (
+    LogCorruptError,
+    RecoveringLog,
+    newest_snapshot_end,
+)
 from kraftpy.controller.log.segment import Segment, parse_segment_name, scan
-from kraftpy.protocol.errors import DecodeError
 from kraftpy.protocol.record_batch import (
     LOG_OVERHEAD,
-    RECORD_BATCH_OVERHEAD,
-    CorruptBatchError,
     RecordBatch,
-    TruncatedBatchError,
     build_record_batch,
     iter_record_batches,
 )
@@ -48,9 +41,6 @@ log = logging.getLogger("kraftpy.log")
 
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 MAX_BATCH_BYTES = 8 * 1024 * 1024  # KafkaRaftClient.MAX_BATCH_SIZE_BYTES
-# Most a record adds to a batch beyond its key and value: length, attributes, timestamp
-# delta, offset delta, key length, value length (varints), header count.
-RECORD_OVERHEAD_BOUND = 5 + 1 + 1 + 5 + 5 + 5 + 1
 LEFTOVER_SUFFIXES = (".deleted", ".tmp", ".cleaned", ".swap")
 
 
@@ -58,22 +48,6 @@ LEFTOVER_SUFFIXES = (".deleted", ".tmp", ".cleaned", ".swap")
 # delta sits: after partition leader epoch (4), magic (1), crc (4), attributes (2).
 _BATCH_START = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
-
-
-class LogCorruptError(RuntimeError):
-    """Damage that is not a torn tail; `path` and `position` say where. Nothing was changed."""
-
-    def __init__(self, message: str, *, path: Path, position: int) -> None:
-        super().__init__(f"{path}: {message} (file position {position}); refusing to start")
-        self.path = path
-        self.position = position
-
-
-LEADER_EPOCH_FILE = files.LEADER_EPOCH_CHECKPOINT
-
-
-class _Inconsistent(CorruptBatchError):
-    """A batch that reads fine but contradicts its neighbours (offsets, epochs)."""
 
 
 @dataclass
@@ -106,7 +80,7 @@ class FlushTicket:
             seg.drop_sync_fd()
 
 
-class PartitionLog:
+class PartitionLog(RecoveringLog):
     """A partition's segments; see the module docstring for the rules."""
 
     def __init__(
@@ -139,13 +113,6 @@ class PartitionLog:
         # (the last segment's index file, the last offset it names), as found at open. After a
         # clean stop every indexed batch was written: a log ending before it lost records.
         self.indexed: tuple[Path, int] | None = None
-        # The open batch of `accumulate`: its base offset, leader epoch, timestamp, records.
-        self._open_base = 0
-        self._open_epoch = 0
-        self._open_timestamp = 0
-        self._open_values: list[bytes | None] = []
-        self._open_keys: list[bytes | None] | None = None  # None while every key is null
-        self._open_bytes = 0
         self._generation = 0  # counts truncations: a flush ticket of an earlier one is stale
 
     # --- opening -------------------------------------------------------------------------
@@ -212,7 +179,7 @@ class PartitionLog:
                     recovery_point = last.indexes.offsets[-1]
                 # else the batch it points at is gone: scan the whole segment to find the end
         elif recovery_point is None:
-            recovery_point = _newest_snapshot_end(d)
+            recovery_point = newest_snapshot_end(d)
         rebuilt = self._recover(recovery_point)
         if before_changes is not None:
             before_changes(self)
@@ -236,191 +203,6 @@ class PartitionLog:
         self.flushed_offset = self.log_end_offset
         return self
 
-    def _clean_leftovers(self) -> None:
-        live = {
-            p.name[:20] for p in self.directory.iterdir() if parse_segment_name(p.name) is not None
-        }
-        for p in self.directory.iterdir():
-            name = p.name
-            if name.endswith(LEFTOVER_SUFFIXES):
-                log.info("deleting leftover %s", p)
-                p.unlink()
-            elif name.endswith((".index", ".timeindex")) and name[:20] not in live:
-                log.info("deleting orphaned index %s", p)
-                p.unlink()
-
-    def _recover(self, recovery_point: int) -> list[Segment]:
-        """Find each segment's end and validate every batch from `recovery_point` on.
-
-        Reads only (a torn tail is cut later, by `_cut_torn_tail`); returns the segments whose
-        indexes were rebuilt in memory (the caller writes them once recovery has succeeded).
-        """
-        rebuilt: list[Segment] = []
-        self._checkpointed_epochs = list(self.leader_epochs)
-        segs = self.segments
-        first = max((i for i, s in enumerate(segs) if s.base_offset <= recovery_point), default=0)
-        for i, seg in enumerate(segs[:first]):
-            seg.next_offset = segs[i + 1].base_offset
-            seg.size = seg.path.stat().st_size
-            if not seg.indexes.load():
-                self._rebuild_indexes(seg)
-                rebuilt.append(seg)
-        last_epoch, last_position = -1, 0
-        self._cut_at: int | None = None
-        for i in range(first, len(segs)):
-            seg = segs[i]
-            start = 0
-            if self.contiguous and i > first and self._cut_at is None:
-                if segs[i - 1].next_offset != seg.base_offset:
-                    raise LogCorruptError(
-                        f"segment starts at offset {seg.base_offset}, but the one before it "
-                        f"ends at {segs[i - 1].next_offset}",
-                        path=seg.path,
-                        position=0,
-                    )
-            if i == first and seg.base_offset < recovery_point and seg.indexes.load():
-                start = seg.indexes.position_before(recovery_point)
-                seg.indexes.truncate_after(start, writable=False)
-            else:
-                seg.indexes.reset(writable=False)
-            rebuilt.append(seg)
-            expected = seg.base_offset if start == 0 else None
-            position = start
-            try:
-                for batch in scan(seg.path, start, verify_crc=False):
-                    if expected is None:
-                        expected = batch.base_offset
-                    # Offsets and epochs are checked everywhere (cheap); CRCs only past the
-                    # recovery point, as everything before it was checked when it was written.
-                    if batch.next_offset > recovery_point and not batch.crc_valid():
-                        raise CorruptBatchError(
-                            f"CRC mismatch in batch at base offset {batch.base_offset}",
-                            offset=batch.position,
-                        )
-                    self._check_batch(batch, expected, last_epoch, last_position)
-                    self._note_epoch(batch)
-                    last_epoch, last_position = batch.partition_leader_epoch, batch.position
-                    expected = batch.next_offset
-                    seg.indexes.on_batch(
-                        batch.last_offset, batch.position, batch.size, batch.max_timestamp
-                    )
-                    position = batch.position + batch.size
-            except _Inconsistent as exc:
-                raise LogCorruptError(exc.reason, path=seg.path, position=exc.offset or 0) from None
-            except (TruncatedBatchError, CorruptBatchError) as exc:
-                self._damaged(i, exc)
-                position = exc.offset if exc.offset is not None else position
-            seg.size = position
-            seg.next_offset = (
-                seg.base_offset if expected is None else max(expected, seg.base_offset)
-            )
-        if self._cut_at is not None and not self.read_only:
-            # Empty segments rolled after the torn one would leave a gap in offsets (they are
-            # deleted with the cut, in `_cut_torn_tail`).
-            self._empty_after_cut = self.segments[self._cut_at + 1 :]
-            del self.segments[self._cut_at + 1 :]
-        end = self.log_end_offset
-        kept = [(e, o) for e, o in self.leader_epochs if o < end]
-        if kept != self.leader_epochs:
-            self.leader_epochs = kept
-            self._epochs_changed = True
-        return rebuilt
-
-    def _rebuild_indexes(self, seg: Segment) -> None:
-        seg.indexes.reset(writable=False)
-        for batch in scan(seg.path, 0, seg.size):
-            seg.indexes.on_batch(batch.last_offset, batch.position, batch.size, batch.max_timestamp)
-        seg.indexes.on_close()
-
-    _epochs_changed = False
-
-    def _cut_torn_tail(self) -> None:
-        """Cut the torn tail recovery found, and the empty segments rolled after it."""
-        torn, self._torn = self._torn, None
-        if torn is not None:
-            seg, position = torn
-            dropped = seg.path.stat().st_size - position
-            log.warning("%s: truncating torn tail at position %d, dropping %d bytes (%s)",
-                        seg.path, position, dropped, self._torn_reason)
-            seg.truncate(position)
-        empty, self._empty_after_cut = self._empty_after_cut, []
-        for seg in empty:
-            seg.close()
-            for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
-                path.unlink(missing_ok=True)
-            log.warning("%s: removed empty segment after a torn tail", seg.path)
-
-    def _note_epoch(self, batch: RecordBatch) -> None:
-        epoch = batch.partition_leader_epoch
-        if not self.leader_epochs or epoch > self.leader_epochs[-1][0]:
-            if self.leader_epochs and batch.base_offset < self.leader_epochs[-1][1]:
-                return
-            self.leader_epochs.append((epoch, batch.base_offset))
-            self._epochs_changed = True
-
-    def _check_batch(
-        self, batch: RecordBatch, expected: int, last_epoch: int, last_position: int
-    ) -> None:
-        """Consistency of a batch whose CRC checks: a failure here is damage, never a torn tail."""
-        where = batch.position
-        if (batch.base_offset != expected) if self.contiguous else (batch.base_offset < expected):
-            raise _Inconsistent(
-                f"base offset {batch.base_offset} where {expected} was expected", offset=where
-            )
-        epoch = batch.partition_leader_epoch
-        known = self._checkpointed_epochs
-        if known and batch.base_offset >= known[0][1]:
-            # leader-epoch-checkpoint says which epoch wrote each offset.
-            covering = max(e for e, start in known if start <= batch.base_offset)
-            if epoch != covering and epoch <= known[-1][0]:
-                raise _Inconsistent(
-                    f"leader epoch {epoch}, but {LEADER_EPOCH_FILE} has epoch {covering} here",
-                    offset=where,
-                )
-        if epoch < last_epoch:
-            # One of the two is wrong; the earlier batch claims the higher epoch.
-            raise _Inconsistent(
-                f"leader epoch {last_epoch} here, but {batch.partition_leader_epoch} in the next "
-                f"batch at position {where}",
-                offset=last_position,
-            )
-        if self.contiguous and batch.records_count != batch.last_offset_delta + 1:
-            raise _Inconsistent(
-                f"{batch.records_count} records for offset delta {batch.last_offset_delta}",
-                offset=where,
-            )
-
-    def _damaged(self, index: int, exc: DecodeError) -> None:
-        """A bad batch in segment `index`: cut a torn tail, refuse anything else."""
-        seg = self.segments[index]
-        position = exc.offset or 0
-        after = _valid_batch_after(seg.path, position)
-        later = any(s.path.stat().st_size > 0 for s in self.segments[index + 1 :])
-        if after is not None or later:
-            where = (
-                f"a valid batch follows at position {after}"
-                if after is not None
-                else "later segments follow"
-            )
-            raise LogCorruptError(
-                f"bad batch ({exc.reason}); {where}", path=seg.path, position=position
-            )
-        dropped = seg.path.stat().st_size - position
-        if self.read_only:
-            log.warning(
-                "%s: torn tail at position %d (%d bytes, %s) ignored (read-only)",
-                seg.path,
-                position,
-                dropped,
-                exc.reason,
-            )
-            return
-        # Cut only once the caller's checks pass (`_cut_torn_tail`): until then the segment
-        # just ends here in memory.
-        self._torn = (seg, position)
-        self._torn_reason = exc.reason
-        self._cut_at = index
-
     # --- state ---------------------------------------------------------------------------
     @property
     def active(self) -> Segment:
@@ -433,11 +215,6 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         """The offset the next appended record gets (Kafka's LEO)."""
-        # The open batch is replaced (never emptied in place) when sealed, after the
-        # segment's next offset moved: a reader in another thread sees either, both right.
-        waiting = len(self._open_values)
-        if waiting:
-            return self._open_base + waiting
         return self.segments[-1].next_offset if self.segments else self.flushed_offset
 
     @property
@@ -476,115 +253,6 @@ class PartitionLog:
         self._add(raw, base, base + len(values), leader_epoch, timestamp)
         return base
 
-    def accumulate_one(self, value: bytes, leader_epoch: int, timestamp: int) -> int:
-        """`accumulate` of one record with a null key (most operations): joins the open batch
-        without building a list, or takes the general path."""
-        with self._lock:
-            base = self._join_open_batch((value,), RECORD_OVERHEAD_BOUND + len(value),
-                                         leader_epoch)
-        if base >= 0:
-            return base
-        return self.accumulate([value], leader_epoch=leader_epoch, timestamp=timestamp)
-
-    def _join_open_batch(self, values: Sequence[bytes], size: int, leader_epoch: int) -> int:
-        """With the lock held: add null-keyed `values` (`size` bytes by the bound) to the open
-        batch if it is of this epoch, has null keys and has room; their first offset, else -1."""
-        opened = self._open_values
-        if (
-            opened
-            and self._open_keys is None
-            and leader_epoch == self._open_epoch
-            and self._open_bytes + size <= self.max_batch_bytes - RECORD_BATCH_OVERHEAD
-        ):
-            base = self._open_base + len(opened)
-            opened.extend(values)
-            self._open_bytes += size
-            return base
-        return -1
-
-    def accumulate(
-        self,
-        values: Sequence[bytes | None],
-        *,
-        leader_epoch: int,
-        timestamp: int,
-        keys: Sequence[bytes | None] | None = None,
-    ) -> int:
-        """Add one operation's records to the open batch (not yet durable); the first's offset.
-
-        The batch takes the leader epoch and timestamp of its first operation, as KRaft's
-        accumulator does; another epoch, or a batch that would grow past `max_batch_bytes`,
-        seals it first. An operation that cannot fit any batch raises ValueError, and then
-        nothing changed.
-        """
-        size = -1  # the operation's size in a batch, at most, once known
-        if keys is None and values and not self.read_only:
-            # The common case first: null keys, joining an open batch of the same epoch.
-            try:
-                size = RECORD_OVERHEAD_BOUND * len(values) + sum(map(len, values))
-            except TypeError:  # a null value: the general path below
-                size = -1
-            if size >= 0:
-                with self._lock:
-                    base = self._join_open_batch(values, size, leader_epoch)  # type: ignore[arg-type]
-                if base >= 0:
-                    return base
-        if self.read_only:
-            raise files.LogDirError(f"{self.directory} is open read-only")
-        count = len(values)
-        if not count:
-            raise ValueError("an operation needs at least one record")
-        if keys is not None and len(keys) != count:
-            raise ValueError(f"{len(keys)} keys for {count} values")
-        epochs = self.leader_epochs
-        if epochs and leader_epoch < epochs[-1][0]:
-            raise ValueError(f"leader epoch {leader_epoch} below {epochs[-1][0]}")
-        if size < 0:
-            size = RECORD_OVERHEAD_BOUND * count
-            for value in values:
-                if value is not None:
-                    size += len(value)
-            if keys is not None:
-                for key in keys:
-                    if key is not None:
-                        size += len(key)
-        room = self.max_batch_bytes - RECORD_BATCH_OVERHEAD
-        with self._lock:
-            if self._open_values and (
-                leader_epoch != self._open_epoch or self._open_bytes + size > room
-            ):
-                self._seal()
-            if size > room:  # alone it may still fit: build it exactly, as `append` would
-                base = self.log_end_offset
-                raw = build_record_batch(
-                    values,
-                    base_offset=base,
-                    partition_leader_epoch=leader_epoch,
-                    timestamp=timestamp,
-                    keys=keys,
-                )
-                self._check_size(raw)
-                self._place(raw, base, base + count, timestamp)
-            else:
-                opened = self._open_values
-                if not opened:
-                    base = self.segments[-1].next_offset
-                    self._open_base = base
-                    self._open_epoch = leader_epoch
-                    self._open_timestamp = timestamp
-                else:
-                    base = self._open_base + len(opened)
-                if keys is not None:
-                    if self._open_keys is None:
-                        self._open_keys = [None] * len(opened)
-                    self._open_keys.extend(keys)
-                elif self._open_keys is not None:
-                    self._open_keys.extend([None] * count)
-                opened.extend(values)
-                self._open_bytes += size
-            self._note_new_epoch(leader_epoch, base)
-        return base
-
     def _note_new_epoch(self, epoch: int, base: int) -> None:
         """leader-epoch-checkpoint gains an entry when an epoch's first record is appended.
         The entry says the log reaches `base` (recovery refuses a log ending before it), so
@@ -602,29 +270,8 @@ class PartitionLog:
     @property
     def last_append_timestamp(self) -> int | None:
         """The timestamp of the newest batch, sealed or open (None for an empty segment)."""
-        if self._open_values:
-            return self._open_timestamp
         ts = self.segments[-1].indexes.max_timestamp if self.segments else -1
         return ts if ts >= 0 else None
-
-    def _seal(self) -> None:
-        """Build the open batch and queue its bytes (called with the lock held)."""
-        values = self._open_values
-        if not values:
-            return
-        base = self._open_base
-        raw = build_record_batch(
-            values,
-            base_offset=base,
-            partition_leader_epoch=self._open_epoch,
-            timestamp=self._open_timestamp,
-            keys=self._open_keys,
-        )
-        # No size check: RECORD_OVERHEAD_BOUND keeps the open batch within max_batch_bytes.
-        self._place(raw, base, base + len(values), self._open_timestamp)
-        self._open_values = []  # after the segment's next offset moved (log_end_offset)
-        self._open_keys = None
-        self._open_bytes = 0
 
     def append_batch(self, raw: bytes) -> int:
         """Add one pre-built batch whose base offset must be the log end offset."""
@@ -643,7 +290,6 @@ class PartitionLog:
         if epochs and epoch < epochs[-1][0]:
             raise ValueError(f"leader epoch {epoch} below {epochs[-1][0]}")
         with self._lock:
-            self._seal()
             self._place(raw, base, next_offset, max_timestamp)
             self._note_new_epoch(epoch, base)
             # Written now (not fsynced): a Fetch may read it back from the file at once.
@@ -705,10 +351,9 @@ class PartitionLog:
     # --- durability ----------------------------------------------------------------------
     def begin_flush(self) -> FlushTicket:
         """Write what is pending (one write) and hand back what an fsync must cover."""
-        if not (self._open_values or self._pending or self._dirty):  # nothing since the last
+        if not (self._pending or self._dirty):  # nothing since the last
             return FlushTicket(self.log_end_offset, [], [], self._generation, self.directory)
         with self._lock:
-            self._seal()
             self._write_pending()
             dirty, self._dirty = self._dirty, []
             ticket = FlushTicket(self.log_end_offset, dirty, [s.hold_sync_fd() for s in dirty],
@@ -739,7 +384,6 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         with self._lock:
-            self._seal()
             self._write_pending()
             segs = self.segments
             keep = [s for s in segs if s.base_offset < offset] or segs[:1]
@@ -785,9 +429,6 @@ class PartitionLog:
         if self.read_only:
             raise files.LogDirError(f"{self.directory} is open read-only")
         with self._lock:
-            self._open_values = []
-            self._open_keys = None
-            self._open_bytes = 0
             self._pending = bytearray()
             self._dirty = []
             self._generation += 1  # a flush of the old log in flight covers nothing now
@@ -829,9 +470,8 @@ class PartitionLog:
         self, start_offset: int | None = None, *, flushed_only: bool = False
     ) -> Iterator[RecordBatch]:
         """Batches holding offsets >= `start_offset`, in order (the first may begin earlier)."""
-        if not self.read_only and (self._pending or self._open_values):
+        if not self.read_only and self._pending:
             with self._lock:
-                self._seal()
                 self._write_pending()
         start = self.log_start_offset if start_offset is None else start_offset
         limit = self.flushed_offset if flushed_only else None
@@ -945,15 +585,6 @@ class PartitionLog:
             seg.close()
 
 
-def _newest_snapshot_end(directory: Path) -> int:
-    ends = [
-        int(p.name[:20])
-        for p in directory.iterdir()
-        if p.name.endswith(".checkpoint") and len(p.name) == 42 and p.name[:20].isdigit()
-    ]
-    return max(ends, default=0)
-
-
 def _epochs_from(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
     """Kafka's truncateFromStart: the epoch covering `start` now begins there."""
     out: list[tuple[int, int]] = []
@@ -963,39 +594,6 @@ def _epochs_from(epochs: list[tuple[int, int]], start: int) -> list[tuple[int, i
         else:
             out.append((epoch, offset))
     return out
-
-
-def _valid_batch_after(path: Path, position: int, *, chunk: int = 8 * 1024 * 1024) -> int | None:
-    """The position of a batch after `position` whose CRC checks, if any (damage detector).
-
-    Every byte after `position` is tried as a batch start; a candidate needs magic 2 and a
-    plausible length before its bytes are read and its CRC computed.
-    """
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        base = position + 1
-        while base + RECORD_BATCH_OVERHEAD <= size:
-            f.seek(base)
-            data = f.read(min(chunk, size - base))
-            i = data.find(b"\x02", 16)
-            while i != -1:
-                start = base + i - 16
-                if i - 16 + LOG_OVERHEAD <= len(data):
-                    length = int.from_bytes(data[i - 8 : i - 4], "big", signed=True)
-                    end = start + LOG_OVERHEAD + length
-                    if length >= RECORD_BATCH_OVERHEAD - LOG_OVERHEAD and end <= size:
-                        f.seek(start)
-                        raw = f.read(end - start)
-                        try:
-                            next(iter_record_batches(raw))
-                            return start
-                        except DecodeError:
-                            pass
-                i = data.find(b"\x02", i + 1)
-            if base + len(data) >= size:
-                break
-            base += len(data) - RECORD_BATCH_OVERHEAD  # overlap: a header may straddle chunks
-    return None
 
 
 __all__ = ["FlushTicket", "LogCorruptError", "PartitionLog", "LOG_OVERHEAD"]

@@ -21,7 +21,7 @@ from kraftpy.controller.log.snapshots import (
     Snapshot,
     SnapshotError,
     SnapshotId,
-    read_snapshot,
+    check_snapshot,
 )
 
 
@@ -77,7 +77,7 @@ class SnapshotDownload:
             os.close(self._fd)
             self._fd = None
             sid = SnapshotId(*snapshot_id)
-            snapshot = read_snapshot(path, sid)
+            snapshot = check_snapshot(path, sid)
         except (OSError, SnapshotError) as exc:
             self.abandon()
             raise SnapshotDownloadError(f"the downloaded snapshot is not whole: {exc}") from None

@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kraftpy.controller.log.files import fsync_dir
 from kraftpy.protocol.control_records import (
@@ -56,13 +57,25 @@ class SnapshotId:
 
 @dataclass
 class Snapshot:
-    """A loaded snapshot: its id (None for bootstrap.checkpoint) and its record values."""
+    """A checked snapshot: its id (None for bootstrap.checkpoint) and its record values, held
+    in memory (`read_snapshot`) or read again from the file batch by batch when iterated
+    (`check_snapshot`: a large one is never held whole)."""
 
     path: Path
     snapshot_id: SnapshotId | None
     last_contained_log_timestamp: int
     values: list[bytes]
     control: list[tuple[int, bytes | None]]  # (control type, value) besides header/footer
+    streamed: bool = False  # values not held: `iter_values` reads them from `path`
+
+    def iter_values(self) -> Iterator[bytes]:
+        """The record values in order, from memory or from the file (one batch at a time)."""
+        if not self.streamed:
+            yield from self.values
+            return
+        for batch in _file_batches(self.path):
+            if not batch.is_control:
+                yield from batch.values()  # type: ignore[misc]
 
 
 def parse_snapshot_name(name: str) -> SnapshotId | None:
@@ -187,19 +200,65 @@ def write_snapshot(
     return path
 
 
-def read_snapshot(path: Path, snapshot_id: SnapshotId | None = None) -> Snapshot:
+# Read from a file at a time: batches of a snapshot are at most 8 MiB (a larger one is read
+# whole, as it comes).
+_READ_AHEAD = 8 * 1024 * 1024
+
+
+def _file_batches(path: Path) -> Iterator[Any]:
+    """The batches of a file, read a few MiB at a time (CRC checked), not the whole file."""
+    with open(path, "rb") as f:
+        buffer = b""
+        position = 0  # the file position of buffer[0]
+        while True:
+            more = f.read(_READ_AHEAD)
+            if not more:
+                if buffer:
+                    yield from iter_record_batches(buffer, position=position)
+                return
+            buffer += more
+            end = _whole_batches_end(buffer)
+            if end:
+                yield from iter_record_batches(buffer, end=end, position=position)
+                buffer, position = buffer[end:], position + end
+
+
+def _whole_batches_end(buffer: bytes) -> int:
+    """Where the last whole batch in `buffer` ends (by the length fields alone)."""
+    pos = 0
+    while len(buffer) - pos >= 12:
+        length = int.from_bytes(buffer[pos + 8:pos + 12], "big", signed=True)
+        if length < 0 or pos + 12 + length > len(buffer):
+            break
+        pos += 12 + length
+    return pos
+
+
+def check_snapshot(path: Path, snapshot_id: SnapshotId | None = None) -> Snapshot:
+    """`read_snapshot` without holding the values: the whole file checked batch by batch,
+    its values read again when iterated (`Snapshot.iter_values`)."""
+    return read_snapshot(path, snapshot_id, keep_values=False)
+
+
+def read_snapshot(path: Path, snapshot_id: SnapshotId | None = None, *,
+                  keep_values: bool = True) -> Snapshot:
     """Read and check a snapshot (or bootstrap.checkpoint); `SnapshotError` if not whole."""
     try:
-        data = path.read_bytes()
+        batches = _file_batches(path)
+        return _checked(path, snapshot_id, batches, keep_values)
     except OSError as exc:
         raise SnapshotError(f"{path}: cannot read ({exc})") from None
+
+
+def _checked(path: Path, snapshot_id: SnapshotId | None, batches: Iterator[Any],
+             keep_values: bool) -> Snapshot:
     values: list[bytes] = []
     control: list[tuple[int, bytes | None]] = []
     header_ts: int | None = None
     footer = False
     expected = 0
     try:
-        for batch in iter_record_batches(data):
+        for batch in batches:
             if footer:
                 raise SnapshotError(f"{path}: batch after the footer at position {batch.position}")
             if batch.base_offset != expected:
@@ -225,14 +284,15 @@ def read_snapshot(path: Path, snapshot_id: SnapshotId | None = None) -> Snapshot
                 batch_values = batch.values()
                 if any(v is None for v in batch_values):
                     raise SnapshotError(f"{path}: null record value in batch at {batch.position}")
-                values.extend(batch_values)  # type: ignore[arg-type]
+                if keep_values:
+                    values.extend(batch_values)  # type: ignore[arg-type]
     except DecodeError as exc:
         raise SnapshotError(f"{path}: {exc}") from None
     if header_ts is None:
         raise SnapshotError(f"{path}: no SnapshotHeader")
     if not footer:
         raise SnapshotError(f"{path}: no SnapshotFooter (incomplete)")
-    return Snapshot(path, snapshot_id, header_ts, values, control)
+    return Snapshot(path, snapshot_id, header_ts, values, control, streamed=not keep_values)
 
 
 def read_snapshot_timestamp(path: Path) -> int | None:
@@ -267,7 +327,7 @@ def newest_whole_snapshot(
     damaged: list[tuple[SnapshotId, str]] = []
     for sid, path in reversed(list_snapshots(directory)):
         try:
-            return read_snapshot(path, sid), damaged
+            return check_snapshot(path, sid), damaged
         except SnapshotError as exc:
             damaged.append((sid, str(exc).removeprefix(f"{path}: ")))
     return None, damaged

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.controller.log import files
+from kraftpy.controller.log.accumulator import BatchAccumulator
 from kraftpy.controller.log.partition_log import FlushTicket, PartitionLog
 from kraftpy.protocol.txn_log import TOPIC, encode_key, encode_value
 from kraftpy.protocol.uuid import kafka_uuid_str
@@ -71,6 +72,7 @@ class TransactionStateLog:
         self.segment_bytes = segment_bytes
         self.read_only = read_only
         self.partitions: dict[int, PartitionLog] = {}
+        self._open: dict[int, BatchAccumulator] = {}  # each written partition's open batch
         self.topic_ids: dict[int, str | None] = {}  # each directory's partition.metadata
         self.log_end_offset = 0
         self.durable = 0
@@ -119,6 +121,7 @@ class TransactionStateLog:
 
     def read(self) -> Iterator[TxnLogRecord]:
         """Every record, partition by partition, each in offset order."""
+        self._seal()
         for index in sorted(self.partitions):
             for batch in self.partitions[index].read(0):
                 if batch.is_control:
@@ -159,7 +162,10 @@ class TransactionStateLog:
             part = self._partition(index, group[0].partition.topic_id)
             epoch = max(group[0].partition.leader_epoch,
                         part.leader_epochs[-1][0] if part.leader_epochs else 0)
-            part.accumulate(
+            accumulator = self._open.get(index)
+            if accumulator is None:
+                accumulator = self._open[index] = BatchAccumulator(part)
+            accumulator.add(
                 [None if r.value is None else encode_value(r.value, r.value_version)
                  for r in group],
                 keys=[encode_key(r.key) for r in group], leader_epoch=epoch, timestamp=now_ms)
@@ -167,7 +173,12 @@ class TransactionStateLog:
         self.log_end_offset = first + len(records)
         return first
 
+    def _seal(self) -> None:
+        for accumulator in self._open.values():
+            accumulator.seal()
+
     def begin_flush(self) -> TxnFlush:
+        self._seal()
         dirty, self._dirty = sorted(self._dirty), set()
         return TxnFlush(self.log_end_offset,
                         [(i, self.partitions[i].begin_flush()) for i in dirty])
@@ -187,5 +198,6 @@ class TransactionStateLog:
         return self.complete_flush(flush)
 
     def close(self) -> None:
+        self._seal()
         for part in self.partitions.values():
             part.close()

@@ -417,18 +417,23 @@ class RaftNode:
         s = self.state
         if not isinstance(s, Leader) or s.resign_requested:
             raise NotLeaderError(f"node {self.node_id} is not the leader (epoch {s.epoch})")
-        if not records:
+        count = len(records)
+        if not count:
             raise ValueError("append needs at least one record")
-        size = sum(len(r) + 16 for r in records)
+        size = sum(map(len, records)) + 16 * count
         if size > MAX_BATCH_BYTES:
-            raise ValueError(f"{len(records)} records of {size} bytes exceed one batch")
-        if self._pending and (self._pending_control or self._pending_bytes + size
-                              > MAX_BATCH_BYTES):
+            raise ValueError(f"{count} records of {size} bytes exceed one batch")
+        pending = self._pending
+        if pending and (self._pending_control or self._pending_bytes + size > MAX_BATCH_BYTES):
             self._drain(s)
-        base = self._next_offset()
-        if not self._pending:
+            pending = self._pending
+        base = self.log.end_offset + len(pending)
+        if not pending:
             self._linger_deadline = now_ms + self.config.append_linger_ms
-        self._pending.extend((None, r) for r in records)
+        if count == 1:
+            pending.append((None, records[0]))
+        else:
+            pending.extend([(None, r) for r in records])
         self._pending_bytes += size
         return base
 

@@ -132,10 +132,10 @@ class RaftDriver:
     def resign(self) -> None:
         self.carry_out(self.core.resign(self.clock_ms()))
 
-    def append(self, values: list[bytes]) -> int:
+    def append(self, values: list[bytes], now_ms: float | None = None) -> int:
         """Records as leader, in one batch; they go out after the linger (`wake` asks for a
         poll). The offset of the first."""
-        base = self.core.append(values, self.clock_ms())
+        base = self.core.append(values, self.clock_ms() if now_ms is None else now_ms)
         self.ports.wake()
         return base
 

@@ -154,7 +154,7 @@ def _next_producer_id(storage: Any) -> int:
     start = None
     snapshot = storage.snapshot
     if snapshot is not None and snapshot.snapshot_id is not None:
-        found = scan(snapshot.values, found)
+        found = scan(snapshot.iter_values(), found)
         start = snapshot.snapshot_id.end_offset
     for batch in storage.metadata.read(start):
         if not batch.is_control:

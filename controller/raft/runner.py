@@ -153,9 +153,9 @@ class RaftRunner:
         await self._progress.wait()
 
     def kick(self) -> None:
-        if self._woken_at is None:
+        if self._woken_at is None:  # the first event since the last pass: wake the loop
             self._woken_at = time.perf_counter()
-        self._wake.set()
+            self._wake.set()
 
     def fail(self, exc: BaseException) -> None:
         if self.failure is None:
@@ -225,6 +225,7 @@ class RaftRunner:
             # What this pass did needs no second pass (its timers are in next_deadline):
             # only what comes while waiting wakes the loop early.
             self._wake = trio.Event()
+            self._woken_at = None
             # The core's times are whole milliseconds; measured against the exact time so a
             # timer (the append linger above all) fires when due, not a millisecond later.
             now_ms = time.time() * 1000 if self.clock_ms is wall_clock_ms else self.clock_ms()

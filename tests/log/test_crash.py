@@ -36,7 +36,7 @@ def check_log(directory: Path, ops_per_flush: int = 1) -> int:
     if snapshot is not None:
         assert snapshot.snapshot_id is not None
         start = snapshot.snapshot_id.end_offset
-        assert snapshot.values == [b"%d" % (start - 1)]
+        assert list(snapshot.iter_values()) == [b"%d" % (start - 1)]
     plog = PartitionLog.open(directory, topic_id=log_crash_writer.TOPIC_ID, segment_bytes=16384)
     try:
         assert plog.log_start_offset <= start <= plog.log_end_offset
@@ -126,7 +126,8 @@ OPS_PER_FLUSH = 8
 
 @pytest.mark.slow
 def test_sigkill_loop_with_operations_sharing_batches(tmp_path: Path) -> None:
-    """The same loop with `accumulate`: a torn shared batch drops only unacknowledged ops."""
+    """The same loop with a BatchAccumulator: a torn shared batch drops only unacknowledged
+    ops."""
     directory = tmp_path / "__cluster_metadata-0"
     rng = random.Random(20261121)
     deadline = time.monotonic() + SHARED_SECONDS

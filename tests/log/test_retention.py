@@ -56,9 +56,9 @@ def test_segment_ms_rolls_by_record_time_and_survives_a_restart(tmp_path: Path) 
     d = tmp_path / "p"
     plog = PartitionLog.open(d, topic_id=TOPIC_ID, segment_ms=1000)
     for ts in (5_000, 5_400, 6_000):  # 6000 - 5000 is not more than 1000: same segment
-        plog.accumulate([b"v%d" % ts], leader_epoch=1, timestamp=ts)
+        plog.append([b"v%d" % ts], leader_epoch=1, timestamp=ts)
         plog.flush()
-    plog.accumulate([b"late"], leader_epoch=1, timestamp=6_001)
+    plog.append([b"late"], leader_epoch=1, timestamp=6_001)
     plog.flush()
     assert [s.base_offset for s in plog.segments] == [0, 3]
     plog.close()

@@ -53,7 +53,7 @@ def test_a_download_goes_to_a_partial_file_and_is_installed_whole(tmp_path: Path
     snapshot, size = download.install((120, 3))
     assert size == len(data)
     assert [p.name for p in tmp_path.iterdir()] == ["00000000000000000120-0000000003.checkpoint"]
-    assert snapshot.path.read_bytes() == data and len(snapshot.values) == 50
+    assert snapshot.path.read_bytes() == data and len(list(snapshot.iter_values())) == 50
     assert read_snapshot(snapshot.path).last_contained_log_timestamp == 7
 
 

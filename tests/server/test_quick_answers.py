@@ -141,8 +141,7 @@ async def serve_full(w: World, frames: list[bytes]) -> list[bytes]:
 
 
 @pytest.fixture(autouse=True)
-def forget_quick_requests() -> Any:
-    quick_module.forget()
+def closed_worlds() -> Any:
     yield
     close_worlds()
 
@@ -186,7 +185,7 @@ async def test_other_frames_go_to_dispatch_in_order() -> None:
     out = await serve_quick(w, frames)
     assert [struct.unpack_from(">i", raw, 4)[0] for raw in out] == [1, 2, 3, 4, 5, 6]
     assert answer(out[4], 4)[1].error_code == ErrorCode.INVALID_REQUEST
-    assert len(quick_module._KNOWN[api.BROKER]) == 2
+    assert len(w.node.quick_table.known[api.BROKER]) == 2
 
 
 async def test_a_stopped_quorum_leaves_every_request_to_dispatch() -> None:
@@ -199,16 +198,17 @@ async def test_a_stopped_quorum_leaves_every_request_to_dispatch() -> None:
 
 
 def test_the_remembered_requests_are_bounded() -> None:
+    table = quick_module.QuickTable()
     for i in range(quick_module.MAX_KNOWN + 10):
         frame = init(4, 1, f"client-{i}")
-        quick_module.remember(api.BROKER, frame, InitProducerIdRequest(
+        table.remember(api.BROKER, frame, InitProducerIdRequest(
             transactional_id=None, transaction_timeout_ms=60000), 4)
-    assert 0 < len(quick_module._KNOWN[api.BROKER]) <= quick_module.MAX_KNOWN
-    quick_module.forget()
+    assert 0 < len(table.known[api.BROKER]) <= quick_module.MAX_KNOWN
+    fresh = quick_module.QuickTable()
     long_client = init(4, 1, "c" * quick_module.MAX_KNOWN_FRAME)
-    quick_module.remember(api.BROKER, long_client, InitProducerIdRequest(
+    fresh.remember(api.BROKER, long_client, InitProducerIdRequest(
         transactional_id=None, transaction_timeout_ms=60000), 4)
-    assert not quick_module._KNOWN.get(api.BROKER)
+    assert not fresh.known.get(api.BROKER)
 
 
 def test_only_idempotent_requests_have_a_quick_answer() -> None:
@@ -241,7 +241,6 @@ steps = st.lists(st.one_of(st.just("commit"), st.lists(requests, min_size=1, max
 async def test_quick_and_full_paths_answer_the_same_bytes(steps: list, block_size: int,
                                                          security: str | None,
                                                          receive_size: int) -> None:
-    quick_module.forget()
     close_worlds()  # the last example's
     quick_world, full_world = world(block_size, security), world(block_size, security)
     correlation = 0
@@ -273,7 +272,7 @@ manager_ops = st.lists(st.one_of(
     st.tuples(st.just("claim"), st.integers(1, 3)),  # claims, replayed, maybe committed
     st.tuples(st.just("commit"), st.just(0)),
     st.tuples(st.just("next_id"), st.integers(1, 40)),
-    st.tuples(st.just("quiet"), st.integers(1, 40)),
+    st.tuples(st.just("take"), st.integers(1, 40)),
     st.tuples(st.just("exhaust"), st.just(0)),
 ), max_size=25)
 
@@ -296,46 +295,40 @@ def _drive(ops: list, block_size: int) -> ProducerIdManager:
         elif op == "next_id":
             for _ in range(arg):
                 own.next_id()
-        elif op == "quiet":
+        elif op == "take":
             for _ in range(arg):
-                own.next_quiet_id()
+                own.take(1)
         else:
             own.exhausted = True
     return own
 
 
 @settings(max_examples=300, deadline=None)
-@given(ops=manager_ops, block_size=st.sampled_from([1, 3, 10, 50]), used=st.integers(0, 200))
-def test_a_quiet_run_is_what_next_quiet_id_gives_call_after_call(ops: list, block_size: int,
-                                                                used: int) -> None:
+@given(ops=manager_ops, block_size=st.sampled_from([1, 3, 10, 50]), count=st.integers(1, 200))
+def test_a_run_taken_at_once_is_what_one_at_a_time_gives(ops: list, block_size: int,
+                                                         count: int) -> None:
+    """`take(n)` (the quick answers' run) gives and leaves what `take(1)` (the full path's
+    handle) does called once per request, until it stops."""
     one_by_one, at_once = _drive(ops, block_size), _drive(ops, block_size)
-    run = at_once.quiet_run()
+    run = at_once.take(count)
     given_ids = []
-    for _ in range(used + 2):
-        pid = one_by_one.next_quiet_id()
-        given_ids.append(pid)
-        if pid is None:
+    for _ in range(count):
+        got = one_by_one.take(1)
+        if got is None:
             break
+        given_ids.append(got[0])
     if run is None:
-        assert given_ids[0] is None
+        assert given_ids == []
         return
-    first, end = run
+    first, taken = run
     if first == NOT_READY:
-        assert set(given_ids) == {NOT_READY}
+        assert taken == count and given_ids == [NOT_READY] * count
         return
-    assert first < end
-    expected = list(range(first, end))[:used + 2]
-    assert given_ids[:len(expected)] == expected
-    if len(given_ids) > len(expected):
-        assert given_ids[len(expected)] is None  # the run ends where next_quiet_id stops
-    # Handing out part of the run leaves the state one call per id would.
-    take = min(used, end - first)
-    at_once.hand_out(first + take)
-    again = _drive(ops, block_size)
-    for _ in range(take):
-        again.next_quiet_id()
-    assert vars(at_once.current) == vars(again.current)
-    assert at_once.quiet_run() == again.quiet_run()
+    assert 1 <= taken <= count and given_ids[:taken] == list(range(first, first + taken))
+    if taken < count:  # the run ends where one at a time stops (a claim due, a switch)
+        assert len(given_ids) == taken
+    assert vars(at_once.current) == vars(one_by_one.current)
+    assert at_once.take(1) == one_by_one.take(1)
 
 
 async def _served_by_the_shell(w: World, data: bytes, cuts: list[int], frames: int
@@ -379,7 +372,6 @@ async def test_the_server_answers_as_the_full_path_over_tcp(versions: list[int],
                                                            others: set[int]) -> None:
     """The connection loop itself: receives that begin at a frame or inside one, other
     requests in between."""
-    quick_module.forget()
     close_worlds()  # the last example's
     frames = []
     for i, version in enumerate(versions):
@@ -419,3 +411,18 @@ async def test_receives_that_begin_at_a_frame_are_answered_from_the_receive() ->
         answers = await _served_by_the_shell(quick_world, data, starts[6:-1:5], len(frames))
     assert answers == await serve_full(full_world, frames)
     assert sum(taken) == len(data) - starts[6]  # all but the first receive's six frames
+
+
+def test_quick_answers_can_be_turned_off_and_a_bad_value_is_refused(tmp_path: Path) -> None:
+    from kraftpy.controller.config import ConfigError
+    from kraftpy.controller.node import quick_answers
+
+    assert quick_answers(lone_config(tmp_path)) is True  # the default
+    off = lone_config(tmp_path, {"kraftpy.quick.answers": "false"})
+    assert quick_answers(off) is False
+    node = RunningNode(off, "c", None, {})  # type: ignore[arg-type]
+    ctx = api.RequestContext(listener="PLAINTEXT", listener_type=api.BROKER,
+                             security_protocol="PLAINTEXT", client_host="h", client_port=1)
+    assert QuickAnswers.for_connection(node, ctx, 1 << 20) is None  # every request: dispatch
+    with pytest.raises(ConfigError, match="kraftpy.quick.answers: 'maybe' is not true or false"):
+        quick_answers(lone_config(tmp_path, {"kraftpy.quick.answers": "maybe"}))

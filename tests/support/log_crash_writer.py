@@ -16,6 +16,7 @@ import random
 import sys
 from pathlib import Path
 
+from kraftpy.controller.log.accumulator import BatchAccumulator
 from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.log.snapshots import (
     SnapshotId,
@@ -39,6 +40,7 @@ def run(
     directory.mkdir(exist_ok=True)
     clean_partial_snapshots(directory)
     plog = PartitionLog.open(directory, topic_id=TOPIC_ID, segment_bytes=segment_bytes)
+    accumulator = BatchAccumulator(plog)
     os.write(out_fd, b"START %d\n" % plog.log_end_offset)
     batches = 0
     rng = random.Random(os.getpid())
@@ -50,13 +52,13 @@ def run(
             )
         else:
             for _ in range(rng.randint(1, ops_per_flush)):
-                base = plog.log_end_offset
-                plog.accumulate(
+                base = accumulator.log_end_offset
+                accumulator.add(
                     [b"%d" % o for o in range(base, base + per_batch)],
                     leader_epoch=1,
                     timestamp=base,
                 )
-        end = plog.flush()
+        end = accumulator.flush()
         os.write(out_fd, b"ACK %d\n" % end)  # only after the fsync returned
         batches += 1
         if batches % snapshot_every == 0:
