@@ -150,7 +150,8 @@ def test_a_snapshot_of_the_committed_image_stands_where_the_image_does(tmp_path:
     generator = SnapshotGenerator(storage.snapshots)
 
     def take(now_ms: int) -> object:
-        return generator.maybe_take(image, now_ms, epoch_of=lambda o: log.epoch_at(o) or 0,
+        return generator.maybe_take(image, now_ms, durable=log.flushed_offset,
+                                    epoch_of=lambda o: log.epoch_at(o) or 0,
                                     timestamp_below=log.timestamp_below,
                                     control_at=lambda o: [])
 
@@ -163,4 +164,32 @@ def test_a_snapshot_of_the_committed_image_stands_where_the_image_does(tmp_path:
     assert not image.held and job.trimmed_to == SnapshotId(30, 1)
     assert [sid for sid, _ in list_snapshots(d / "__cluster_metadata-0")] == [SnapshotId(30, 1)]
     assert take(6000) is None  # nothing new committed
+    storage.close()
+
+
+def test_no_snapshot_past_what_this_node_has_fsynced(tmp_path: Path) -> None:
+    """A follower's high watermark (the leader's: other voters' disks) may pass what its own
+    flush covers. A snapshot there would vouch for records a power loss can still tear off
+    this log (recovery trusts the log below the newest snapshot; the node then refused to
+    start on a torn batch it took for damage): it waits for the flush."""
+    d = _formatted(tmp_path)
+    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024,
+                                   policy=SnapshotPolicy(max_record_bytes=100, interval_ms=0),
+                                   downloads=True)
+    log = storage.metadata
+    log.append([b"w"] * 3, leader_epoch=2, timestamp=1000)  # 30-32: fetched, not flushed
+    image = CommittedImage(SimpleNamespace(snapshot_records=lambda: []), 33)
+    generator = SnapshotGenerator(storage.snapshots)
+
+    def take() -> object:
+        return generator.maybe_take(image, 5000, durable=log.flushed_offset,
+                                    epoch_of=lambda o: log.epoch_at(o) or 0,
+                                    timestamp_below=log.timestamp_below,
+                                    control_at=lambda o: [])
+
+    assert log.flushed_offset == 30 and take() is None and not image.held
+    log.flush()
+    job = take()
+    assert job is not None and job.snapshot_id == SnapshotId(33, 2)
+    generator.done(job)
     storage.close()
