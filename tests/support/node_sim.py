@@ -836,7 +836,7 @@ class NodeSim(Sim):
                       f"committed history ({len(self.committed)} records)")
         assert self.reference is not None
         controller = self.reference.make_controller()
-        for value in snapshot.values:
+        for value in snapshot.iter_values():
             record, version = decode_metadata_record(value)
             controller.replay(record, version, end - 1)
         if state_digest(controller) != self.reference.digest_at(end):
