@@ -228,3 +228,31 @@ def test_a_voter_restarts_committed_up_to_its_newest_snapshot(tmp_path: Path) ->
     finally:
         quorum.storage.close()
 
+
+def test_a_rebuild_whose_snapshot_was_deleted_meanwhile_starts_anew(tmp_path: Path) -> None:
+    """A rebuild reads its snapshot file off the loop; an installed snapshot deletes every
+    older one meanwhile. The rebuild starts again from the newest snapshot instead of
+    stopping the node on the missing file (found by the whole-node simulation)."""
+    d = _formatted(tmp_path)
+    mdir = d / "__cluster_metadata-0"
+    value = encode_metadata_record(
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9000), 0)
+    write_snapshot(mdir, SnapshotId(20, 1), [value], last_contained_log_timestamp=19,
+                   timestamp=20)
+    quorum = _voter_of_three(d)
+    try:
+        host, jobs = quorum.host, []
+        host.start_job = jobs.append
+        host._start_rebuild(20, image=True)  # as a lost leadership or an install starts one
+        newer = encode_metadata_record(
+            ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9500), 0)
+        write_snapshot(mdir, SnapshotId(25, 1), [newer], last_contained_log_timestamp=24,
+                       timestamp=25)
+        (mdir / SnapshotId(20, 1).file_name).unlink()  # as the install of 25 deletes it
+        host.run_job_here(jobs.pop(0))
+        assert host.failure is None and host.rebuilding is jobs[0]  # anew, from 25
+        host.run_job_here(jobs.pop(0))
+        assert host.rebuilding is None and host.failure is None
+        assert host.controller.producer_ids.next_producer_id == 9500
+    finally:
+        quorum.storage.close()
