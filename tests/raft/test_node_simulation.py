@@ -70,9 +70,11 @@ def root() -> Iterator[Path]:
 
 
 def schedule(seed: int, root: Path) -> NodeSim:
-    """The settings of seed `seed`'s schedule: 3 or 5 voters, Kafka's append linger or none,
-    one schedule in four with a snapshot retention policy."""
-    return NodeSim(seed, root, voters=3 if seed % 2 else 5,
+    """The settings of seed `seed`'s schedule: 3 or 5 voters (one schedule in eight a lone
+    voter, with its transaction log), Kafka's append linger or none, one schedule in four
+    with a snapshot retention policy."""
+    voters = 1 if seed % 8 == 7 else 3 if seed % 2 else 5
+    return NodeSim(seed, root, voters=voters,
                    linger_ms=0 if seed % 3 == 0 else 25,
                    properties={"metadata.max.retention.bytes": "6000"} if seed % 4 == 1
                    else None)

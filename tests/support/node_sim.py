@@ -46,7 +46,7 @@ import traceback
 import uuid
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,8 @@ class WholeNode(SimNode):
     config: Any = None
     quorum: Any = None
     round: tuple[list[int], Any] | None = None  # the flush round in flight
+    txn_round: Any = None  # a lone voter's transaction-log round in flight
+    migrating: tuple[int, int, int] | None = None  # (activation, end, txn end) of its step
     marker: tuple = ()  # where its states stood when last compared
     fsynced_end: int = 0  # its log's flushed offset when it went down
     answers: list[Pending] = field(default_factory=list)
@@ -338,11 +340,15 @@ class NodeSim(Sim):
         self.brokers = {100 + i: SimBroker(100 + i, uuid.UUID(int=i + 1, version=4))
                         for i in range(1, 5)}
         self.granted: list[tuple[int, int, str]] = []  # acknowledged [first, end) and what
+        self.transactional: dict[str, tuple[int, int]] = {}  # id -> last (pid, epoch) acked
         self._released: list[Pending] = []
         self.power_lost_in: dict[str, int] = {}  # where the mid-operation power losses hit
         self.topics = 0
+        faults = faults or NodeFaults()
+        if voters == 1:  # a lone voter: no one to be cut off from
+            faults = replace(faults, partition_every=(0, 0))
         try:
-            super().__init__(seed, voters=voters, faults=faults or NodeFaults())
+            super().__init__(seed, voters=voters, faults=faults)
         except BaseException:
             self.close()
             raise
@@ -397,6 +403,7 @@ class NodeSim(Sim):
         node.incarnation += 1
         node.poll_at = None
         node.round = None
+        node.txn_round = None
         node.driver = None
         node.marker = ()
         faults = self.fs.faults[f"node{node.node_id}"]
@@ -426,14 +433,14 @@ class NodeSim(Sim):
         driver.ports.send = send
         driver.ports.respond = partial(self._respond, node)
         driver.listener = NodeListener(self, node, host)
-        host.on_activated = lambda: self._push(self.now, "tick", (node_id, incarnation))
+        host.on_activated = lambda: self._push(self.now, "tick", (node_id, incarnation, False))
         host.start_job = partial(self._start_job, node)
         node.driver = driver
         if self.reference is None:
             self.reference = Reference(self, host.make_controller)
         self._load_shadow(node)
         self._drive(node, driver.start)
-        self._push(self.now + TICK_MS, "tick", (node_id, incarnation))
+        self._push(self.now + TICK_MS, "tick", (node_id, incarnation, True))
         self._poll(node)
 
     def _check_snapshot_files(self, node: WholeNode) -> None:
@@ -466,7 +473,9 @@ class NodeSim(Sim):
             self.fail(f"node {node.node_id} came back with its log ending at {node.disk.end}, "
                       f"below the {node.fsynced_end} it had fsynced")
         node.disk.durable_end = node.disk.end
-        node.last_hwm = node.driver.high_watermark
+        # A lone voter's disk is the majority: all it recovered is committed at once.
+        node.last_hwm = start
+        self._committed(node, node.driver.high_watermark)
 
     def _reset_shadow(self, node: SimNode, offset: int) -> None:
         if offset > len(self.committed):
@@ -491,17 +500,20 @@ class NodeSim(Sim):
         return node.disk.entry(offset)
 
     # --- driving a node -------------------------------------------------------------------------
-    def _drive(self, node: SimNode, event: Callable[..., Any], *args: Any) -> None:
+    def _drive(self, node: SimNode, event: Callable[..., Any], *args: Any) -> Any:
+        """One event through the node's runner (`RaftRunner.step`, which stops the node on
+        a failure as the server does); its result."""
         assert isinstance(node, WholeNode)
         quorum = node.quorum
         if quorum is None:
-            return
+            return None
         try:
-            quorum.runner.step(partial(event, *args))
+            result = quorum.runner.step(partial(event, *args))
         except SimCrash:
             self._lost_power(node, "event")
-            return
+            return None
         self._after(node)
+        return result
 
     def _after(self, node: WholeNode) -> None:
         """What follows every event of a node: its failure, the Raft checks, its flush round,
@@ -522,6 +534,11 @@ class NodeSim(Sim):
             self._check_describe_quorum(node)
         if node.round is None and runner.flushes_asked:
             self._begin_round(node)
+            if node.quorum is None:
+                return
+        txn = quorum.txn
+        if txn is not None and node.txn_round is None and txn.durable < txn.end:
+            self._begin_txn_round(node)
             if node.quorum is None:
                 return
         self._check_states(node)
@@ -558,6 +575,9 @@ class NodeSim(Sim):
         if node.round is not None:
             node.round[1].release()
             node.round = None
+        if node.txn_round is not None:
+            node.txn_round.release()
+            node.txn_round = None
         if node.quorum is not None:
             node.fsynced_end = min(node.quorum.storage.metadata.flushed_offset, node.disk.end)
             if image is None:
@@ -657,14 +677,69 @@ class NodeSim(Sim):
         self._after(node)
         self._poll(node)
 
-    def _on_tick(self, payload: tuple[int, int]) -> None:
+    def _begin_txn_round(self, node: WholeNode) -> None:
+        """A lone voter's transaction-log task begins a round (`TransactionLog.run`)."""
+        quorum = node.quorum
+        try:
+            node.txn_round = quorum.txn.begin_round()
+        except SimCrash:
+            self._lost_power(node, "round")
+            return
+        except OSError as exc:  # as the task's failure ends the node
+            quorum.runner.fail(exc)
+            self._stopped(node)
+            return
+        self._push(self.now + self._latency(node, self.faults.flush_delay), "txn_round",
+                   (node.node_id, node.incarnation))
+
+    def _on_txn_round(self, payload: tuple[int, int]) -> None:
         node_id, incarnation = payload
+        node = self.nodes[node_id]
+        assert isinstance(node, WholeNode)
+        if node.incarnation != incarnation or node.txn_round is None or node.quorum is None:
+            return
+        flush, node.txn_round = node.txn_round, None
+        quorum = node.quorum
+        try:
+            try:
+                flush.fsync()
+            except OSError as exc:
+                flush.release()
+                quorum.runner.fail(OSError(exc.errno, f"fsync of the transaction log failed: "
+                                                      f"{exc}"))
+            else:
+                quorum.txn.complete_round(flush)
+        except SimCrash:
+            self._lost_power(node, "round")
+            return
+        self._after(node)
+        self._poll(node)
+
+    def _on_tick(self, payload: tuple[int, int, bool]) -> None:
+        """The controller's timers (`Quorum._ticker`): every 100 ms (`periodic`), and once at
+        once when it becomes active; an active lone voter first moves the former
+        transaction-log layout, a step at a time, each committed before the next."""
+        node_id, incarnation, periodic = payload
         node = self.nodes[node_id]
         assert isinstance(node, WholeNode)
         if node.incarnation != incarnation or node.quorum is None:
             return
-        self._push(self.now + TICK_MS, "tick", payload)
-        self._drive(node, node.quorum.host.tick)
+        if periodic:
+            self._push(self.now + TICK_MS, "tick", payload)
+        host = node.quorum.host
+        if host.state is HostState.MIGRATING:
+            waiting = node.migrating
+            if waiting is not None and waiting[0] == host.activations and (
+                    host.hwm < waiting[1] or host.txn_durable < waiting[2]):
+                return
+            end = self._drive(node, host.migration_step)
+            if node.quorum is None or end is None:
+                node.migrating = None
+                return
+            node.migrating = (host.activations, end, host.txn.end if host.txn else 0)
+            self._poll(node)
+            return
+        self._drive(node, host.tick)
         self._poll(node)
 
     def _start_job(self, node: WholeNode, job: Any) -> None:
@@ -687,8 +762,9 @@ class NodeSim(Sim):
             try:
                 job.run()
             except OSError as exc:
-                runner.fail(OSError(exc.errno, f"writing a snapshot of the metadata log "
-                                               f"failed: {exc}"))
+                if host.job_failed(job, exc):
+                    runner.fail(OSError(exc.errno, f"writing a snapshot of the metadata log "
+                                                   f"failed: {exc}"))
         except SimCrash:
             self._lost_power(node, "snapshot")
             return
@@ -814,6 +890,13 @@ class NodeSim(Sim):
             return
         node.marker = marker
         self.stats["state_checks"] += 1
+        if host.txn is not None:  # every transactional id as acknowledged, or later
+            txns = host.controller.transactions.txns
+            for tid, (pid, epoch) in self.transactional.items():
+                meta = txns.get(tid)
+                if meta is None or meta.producer_id != pid or meta.producer_epoch < epoch:
+                    self.fail(f"node {node.node_id} holds {tid} as {meta}, but producer id "
+                              f"{pid} epoch {epoch} was acknowledged")
         self._compare(node, "committed image", image.controller, image.offset)
         if host.applied <= host.hwm:
             self._compare(node, "controller", host.controller, host.applied)
@@ -884,10 +967,13 @@ class NodeSim(Sim):
                                                            broker_epoch=broker.epoch),
                           partial(self._block_granted, broker.broker_id), 0)
         elif roll < 0.65:
-            self._ask(node, InitProducerIdRequest(transactional_id=None,
+            tid = None
+            if node.quorum.txn is not None and self.rng.random() < 0.5:
+                tid = f"tx{self.rng.randint(0, 3)}"  # a lone voter keeps transactions
+            self._ask(node, InitProducerIdRequest(transactional_id=tid,
                                                   transaction_timeout_ms=60000,
                                                   producer_id=-1, producer_epoch=-1),
-                      self._id_given, 4)
+                      partial(self._id_given, tid), 4)
         else:
             self._ask(node, self._some_request(), lambda response: None)
 
@@ -918,6 +1004,16 @@ class NodeSim(Sim):
             answer = host.handle(request, version)
         except NodeStopped:
             on_answer(None)
+            return
+        except SimCrash:  # a lone voter's transaction log makes a partition directory
+            on_answer(None)
+            self._lost_power(node, "event")
+            return
+        except OSError as exc:  # the request fails (the server answers it with an error)
+            if SIMULATED not in str(exc):
+                raise
+            on_answer(None)
+            self._after(node)
             return
         if type(answer) is Deferred:
             pending = Pending(node, base, epoch, answer, on_answer)
@@ -973,10 +1069,21 @@ class NodeSim(Sim):
                         f"block [{first}, {first + response.producer_id_len - 1}] to broker "
                         f"{broker_id}")
 
-    def _id_given(self, response: Any) -> None:
-        if response is not None and response.error_code == 0:
-            pid = response.producer_id
+    def _id_given(self, tid: str | None, response: Any) -> None:
+        if response is None or response.error_code != 0:
+            return
+        pid, epoch = response.producer_id, response.producer_epoch
+        if tid is None:
             self._grant(pid, pid + 1, f"producer id {pid}")
+            return
+        last = self.transactional.get(tid)  # a transactional id: its epoch only goes up
+        if last is not None and last[0] == pid:
+            if epoch <= last[1]:
+                self.fail(f"{tid} was given producer id {pid} epoch {epoch} after epoch "
+                          f"{last[1]} was acknowledged")
+        else:
+            self._grant(pid, pid + 1, f"producer id {pid} of {tid}")
+        self.transactional[tid] = (pid, epoch)
 
     def _refused(self, response: Any) -> None:
         if response is not None and getattr(response, "error_code", 41) == 0:
