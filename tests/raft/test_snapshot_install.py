@@ -6,6 +6,7 @@ taken of the committed image where it stands rather than at the log end."""
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -254,5 +255,47 @@ def test_a_rebuild_whose_snapshot_was_deleted_meanwhile_starts_anew(tmp_path: Pa
         host.run_job_here(jobs.pop(0))
         assert host.rebuilding is None and host.failure is None
         assert host.controller.producer_ids.next_producer_id == 9500
+    finally:
+        quorum.storage.close()
+
+
+def test_a_rebuild_whose_log_a_newer_snapshot_trimmed_meanwhile_starts_anew(
+        tmp_path: Path) -> None:
+    """A leader loses its leadership while writing a snapshot: the rebuild of its
+    controller reads the newest snapshot and the log after it, off the loop, while the
+    snapshot job trims the log below the new snapshot. The rebuild missed the records
+    between (and built a state nothing committed, silently); it now notices the log moved
+    on and starts anew from the newest snapshot (found by the whole-node simulation)."""
+    from kraftpy.protocol.records.topic_record import TopicRecord
+
+    d = tmp_path / "data"
+    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27, now_ms=1)
+    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024)
+    mdir = d / "__cluster_metadata-0"
+    files.write_quorum_state(mdir, leader_id=2, leader_epoch=1, voters=[1, 2, 3],
+                             data_version=0)
+    topics = [encode_metadata_record(TopicRecord(name=f"t{i}", topic_id=uuid.UUID(int=i + 1)),
+                                     0) for i in range(30)]
+    for i, value in enumerate(topics):
+        storage.metadata.append([value], leader_epoch=1, timestamp=i)
+    storage.metadata.flush()
+    storage.close()
+    write_snapshot(mdir, SnapshotId(20, 1), topics[:20], last_contained_log_timestamp=19,
+                   timestamp=20)
+    quorum = _voter_of_three(d)
+    try:
+        host, jobs = quorum.host, []
+        host.start_job = jobs.append
+        host._start_rebuild(28, image=False)  # from snapshot 20 and the log 20-27
+        write_snapshot(mdir, SnapshotId(25, 1), topics[:25], last_contained_log_timestamp=24,
+                       timestamp=25)  # the snapshot job meanwhile: written, then its trim
+        quorum.storage.metadata.delete_segments_below(25)
+        assert quorum.storage.metadata.log_start_offset > 20
+        host.run_job_here(jobs.pop(0))
+        while jobs:  # started anew, from 25
+            host.run_job_here(jobs.pop(0))
+        assert host.rebuilding is None and host.failure is None and host.applied == 28
+        assert sorted(host.controller.replication.topics_by_name) == sorted(
+            f"t{i}" for i in range(28))
     finally:
         quorum.storage.close()
