@@ -404,6 +404,7 @@ class NodeSim(Sim):
         node.poll_at = None
         node.round = None
         node.txn_round = None
+        node.migrating = None
         node.driver = None
         node.marker = ()
         faults = self.fs.faults[f"node{node.node_id}"]
