@@ -85,14 +85,12 @@ class RaftRunner:
         election_path = self.partition_dir / quorum_state.FILE_NAME
         election = (quorum_state.decode(election_path.read_bytes())
                     if election_path.exists() else None)
-        start, end = log_.log_start_offset, log_.log_end_offset
-        kept = [s for s in snapshots.ids() if s[0] >= start]
-        # A snapshot is only taken of committed records: the high watermark is at least the
-        # newest one's end, even where retention kept the log below it.
-        newest = min(kept[-1][0], end) if kept else 0
-        raft_log = RaftLog(start_offset=start, end_offset=end, flushed_offset=end,
-                           epochs=list(log_.leader_epochs), snapshots=kept,
-                           high_watermark=max(start, high_watermark, newest))
+        start = log_.log_start_offset
+        raft_log = RaftLog(start_offset=start, end_offset=log_.log_end_offset,
+                           flushed_offset=log_.log_end_offset,
+                           epochs=list(log_.leader_epochs),
+                           snapshots=[s for s in snapshots.ids() if s[0] >= start],
+                           high_watermark=max(start, high_watermark))
         core = RaftNode(config=raft_config, node_id=node_id, directory_id=directory_id,
                         cluster_id=cluster_id, voters=voters, log=raft_log, election=election,
                         now_ms=clock_ms(), rng=random.Random(), listener=endpoint[0],

@@ -209,27 +209,6 @@ def _voter_of_three(d: Path, **properties: str) -> Any:
                                 3: ("127.0.0.1", 9095)})
 
 
-def test_a_voter_restarts_committed_up_to_its_newest_snapshot(tmp_path: Path) -> None:
-    """A retention policy keeps the log below the snapshots. Restarted, a voter's high
-    watermark starts at its newest snapshot's end (a snapshot is only of committed records),
-    not at the log start: its first retention job told the core of a snapshot past the high
-    watermark, which refused it, and the node stopped (found by the whole-node simulation)."""
-    d = _formatted(tmp_path)
-    value = encode_metadata_record(
-        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9000), 0)
-    write_snapshot(d / "__cluster_metadata-0", SnapshotId(20, 1), [value],
-                   last_contained_log_timestamp=19, timestamp=20)
-    quorum = _voter_of_three(d, **{"metadata.max.retention.bytes": "1"})
-    try:
-        core = quorum.runner.core
-        assert (core.log.start_offset, core.high_watermark, core.log.end_offset) == (0, 20, 30)
-        assert quorum.host.image.offset == 20
-        quorum.runner.driver.snapshot_taken((20, 1), (20, 1))  # as the retention job tells it
-        assert core.log.start_offset == 20 and quorum.runner.failure is None
-    finally:
-        quorum.storage.close()
-
-
 def test_a_rebuild_whose_snapshot_was_deleted_meanwhile_starts_anew(tmp_path: Path) -> None:
     """A rebuild reads its snapshot file off the loop; an installed snapshot deletes every
     older one meanwhile. The rebuild starts again from the newest snapshot instead of
