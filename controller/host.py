@@ -383,7 +383,7 @@ class ControllerHost:
         if self.rebuilding is not None:
             return
         job = self.generator.maybe_take(
-            self.image, self.clock_ms(), durable=self.log.flushed_offset,
+            self.image, self.clock_ms(), durable=self.log.flushed_offset, committed=self.hwm,
             epoch_of=self._epoch_of,
             timestamp_below=self.log.timestamp_below, control_at=self._control_at)
         if job is not None:

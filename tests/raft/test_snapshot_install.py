@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kraftpy.controller.committed_image import CommittedImage, SnapshotGenerator
+from kraftpy.controller.committed_image import CommittedImage, RetentionJob, SnapshotGenerator
 from kraftpy.controller.log import files
 from kraftpy.controller.log.consistency import InconsistentLogError
 from kraftpy.controller.log.partition_log import PartitionLog
@@ -152,7 +152,7 @@ def test_a_snapshot_of_the_committed_image_stands_where_the_image_does(tmp_path:
     generator = SnapshotGenerator(storage.snapshots)
 
     def take(now_ms: int) -> object:
-        return generator.maybe_take(image, now_ms, durable=log.flushed_offset,
+        return generator.maybe_take(image, now_ms, durable=log.flushed_offset, committed=30,
                                     epoch_of=lambda o: log.epoch_at(o) or 0,
                                     timestamp_below=log.timestamp_below,
                                     control_at=lambda o: [])
@@ -184,7 +184,7 @@ def test_no_snapshot_past_what_this_node_has_fsynced(tmp_path: Path) -> None:
     generator = SnapshotGenerator(storage.snapshots)
 
     def take() -> object:
-        return generator.maybe_take(image, 5000, durable=log.flushed_offset,
+        return generator.maybe_take(image, 5000, durable=log.flushed_offset, committed=33,
                                     epoch_of=lambda o: log.epoch_at(o) or 0,
                                     timestamp_below=log.timestamp_below,
                                     control_at=lambda o: [])
@@ -207,6 +207,37 @@ def _voter_of_three(d: Path, **properties: str) -> Any:
         "metadata.log.dir": str(d), "metadata.log.segment.bytes": "1024", **properties})
     return open_quorum(config, {1: ("127.0.0.1", 9093), 2: ("127.0.0.1", 9094),
                                 3: ("127.0.0.1", 9095)})
+
+
+def test_a_restarted_voter_applies_retention_once_past_its_newest_snapshot(
+        tmp_path: Path) -> None:
+    """A retention policy keeps the log below the snapshots. Restarted, a voter knows no
+    high watermark (its log start): a retention job then told the core of a snapshot past
+    it, the core refused and the node stopped. Retention now waits for the high watermark
+    to pass the newest snapshot (which the voter may not take as committed at once: it may
+    have installed it over a divergent log just before a power loss); found by the
+    whole-node simulation."""
+    d = _formatted(tmp_path)
+    value = encode_metadata_record(
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9000), 0)
+    for end in (10, 20):
+        write_snapshot(d / "__cluster_metadata-0", SnapshotId(end, 1), [value],
+                       last_contained_log_timestamp=end - 1, timestamp=end)
+    quorum = _voter_of_three(d, **{"metadata.max.retention.bytes": "1"})
+    try:
+        host, jobs = quorum.host, []
+        host.start_job = jobs.append
+        core = quorum.runner.core
+        assert (core.log.start_offset, core.high_watermark) == (0, 0)
+        host.maybe_snapshot()
+        assert jobs == []  # retention is due, but nothing past 0 is known committed here
+        core.log.high_watermark = host.hwm = 25  # as the leader's fetch answers tell it
+        host.maybe_snapshot()
+        assert len(jobs) == 1 and isinstance(jobs[0], RetentionJob)
+        host.run_job_here(jobs.pop())
+        assert host.failure is None and core.log.start_offset == 20
+    finally:
+        quorum.storage.close()
 
 
 def test_a_rebuild_whose_snapshot_was_deleted_meanwhile_starts_anew(tmp_path: Path) -> None:
