@@ -40,7 +40,7 @@ from kraftpy.controller.raft.roles import Leader
 from support.node_sim import NodeSim
 from support.raft_sim import Faults, SafetyViolation, Sim
 
-SCHEDULES = int(os.environ.get("KRAFTPY_NODE_SIM_SCHEDULES", "120"))
+SCHEDULES = int(os.environ.get("KRAFTPY_NODE_SIM_SCHEDULES", "200"))
 CHUNKS = 2
 CHAOS_MS = 8000
 # After the faults end: a restarted node's election (a request timeout, an election timeout,
