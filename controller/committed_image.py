@@ -120,20 +120,27 @@ class SnapshotGenerator:
         self.files = files
         self.job: SnapshotJob | RetentionJob | None = None
 
-    def maybe_take(self, image: CommittedImage, now_ms: int, *,
+    def maybe_take(self, image: CommittedImage, now_ms: int, *, durable: int, committed: int,
                    epoch_of: Callable[[int], int],
                    timestamp_below: Callable[[int], int | None],
                    control_at: Callable[[int], list[tuple[bytes, bytes]]]
                    ) -> SnapshotJob | RetentionJob | None:
         """A job for a snapshot of `image` if the policy asks for one now (the image held
-        until it finishes), or for retention alone, else None. The callables give the leader epoch of an offset, the
-        timestamp of the batch ending at an offset, and the raft control records (kraft.version
-        and voters) in force there."""
+        until it finishes), or for retention alone, else None. The callables give the leader
+        epoch of an offset, the timestamp of the batch ending at an offset, and the raft
+        control records (kraft.version and voters) in force there. `durable` is how far this
+        node's own log is fsynced: a follower's image may stand past it (the leader's high
+        watermark counts other voters' disks), and a snapshot there would vouch for records a
+        power loss can still tear off here (recovery trusts the log below the newest
+        snapshot), so it waits. `committed` is the high watermark the node knows: retention,
+        which tells the core of a snapshot the log now starts at, waits until it passes the
+        newest snapshot (a restarted voter knows none; below a snapshot it installed just
+        before a power loss its log may still hold records the leader is to truncate)."""
         if self.job is not None or image.held:
             return None
         at = image.offset
-        if at <= 0 or not self.files.due(at, now_ms):
-            if self.files.retention_due(now_ms):
+        if at <= 0 or at > durable or not self.files.due(at, now_ms):
+            if self.files.last_offset <= committed and self.files.retention_due(now_ms):
                 self.job = RetentionJob(self.files, now_ms)  # type: ignore[assignment]
                 return self.job
             return None

@@ -351,8 +351,10 @@ class ControllerHost:
         if job is not self.rebuilding:
             return  # superseded (another snapshot installed meanwhile)
         self.rebuilding = None
-        if job.controller is None:  # the run failed: the node stops (see `fail`)
-            return
+        if job.controller is None:
+            if self.failure is None:  # its snapshot went meanwhile (`job_failed`): anew
+                self._start_rebuild(job.end, image=job.image)
+            return  # else the run failed: the node stops (see `fail`)
         self.controller, self.applied = job.controller, job.at
         if job.image:
             self.image = CommittedImage(job.image_controller, job.at)
@@ -381,7 +383,8 @@ class ControllerHost:
         if self.rebuilding is not None:
             return
         job = self.generator.maybe_take(
-            self.image, self.clock_ms(), epoch_of=self._epoch_of,
+            self.image, self.clock_ms(), durable=self.log.flushed_offset, committed=self.hwm,
+            epoch_of=self._epoch_of,
             timestamp_below=self.log.timestamp_below, control_at=self._control_at)
         if job is not None:
             self.start_job(job)
@@ -389,8 +392,18 @@ class ControllerHost:
     def run_job_here(self, job: Any) -> None:
         try:
             job.run()
+        except OSError as exc:
+            if self.job_failed(job, exc):
+                raise
         finally:
             self.job_done(job)
+
+    def job_failed(self, job: Any, exc: OSError) -> bool:
+        """Whether `job` failing with `exc` stops the node. A rebuild reads its snapshot file
+        while the loop goes on: an installed snapshot (which deletes every older one) or
+        retention may delete that file meanwhile. That is no fault of the disk: the rebuild
+        is superseded already, or starts anew from the newest snapshot (`job_done`)."""
+        return not (isinstance(job, replay.Rebuild) and isinstance(exc, FileNotFoundError))
 
     def job_done(self, job: Any) -> None:
         """On the loop, after `job.run` (in a worker thread, or not at all if it failed)."""

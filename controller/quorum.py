@@ -271,8 +271,9 @@ class Quorum:
         try:
             await trio.to_thread.run_sync(job.run)
         except OSError as exc:
-            self.runner.fail(OSError(exc.errno, f"writing a snapshot of the metadata log "
-                                                f"failed: {exc}"))
+            if self.host.job_failed(job, exc):
+                self.runner.fail(OSError(exc.errno, f"writing a snapshot of the metadata log "
+                                                    f"failed: {exc}"))
         finally:
             self.runner.step(lambda: self.host.job_done(job))
 

@@ -110,13 +110,19 @@ def replay_transaction_log(controller: Any, files: Any, *, recovered: bool = Tru
     return count
 
 
+class LogMovedOn(FileNotFoundError):
+    """The log no longer holds the records after the snapshot a rebuild started from: a
+    newer snapshot trimmed it meanwhile (a rebuild starts anew from the newest one)."""
+
+
 @dataclass
 class Rebuild:
     """A controller (and, with `image`, a second one for the committed image) built from the
     newest whole snapshot and the log below `end`: what a node holds when it holds only
     committed records. `run` may go in a worker thread (a large image takes seconds); the
     objects are new, so nothing else touches them meanwhile; the log below `end` is committed,
-    so nothing truncates it."""
+    so nothing truncates it, but a snapshot written meanwhile may trim its start past the
+    snapshot the rebuild reads (`LogMovedOn`), or delete that snapshot (FileNotFoundError)."""
 
     make_controller: Callable[[], Any]
     snapshot: Any
@@ -142,6 +148,11 @@ class Rebuild:
             targets.append(image)
             self.image_controller = image
         self.at, _, _ = replay_snapshot_and_log(targets, self.snapshot, self.log, self.end)
+        needed = (self.snapshot.snapshot_id.end_offset if self.snapshot is not None
+                  and self.snapshot.snapshot_id is not None else 0)
+        if self.end > needed and self.log.log_start_offset > needed:  # read past a gap
+            raise LogMovedOn(f"the log now starts at {self.log.log_start_offset}, past the "
+                             f"snapshot ending at {needed} this state was built from")
         if self.txn_files is not None:
             replay_transaction_log(controller, self.txn_files, recovered=False)
         controller.on_committed(self.at, self.txn_durable)

@@ -254,9 +254,16 @@ class PartitionLog(RecoveringLog):
         return base
 
     def _note_new_epoch(self, epoch: int, base: int) -> None:
-        """leader-epoch-checkpoint gains an entry when an epoch's first record is appended."""
+        """leader-epoch-checkpoint gains an entry when an epoch's first record is appended.
+        The entry says the log reaches `base` (recovery refuses a log ending before it), so
+        what is written below it is fsynced first: a power loss must not leave the entry
+        durable and the records below it torn off (a follower appends a fetch's batches of
+        an old epoch and a new one before its flush)."""
         epochs = self.leader_epochs
         if not epochs or epoch > epochs[-1][0]:
+            self._write_pending()
+            for seg in self._dirty:
+                os.fsync(seg.fd)
             epochs.append((epoch, base))
             files.write_leader_epochs(self.directory, epochs)
 
@@ -316,9 +323,13 @@ class PartitionLog(RecoveringLog):
         return first is not None and first >= 0 and timestamp - first > self.segment_ms
 
     def _roll(self) -> Segment:
-        # Called with the lock held: the old segment's pending bytes go out first.
+        # Called with the lock held: the old segment's pending bytes go out first, fsynced
+        # before the new segment exists. Recovery takes a bad batch with a later segment
+        # after it for damage, not a torn tail, so only the last segment may end torn by a
+        # power loss.
         old = self.active
         self._write_pending()
+        os.fsync(old.fd)
         old.indexes.finish()
         old.retire()
         new = Segment(self.directory, old.next_offset)
@@ -363,8 +374,11 @@ class PartitionLog(RecoveringLog):
 
     def truncate_to(self, offset: int) -> None:
         """Drop every record at or above `offset`, a batch boundary (a Raft follower's
-        diverging suffix, never committed data): later segments go, the one holding `offset`
-        is cut there (fsynced), its indexes and the leader-epoch checkpoint follow."""
+        diverging suffix, never committed data). Crash-ordered, as `reset_to`: the
+        leader-epoch checkpoint loses the epochs from `offset` first (recovery finds them
+        again in the batches if the cut never happens, but refuses a checkpoint naming an
+        epoch past the log end), then later segments go and the one holding `offset` is cut
+        there (fsynced), its indexes following."""
         if self.read_only:
             raise files.LogDirError(f"{self.directory} is open read-only")
         if offset >= self.log_end_offset:
@@ -373,15 +387,12 @@ class PartitionLog(RecoveringLog):
             self._write_pending()
             segs = self.segments
             keep = [s for s in segs if s.base_offset < offset] or segs[:1]
-            for seg in segs[len(keep):]:
-                seg.close()
-                for path in (seg.path, seg.indexes.index_path, seg.indexes.time_path):
-                    path.unlink(missing_ok=True)
-            self._dirty = [s for s in self._dirty if s in keep]
             seg = keep[-1]
             position = None
             if offset <= seg.base_offset:
                 position = 0
+            elif offset >= seg.next_offset:  # the cut is where this segment ends
+                position = seg.size
             else:
                 for batch in scan(seg.path, seg.indexes.position_before(offset), seg.size):
                     if batch.base_offset == offset:
@@ -392,16 +403,21 @@ class PartitionLog(RecoveringLog):
                                          f"{seg.path}")
                 if position is None:
                     raise ValueError(f"offset {offset} not found in {seg.path}")
+            kept = [(e, o) for e, o in self.leader_epochs if o < max(offset, seg.base_offset)]
+            if kept != self.leader_epochs:
+                self.leader_epochs = kept
+                files.write_leader_epochs(self.directory, kept)
+            for doomed in segs[len(keep):]:
+                doomed.close()
+                for path in (doomed.path, doomed.indexes.index_path, doomed.indexes.time_path):
+                    path.unlink(missing_ok=True)
+            self._dirty = [s for s in self._dirty if s in keep]
             seg.truncate(position)
             self._generation += 1
             seg.indexes.writable = True
             seg.next_offset = max(offset, seg.base_offset)
             self.segments = keep
             self.flushed_offset = min(self.flushed_offset, self.log_end_offset)
-            kept = [(e, o) for e, o in self.leader_epochs if o < self.log_end_offset]
-            if kept != self.leader_epochs:
-                self.leader_epochs = kept
-                files.write_leader_epochs(self.directory, kept)
         files.fsync_dir(self.directory)
 
     def reset_to(self, offset: int) -> None:
@@ -534,6 +550,9 @@ class PartitionLog(RecoveringLog):
             doomed = segs[:k]
             if doomed:
                 self.segments = segs[k:]
+                # Not for the next flush round either: its descriptor would open (and so
+                # create again) the file deleted below, an empty segment where the log was.
+                self._dirty = [seg for seg in self._dirty if seg not in doomed]
         deleted: list[Path] = []
         for seg in doomed:
             seg.close()

@@ -130,10 +130,13 @@ class RaftNode:
                  bootstrap: dict[int, tuple[str, int]] | None = None) -> None:
         """Start as Kafka's QuorumState.initialize does from the log and quorum-state read at
         startup: a leader restarts Resigned in its epoch, a candidate as Candidate, a node
-        that knows the leader as Follower, any other as Unattached; a lone voter stands for
-        election at once. `voter_history` is (offset, set) of each VotersRecord in the log;
-        `bootstrap` is `controller.quorum.bootstrap.servers` (ids -2, -3, ... as Kafka numbers
-        them), which a node that knows no leader fetches from instead of the voters."""
+        that knows the leader as Follower (a candidate that lost and followed the winner
+        too, its vote kept: Kafka 4.1 restarts it as Candidate, whose VoteRequest, its last
+        epoch not below the candidate epoch, every voter refuses until its election times
+        out), any other as Unattached; a lone voter stands for election at once.
+        `voter_history` is (offset, set) of each VotersRecord in the log; `bootstrap` is
+        `controller.quorum.bootstrap.servers` (ids -2, -3, ... as Kafka numbers them), which
+        a node that knows no leader fetches from instead of the voters."""
         self.config = config
         self.node_id = node_id
         self.local = ReplicaKey(node_id, directory_id)
@@ -175,7 +178,8 @@ class RaftNode:
         elif stored.is_leader(node_id):
             state = Resigned(stored.epoch, self.local, self._election_deadline(),
                              set(self.voters.ids - {node_id}), [])
-        elif stored.voted_id is not None and stored.voted_for(node_id, directory_id):
+        elif stored.voted_id is not None and stored.voted_for(node_id, directory_id) \
+                and stored.leader_id is None:  # a candidate that lost knows the winner
             state = Candidate(stored.epoch, self.local, EpochElection(self.voters, node_id),
                               self._election_deadline())
         elif stored.leader_id is not None and self._endpoint(stored.leader_id) is not None:

@@ -143,6 +143,12 @@ def test_a_leader_restarts_resigned_and_a_candidate_as_candidate() -> None:
     assert node(1, election=ElectionState(epoch=3, leader_id=1)).role is Role.RESIGNED
     assert node(1, election=ElectionState(epoch=3, voted_id=1)).role is Role.CANDIDATE
     assert node(1, election=ElectionState(epoch=3, leader_id=2)).role is Role.FOLLOWER
+    # It stood, lost to 2 and followed it (its log may hold epoch 3's records): a follower
+    # again, its vote kept, not a candidate of an epoch it knows the leader of (whose
+    # VoteRequest, its last epoch not below the candidate epoch, every voter refuses).
+    lost = node(1, election=ElectionState(epoch=3, leader_id=2, voted_id=1))
+    assert lost.role is Role.FOLLOWER and lost.state.voted is not None
+    assert lost.state.voted.id == 1
     observer = node(9, election=ElectionState(epoch=3, leader_id=2))
     assert observer.role is Role.OBSERVER and not observer.is_voter
 

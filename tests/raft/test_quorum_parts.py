@@ -63,6 +63,50 @@ def test_truncate_to_a_pending_batch_and_to_nothing(tmp_path: Path) -> None:
     log.close()
 
 
+def test_truncate_to_where_a_segment_begins(tmp_path: Path) -> None:
+    """A diverging suffix that starts a segment: the segments from it go, the one before
+    stays whole and takes the next appends (it was refused as "not found" in the earlier
+    segment, stopping the follower)."""
+    d = tmp_path / "__cluster_metadata-0"
+    log = PartitionLog.open(d, segment_bytes=1024)
+    for i in range(18):
+        log.append([b"x" * 100], leader_epoch=1 + i // 9, timestamp=i)
+    log.flush()
+    bases = [seg.base_offset for seg in log.segments]
+    assert bases == [0, 6, 12]
+    log.truncate_to(12)
+    assert [seg.base_offset for seg in log.segments] == [0, 6]
+    assert log.log_end_offset == 12 and log.leader_epochs == [(1, 0), (2, 9)]
+    log.truncate_to(6)
+    assert [seg.base_offset for seg in log.segments] == [0] and log.log_end_offset == 6
+    assert log.leader_epochs == [(1, 0)]
+    log.append([b"y"], leader_epoch=3, timestamp=20)
+    log.flush()
+    log.close()
+    reopened = PartitionLog.open(d, segment_bytes=1024)
+    assert [v for _, _, v in _values(reopened)] == [b"x" * 100] * 6 + [b"y"]
+    assert reopened.leader_epochs == [(1, 0), (3, 6)]
+    reopened.close()
+
+
+def test_segments_trimmed_by_a_snapshot_stay_gone(tmp_path: Path) -> None:
+    """A snapshot's trim deletes a rolled segment not yet covered by a flush round: the round
+    syncs the segments left, and does not create the deleted file again (an empty segment at
+    offset 0 made the reopened log start there, at records it does not hold)."""
+    d = tmp_path / "__cluster_metadata-0"
+    log = PartitionLog.open(d, segment_bytes=1024)
+    for i in range(12):
+        log.append([b"x" * 100], leader_epoch=1, timestamp=i)
+    assert [seg.base_offset for seg in log.segments] == [0, 6]
+    log.delete_segments_below(6)
+    log.flush()
+    assert sorted(p.name for p in d.glob("*.log")) == ["00000000000000000006.log"]
+    log.close()
+    reopened = PartitionLog.open(d, segment_bytes=1024, recovery_point=6)
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (6, 12)
+    reopened.close()
+
+
 def test_truncate_inside_a_batch_is_refused(tmp_path: Path) -> None:
     log = _log(tmp_path)
     log.append([b"a", b"b", b"c"], leader_epoch=1, timestamp=1)

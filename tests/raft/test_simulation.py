@@ -1,7 +1,8 @@
 """The Raft core under thousands of simulated schedules: safety after every event, then
 liveness once the faults stop.
 
-Each schedule is one seed (`tests/support/raft_sim.py`): 3 or 5 voters at Kafka's default
+Each schedule is one seed (`tests/support/raft_sim.py`), every node driven through the
+server's own interpreter of the core's actions (`RaftDriver`): 3 or 5 voters at Kafka's default
 timeouts, clients appending to whoever leads, and for 5 simulated seconds a network that
 drops, duplicates, delays and reorders messages, partitions nodes, while nodes crash and
 restart from their disk and take snapshots that lagging followers must download. Every event

@@ -6,11 +6,13 @@ taken of the committed image where it stands rather than at the log end."""
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from kraftpy.controller.committed_image import CommittedImage, SnapshotGenerator
+from kraftpy.controller.committed_image import CommittedImage, RetentionJob, SnapshotGenerator
 from kraftpy.controller.log import files
 from kraftpy.controller.log.consistency import InconsistentLogError
 from kraftpy.controller.log.partition_log import PartitionLog
@@ -150,7 +152,8 @@ def test_a_snapshot_of_the_committed_image_stands_where_the_image_does(tmp_path:
     generator = SnapshotGenerator(storage.snapshots)
 
     def take(now_ms: int) -> object:
-        return generator.maybe_take(image, now_ms, epoch_of=lambda o: log.epoch_at(o) or 0,
+        return generator.maybe_take(image, now_ms, durable=log.flushed_offset, committed=30,
+                                    epoch_of=lambda o: log.epoch_at(o) or 0,
                                     timestamp_below=log.timestamp_below,
                                     control_at=lambda o: [])
 
@@ -164,3 +167,145 @@ def test_a_snapshot_of_the_committed_image_stands_where_the_image_does(tmp_path:
     assert [sid for sid, _ in list_snapshots(d / "__cluster_metadata-0")] == [SnapshotId(30, 1)]
     assert take(6000) is None  # nothing new committed
     storage.close()
+
+
+def test_no_snapshot_past_what_this_node_has_fsynced(tmp_path: Path) -> None:
+    """A follower's high watermark (the leader's: other voters' disks) may pass what its own
+    flush covers. A snapshot there would vouch for records a power loss can still tear off
+    this log (recovery trusts the log below the newest snapshot; the node then refused to
+    start on a torn batch it took for damage): it waits for the flush."""
+    d = _formatted(tmp_path)
+    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024,
+                                   policy=SnapshotPolicy(max_record_bytes=100, interval_ms=0),
+                                   downloads=True)
+    log = storage.metadata
+    log.append([b"w"] * 3, leader_epoch=2, timestamp=1000)  # 30-32: fetched, not flushed
+    image = CommittedImage(SimpleNamespace(snapshot_records=lambda: []), 33)
+    generator = SnapshotGenerator(storage.snapshots)
+
+    def take() -> object:
+        return generator.maybe_take(image, 5000, durable=log.flushed_offset, committed=33,
+                                    epoch_of=lambda o: log.epoch_at(o) or 0,
+                                    timestamp_below=log.timestamp_below,
+                                    control_at=lambda o: [])
+
+    assert log.flushed_offset == 30 and take() is None and not image.held
+    log.flush()
+    job = take()
+    assert job is not None and job.snapshot_id == SnapshotId(33, 2)
+    generator.done(job)
+    storage.close()
+
+
+def _voter_of_three(d: Path, **properties: str) -> Any:
+    from kraftpy.controller.config import build_config
+    from kraftpy.controller.quorum import open_quorum
+
+    config = build_config({
+        "process.roles": "controller", "node.id": "1", "cluster.id": CLUSTER,
+        "listeners": "CONTROLLER://127.0.0.1:9093", "controller.listener.names": "CONTROLLER",
+        "metadata.log.dir": str(d), "metadata.log.segment.bytes": "1024", **properties})
+    return open_quorum(config, {1: ("127.0.0.1", 9093), 2: ("127.0.0.1", 9094),
+                                3: ("127.0.0.1", 9095)})
+
+
+def test_a_restarted_voter_applies_retention_once_past_its_newest_snapshot(
+        tmp_path: Path) -> None:
+    """A retention policy keeps the log below the snapshots. Restarted, a voter knows no
+    high watermark (its log start): a retention job then told the core of a snapshot past
+    it, the core refused and the node stopped. Retention now waits for the high watermark
+    to pass the newest snapshot (which the voter may not take as committed at once: it may
+    have installed it over a divergent log just before a power loss); found by the
+    whole-node simulation."""
+    d = _formatted(tmp_path)
+    value = encode_metadata_record(
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9000), 0)
+    for end in (10, 20):
+        write_snapshot(d / "__cluster_metadata-0", SnapshotId(end, 1), [value],
+                       last_contained_log_timestamp=end - 1, timestamp=end)
+    quorum = _voter_of_three(d, **{"metadata.max.retention.bytes": "1"})
+    try:
+        host, jobs = quorum.host, []
+        host.start_job = jobs.append
+        core = quorum.runner.core
+        assert (core.log.start_offset, core.high_watermark) == (0, 0)
+        host.maybe_snapshot()
+        assert jobs == []  # retention is due, but nothing past 0 is known committed here
+        core.log.high_watermark = host.hwm = 25  # as the leader's fetch answers tell it
+        host.maybe_snapshot()
+        assert len(jobs) == 1 and isinstance(jobs[0], RetentionJob)
+        host.run_job_here(jobs.pop())
+        assert host.failure is None and core.log.start_offset == 20
+    finally:
+        quorum.storage.close()
+
+
+def test_a_rebuild_whose_snapshot_was_deleted_meanwhile_starts_anew(tmp_path: Path) -> None:
+    """A rebuild reads its snapshot file off the loop; an installed snapshot deletes every
+    older one meanwhile. The rebuild starts again from the newest snapshot instead of
+    stopping the node on the missing file (found by the whole-node simulation)."""
+    d = _formatted(tmp_path)
+    mdir = d / "__cluster_metadata-0"
+    value = encode_metadata_record(
+        ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9000), 0)
+    write_snapshot(mdir, SnapshotId(20, 1), [value], last_contained_log_timestamp=19,
+                   timestamp=20)
+    quorum = _voter_of_three(d)
+    try:
+        host, jobs = quorum.host, []
+        host.start_job = jobs.append
+        host._start_rebuild(20, image=True)  # as a lost leadership or an install starts one
+        newer = encode_metadata_record(
+            ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9500), 0)
+        write_snapshot(mdir, SnapshotId(25, 1), [newer], last_contained_log_timestamp=24,
+                       timestamp=25)
+        (mdir / SnapshotId(20, 1).file_name).unlink()  # as the install of 25 deletes it
+        host.run_job_here(jobs.pop(0))
+        assert host.failure is None and host.rebuilding is jobs[0]  # anew, from 25
+        host.run_job_here(jobs.pop(0))
+        assert host.rebuilding is None and host.failure is None
+        assert host.controller.producer_ids.next_producer_id == 9500
+    finally:
+        quorum.storage.close()
+
+
+def test_a_rebuild_whose_log_a_newer_snapshot_trimmed_meanwhile_starts_anew(
+        tmp_path: Path) -> None:
+    """A leader loses its leadership while writing a snapshot: the rebuild of its
+    controller reads the newest snapshot and the log after it, off the loop, while the
+    snapshot job trims the log below the new snapshot. The rebuild missed the records
+    between (and built a state nothing committed, silently); it now notices the log moved
+    on and starts anew from the newest snapshot (found by the whole-node simulation)."""
+    from kraftpy.protocol.records.topic_record import TopicRecord
+
+    d = tmp_path / "data"
+    format_storage(d, cluster_id=CLUSTER, node_id=1, metadata_version=27, now_ms=1)
+    storage = MetadataStorage.open(d, node_id=1, segment_bytes=1024)
+    mdir = d / "__cluster_metadata-0"
+    files.write_quorum_state(mdir, leader_id=2, leader_epoch=1, voters=[1, 2, 3],
+                             data_version=0)
+    topics = [encode_metadata_record(TopicRecord(name=f"t{i}", topic_id=uuid.UUID(int=i + 1)),
+                                     0) for i in range(30)]
+    for i, value in enumerate(topics):
+        storage.metadata.append([value], leader_epoch=1, timestamp=i)
+    storage.metadata.flush()
+    storage.close()
+    write_snapshot(mdir, SnapshotId(20, 1), topics[:20], last_contained_log_timestamp=19,
+                   timestamp=20)
+    quorum = _voter_of_three(d)
+    try:
+        host, jobs = quorum.host, []
+        host.start_job = jobs.append
+        host._start_rebuild(28, image=False)  # from snapshot 20 and the log 20-27
+        write_snapshot(mdir, SnapshotId(25, 1), topics[:25], last_contained_log_timestamp=24,
+                       timestamp=25)  # the snapshot job meanwhile: written, then its trim
+        quorum.storage.metadata.delete_segments_below(25)
+        assert quorum.storage.metadata.log_start_offset > 20
+        host.run_job_here(jobs.pop(0))
+        while jobs:  # started anew, from 25
+            host.run_job_here(jobs.pop(0))
+        assert host.rebuilding is None and host.failure is None and host.applied == 28
+        assert sorted(host.controller.replication.topics_by_name) == sorted(
+            f"t{i}" for i in range(28))
+    finally:
+        quorum.storage.close()

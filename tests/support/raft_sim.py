@@ -1,12 +1,15 @@
-"""A deterministic simulation of RaftNode quorums: one seed, one schedule, every time.
+"""A deterministic simulation of Raft quorums: one seed, one schedule, every time.
 
-Nodes run the real core (`controller/raft/core.py`); this file is their shell: a log of real
-record batches per node (what is written, and how much of it is durable), quorum-state bytes,
-snapshots, and a network that delays, drops, duplicates and reorders messages, cuts nodes
-apart and restarts them from what their disk holds (the log up to the last completed flush,
-quorum-state, whole snapshots). Clients append to whoever leads. Time is simulated: events
-sit in one heap ordered by (time, sequence), and every random draw comes from the schedule's
-own `random.Random(seed)`.
+Every node is driven through `RaftDriver` (`controller/raft/driver.py`), the one interpreter
+of the core's actions that the server's runner also drives; this file only gives it ports
+and decides when things happen. Here the ports are simulated: a log of real record batches
+per node (what is written, and how much of it is durable), quorum-state bytes, snapshots, and
+a network that delays, drops, duplicates and reorders messages, cuts nodes apart and restarts
+them from what their disk holds (the log up to the last completed flush, quorum-state, whole
+snapshots). `node_sim.py` runs the same simulation over whole nodes (the controller host, the
+real log on real files, disk faults). Clients append to whoever leads. Time is simulated:
+events sit in one heap ordered by (time, sequence), and every random draw comes from the
+schedule's own `random.Random(seed)`.
 
 After every event the safety properties are checked, and the first violation raises
 `SafetyViolation` naming seed, time and what broke:
@@ -15,33 +18,37 @@ After every event the safety properties are checked, and the first violation rai
 - log matching: two logs holding an entry with the same offset and epoch hold the same
   entries up to it (a chained hash per entry, one global map of (offset, epoch) -> hash);
 - committed entries are never changed: whatever any node reports below its high watermark is
-  the one committed history, and each node's high watermark only rises while it runs;
+  the one committed history, each node's high watermark only rises while it runs, and no log
+  is truncated below it;
 - leader completeness: a leader's log (or snapshot) holds every entry committed in an
   earlier epoch (checked as it is elected and whenever more is committed);
 - committed entries are never lost: at every crash a majority of voters still holds each
   committed entry on disk;
 - a leader's DescribeQuorum agrees with its log: its own row at its log end, no replica past
-  it, the high watermark within it, no replica caught up later than it last fetched.
+  it, the high watermark within it, no replica caught up later than it last fetched;
+- the core reports no anomaly and logs no error, and the driver never finds the log and the
+  core apart (`RaftDriverError`).
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 import pickle
 import random
 import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, NoReturn
 
-from kraftpy.controller.raft import actions as a
 from kraftpy.controller.raft import quorum_state
 from kraftpy.controller.raft.config import RaftConfig
 from kraftpy.controller.raft.core import NotLeaderError, RaftNode
+from kraftpy.controller.raft.driver import RaftDriver, RaftDriverError, RaftPorts
 from kraftpy.controller.raft.log_state import RaftLog
-from kraftpy.controller.raft.messages import fill_snapshot_chunk
-from kraftpy.controller.raft.roles import Leader, Role
+from kraftpy.controller.raft.roles import Leader
 from kraftpy.controller.raft.voters import VoterSet
 from kraftpy.protocol.messages.describe_quorum_request import (
     DescribeQuorumRequest,
@@ -61,6 +68,23 @@ class SafetyViolation(AssertionError):
     pass
 
 
+class _ErrorLines(logging.Handler):
+    """The raft logger's error lines (the core's error notes, carried out by the driver):
+    each is a violation."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.lines) < 100:
+            self.lines.append(record.getMessage())
+
+
+RAFT_ERRORS = _ErrorLines()
+logging.getLogger("kraftpy.raft").addHandler(RAFT_ERRORS)
+
+
 @dataclass
 class Batch:
     base: int
@@ -76,7 +100,8 @@ class Batch:
 
 @dataclass
 class Disk:
-    """What survives a crash, and what is written but maybe not yet on it."""
+    """What survives a crash, and what is written but maybe not yet on it. In `node_sim.py`
+    it is the shadow of a real log: the entries it holds and how far it is durable."""
 
     batches: list[Batch] = field(default_factory=list)
     durable_end: int = 0
@@ -108,13 +133,18 @@ class Disk:
 class SimNode:
     node_id: int
     disk: Disk
-    raft: RaftNode | None = None
+    driver: RaftDriver | None = None
     incarnation: int = 0
     poll_at: float | None = None
     flushes: list[tuple[float, int, int]] = field(default_factory=list)  # (done, offset, gen)
     gen: int = 0  # bumped by truncations: a flush begun before one covers nothing after it
     snapshot_parts: dict[tuple[int, int], bytearray] = field(default_factory=dict)
     last_hwm: int = 0
+
+    @property
+    def raft(self) -> RaftNode | None:
+        """The node's Raft core while it runs."""
+        return None if self.driver is None else self.driver.core
 
 
 @dataclass
@@ -131,7 +161,122 @@ class Faults:
     wire: bool = False  # encode and decode every message at its version
 
 
+# ----- the ports over a simulated disk ---------------------------------------------------------
+class SimLog:
+    """The driver's `ReplicatedLog` over a node's simulated `Disk`, checking what it is asked:
+    each batch extends the chained history (log matching), no truncation below the high
+    watermark or inside a batch, reads only from a batch's start."""
+
+    def __init__(self, sim: Sim, node: SimNode) -> None:
+        self.sim = sim
+        self.node = node
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.node.disk.start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.node.disk.end
+
+    def append(self, values: Any, *, leader_epoch: int, timestamp: int, keys: Any = None,
+               control: bool = False) -> int:
+        base = self.node.disk.end
+        raw = build_record_batch(values, base_offset=base, partition_leader_epoch=leader_epoch,
+                                 timestamp=timestamp, keys=keys, control=control)
+        self.sim._add_batch(self.node, base, leader_epoch, list(values), raw)
+        return base
+
+    def append_batch(self, raw: bytes) -> int:
+        (batch,) = iter_record_batches(raw)
+        self.sim._add_batch(self.node, batch.base_offset, batch.partition_leader_epoch,
+                            [r.value for r in batch.records()], raw)
+        return batch.base_offset
+
+    def truncate_to(self, offset: int) -> None:
+        self.sim._truncate(self.node, offset)
+
+    def reset_to(self, offset: int) -> None:
+        """The log starts (empty) at `offset`, the end of the snapshot just installed."""
+        node, disk = self.node, self.node.disk
+        blob = next(b for sid, b in disk.snapshots.items() if sid[0] == offset)
+        disk.keep([])
+        disk.start = disk.durable_end = offset
+        disk.start_hash = pickle.loads(blob)[1]
+        node.gen += 1
+
+    def read_raw(self, start_offset: int, limit_offset: int, max_bytes: int) -> bytes | None:
+        node, disk = self.node, self.node.disk
+        parts = [b.raw for b in disk.batches if b.base >= start_offset]
+        if parts and disk.batches and not any(b.base == start_offset for b in disk.batches):
+            self.sim.fail(f"node {node.node_id}: read from {start_offset} inside a batch")
+        limit = self.sim.rng.choice((1, 3, 100))
+        return b"".join(parts[:limit])
+
+
+class SimSnapshots:
+    """The driver's snapshot files over a node's simulated `Disk`: chunks served at sizes the
+    schedule picks, downloads checked chunk by chunk and against the history when installed."""
+
+    def __init__(self, sim: Sim, node: SimNode) -> None:
+        self.sim = sim
+        self.node = node
+
+    def read_chunk(self, snapshot_id: tuple[int, int], position: int, max_bytes: int
+                   ) -> tuple[int, bytes] | None:
+        blob = self.node.disk.snapshots.get(snapshot_id)
+        chunk = self.sim.rng.choice((64, 512, max_bytes))
+        return None if blob is None else (len(blob),
+                                          blob[position:position + min(chunk, max_bytes)])
+
+    def write_chunk(self, snapshot_id: tuple[int, int], position: int, data: bytes) -> None:
+        node = self.node
+        if position == 0:  # a download starts its file anew
+            node.snapshot_parts[snapshot_id] = bytearray()
+        part = node.snapshot_parts.setdefault(snapshot_id, bytearray())
+        if len(part) != position:
+            self.sim.fail(f"node {node.node_id}: snapshot chunk at {position}, have {len(part)}")
+        part += data
+
+    def install(self, snapshot_id: tuple[int, int]) -> tuple[Any, int]:
+        sim, node = self.sim, self.node
+        part = node.snapshot_parts.pop(snapshot_id, None)
+        blob = bytes(part) if part is not None else node.disk.snapshots.get(snapshot_id)
+        if blob is None:
+            sim.fail(f"node {node.node_id}: installs snapshot {snapshot_id} it does not have")
+        entries, _ = pickle.loads(blob)
+        for offset, epoch, _value, h in entries:
+            seen = sim.chain.setdefault((offset, epoch), h)
+            if seen != h:
+                sim.fail(f"node {node.node_id}: downloaded snapshot differs at {offset}")
+        disk = node.disk
+        disk.snapshots = {k: v for k, v in disk.snapshots.items() if k[0] >= snapshot_id[0]}
+        disk.snapshots[snapshot_id] = blob
+        return entries, len(blob)
+
+
+class SimListener:
+    """What the driver tells a simulated node: checked against the one committed history."""
+
+    def __init__(self, sim: Sim, node: SimNode) -> None:
+        self.sim = sim
+        self.node = node
+
+    def committed(self, high_watermark: int) -> None:
+        self.sim._committed(self.node, high_watermark)
+
+    def leadership_changed(self, leading: bool) -> None:
+        if leading:
+            self.sim._became_leader(self.node)
+
+    def snapshot_installed(self, snapshot: Any, size: int) -> None:
+        self.sim.stats["snapshots_installed"] += 1
+
+
 class Sim:
+    STATS = ("messages", "dropped", "crashes", "elections", "snapshots_installed",
+             "truncations", "events")
+
     def __init__(self, seed: int, *, voters: int = 3, faults: Faults | None = None,
                  config: RaftConfig | None = None,
                  make_node: Callable[..., RaftNode] = RaftNode) -> None:
@@ -143,8 +288,9 @@ class Sim:
         self.now = 0.0
         self._seq = 0
         self._heap: list[tuple[float, int, str, Any]] = []
+        self._handlers: dict[str, Callable[[Any], None]] = {}
         self.voter_set = VoterSet.static({i: (f"node{i}", 9093) for i in range(1, voters + 1)})
-        self.nodes = {i: SimNode(i, Disk()) for i in range(1, voters + 1)}
+        self.nodes = {i: self._new_node(i) for i in range(1, voters + 1)}
         self.partition: dict[int, int] = {}  # node -> group; absent: all connected
         self.leaders: dict[int, int] = {}  # epoch -> leader id
         self.committed: list[tuple[int, bytes, int]] = []  # offset -> (epoch, value, hash)
@@ -154,18 +300,24 @@ class Sim:
         self.appended = 0
         self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
         self._votes_asked: dict[tuple, Any] = {}
-        self.stats = {"messages": 0, "dropped": 0, "crashes": 0, "elections": 0,
-                      "snapshots_installed": 0, "truncations": 0, "events": 0}
+        self.stats = dict.fromkeys(self.STATS, 0)
         self.chaos = True
+        RAFT_ERRORS.lines.clear()
         for node in self.nodes.values():
             self._start(node)
+        self._schedule_faults()
+        self._push(50, "client", None)
+
+    def _new_node(self, node_id: int) -> SimNode:
+        return SimNode(node_id, Disk())
+
+    def _schedule_faults(self) -> None:
         if self.faults.crash_every[1]:
             self._push(self.rng.randint(*self.faults.crash_every), "crash", None)
         if self.faults.partition_every[1]:
             self._push(self.rng.randint(*self.faults.partition_every), "partition", None)
         if self.faults.snapshot_every:
             self._push(self.faults.snapshot_every, "snapshot", None)
-        self._push(50, "client", None)
 
     # ----- running --------------------------------------------------------------------------
     def _push(self, at: float, kind: str, payload: Any) -> None:
@@ -173,11 +325,15 @@ class Sim:
         heapq.heappush(self._heap, (at, self._seq, kind, payload))
 
     def run_until(self, end_ms: float) -> None:
-        while self._heap and self._heap[0][0] <= end_ms:
-            at, _, kind, payload = heapq.heappop(self._heap)
+        heap, stats, handlers = self._heap, self.stats, self._handlers
+        while heap and heap[0][0] <= end_ms:
+            at, _, kind, payload = heapq.heappop(heap)
             self.now = at
-            self.stats["events"] += 1
-            getattr(self, "_on_" + kind)(payload)
+            stats["events"] += 1
+            handler = handlers.get(kind)
+            if handler is None:
+                handler = handlers[kind] = getattr(self, "_on_" + kind)
+            handler(payload)
         self.now = end_ms
 
     def quiet(self) -> None:
@@ -185,7 +341,7 @@ class Sim:
         self.chaos = False
         self.partition = {}
         for node in self.nodes.values():
-            if node.raft is None:
+            if node.driver is None:
                 self._start(node)
 
     def leader(self) -> int | None:
@@ -198,10 +354,21 @@ class Sim:
                 best = r
         return None if best is None else best.node_id
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str) -> NoReturn:
         raise SafetyViolation(f"seed {self.seed} at {self.now:.0f} ms: {what}")
 
     # ----- nodes ----------------------------------------------------------------------------
+    def _ports(self, node: SimNode, log: Any, snapshots: Any) -> RaftPorts:
+        node_id = node.node_id
+
+        def send(destination: int, correlation_id: int, request: Any) -> None:
+            self._send(node_id, destination,
+                       ("req", node_id, node.incarnation, correlation_id, request))
+
+        return RaftPorts(log=log, snapshots=snapshots, send=send,
+                         respond=partial(self._respond, node), flush=partial(self._flush, node),
+                         write_quorum_state=partial(self._write_quorum_state, node))
+
     def _start(self, node: SimNode) -> None:
         disk = node.disk
         disk.keep([b for b in disk.batches if b.end <= disk.durable_end])  # unsynced: gone
@@ -220,32 +387,59 @@ class Sim:
         node.snapshot_parts = {}
         node.last_hwm = disk.start
         node.poll_at = None
-        node.raft = None
+        node.driver = None
         raft = self.make_node(
             config=self.config, node_id=node.node_id,
             directory_id=uuid.UUID(int=node.node_id + 100), cluster_id=CLUSTER,
             voters=self.voter_set, log=log, election=election, now_ms=self.now,
             rng=random.Random(self.rng.random()),
             endpoints=(("CONTROLLER", f"node{node.node_id}", 9093),))
-        node.raft = raft
-        self._apply(node, raft._take())
+        node.driver = RaftDriver(raft, self._ports(node, SimLog(self, node),
+                                                   SimSnapshots(self, node)),
+                                 SimListener(self, node), lambda: self.now)
+        self._drive(node, node.driver.start)
         self._poll(node)
 
     def _crash(self, node: SimNode) -> None:
-        node.raft = None
+        node.driver = None
         node.incarnation += 1
         node.poll_at = None
         self.stats["crashes"] += 1
         self._check_durable_majority()
 
+    def _drive(self, node: SimNode, event: Callable[..., Any], *args: Any) -> None:
+        """One event of a node's driver, then the checks of what it did."""
+        driver = node.driver
+        try:
+            event(*args)
+        except RaftDriverError as exc:
+            self.fail(f"node {node.node_id}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the node's own failure, or a bug
+            if not self._node_failed(node, exc):
+                raise
+        if RAFT_ERRORS.lines:
+            self.fail(f"node {node.node_id}: {RAFT_ERRORS.lines[0]}")
+        if driver is None or node.driver is not driver:
+            return
+        raft = driver.core
+        if raft.anomalies:
+            self.fail(f"node {node.node_id}: {raft.anomalies[0]}")
+        if isinstance(raft.state, Leader):
+            self._check_describe_quorum(node)
+
+    def _node_failed(self, node: SimNode, exc: Exception) -> bool:
+        """A driver event raised `exc`: whether it is a failure the node stops on (a disk
+        fault) rather than a bug. None are expected of the simulated disk."""
+        return False
+
     def _poll(self, node: SimNode) -> None:
-        raft = node.raft
-        if raft is None:
+        driver = node.driver
+        if driver is None:
             return
-        self._apply(node, raft.poll(self.now))
-        if node.raft is not raft:
+        self._drive(node, driver.poll)
+        if node.driver is not driver:
             return
-        at = max(self.now, raft.next_deadline())
+        at = max(self.now, driver.core.next_deadline())
         if at != float("inf") and (node.poll_at is None or at < node.poll_at
                                    or node.poll_at < self.now):
             node.poll_at = at
@@ -259,52 +453,16 @@ class Sim:
         node.poll_at = None
         self._poll(node)
 
-    # ----- actions --------------------------------------------------------------------------
-    def _apply(self, node: SimNode, actions: list[a.Action]) -> None:
-        for action in actions:
-            kind = type(action)
-            if kind is a.Send:
-                self._send(node.node_id, action.destination,
-                           ("req", node.node_id, node.incarnation, action.correlation_id,
-                            action.request))
-            elif kind is a.Respond:
-                self._respond(node, action)
-            elif kind is a.AppendBatch:
-                self._append_leader(node, action)
-            elif kind is a.AppendFetched:
-                self._append_fetched(node, action)
-            elif kind is a.Flush:
-                delay = self.rng.randint(*self.faults.flush_delay)
-                done = max([self.now + delay] + [f[0] for f in node.flushes])
-                node.flushes.append((done, action.offset, node.gen))
-                self._push(done, "flushed", (node.node_id, node.incarnation))
-            elif kind is a.Truncate:
-                self._truncate(node, action.offset)
-            elif kind is a.WriteQuorumState:
-                quorum_state.decode(action.data)  # what we wrote reads back
-                node.disk.quorum_state = action.data
-            elif kind is a.Committed:
-                self._committed(node, action.high_watermark)
-            elif kind is a.LeaderChanged:
-                self._leader_changed(node, action)
-            elif kind is a.WriteSnapshotChunk:
-                if action.position == 0:  # a download starts its file anew
-                    node.snapshot_parts[action.snapshot_id] = bytearray()
-                part = node.snapshot_parts.setdefault(action.snapshot_id, bytearray())
-                if len(part) != action.position:
-                    self.fail(f"node {node.node_id}: snapshot chunk at {action.position}, "
-                              f"have {len(part)}")
-                part += action.data
-            elif kind is a.InstallSnapshot:
-                self._install(node, action.snapshot_id)
-            elif kind is a.Note:
-                if action.level == "error":
-                    self.fail(f"node {node.node_id}: {action.text}")
-        raft = node.raft
-        if raft is not None and raft.anomalies:
-            self.fail(f"node {node.node_id}: {raft.anomalies[0]}")
-        if raft is not None and raft.role is Role.LEADER:
-            self._check_describe_quorum(node)
+    # ----- the ports' side ------------------------------------------------------------------
+    def _flush(self, node: SimNode, offset: int) -> None:
+        delay = self.rng.randint(*self.faults.flush_delay)
+        done = max([self.now + delay] + [f[0] for f in node.flushes])
+        node.flushes.append((done, offset, node.gen))
+        self._push(done, "flushed", (node.node_id, node.incarnation))
+
+    def _write_quorum_state(self, node: SimNode, data: bytes) -> None:
+        quorum_state.decode(data)  # what we wrote reads back
+        node.disk.quorum_state = data
 
     def _check_describe_quorum(self, node: SimNode) -> None:
         """The leader's DescribeQuorum agrees with its log: its own row at its log end, no
@@ -322,29 +480,14 @@ class Sim:
             if r.log_end_offset > end or r.last_caught_up_timestamp > r.last_fetch_timestamp:
                 self.fail(f"node {node.node_id}: DescribeQuorum shows {r} (log end {end})")
 
-    def _leader_changed(self, node: SimNode, action: a.LeaderChanged) -> None:
+    def _became_leader(self, node: SimNode) -> None:
         raft = node.raft
-        if action.leader_id != node.node_id or raft is None or raft.role is not Role.LEADER:
-            return
+        assert raft is not None
         self.stats["elections"] += 1
-        other = self.leaders.setdefault(action.epoch, node.node_id)
+        other = self.leaders.setdefault(raft.epoch, node.node_id)
         if other != node.node_id:
-            self.fail(f"two leaders in epoch {action.epoch}: {other} and {node.node_id}")
+            self.fail(f"two leaders in epoch {raft.epoch}: {other} and {node.node_id}")
         self._check_complete(node, "new leader")
-
-    def _append_leader(self, node: SimNode, action: a.AppendBatch) -> None:
-        keys = [k for k, _ in action.records]
-        values = [v for _, v in action.records]
-        raw = build_record_batch(values, base_offset=action.base_offset,
-                                 partition_leader_epoch=action.epoch, timestamp=action.timestamp,
-                                 keys=keys if action.control else None, control=action.control)
-        self._add_batch(node, action.base_offset, action.epoch, values, raw)
-
-    def _append_fetched(self, node: SimNode, action: a.AppendFetched) -> None:
-        for batch in iter_record_batches(action.records):
-            values = [r.value for r in batch.records()]
-            self._add_batch(node, batch.base_offset, batch.partition_leader_epoch, values,
-                            batch.raw())
 
     def _add_batch(self, node: SimNode, base: int, epoch: int, values: list[bytes],
                    raw: bytes) -> None:
@@ -385,9 +528,9 @@ class Sim:
         done, offset, gen = node.flushes.pop(0)
         if gen == node.gen:
             node.disk.durable_end = max(node.disk.durable_end, min(offset, node.disk.end))
-        raft = node.raft
-        assert raft is not None
-        self._apply(node, raft.on_flushed(offset, self.now))
+        driver = node.driver
+        assert driver is not None
+        self._drive(node, driver.flushed, offset)
         self._poll(node)
 
     # ----- what is committed ------------------------------------------------------------------
@@ -421,7 +564,7 @@ class Sim:
                 self.fail(f"node {node.node_id}: committed {offset} past a gap")
         node.last_hwm = hwm
         for other in self.nodes.values():
-            if other.raft is not None and isinstance(other.raft.state, Leader):
+            if other.driver is not None and isinstance(other.driver.core.state, Leader):
                 self._check_complete(other, "leader")
 
     def _check_complete(self, node: SimNode, what: str) -> None:
@@ -461,10 +604,10 @@ class Sim:
         if self.chaos:
             self._push(self.now + self.faults.snapshot_every, "snapshot", None)
         for node in self.nodes.values():
-            raft = node.raft
+            driver = node.driver
             disk = node.disk
-            hwm = raft.high_watermark if raft is not None else 0
-            if raft is None or hwm <= disk.start or self.rng.random() < 0.3:
+            hwm = driver.core.high_watermark if driver is not None else 0
+            if driver is None or hwm <= disk.start or self.rng.random() < 0.3:
                 continue
             if not any(b.end == hwm for b in disk.batches) or hwm > disk.durable_end:
                 continue
@@ -479,26 +622,7 @@ class Sim:
             disk.keep([b for b in disk.batches if b.base >= hwm])
             disk.snapshots = {k: v for k, v in disk.snapshots.items() if k[0] >= hwm}
             disk.start, disk.start_hash = hwm, entries[-1][3]
-            self._apply(node, raft.on_snapshot(sid, delete_before=True, now_ms=self.now))
-
-    def _install(self, node: SimNode, sid: tuple[int, int]) -> None:
-        part = node.snapshot_parts.pop(sid, None)
-        blob = bytes(part) if part is not None else node.disk.snapshots.get(sid)
-        if blob is None:
-            self.fail(f"node {node.node_id}: installs snapshot {sid} it does not have")
-        entries, end_hash = pickle.loads(blob)
-        for offset, epoch, _value, h in entries:
-            seen = self.chain.setdefault((offset, epoch), h)
-            if seen != h:
-                self.fail(f"node {node.node_id}: downloaded snapshot differs at {offset}")
-        disk = node.disk
-        disk.snapshots = {k: v for k, v in disk.snapshots.items() if k[0] >= sid[0]}
-        disk.snapshots[sid] = blob
-        disk.keep([])
-        disk.start = disk.durable_end = sid[0]
-        disk.start_hash = end_hash
-        node.gen += 1
-        self.stats["snapshots_installed"] += 1
+            self._drive(node, driver.snapshot_taken, sid, sid)
 
     # ----- network --------------------------------------------------------------------------
     def _connected(self, a_id: int, b_id: int) -> bool:
@@ -535,38 +659,38 @@ class Sim:
         node = self.nodes[dst]
         if not self._connected(src, dst):
             return  # silence: the sender waits out its request timeout
-        if node.raft is None:
+        driver = node.driver
+        if driver is None:
             if message[0] == "req":  # refused: the sender hears of it one trip later
                 self._push(self.now + self.rng.randint(*self.faults.delay), "refused",
                            (src, message[2], message[3], dst))
             return
-        raft = node.raft
         if message[0] == "req":
             _, source, incarnation, correlation, request = message
             version = VERSIONS.get(type(request).__name__, 17)
             if type(request).__name__ == "VoteRequest":
                 self._votes_asked[(dst, source, incarnation, correlation)] = request
-            self._apply(node, raft.handle_request((source, incarnation, correlation), request,
-                                                  version, self.now))
+            self._drive(node, driver.handle_request, (source, incarnation, correlation),
+                        request, version)
         else:
             _, incarnation, correlation, response = message
             if incarnation != node.incarnation:
                 return  # an answer to a process that is gone
-            self._apply(node, raft.handle_response(src, correlation, response, self.now))
+            self._drive(node, driver.handle_response, src, correlation, response)
         self._poll(node)
 
     def _on_refused(self, payload: tuple[int, int, int, int]) -> None:
         node_id, incarnation, correlation, dst = payload
         node = self.nodes[node_id]
-        if node.raft is None or node.incarnation != incarnation:
+        driver = node.driver
+        if driver is None or node.incarnation != incarnation:
             return
-        self._apply(node, node.raft.request_failed(dst, correlation, self.now))
+        self._drive(node, driver.request_failed, dst, correlation)
         self._poll(node)
 
-    def _respond(self, node: SimNode, action: a.Respond) -> None:
-        source, incarnation, correlation = action.token
-        response = action.response
-        asked = self._votes_asked.pop((node.node_id, *action.token), None)
+    def _respond(self, node: SimNode, token: Any, response: Any) -> None:
+        source, incarnation, correlation = token
+        asked = self._votes_asked.pop((node.node_id, *token), None)
         if asked is not None and response.topics:
             part, answer = asked.topics[0].partitions[0], response.topics[0].partitions[0]
             if answer.vote_granted and not part.pre_vote:
@@ -575,19 +699,6 @@ class Sim:
                 if voted != part.replica_id:
                     self.fail(f"node {node.node_id} voted for {voted} and {part.replica_id} "
                               f"in epoch {part.replica_epoch}")
-        if action.read_from is not None:
-            parts = [b.raw for b in node.disk.batches if b.base >= action.read_from]
-            if parts and node.disk.batches and not any(
-                    b.base == action.read_from for b in node.disk.batches):
-                self.fail(f"node {node.node_id}: read from {action.read_from} inside a batch")
-            limit = self.rng.choice((1, 3, 100))
-            response.responses[0].partitions[0].records = b"".join(parts[:limit])
-        elif action.snapshot is not None:
-            sid, position, max_bytes = action.snapshot
-            blob = node.disk.snapshots.get(sid)
-            chunk = self.rng.choice((64, 512, max_bytes))
-            fill_snapshot_chunk(response, None if blob is None else (
-                len(blob), blob[position:position + min(chunk, max_bytes)]))
         self._send(node.node_id, source, ("resp", incarnation, correlation, response))
 
     # ----- faults and clients -----------------------------------------------------------------
@@ -596,14 +707,14 @@ class Sim:
             return
         self._push(self.now + self.rng.randint(*self.faults.crash_every), "crash", None)
         node = self.nodes[self.rng.randint(1, len(self.nodes))]
-        if node.raft is not None:
+        if node.driver is not None:
             self._crash(node)
             self._push(self.now + self.rng.randint(*self.faults.down_for), "restart",
                        node.node_id)
 
     def _on_restart(self, node_id: int) -> None:
         node = self.nodes[node_id]
-        if node.raft is None:
+        if node.driver is None:
             self._start(node)
 
     def _on_partition(self, _: Any) -> None:
@@ -622,13 +733,13 @@ class Sim:
     def _on_client(self, _: Any) -> None:
         self._push(self.now + self.rng.randint(20, 150), "client", None)
         for node in self.nodes.values():
-            raft = node.raft
-            if raft is None or not isinstance(raft.state, Leader):
+            driver = node.driver
+            if driver is None or not isinstance(driver.core.state, Leader):
                 continue
             count = self.rng.randint(1, 3)
             values = [b"v%d" % (self.appended + i) for i in range(count)]
             try:
-                raft.append(values, self.now)
+                driver.append(values)
             except NotLeaderError:
                 continue
             self.appended += count
