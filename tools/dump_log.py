@@ -260,7 +260,9 @@ def summary_dict(tally: Tally) -> dict[str, Any]:
 def main(paths: Sequence[str], *, mode: str = "text", skip_noop: bool = False,
          all_files: bool = False, progress: bool | None = None, print_data: bool = False,
          deep_iteration: bool = False,
-         out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+         out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     try:
         files = resolve(paths, all_files=all_files)
     except NotALogError as e:

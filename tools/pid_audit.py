@@ -174,7 +174,9 @@ def render_csv(result: Audit, out: IO[str]) -> None:
 
 
 def main(paths: Sequence[str], *, fmt: str = "text", cluster: str = "", block_size: int = 1000,
-         out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+         out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     try:
         result, problems = collect(paths, cluster=cluster, block_size=block_size)
     except NotALogError as e:
