@@ -27,6 +27,7 @@ class FileKind(enum.Enum):
     OFFSET_INDEX = "index"
     TIME_INDEX = "timeindex"
     PRODUCER_STATE = "producer-state"
+    TXN_INDEX = "txnindex"
     UNKNOWN = "unknown"
 
     @property
@@ -36,7 +37,7 @@ class FileKind(enum.Enum):
 
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-_BASE_NAMED = re.compile(r"^(\d{20})\.(index|timeindex|snapshot)$")
+_BASE_NAMED = re.compile(r"^(\d{20})\.(index|timeindex|snapshot|txnindex)$")
 _FIXED = {
     "bootstrap.checkpoint": FileKind.BOOTSTRAP,
     "quorum-state": FileKind.QUORUM_STATE,
@@ -48,6 +49,7 @@ _SUFFIX_KINDS = {
     "index": FileKind.OFFSET_INDEX,
     "timeindex": FileKind.TIME_INDEX,
     "snapshot": FileKind.PRODUCER_STATE,
+    "txnindex": FileKind.TXN_INDEX,
 }
 
 
