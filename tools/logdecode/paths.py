@@ -150,7 +150,8 @@ def cluster_of(path: str | Path, default: str = "") -> str:
     if default:
         return default
     for i in range(len(parts) - 1, 0, -1):
-        if parts[i].startswith(("__cluster_metadata-", "__transaction_state-", "__consumer_offsets-")):
+        if parts[i].startswith(("__cluster_metadata-", "__transaction_state-", "__consumer_offsets-")) \
+                or (i == len(parts) - 2 and partition_of(parts[i])):
             above = [p for p in parts[: i] if p not in ("data", "kraft", "logs", "metadata")]
             return above[-1] if above else ""
     return ""
