@@ -56,6 +56,7 @@ class Batch(NamedTuple):
     crc_valid: bool
     control_type: int  # NO_CONTROL, ABORT, COMMIT, another control type, UNREADABLE_CONTROL
     coordinator_epoch: int  # of an ABORT/COMMIT marker; -1 otherwise
+    crc: int  # as stored: a batch appended twice is the same bytes, the same CRC
 
     @property
     def is_transactional(self) -> bool:
@@ -123,7 +124,7 @@ def scan_batches(file: LogFile, data: Any = None) -> Iterator[Batch | Problem]:
                 control, coordinator_epoch, problem = NO_CONTROL, -1, None
             yield _new_batch(Batch, (pos, base, base + delta, count, stop - pos, epoch, attrs,
                                      first_ts, max_ts, pid, pepoch, base_seq, valid, control,
-                                     coordinator_epoch))
+                                     coordinator_epoch, crc))
             if not valid:
                 yield Problem(path, pos, "crc", f"CRC mismatch: stored {crc}, computed "
                               f"{crc_of(view[pos + _CRC_START:stop])}", base)
@@ -171,7 +172,8 @@ BATCH_TABLE_FIELDS: tuple[tuple[str, str], ...] = (
     ("max_timestamp", "bigint"), ("timestamp_type", "string"), ("compression", "string"),
     ("producer_id", "bigint"), ("producer_epoch", "int"), ("base_sequence", "int"),
     ("last_sequence", "int"), ("is_transactional", "boolean"), ("is_control", "boolean"),
-    ("control_type", "string"), ("coordinator_epoch", "int"), ("crc_valid", "boolean"),
+    ("control_type", "string"), ("coordinator_epoch", "int"), ("crc", "bigint"),
+    ("crc_valid", "boolean"),
 )
 BATCH_TABLE_DDL = ", ".join(f"{name} {kind}" for name, kind in BATCH_TABLE_FIELDS)
 
@@ -183,4 +185,5 @@ def batch_row(where: tuple[str, str, str, int], file: str, segment: int,
             b.size, b.leader_epoch, b.first_timestamp, b.max_timestamp, b.timestamp_type,
             b.compression, b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
             b.is_transactional, b.is_control, b.control_name,
-            b.coordinator_epoch if b.control_type in (ABORT, COMMIT) else None, b.crc_valid)
+            b.coordinator_epoch if b.control_type in (ABORT, COMMIT) else None, b.crc,
+            b.crc_valid)

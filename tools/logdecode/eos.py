@@ -60,6 +60,8 @@ FINDING_KINDS: dict[str, tuple[str, str]] = {
     "txn-index-mismatch": (ERROR, "the transaction index disagrees with the ABORT markers"),
     "abort-without-data": (NOTE, "an ABORT marker with no data before it (Kafka writes one to "
                            "every partition a transaction added, written to or not)"),
+    "repeated-marker": (NOTE, "a transaction's marker written again (the same type and epoch, "
+                        "nothing between): a coordinator retrying, as after its failover"),
 }
 
 
@@ -283,7 +285,7 @@ class _Entry:
 
     __slots__ = ("epoch", "coordinator_epoch", "last_timestamp", "txn_first_offset", "recent",
                  "seen", "first_offset", "last_offset", "batches", "records", "bytes",
-                 "transactional", "committed", "aborted", "txn")
+                 "transactional", "committed", "aborted", "txn", "last_marker")
 
     def __init__(self, first_offset: int) -> None:
         self.epoch = -1
@@ -291,13 +293,15 @@ class _Entry:
         self.last_timestamp = -1
         self.txn_first_offset = -1
         self.recent: deque[tuple[int, int, int, int]] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
-        self.seen: dict[tuple[int, int, int], int] = {}  # (epoch, first seq, last seq) -> offset
+        # (epoch, first seq, last seq) -> (offset, CRC) of the batch that first had them
+        self.seen: dict[tuple[int, int, int], tuple[int, int]] = {}
         self.first_offset = first_offset
         self.last_offset = first_offset
         self.batches = self.records = self.bytes = 0
         self.transactional = False
         self.committed = self.aborted = 0
         self.txn: Transaction | None = None
+        self.last_marker: tuple[int, int] | None = None  # (type, epoch), while nothing follows
 
     def last_seq(self) -> int:
         return self.recent[-1][0] if self.recent else -1
@@ -470,19 +474,20 @@ def _data(b: Batch, entry: _Entry, find: Any, sequences: bool, first_must_be_zer
     """ProducerAppendInfo.appendDataBatch, with the leader's checks as findings."""
     pid, epoch, first_seq = b.producer_id, b.producer_epoch, b.base_sequence
     last_seq = b.last_sequence
+    key = (epoch, first_seq, last_seq)
+    if sequences and first_seq >= 0:  # the same batch again: a duplicate, whatever the epoch now
+        earlier = entry.seen.get(key)
+        if earlier is not None and earlier[1] == b.crc:
+            find("duplicate", pid, epoch, b.base_offset, b.last_offset,
+                 f"sequences {first_seq}..{last_seq} were already appended at offset "
+                 f"{earlier[0]} (the same batch, CRC {b.crc})", earlier[0])
+            return
     if epoch < entry.epoch:
         find("epoch-rewound", pid, epoch, b.base_offset, b.last_offset,
              f"epoch {epoch} after the producer wrote at epoch {entry.epoch}")
         return
     if sequences and first_seq >= 0:
-        key = (epoch, first_seq, last_seq)
-        earlier = entry.seen.get(key)
-        if earlier is not None:
-            find("duplicate", pid, epoch, b.base_offset, b.last_offset,
-                 f"sequences {first_seq}..{last_seq} were already appended at offset {earlier}",
-                 earlier)
-            return
-        entry.seen[key] = b.base_offset
+        entry.seen.setdefault(key, (b.base_offset, b.crc))
         if epoch != entry.epoch:
             if first_seq != 0 and (entry.epoch >= 0 or (first_must_be_zero and entry.batches == 1)):
                 find("sequence-gap", pid, epoch, b.base_offset, b.last_offset,
@@ -504,6 +509,7 @@ def _data(b: Batch, entry: _Entry, find: Any, sequences: bool, first_must_be_zer
              f"{entry.txn.producer_epoch}) has no marker, and the producer wrote at epoch "
              f"{epoch} from offset {b.base_offset}", b.base_offset)
     entry.set_epoch(epoch)
+    entry.last_marker = None
     entry.recent.append((last_seq, b.last_offset, b.last_offset - b.base_offset, b.max_timestamp))
     entry.last_timestamp = b.max_timestamp
     if entry.txn is not None and not b.is_transactional:
@@ -539,7 +545,11 @@ def _marker(b: Batch, entry: _Entry, find: Any, transactions: list[Transaction],
              f"{name} marker from coordinator epoch {b.coordinator_epoch} after one from "
              f"coordinator epoch {entry.coordinator_epoch}")
     txn = entry.txn
-    if txn is None:
+    if txn is None and entry.last_marker == (b.control_type, epoch):
+        find("repeated-marker", pid, epoch, b.base_offset, b.last_offset,
+             f"{name} marker (coordinator epoch {b.coordinator_epoch}) repeats the one before "
+             "it, with nothing from the producer between")
+    elif txn is None:
         kind = "commit-without-data" if b.control_type == COMMIT else "abort-without-data"
         find(kind, pid, epoch, b.base_offset, b.last_offset,
              f"{name} marker (coordinator epoch {b.coordinator_epoch}) with no data of its "
@@ -561,6 +571,7 @@ def _marker(b: Batch, entry: _Entry, find: Any, transactions: list[Transaction],
     entry.coordinator_epoch = b.coordinator_epoch
     entry.last_timestamp = b.max_timestamp
     entry.txn_first_offset = -1
+    entry.last_marker = (b.control_type, epoch)
 
 
 def _producer_row(r: Replica, pid: int, e: _Entry, context: ClusterContext, settings: Settings,
