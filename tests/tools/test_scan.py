@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from kraftpy.tools import dump_log
+from kraftpy.tools.logdecode import records
 from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
 from kraftpy.tools.logdecode.paths import classify, cluster_of, expand
 from kraftpy.tools.logdecode.reader import read_log_file
-from kraftpy.tools.logdecode import records
 from kraftpy.tools.logdecode.rows import ROW_NAMES, file_rows, row_dict
 from support.metadata_logs import (
     MetadataLogWriter,
