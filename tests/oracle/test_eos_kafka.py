@@ -16,21 +16,19 @@ import base64
 import io
 import json
 import re
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from kraftpy.tools import dump_log
 from kraftpy.tools.eos_audit import audit_dirs
-from kraftpy.tools.logdecode.batches import ABORT, COMMIT, NO_CONTROL
 from kraftpy.tools.logdecode.eos import ERROR, Settings
 from kraftpy.tools.logdecode.eos_report import EosResult
 from support.eos_faults import (
-    cut_out,
-    replica_batches,
-    rewrite_epoch,
-    rewrite_producer,
-    splice_twice,
+    plant_duplicate,
+    plant_epoch_rewind,
+    plant_lost_commit,
+    plant_sequence_cut,
+    plant_stray_id,
 )
 from support.eos_workload import RECORDS, EosLogs, copy_logs
 from support.kafka import run_tool
@@ -196,99 +194,22 @@ def _new_findings(root: Path, pristine: EosResult) -> list[tuple]:
     return sorted(key(f) for f in audit(root).findings if key(f) not in before)
 
 
-def _snapshots(folder: Path) -> list[int]:
-    return [int(p.name.split(".")[0]) for p in folder.glob("*.snapshot")]
-
-
-def test_a_batch_spliced_in_twice_is_found(eos_logs: EosLogs, pristine: EosResult,
-                                           tmp_path: Path) -> None:
+@pytest.mark.parametrize("plant", [
+    lambda root: plant_duplicate(root / "broker-3"),  # a batch spliced in twice
+    lambda root: plant_sequence_cut(root / "broker-2"),  # a sequence cut out
+    lambda root: plant_lost_commit(root / "broker-4"),  # a COMMIT marker removed
+    lambda root: plant_epoch_rewind(root / "broker-2"),  # an epoch rewound
+    lambda root: plant_stray_id(root / "broker-3"),  # an id outside every granted block
+], ids=["duplicate", "sequence-cut", "commit-removed", "epoch-rewound", "ungranted-id"])
+def test_a_planted_fault_is_found_and_named(eos_logs: EosLogs, pristine: EosResult,
+                                           tmp_path: Path, plant) -> None:
     root = copy_logs(eos_logs, tmp_path / "logs")
-    folder = root / "broker-3" / "input-0"
-    data = [(s, b) for s, b in replica_batches(folder) if b.producer_id >= 0]
-    segment, batch = data[len(data) // 2]
-    first, last = splice_twice(folder, segment, batch)
-    assert _new_findings(root, pristine) == [
-        ("duplicate", "3", "input", 0, batch.producer_id, first, last)]
-    (finding,) = [f for f in audit(root).findings if f.kind == "duplicate"]
-    assert finding.related_offset == batch.base_offset
-    assert finding.producer_epoch == batch.producer_epoch
-
-
-def test_a_sequence_cut_out_is_found(eos_logs: EosLogs, pristine: EosResult,
-                                     tmp_path: Path) -> None:
-    root = copy_logs(eos_logs, tmp_path / "logs")
-    folder = root / "broker-2" / "input-1"
-    batches = replica_batches(folder)
-    snapshots = _snapshots(folder)
-    i = next(i for i in range(len(batches) // 2, len(batches) - 1)
-             if batches[i][1].producer_id == batches[i + 1][1].producer_id
-             and batches[i][1].producer_epoch == batches[i + 1][1].producer_epoch
-             and not any(batches[i][1].base_offset < s <= batches[i + 1][1].base_offset
-                         for s in snapshots))
-    segment, cut = batches[i]
-    after = batches[i + 1][1]
-    cut_out(segment, cut)
-    assert _new_findings(root, pristine) == [
-        ("sequence-gap", "2", "input", 1, cut.producer_id, after.base_offset, after.last_offset)]
-
-
-def test_a_commit_marker_removed_is_found(eos_logs: EosLogs, pristine: EosResult,
-                                          tmp_path: Path) -> None:
-    root = copy_logs(eos_logs, tmp_path / "logs")
-    folder = root / "broker-4" / "output-1"
-    batches = [b for _, b in replica_batches(folder)]
-    snapshots = _snapshots(folder)
-    markers = [i for i, b in enumerate(batches) if b.control_type != NO_CONTROL]
-    # a COMMIT followed by another COMMIT of the same producer, no snapshot in between: the
-    # loss then shows only as the transaction left open when the next epoch began
-    m, n = next((m, n) for m, n in zip(markers[1:], markers[2:], strict=False)
-                if batches[m].control_type == COMMIT == batches[n].control_type
-                and not any(batches[m].base_offset < s <= batches[n].base_offset
-                            for s in snapshots))
-    marker = batches[m]
-    previous = max(i for i in markers if i < m)
-    opened = batches[previous + 1]
-    closed = batches[m - 1]
-    resumed = batches[m + 1]
-    assert resumed.producer_epoch > opened.producer_epoch  # transactions v2: a bump per marker
-    segment = next(s for s, b in replica_batches(folder) if b == marker)
-    cut_out(segment, marker)
-    assert _new_findings(root, pristine) == [
-        ("missing-marker", "4", "output", 1, marker.producer_id, opened.base_offset,
-         closed.last_offset)]
-    (finding,) = [f for f in audit(root).findings if f.kind == "missing-marker"]
-    assert finding.related_offset == resumed.base_offset
-
-
-def test_an_epoch_rewound_is_found(eos_logs: EosLogs, pristine: EosResult,
-                                   tmp_path: Path) -> None:
-    root = copy_logs(eos_logs, tmp_path / "logs")
-    folder = root / "broker-2" / "output-0"
-    batches = replica_batches(folder)
-    snapshots = _snapshots(folder)
-    # the last data batch of a later transaction of two or more batches, its epoch one down
-    i = next(i for i in range(len(batches) // 2, len(batches) - 1)
-             if batches[i + 1][1].control_type in (ABORT, COMMIT)
-             and batches[i - 1][1].control_type == NO_CONTROL
-             and batches[i][1].producer_epoch > 0
-             and not any(batches[i][1].base_offset < s <= batches[i + 1][1].base_offset
-                         for s in snapshots))
-    segment, batch = batches[i]
-    rewrite_epoch(segment, batch, batch.producer_epoch - 1)
-    assert _new_findings(root, pristine) == [
-        ("epoch-rewound", "2", "output", 0, batch.producer_id, batch.base_offset,
-         batch.last_offset)]
-
-
-def test_an_id_outside_every_granted_block_is_found(eos_logs: EosLogs, pristine: EosResult,
-                                                    tmp_path: Path) -> None:
-    root = copy_logs(eos_logs, tmp_path / "logs")
-    folder = root / "broker-3" / "input-1"
-    pid, _ = Counter(b.producer_id for _, b in replica_batches(folder)).most_common(1)[0]
-    stray = 10**12
-    assert rewrite_producer(folder, pid, stray) > 1
-    found = _new_findings(root, pristine)
-    assert [(k, b, t, p, who) for k, b, t, p, who, _, _ in found] == [
-        ("ungranted-producer-id", "3", "input", 1, stray)]
-    blocks = pristine.contexts[pristine.partitions[0].cluster].blocks
-    assert not any(b.first_id <= stray <= b.last_id for b in blocks) and blocks
+    expected, related = plant(root)
+    assert _new_findings(root, pristine) == [expected]
+    (finding,) = [f for f in audit(root).findings if key(f) == expected]
+    if related is not None:
+        assert finding.related_offset == related
+    kind, broker, topic, partition, pid, first, last = expected
+    offsets = f"offset {first}" if first == last else f"offsets {first}..{last}"
+    assert finding.line().startswith(f"{kind.upper()}: broker {broker} {topic}-{partition} "
+                                     f"{offsets} producer {pid} ")

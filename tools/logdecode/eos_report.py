@@ -51,6 +51,9 @@ class TopicSummary:
 
 @dataclass(slots=True)
 class ProducerIdSummary:
+    """Every producer id any replica holds; its counts from each partition's most complete
+    replica (0 partitions: an id only a lagging or diverging replica holds)."""
+
     cluster: str
     producer_id: int
     producer_epoch: int  # the highest seen
@@ -202,24 +205,24 @@ def summaries(partitions: list[PartitionSummary], producers: list[Producer],
         t.aborted_records += s.aborted_records
         t.open_records += s.open_records
     ids: dict[tuple[str, int], ProducerIdSummary] = {}
-    for p in producers:
-        if (p.cluster, p.broker, p.topic, p.partition) not in primary:
-            continue
+    for p in producers:  # every id any replica holds; its counts from the primary replicas
         s2 = ids.get((p.cluster, p.producer_id))
         if s2 is None:
             s2 = ids[(p.cluster, p.producer_id)] = ProducerIdSummary(
                 p.cluster, p.producer_id, p.producer_epoch, 0, 0, 0, 0, False, 0, 0, -1, False,
                 p.granted_by, p.block_offset, p.block_broker_id, p.block_first_id, p.block_last_id)
         s2.producer_epoch = max(s2.producer_epoch, p.producer_epoch)
+        s2.last_timestamp = max(s2.last_timestamp, p.last_timestamp)
+        s2.active = s2.active or p.active
+        s2.transactional = s2.transactional or p.transactional
+        if (p.cluster, p.broker, p.topic, p.partition) not in primary:
+            continue
         s2.partitions += 1
         s2.batches += p.batches
         s2.records += p.records
         s2.bytes += p.bytes
-        s2.transactional = s2.transactional or p.transactional
         s2.committed += p.committed
         s2.aborted += p.aborted
-        s2.last_timestamp = max(s2.last_timestamp, p.last_timestamp)
-        s2.active = s2.active or p.active
     return ([topics[k] for k in sorted(topics)],
             [ids[k] for k in sorted(ids)],
             [brokers[k] for k in sorted(brokers, key=lambda k: (k[0], _broker_key(k[1])))])

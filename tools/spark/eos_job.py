@@ -36,6 +36,7 @@ from kraftpy.tools.logdecode.eos import (
     PartitionSummary,
     Producer,
     Settings,
+    finding_order,
 )
 from kraftpy.tools.logdecode.eos_report import (
     TABLE_ROWS,
@@ -185,8 +186,7 @@ def _order(result: EosResult) -> None:
 
     result.partitions.sort(key=replica)
     result.producers.sort(key=lambda p: (*replica(p), p.producer_id))
-    result.findings.sort(key=lambda f: (*replica(f), f.first_offset, f.kind, f.producer_id,
-                                        f.last_offset, f.message))
+    result.findings.sort(key=lambda f: (*replica(f), *finding_order(f)))
 
 
 def write_reports(result: EosResult, output: str) -> None:
