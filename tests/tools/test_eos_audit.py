@@ -386,6 +386,23 @@ def test_every_finding_kind_is_documented() -> None:
         assert severity in ("error", "note") and meaning
 
 
+def test_every_table_and_column_is_documented() -> None:
+    from kraftpy.tools.logdecode.batches import BATCH_TABLE_FIELDS
+    from kraftpy.tools.logdecode.eos_report import TABLE_ROWS
+    from kraftpy.tools.logdecode.records import FULL_NAMES
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "eos-audit.md").read_text()
+    tables = {"batches": [n for n, _ in BATCH_TABLE_FIELDS],
+              **{t: table_columns(t) for t in TABLE_ROWS}}
+    for table, columns in tables.items():
+        assert f"**{table}**" in doc, table
+        for column in columns:
+            assert f"`{column}`" in doc or column in ("cluster", "broker", "topic", "partition"), \
+                (table, column)
+    for column in FULL_NAMES:
+        assert f"`{column}`" in doc, column
+
+
 def test_table_schemas_come_from_the_rows() -> None:
     assert table_columns("findings")[:5] == ["cluster", "broker", "topic", "partition", "kind"]
     assert "producer_id bigint" in table_ddl("producers")

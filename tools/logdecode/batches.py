@@ -9,6 +9,7 @@ CRC-32C per batch, whatever the batch holds and however it is compressed.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -119,7 +120,7 @@ def scan_batches(file: LogFile, data: Any = None) -> Iterator[Batch | Problem]:
                 break
             valid = crc_of(view[pos + _CRC_START:stop]) == crc
             if attrs & ATTR_CONTROL:
-                control, coordinator_epoch, problem = _marker(path, data, pos, count)
+                control, coordinator_epoch, problem = _marker(path, data, pos, stop, count)
             else:
                 control, coordinator_epoch, problem = NO_CONTROL, -1, None
             yield _new_batch(Batch, (pos, base, base + delta, count, stop - pos, epoch, attrs,
@@ -143,12 +144,22 @@ def scan_batches(file: LogFile, data: Any = None) -> Iterator[Batch | Problem]:
         view.release()
 
 
-def _marker(path: str, data: Any, pos: int, count: int) -> tuple[int, int, Problem | None]:
+def _marker(path: str, data: Any, pos: int, stop: int,
+            count: int) -> tuple[int, int, Problem | None]:
     """(control type, coordinator epoch, problem) of a control batch's first record. Kafka
     reads only that record (ProducerAppendInfo.append); an empty control batch is one whose
     transaction the log cleaner removed."""
     if count == 0:
         return UNREADABLE_CONTROL, -1, None
+    # A marker as Kafka writes it, read in place: record length, attributes 0, one-byte
+    # timestamp and offset deltas, a 4-byte key (version 0, type), a 6-byte value (version 0,
+    # coordinator epoch), no headers. Anything else takes the general way.
+    at = pos + RECORD_BATCH_OVERHEAD
+    if stop - at == 17 and data[at] == 2 * 16 and data[at + 1] == 0 and data[at + 2] < 0x80 and data[at + 3] < 0x80 \
+            and data[at + 4] == 8 and data[at + 9] == 12 and data[at + 16] == 0:
+        version, control, value_version, epoch = _MARKER.unpack_from(data, at + 5)
+        if version == 0 and value_version == 0 and control in (ABORT, COMMIT):
+            return control, epoch, None
     batch = RecordBatch(data, pos)
     try:
         records = batch.records()
@@ -161,6 +172,8 @@ def _marker(path: str, data: Any, pos: int, count: int) -> tuple[int, int, Probl
         return UNREADABLE_CONTROL, -1, Problem(path, pos, "bad-marker", e.reason,
                                                batch.base_offset)
 
+
+_MARKER = struct.Struct(">hhxhi")  # key version, type; the value's length byte; version, epoch
 
 
 # The `batches` table: one row per batch, where it sits and its exactly-once fields.

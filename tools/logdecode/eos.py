@@ -382,43 +382,46 @@ class ReplicaAuditor:
                               self.snapshot_entries)
 
     def add(self, file: str, b: Batch) -> None:
+        """The next batch (in offset order). The replay's hot path: one tuple unpack, then
+        locals."""
+        (position, base, last, count, size, _, _, first_ts, max_ts, pid, epoch, _, crc_valid,
+         control_type, _, _) = b
         s = self.summary
-        if not b.crc_valid:
+        if not crc_valid:
             return  # reported as damage; its fields cannot be trusted
-        if b.base_offset < self.next_offset and s.batches:
-            self.find("offset-order", b.producer_id, b.producer_epoch, b.base_offset,
-                      b.last_offset, f"{file} position {b.position}: the batch before ended at "
-                      f"offset {self.next_offset - 1}")
+        if base < self.next_offset and s.batches:
+            self.find("offset-order", pid, epoch, base, last, f"{file} position {position}: "
+                      f"the batch before ended at offset {self.next_offset - 1}")
             return
-        self._check_snapshots(b.base_offset)
-        self.next_offset = b.last_offset + 1
+        if self.pending and self.pending[0].offset <= base:
+            self._check_snapshots(base)
+        self.next_offset = last + 1
         s.batches += 1
-        s.records += b.record_count
-        s.bytes += b.size
+        s.records += count
+        s.bytes += size
         if s.first_timestamp < 0:
-            s.first_timestamp = b.first_timestamp
-        if b.max_timestamp > self.high_ts:
-            self.high_ts = b.max_timestamp
-        control = b.control_type != NO_CONTROL
+            s.first_timestamp = first_ts
+        if max_ts > self.high_ts:
+            self.high_ts = max_ts
+        control = control_type != NO_CONTROL
         if control:
-            s.control_records += b.record_count
+            s.control_records += count
         else:
-            s.data_records += b.record_count
-        pid = b.producer_id
+            s.data_records += count
         if pid < 0:
             return
         entry = self.entries.get(pid)
         if entry is None:
-            entry = self.entries[pid] = _Entry(b.base_offset)
-        entry.last_offset = b.last_offset
+            entry = self.entries[pid] = _Entry(base)
+        entry.last_offset = last
         entry.batches += 1
-        entry.records += b.record_count
-        entry.bytes += b.size
+        entry.records += count
+        entry.bytes += size
         if control:
-            if b.control_type in (ABORT, COMMIT):
+            if control_type == ABORT or control_type == COMMIT:
                 _marker(b, entry, self.find, self.transactions, self.replica)
             return
-        s.idempotent_records += b.record_count
+        s.idempotent_records += count
         _data(b, entry, self.find, self.sequences, self.first_must_be_zero, self.replica)
 
     def finish(self, problems: Sequence[tuple[str, int, int | None, str]] = ()) -> ReplicaAudit:
@@ -472,63 +475,67 @@ def finding_order(f: Finding) -> tuple[Any, ...]:
 def _data(b: Batch, entry: _Entry, find: Any, sequences: bool, first_must_be_zero: bool,
           r: Replica) -> None:
     """ProducerAppendInfo.appendDataBatch, with the leader's checks as findings."""
-    pid, epoch, first_seq = b.producer_id, b.producer_epoch, b.base_sequence
-    last_seq = b.last_sequence
+    _, base, last, count, size, _, attrs, first_ts, max_ts, pid, epoch, first_seq, _, _, _, \
+        crc = b
+    last_seq = -1 if first_seq < 0 else (first_seq + last - base) % 0x80000000
+    transactional = attrs & 0x10
     key = (epoch, first_seq, last_seq)
     if sequences and first_seq >= 0:  # the same batch again: a duplicate, whatever the epoch now
         earlier = entry.seen.get(key)
-        if earlier is not None and earlier[1] == b.crc:
-            find("duplicate", pid, epoch, b.base_offset, b.last_offset,
+        if earlier is not None and earlier[1] == crc:
+            find("duplicate", pid, epoch, base, last,
                  f"sequences {first_seq}..{last_seq} were already appended at offset "
-                 f"{earlier[0]} (the same batch, CRC {b.crc})", earlier[0])
+                 f"{earlier[0]} (the same batch, CRC {crc})", earlier[0])
             return
     if epoch < entry.epoch:
-        find("epoch-rewound", pid, epoch, b.base_offset, b.last_offset,
+        find("epoch-rewound", pid, epoch, base, last,
              f"epoch {epoch} after the producer wrote at epoch {entry.epoch}")
         return
     if sequences and first_seq >= 0:
-        entry.seen.setdefault(key, (b.base_offset, b.crc))
+        entry.seen.setdefault(key, (base, crc))
         if epoch != entry.epoch:
             if first_seq != 0 and (entry.epoch >= 0 or (first_must_be_zero and entry.batches == 1)):
-                find("sequence-gap", pid, epoch, b.base_offset, b.last_offset,
+                find("sequence-gap", pid, epoch, base, last,
                      f"the epoch's first batch starts at sequence {first_seq}: sequences "
                      f"0..{first_seq - 1} are not in the log")
         else:
-            current = entry.last_seq()
-            expected = 0 if current in (-1, INT_MAX) else current + 1
+            current = entry.recent[-1][0] if entry.recent else -1
+            expected = 0 if current == -1 or current == INT_MAX else current + 1
             if first_seq > expected:
-                find("sequence-gap", pid, epoch, b.base_offset, b.last_offset,
+                find("sequence-gap", pid, epoch, base, last,
                      f"sequence {first_seq} follows {current}: sequences "
                      f"{expected}..{first_seq - 1} are not in the log")
             elif first_seq < expected and not (current == INT_MAX and first_seq == 0):
-                find("sequence-out-of-order", pid, epoch, b.base_offset, b.last_offset,
+                find("sequence-out-of-order", pid, epoch, base, last,
                      f"sequences {first_seq}..{last_seq} after sequence {current} was appended")
-    if entry.txn is not None and b.is_transactional and epoch > entry.epoch >= 0:
-        find("missing-marker", pid, epoch, entry.txn.first_offset, entry.txn.last_data_offset,
-             f"the transaction opened at offset {entry.txn.first_offset} (epoch "
-             f"{entry.txn.producer_epoch}) has no marker, and the producer wrote at epoch "
-             f"{epoch} from offset {b.base_offset}", b.base_offset)
-    entry.set_epoch(epoch)
+    txn = entry.txn
+    if txn is not None and transactional and epoch > entry.epoch >= 0:
+        find("missing-marker", pid, epoch, txn.first_offset, txn.last_data_offset,
+             f"the transaction opened at offset {txn.first_offset} (epoch "
+             f"{txn.producer_epoch}) has no marker, and the producer wrote at epoch "
+             f"{epoch} from offset {base}", base)
+    if epoch != entry.epoch:  # ProducerStateEntry.maybeUpdateProducerEpoch
+        entry.recent.clear()
+        entry.epoch = epoch
     entry.last_marker = None
-    entry.recent.append((last_seq, b.last_offset, b.last_offset - b.base_offset, b.max_timestamp))
-    entry.last_timestamp = b.max_timestamp
-    if entry.txn is not None and not b.is_transactional:
-        find("non-transactional-in-transaction", pid, epoch, b.base_offset, b.last_offset,
-             f"the transaction opened at offset {entry.txn.first_offset} is still open",
-             entry.txn.first_offset)
-    elif b.is_transactional:
+    entry.recent.append((last_seq, last, last - base, max_ts))
+    entry.last_timestamp = max_ts
+    if txn is not None and not transactional:
+        find("non-transactional-in-transaction", pid, epoch, base, last,
+             f"the transaction opened at offset {txn.first_offset} is still open",
+             txn.first_offset)
+    elif transactional:
         entry.transactional = True
-        txn = entry.txn
         if txn is None:
-            entry.txn_first_offset = b.base_offset
+            entry.txn_first_offset = base
             txn = entry.txn = Transaction(r.cluster, r.broker, r.topic, r.partition, pid, epoch,
-                                          b.base_offset, b.last_offset, -1, "OPEN", -1, 0, 0, 0,
-                                          b.first_timestamp, b.max_timestamp, -1)
-        txn.last_data_offset = b.last_offset
+                                          base, last, -1, "OPEN", -1, 0, 0, 0, first_ts, max_ts,
+                                          -1)
+        txn.last_data_offset = last
         txn.batches += 1
-        txn.records += b.record_count
-        txn.bytes += b.size
-        txn.last_timestamp = b.max_timestamp
+        txn.records += count
+        txn.bytes += size
+        txn.last_timestamp = max_ts
 
 
 def _marker(b: Batch, entry: _Entry, find: Any, transactions: list[Transaction],

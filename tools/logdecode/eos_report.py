@@ -106,11 +106,15 @@ TABLE_ROWS = {
     "brokers": BrokerSummary,
 }
 _SQL_TYPES = {"str": "string", "int": "bigint", "bool": "boolean", "str | None": "string"}
+# Kafka's int32 and int16 fields (as the batches table has them); every other number is a bigint.
+_INT_COLUMNS = frozenset({"partition", "producer_epoch", "coordinator_epoch", "last_sequence",
+                          "offset_delta", "block_broker_id"})
 
 
 def table_ddl(table: str) -> str:
-    """A table's Spark schema, from its row class (every int is a bigint)."""
-    return ", ".join(f"{f.name} {_SQL_TYPES[f.type]}" for f in fields(TABLE_ROWS[table]))
+    """A table's Spark schema, from its row class."""
+    return ", ".join(f"{f.name} {'int' if f.name in _INT_COLUMNS else _SQL_TYPES[f.type]}"
+                     for f in fields(TABLE_ROWS[table]))
 
 
 def table_columns(table: str) -> list[str]:

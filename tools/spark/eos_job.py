@@ -6,10 +6,11 @@ entry point for `spark-submit`:
 
 The driver finds the log directories, reads the metadata logs and `__transaction_state` (the
 cluster's context: producer-id blocks, topic configs, coordinator state, the audit's "now";
-megabytes) and hands the partition replicas out to tasks, balanced by size. Each task scans
-its replicas' segments and replays them (`kraftpy.tools.logdecode.eos`, the very code
-`kraftpy eos-audit` runs), and yields the `batches` table's rows and the audit's rows in one
-Arrow stream; that stream is kept and split into the Parquet tables. The summaries (topics,
+megabytes) and hands the partition replicas out to tasks, balanced by size. One job writes
+the `batches` table from the segments' batch headers; another scans them again and replays
+them (`kraftpy.tools.logdecode.eos`, the very code `kraftpy eos-audit` runs), and its rows (a
+few per producer and per transaction) are kept and split into the audit's tables. Scanning
+twice costs less than keeping every batch row in Spark's cache. The summaries (topics,
 producer ids, brokers) are built on the driver from the replicas' rows, as in one process.
 
 Tables under OUT (Parquet, zstd): batches, partitions, producers, transactions, findings,
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.tools.cmd_eos_audit import add_pipeline_arguments
-from kraftpy.tools.logdecode.batches import BATCH_TABLE_FIELDS, batch_row
+from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL, BATCH_TABLE_FIELDS, batch_row
 from kraftpy.tools.logdecode.eos import (
     ClusterContext,
     Finding,
@@ -60,55 +62,82 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 # --- the tasks ---------------------------------------------------------------------------------
 
-_UNION = (("table", "string"), *BATCH_TABLE_FIELDS, ("row", "string"))
+_AUDIT_ROWS = (("table", "string"), ("row", "string"))
+
+
+def _replicas_of(arrow: Any) -> Iterator[Any]:
+    """The replicas of a batch of task rows (each a JSON list of replica descriptions)."""
+    for work in arrow.column(0).to_pylist():
+        for item in json.loads(work):
+            owner = LogDir(Path(item["log_dir"]), item["cluster"], item["broker"])
+            yield replica_at(owner, Path(item["path"]))
+
+
+def _arrow_batches(schema: Any, rows: Iterator[tuple]) -> Iterator[Any]:
+    """Rows as Arrow record batches of at most ARROW_ROWS rows."""
+    import pyarrow as pa
+
+    chunk: list[tuple] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= ARROW_ROWS:
+            yield _batch_of(pa, schema, chunk)
+            chunk = []
+    if chunk:
+        yield _batch_of(pa, schema, chunk)
+
+
+def _batch_of(pa: Any, schema: Any, rows: list[tuple]) -> Any:
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=schema.field(i).type)
+         for i, c in enumerate(zip(*rows, strict=True))], schema=schema)
+
+
+def _batch_tasks():
+    """The mapInArrow function of the batches table: each replica's batch headers."""
+
+    def run(tasks: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from kraftpy.tools.spark.datasource import arrow_schema
+
+        def rows() -> Iterator[tuple]:
+            for arrow in tasks:
+                for replica in _replicas_of(arrow):
+                    where = (replica.cluster, replica.broker, replica.topic, replica.partition)
+                    for path, segment, batch in replica_batches(replica, []):
+                        yield batch_row(where, path, segment, batch)
+
+        yield from _arrow_batches(arrow_schema(pa, BATCH_TABLE_FIELDS), rows())
+
+    return run
 
 
 def _audit_tasks(contexts: dict[str, ClusterContext], settings: Settings):
-    """The mapInArrow function: each input row is one task's replicas (JSON); the output is
-    the union stream (table name, a batches row's columns, or another table's row as JSON),
-    in Arrow batches of at most ARROW_ROWS rows whatever a replica's size."""
+    """The mapInArrow function of the audit: each replica scanned and replayed; its rows of
+    every audit table as (table, row as JSON)."""
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
+    def run(tasks: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         from kraftpy.tools.logdecode.dumptext import compact_json
         from kraftpy.tools.spark.datasource import arrow_schema
 
-        schema = arrow_schema(pa, _UNION)
-        blank = (None,) * len(BATCH_TABLE_FIELDS)
-        rows: list[tuple] = []
-
-        def flush() -> Any:
-            columns = list(zip(*rows, strict=True))
-            rows.clear()
-            return pa.RecordBatch.from_arrays(
-                [pa.array(c, type=schema.field(i).type) for i, c in enumerate(columns)],
-                schema=schema)
-
-        for arrow in batches:
-            for work in arrow.column(0).to_pylist():
-                for item in json.loads(work):
-                    owner = LogDir(Path(item["log_dir"]), item["cluster"], item["broker"])
-                    replica = replica_at(owner, Path(item["path"]))
-                    where = (replica.cluster, replica.broker, replica.topic, replica.partition)
+        def rows() -> Iterator[tuple]:
+            for arrow in tasks:
+                for replica in _replicas_of(arrow):
                     auditor, problems = replica_auditor(replica, contexts[replica.cluster],
                                                         settings)
-                    for path, segment, batch in replica_batches(replica, problems):
+                    for path, _, batch in replica_batches(replica, problems):
                         auditor.add(path, batch)
-                        rows.append(("batches", *batch_row(where, path, segment, batch), None))
-                        if len(rows) >= ARROW_ROWS:
-                            yield flush()
                     audit = auditor.finish(problems)
-                    rows.append(("partitions", *blank, compact_json(audit.summary.as_dict())))
+                    yield "partitions", compact_json(audit.summary.as_dict())
                     for table, items in (("producers", audit.producers),
                                          ("transactions", audit.transactions),
                                          ("findings", audit.findings),
                                          ("producer_state", audit.snapshot_entries)):
                         for i in items:
-                            rows.append((table, *blank, compact_json(i.as_dict())))
-                            if len(rows) >= ARROW_ROWS:
-                                yield flush()
-        if rows:
-            yield flush()
+                            yield table, compact_json(i.as_dict())
+
+        yield from _arrow_batches(arrow_schema(pa, _AUDIT_ROWS), rows())
 
     return run
 
@@ -134,47 +163,72 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
 
     log_dirs = find_log_dirs(paths)
     contexts = build_contexts(log_dirs, now_ms=now_ms, block_size=block_size)
+    found = replicas(log_dirs)
     work = [(r.size, {"log_dir": str(r.log_dir.path.resolve()), "cluster": r.cluster,
-                      "broker": r.broker, "path": str(r.path.resolve())})
-            for r in replicas(log_dirs)]
-    for r in replicas(log_dirs):
+                      "broker": r.broker, "path": str(r.path.resolve())}) for r in found]
+    for r in found:
         contexts.of(r.cluster)
     sc = spark.sparkContext
     count = max(1, min(len(work), tasks or 4 * sc.defaultParallelism))
     bins = _bins(work, count)
-    ddl = ", ".join(f"{n} {k}" for n, k in _UNION)
-    rows = sc.parallelize([(json.dumps(b),) for b in bins], len(bins)) if bins else \
-        sc.parallelize([], 1)
-    union = (spark.createDataFrame(rows, "work string")
-             .mapInArrow(_audit_tasks(contexts.by_cluster, settings), ddl)
-             .persist(StorageLevel.MEMORY_AND_DISK))
     target = output.rstrip("/")
     table = F.col("table")
+    work_rows = sc.parallelize([(json.dumps(b),) for b in bins], len(bins)) if bins else \
+        sc.parallelize([], 1)
+    tasks = spark.createDataFrame(work_rows, "work string")
+    # The batches table straight to Parquet; the audit's rows (a few per producer and
+    # transaction) kept, split into their tables and read back for the report. Each job
+    # scans the segments: a second scan costs less than keeping every batch row.
+    _write(tasks.mapInArrow(_batch_tasks(), BATCH_TABLE_DDL), f"{target}/batches")
+    audit = (tasks.mapInArrow(_audit_tasks(contexts.by_cluster, settings),
+                              ", ".join(f"{n} {k}" for n, k in _AUDIT_ROWS))
+             .persist(StorageLevel.MEMORY_AND_DISK))
     result = EosResult(problems=contexts.problems, contexts=contexts.by_cluster)
     try:
-        names = [n for n, _ in BATCH_TABLE_FIELDS]
-        _write(union.where(table == "batches").select(*names), f"{target}/batches")
-        for name in AUDIT_TABLES:
-            rows = union.where(table == name).select(F.from_json("row", table_ddl(name))
+        kept = audit.where(table.isin("partitions", "producers", "findings")).collect()
+        for name in ("transactions", "producer_state"):  # the rest the driver holds
+            rows = audit.where(table == name).select(F.from_json("row", table_ddl(name))
                                                      .alias("r")).select("r.*")
             _write(rows if name == "transactions" else rows.coalesce(1), f"{target}/{name}")
-        # the rows the report needs, in one pass over the kept stream
-        kept = union.where(table.isin("partitions", "producers", "findings")) \
-            .select("table", "row").collect()
     finally:
-        union.unpersist()
+        audit.unpersist()
     for name, row in kept:
         getattr(result, name).append(TABLE_ROWS[name](**json.loads(row)))
     _order(result)
     result.summarize()
-    for name in SUMMARY_TABLES:
-        data = [tuple(asdict(r).values()) for r in getattr(result, name)]
-        _write(spark.createDataFrame(data, table_ddl(name)).coalesce(1), f"{target}/{name}")
+    for name in ("partitions", "producers", "findings", *SUMMARY_TABLES):
+        _write_held(spark, name, getattr(result, name), f"{target}/{name}")
     return result
 
 
 def _write(df: Any, path: str) -> None:
     df.write.mode("overwrite").option("compression", "zstd").parquet(path)
+
+
+def _write_held(spark: Any, table: str, rows: list[Any], path: str) -> None:
+    """A table the driver holds (a row per replica, producer or finding, or a summary): to a
+    local or shared path straight from the driver, as one Parquet file in Spark's layout (a
+    Spark job for each would cost more than the table); anywhere else (hdfs://, s3a://)
+    through Spark."""
+    data = [tuple(asdict(r).values()) for r in rows]
+    if "://" in path:
+        _write(spark.createDataFrame(data, table_ddl(table)).coalesce(1), path)
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from kraftpy.tools.spark.datasource import arrow_schema
+
+    fields = tuple(tuple(c.split(" ")) for c in table_ddl(table).split(", "))
+    schema = arrow_schema(pa, fields)  # type: ignore[arg-type]
+    folder = Path(path)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    columns = list(zip(*data, strict=True)) if data else [[] for _ in fields]
+    arrays = [pa.array(c, type=schema.field(i).type) for i, c in enumerate(columns)]
+    pq.write_table(pa.Table.from_arrays(arrays, schema=schema),
+                   folder / "part-00000-driver.zstd.parquet", compression="zstd")
+    (folder / "_SUCCESS").write_bytes(b"")
 
 
 def _order(result: EosResult) -> None:
