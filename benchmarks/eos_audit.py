@@ -85,6 +85,26 @@ TABLES = ("batches", "partitions", "producers", "transactions", "findings", "pro
           "topics", "producer_ids", "brokers")
 
 
+def _burn(n: int) -> float:
+    start, x = time.perf_counter(), 0
+    for i in range(n):
+        x += i * i
+    return time.perf_counter() - start
+
+
+def free_cores() -> float:
+    """How many cores two CPU-bound processes get right now (2.0 on an idle 2-core machine):
+    local[2] cannot beat local[1] by more than this."""
+    import multiprocessing
+
+    n = 10_000_000
+    one = _burn(n)
+    start = time.perf_counter()
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        pool.map(_burn, [n, n])
+    return 2 * one / (time.perf_counter() - start)
+
+
 def children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -221,6 +241,7 @@ def main() -> None:
           f"{counts['records']:,} records over 3 replicas (ready in "
           f"{time.perf_counter() - started:.0f} s)")
     work = Path(tempfile.mkdtemp(prefix="kraftpy-bench-eos-"))
+    cores = [free_cores()]
     local = {"spark.driver.memory": "2g"}
     timings: dict[str, list[Timing]] = {}
     reports: dict[str, dict] = {}
@@ -242,6 +263,7 @@ def main() -> None:
             else:
                 continue
             timings.setdefault(side, []).append(timing)
+        cores.append(free_cores())
     standalone: Timing | None = None
     if not args.no_spark and not args.no_standalone:
         cluster = Standalone(work / "standalone")
@@ -253,6 +275,8 @@ def main() -> None:
             cluster.stop()
         reports["standalone"] = report_of(work / "standalone-out")
     _print(timings, records, read, standalone, args.rounds)
+    print(f"free cores (two CPU-bound processes' share of the machine) before and after each "
+          f"round: {' '.join(f'{c:.2f}' for c in cores)}")
     if not args.no_spark:
         _identical(work, reports, standalone is not None)
     shutil.rmtree(work, ignore_errors=True)

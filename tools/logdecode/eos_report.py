@@ -24,6 +24,7 @@ from .eos import (
     ReplicaAudit,
     SnapshotEntry,
     Transaction,
+    row_dict,
 )
 from .model import Problem
 
@@ -46,7 +47,7 @@ class TopicSummary:
     findings: int  # errors, over every replica of the topic
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return row_dict(self)
 
 
 @dataclass(slots=True)
@@ -73,7 +74,7 @@ class ProducerIdSummary:
     block_last_id: int
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return row_dict(self)
 
 
 @dataclass(slots=True)
@@ -91,7 +92,7 @@ class BrokerSummary:
     findings: int
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return row_dict(self)
 
 
 # (table name, row class), in the order the job writes them.

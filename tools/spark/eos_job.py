@@ -26,7 +26,6 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +209,7 @@ def _write_held(spark: Any, table: str, rows: list[Any], path: str) -> None:
     local or shared path straight from the driver, as one Parquet file in Spark's layout (a
     Spark job for each would cost more than the table); anywhere else (hdfs://, s3a://)
     through Spark."""
-    data = [tuple(asdict(r).values()) for r in rows]
+    data = [tuple(r.as_dict().values()) for r in rows]
     if "://" in path:
         _write(spark.createDataFrame(data, table_ddl(table)).coalesce(1), path)
         return
