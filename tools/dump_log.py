@@ -6,9 +6,10 @@ for each partition: `--cluster-metadata-decoder` for `__cluster_metadata` (and s
 `--transaction-log-decoder` for `__transaction_state`, `--offsets-decoder` for
 `__consumer_offsets`, and the default decoder for any other topic (batch lines; record lines
 with `deep_iteration`, and their keys and values as text with `print_data`), so the two tools'
-output can be diffed. JSON rows are typed records only: an ordinary topic's files have none
-and are counted in a note on stderr. Damage is reported on stderr with file and position, and
-decoding goes on.
+output can be diffed. JSON rows cover every record of every partition (`logdecode.records`):
+typed metadata and coordinator records, and ordinary topics' records with their keys, values
+and headers, each with the batch fields exactly-once depends on. Damage is reported on stderr
+with file and position, and decoding goes on.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def resolve(paths: Sequence[str], *, all_files: bool) -> list[LogFile]:
             raise NotALogError(
                 f"{raw}: not a Kafka log file (expected <offset>.log, <offset>-<epoch>.checkpoint, "
                 "bootstrap.checkpoint, quorum-state, meta.properties, leader-epoch-checkpoint, "
-                "partition.metadata, .index, .timeindex or a producer-state .snapshot)")
+                "partition.metadata, .index, .timeindex, a producer-state .snapshot or a "
+                ".txnindex)")
         files.extend(found)
     return files
 

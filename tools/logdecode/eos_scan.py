@@ -8,7 +8,6 @@ driver and `audit_replica_files` in one task per replica, so both audit the same
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,7 +214,3 @@ def replica_batches(replica: ReplicaFiles, problems: list[tuple[str, int, int | 
             else:
                 problems.append((path, item.position, item.offset,
                                  f"{item.kind}: {item.message}"))
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -1,9 +1,8 @@
-"""The small files beside a metadata log: each decoded to a dict, damage reported in it.
+"""The small files beside a log: each decoded to a dict, damage reported in it.
 
 Layouts (Kafka's `FileQuorumStateStore`, `MetaProperties`, `LeaderEpochCheckpointFile`,
 `PartitionMetadataFile`, `OffsetIndex`, `TimeIndex`, `ProducerStateManager`'s snapshots,
-`TransactionIndex`) are small enough
-to read by hand; none of them is a record batch.
+`TransactionIndex`) are small enough to read by hand; none of them is a record batch.
 """
 
 from __future__ import annotations
