@@ -11,7 +11,9 @@ the `batches` table from the segments' batch headers; another scans them again a
 them (`kraftpy.tools.logdecode.eos`, the very code `kraftpy eos-audit` runs), and its rows (a
 few per producer and per transaction) are kept and split into the audit's tables. Scanning
 twice costs less than keeping every batch row in Spark's cache. The summaries (topics,
-producer ids, brokers) are built on the driver from the replicas' rows, as in one process.
+producer ids, brokers) are built on the driver from the replicas' rows, as in one process;
+the small tables the driver then holds it writes itself to a local or shared path (a Spark
+job each would cost more than the table), through Spark anywhere else.
 
 Tables under OUT (Parquet, zstd): batches, partitions, producers, transactions, findings,
 producer_state, topics, producer_ids, brokers; and the report as report.txt and report.json.
@@ -49,14 +51,8 @@ from kraftpy.tools.logdecode.eos_report import (
 from kraftpy.tools.logdecode.eos_scan import build_contexts, replica_auditor, replica_batches
 from kraftpy.tools.logdecode.logdirs import LogDir, NoLogDirs, find_log_dirs, replica_at, replicas
 
-AUDIT_TABLES = ("partitions", "producers", "transactions", "findings", "producer_state")
 SUMMARY_TABLES = ("topics", "producer_ids", "brokers")
-TABLES = ("batches", *AUDIT_TABLES, *SUMMARY_TABLES)
 ARROW_ROWS = 20_000
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_pipeline_arguments(p)
 
 
 # --- the tasks ---------------------------------------------------------------------------------
@@ -165,8 +161,6 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
     found = replicas(log_dirs)
     work = [(r.size, {"log_dir": str(r.log_dir.path.resolve()), "cluster": r.cluster,
                       "broker": r.broker, "path": str(r.path.resolve())}) for r in found]
-    for r in found:
-        contexts.of(r.cluster)
     sc = spark.sparkContext
     count = max(1, min(len(work), tasks or 4 * sc.defaultParallelism))
     bins = _bins(work, count)
@@ -174,12 +168,12 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
     table = F.col("table")
     work_rows = sc.parallelize([(json.dumps(b),) for b in bins], len(bins)) if bins else \
         sc.parallelize([], 1)
-    tasks = spark.createDataFrame(work_rows, "work string")
+    spread = spark.createDataFrame(work_rows, "work string")
     # The batches table straight to Parquet; the audit's rows (a few per producer and
     # transaction) kept, split into their tables and read back for the report. Each job
     # scans the segments: a second scan costs less than keeping every batch row.
-    _write(tasks.mapInArrow(_batch_tasks(), BATCH_TABLE_DDL), f"{target}/batches")
-    audit = (tasks.mapInArrow(_audit_tasks(contexts.by_cluster, settings),
+    _write(spread.mapInArrow(_batch_tasks(), BATCH_TABLE_DDL), f"{target}/batches")
+    audit = (spread.mapInArrow(_audit_tasks(contexts.by_cluster, settings),
                               ", ".join(f"{n} {k}" for n, k in _AUDIT_ROWS))
              .persist(StorageLevel.MEMORY_AND_DISK))
     result = EosResult(problems=contexts.problems, contexts=contexts.by_cluster)
@@ -293,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kraftpy-eos-audit", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
+    add_pipeline_arguments(parser)
     return run(parser.parse_args(argv))
 
 
