@@ -18,7 +18,7 @@ from typing import IO
 from kraftpy.tools.logdecode.eos import Settings
 from kraftpy.tools.logdecode.eos_report import EosResult, render_json, render_text
 from kraftpy.tools.logdecode.eos_scan import audit_replica_files, build_contexts
-from kraftpy.tools.logdecode.logdirs import NoLogDirs, find_log_dirs, replicas
+from kraftpy.tools.logdecode.logdirs import NoLogDirs, find_log_dirs, selected_replicas
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -42,11 +42,13 @@ def parse_time(text: str) -> int:
 
 def audit_dirs(paths: Sequence[str], *, settings: Settings, now_ms: int | None = None,
                block_size: int = 1000) -> EosResult:
-    """The whole audit in this process (raises NoLogDirs for inputs with no log directory)."""
+    """The whole audit in this process (raises NoLogDirs for inputs with no log directory).
+    The context comes from the whole log directories of the inputs; the replicas audited are
+    those the inputs name (a partition folder only itself)."""
     log_dirs = find_log_dirs(paths)
     contexts = build_contexts(log_dirs, now_ms=now_ms, block_size=block_size)
     result = EosResult(problems=contexts.problems)
-    for replica in replicas(log_dirs):
+    for replica in selected_replicas(paths):
         result.add(audit_replica_files(replica, contexts.of(replica.cluster), settings))
     result.contexts = contexts.by_cluster
     result.summarize()

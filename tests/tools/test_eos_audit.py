@@ -424,6 +424,10 @@ def test_log_dirs_are_found_from_any_level(tmp_path: Path, broker: Path) -> None
     assert [r.name for r in replicas(find_log_dirs([broker]))] == ["orders-0"]
     (broker / "orders-0.0f1e2d3c4b5a69788796a5b4c3d2e1f0-delete").mkdir()
     assert [r.name for r in replicas(find_log_dirs([broker]))] == ["orders-0"]
+    PartitionLog(broker / "orders-1").data(1000, 0, 0, 1)
+    result = audit(broker / "orders-1")  # a partition folder: that replica only
+    assert [p.partition for p in result.partitions] == [1]
+    assert result.producers[0].granted_by == "block"  # its log directory's metadata log
 
 
 @pytest.mark.parametrize(("args", "message"), [

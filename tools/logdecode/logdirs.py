@@ -87,6 +87,22 @@ def find_log_dirs(inputs: Sequence[str | Path]) -> list[LogDir]:
     return [found[p] for p in sorted(found)]
 
 
+def selected_replicas(inputs: Sequence[str | Path]) -> list[Replica]:
+    """The replicas the inputs name: a partition folder names itself, anything else every
+    replica of the log directories under it (in `replicas` order, each once)."""
+    chosen: dict[Path, Replica] = {}
+    for raw in inputs:
+        path = Path(raw)
+        if _LIVE_PARTITION.match(path.name) and path.is_dir() and _holds_segments(path):
+            replica = replica_at(log_dir(path.parent), path)
+            chosen.setdefault(path.resolve(), replica)
+        else:
+            for replica in replicas(find_log_dirs([path])):
+                chosen.setdefault(replica.path.resolve(), replica)
+    return sorted(chosen.values(), key=lambda r: (r.cluster, _broker_order(r.broker), r.topic,
+                                                  r.partition))
+
+
 def _log_dirs_under(path: Path) -> list[LogDir]:
     if _LIVE_PARTITION.match(path.name) and _holds_segments(path):
         return [log_dir(path.parent)]  # a partition folder: its parent is the log directory

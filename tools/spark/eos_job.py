@@ -49,7 +49,13 @@ from kraftpy.tools.logdecode.eos_report import (
     table_ddl,
 )
 from kraftpy.tools.logdecode.eos_scan import build_contexts, replica_auditor, replica_batches
-from kraftpy.tools.logdecode.logdirs import LogDir, NoLogDirs, find_log_dirs, replica_at, replicas
+from kraftpy.tools.logdecode.logdirs import (
+    LogDir,
+    NoLogDirs,
+    find_log_dirs,
+    replica_at,
+    selected_replicas,
+)
 
 SUMMARY_TABLES = ("topics", "producer_ids", "brokers")
 ARROW_ROWS = 20_000
@@ -158,7 +164,7 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
 
     log_dirs = find_log_dirs(paths)
     contexts = build_contexts(log_dirs, now_ms=now_ms, block_size=block_size)
-    found = replicas(log_dirs)
+    found = selected_replicas(paths)
     work = [(r.size, {"log_dir": str(r.log_dir.path.resolve()), "cluster": r.cluster,
                       "broker": r.broker, "path": str(r.path.resolve())}) for r in found]
     sc = spark.sparkContext
