@@ -131,6 +131,21 @@ def test_a_batch_appended_twice_is_a_duplicate(broker: Path) -> None:
     assert "sequences 2..3 were already appended at offset 2" in result.findings[0].message
 
 
+def test_a_repeat_older_than_the_window_is_out_of_order(broker: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from kraftpy.tools.logdecode import eos
+
+    monkeypatch.setattr(eos, "SEEN_WINDOW", 3)  # memory stays bounded in long epochs
+    p = PartitionLog(broker / "orders-0")
+    p.data(1000, 0, 0, 1)
+    first = p.last
+    for i in range(1, 5):
+        p.data(1000, 0, i, 1)
+    p.again(first)
+    p.close()
+    assert found(audit(broker)) == [("sequence-out-of-order", "1", "orders", 0, 1000, 5, 5)]
+
+
 def test_skipped_sequences_are_a_gap(broker: Path) -> None:
     p = PartitionLog(broker / "orders-0")
     p.data(1000, 0, 0, 2)

@@ -10,7 +10,8 @@ leader would have refused an append (an older epoch, a sequence out of order, a 
 epoch gone back) and a follower only logs a warning, the audit reports a finding.
 
 Beyond Kafka's own checks, the whole log is in view, so the audit also finds what no broker
-can see at append time: a batch appended twice more than five batches apart, a transaction
+can see at append time: the same batch appended twice however far apart (Kafka compares the
+last five; the same bytes have the same CRC), a transaction
 left open when its producer moved to a newer epoch (a marker lost), a COMMIT marker with no
 data before it (the data lost), and, with the cluster's context, producer ids that no block in
 the metadata log granted and transactions left hanging.
@@ -33,6 +34,10 @@ from typing import Any
 from .batches import ABORT, COMMIT, NO_CONTROL, Batch
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+# A producer's batches (of its current epoch) the duplicate check remembers: 2,000 times what
+# Kafka compares, in bounded memory; an older batch appended again shows as a sequence out of
+# order.
+SEEN_WINDOW = 10_000
 INT_MAX = 0x7FFFFFFF
 # Topics whose batches a coordinator writes (no client sequences; origin COORDINATOR).
 COORDINATOR_TOPICS = frozenset({"__consumer_offsets", "__share_group_state", "__transaction_state"})
@@ -40,7 +45,8 @@ COORDINATOR_TOPICS = frozenset({"__consumer_offsets", "__share_group_state", "__
 ERROR, NOTE = "error", "note"
 # Every finding kind, its severity, and what it means (the report and docs list them so).
 FINDING_KINDS: dict[str, tuple[str, str]] = {
-    "duplicate": (ERROR, "a producer's batch (id, epoch and sequence range) appended twice"),
+    "duplicate": (ERROR, "the same batch (producer id, epoch, sequence range and CRC) appended "
+                  "twice"),
     "sequence-gap": (ERROR, "sequences skipped within a producer epoch: batches missing"),
     "sequence-out-of-order": (ERROR, "a sequence at or below one already appended, not a "
                               "duplicate of it"),
@@ -298,7 +304,8 @@ class _Entry:
     """ProducerStateEntry, plus what the audit counts."""
 
     __slots__ = ("epoch", "coordinator_epoch", "last_timestamp", "txn_first_offset", "recent",
-                 "seen", "first_offset", "last_offset", "batches", "records", "bytes",
+                 "seen", "seen_order", "first_offset", "last_offset", "batches", "records",
+                 "bytes",
                  "transactional", "committed", "aborted", "txn", "last_marker")
 
     def __init__(self, first_offset: int) -> None:
@@ -307,8 +314,10 @@ class _Entry:
         self.last_timestamp = -1
         self.txn_first_offset = -1
         self.recent: deque[tuple[int, int, int, int]] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
-        # (epoch, first seq, last seq) -> (offset, CRC) of the batch that first had them
+        # (epoch, first seq, last seq) -> (offset, CRC) of the batch that first had them, for
+        # the last SEEN_WINDOW batches of the current epoch
         self.seen: dict[tuple[int, int, int], tuple[int, int]] = {}
+        self.seen_order: deque[tuple[int, int, int]] = deque()
         self.first_offset = first_offset
         self.last_offset = first_offset
         self.batches = self.records = self.bytes = 0
@@ -317,13 +326,19 @@ class _Entry:
         self.txn: Transaction | None = None
         self.last_marker: tuple[int, int] | None = None  # (type, epoch), while nothing follows
 
-    def last_seq(self) -> int:
-        return self.recent[-1][0] if self.recent else -1
-
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:  # maybeUpdateProducerEpoch
             self.recent.clear()
+            self.seen.clear()
+            self.seen_order.clear()
             self.epoch = epoch
+
+    def remember(self, key: tuple[int, int, int], offset: int, crc: int) -> None:
+        if key not in self.seen:
+            self.seen[key] = (offset, crc)
+            self.seen_order.append(key)
+            if len(self.seen_order) > SEEN_WINDOW:
+                del self.seen[self.seen_order.popleft()]
 
     def state(self) -> tuple[int, int, int, int, int, int, int]:
         """(epoch, last sequence, last offset, offset delta, timestamp, coordinator epoch,
@@ -334,7 +349,7 @@ class _Entry:
 
 
 @dataclass
-class _Snapshot:
+class Snapshot:
     offset: int
     entries: list[dict[str, Any]] | None
     error: str | None = None
@@ -343,7 +358,7 @@ class _Snapshot:
 def audit_replica(replica: Replica, batches: Iterable[tuple[str, Batch]], *,
                   context: ClusterContext, settings: Settings, log_start: int,
                   segments: int = 0, problems: Sequence[tuple[str, int, int | None, str]] = (),
-                  snapshots: Sequence[_Snapshot] = (),
+                  snapshots: Sequence[Snapshot] = (),
                   txn_index: Sequence[tuple[int, int, int]] | None = None) -> ReplicaAudit:
     """Replay one replica's batches (in offset order, each with its file) and audit them; see
     `ReplicaAuditor`. `problems` is read once the batches are exhausted."""
@@ -364,7 +379,7 @@ class ReplicaAuditor:
     index files were not copied."""
 
     def __init__(self, replica: Replica, *, context: ClusterContext, settings: Settings,
-                 log_start: int, segments: int = 0, snapshots: Sequence[_Snapshot] = (),
+                 log_start: int, segments: int = 0, snapshots: Sequence[Snapshot] = (),
                  txn_index: Sequence[tuple[int, int, int]] | None = None) -> None:
         r = self.replica = replica
         self.context, self.settings, self.log_start = context, settings, log_start
@@ -506,7 +521,6 @@ def _data(b: Batch, entry: _Entry, find: Any, sequences: bool, first_must_be_zer
              f"epoch {epoch} after the producer wrote at epoch {entry.epoch}")
         return
     if sequences and first_seq >= 0:
-        entry.seen.setdefault(key, (base, crc))
         if epoch != entry.epoch:
             if first_seq != 0 and (entry.epoch >= 0 or (first_must_be_zero and entry.batches == 1)):
                 find("sequence-gap", pid, epoch, base, last,
@@ -528,9 +542,9 @@ def _data(b: Batch, entry: _Entry, find: Any, sequences: bool, first_must_be_zer
              f"the transaction opened at offset {txn.first_offset} (epoch "
              f"{txn.producer_epoch}) has no marker, and the producer wrote at epoch "
              f"{epoch} from offset {base}", base)
-    if epoch != entry.epoch:  # ProducerStateEntry.maybeUpdateProducerEpoch
-        entry.recent.clear()
-        entry.epoch = epoch
+    entry.set_epoch(epoch)
+    if sequences and first_seq >= 0:
+        entry.remember(key, base, crc)
     entry.last_marker = None
     entry.recent.append((last_seq, last, last - base, max_ts))
     entry.last_timestamp = max_ts
@@ -647,7 +661,7 @@ def _hanging(r: Replica, entries: dict[int, _Entry], context: ClusterContext,
              f"{context.as_of_source} ({e.txn.records} records); {why}", e.txn.first_offset)
 
 
-def _compare_snapshot(r: Replica, snap: _Snapshot, entries: dict[int, _Entry], log_start: int,
+def _compare_snapshot(r: Replica, snap: Snapshot, entries: dict[int, _Entry], log_start: int,
                       find: Any, out: list[SnapshotEntry]) -> None:
     """A snapshot at offset N holds the state after every batch below N: each entry must be
     the replay's. A producer the replay does not know is a mismatch only when the log still

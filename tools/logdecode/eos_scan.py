@@ -24,7 +24,7 @@ from .eos import (
     ReplicaAudit,
     ReplicaAuditor,
     Settings,
-    _Snapshot,
+    Snapshot,
 )
 from .logdirs import LogDir
 from .logdirs import Replica as ReplicaFiles
@@ -180,9 +180,9 @@ def replica_auditor(replica: ReplicaFiles, context: ClusterContext, settings: Se
     for snap in replica.producer_snapshots:
         try:
             decoded = read_producer_state(Path(snap.path).read_bytes(), snap.base_offset)
-            snapshots.append(_Snapshot(snap.base_offset, decoded["entries"]))
+            snapshots.append(Snapshot(snap.base_offset, decoded["entries"]))
         except (SmallFileError, OSError) as e:
-            snapshots.append(_Snapshot(snap.base_offset, None, str(e)))
+            snapshots.append(Snapshot(snap.base_offset, None, str(e)))
     txn_index: list[tuple[int, int, int]] | None = None
     if replica.has_indexes:
         txn_index = []
