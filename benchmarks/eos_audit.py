@@ -269,8 +269,11 @@ def main() -> None:
         cluster = Standalone(work / "standalone")
         cluster.start()
         try:
+            from kraftpy.tools.spark.session import LOCAL_JAVA_OPTIONS
+
             standalone = spark_run(cluster.master, data, warm, work / "standalone-out",
-                                   {"spark.executor.memory": "1200m", "spark.cores.max": "2"})
+                                   {"spark.executor.memory": "1200m", "spark.cores.max": "2",
+                                    "spark.executor.extraJavaOptions": LOCAL_JAVA_OPTIONS})
         finally:
             cluster.stop()
         reports["standalone"] = report_of(work / "standalone-out")
