@@ -310,6 +310,19 @@ def test_an_id_no_block_granted(broker: Path) -> None:
     assert [p.granted_by for p in result.producer_ids] == ["block", "none"]
 
 
+def test_ids_below_the_first_block_were_granted_before_the_log(tmp_path: Path) -> None:
+    log_dir = broker_dir(tmp_path / "b1")
+    metadata_log(log_dir, blocks=[(1, 5000)], end_ms=END_MS)  # as after a ZooKeeper migration
+    p = PartitionLog(log_dir / "orders-0")
+    p.data(17, 0, 0, 1)
+    p.data(5001, 0, 0, 1)
+    p.data(6000, 0, 0, 1)
+    p.close()
+    result = audit(log_dir)
+    assert [p.granted_by for p in result.producers] == ["before-log", "block", "none"]
+    assert found(result) == [("ungranted-producer-id", "1", "orders", 0, 6000, 2, 2)]
+
+
 def test_without_a_metadata_log_ids_are_not_traced(tmp_path: Path) -> None:
     log_dir = broker_dir(tmp_path / "b1")
     PartitionLog(log_dir / "orders-0").data(7, 0, 0, 1)

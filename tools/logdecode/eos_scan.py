@@ -76,8 +76,14 @@ def build_contexts(log_dirs: Sequence[LogDir], *, now_ms: int | None = None,
         out.of(block.cluster).blocks.append(GrantedBlock(
             block.first_id, block.last_id, block.offset, block.broker_id,
             block.broker_epoch if block.broker_epoch != OWN_BLOCK_EPOCH else -1))
+    # Ids below the first block in the inputs were granted before it: in segments a snapshot
+    # replaced, or by ZooKeeper before a migration to KRaft.
     for cluster, next_id in audit.seed_next_id.items():
         out.of(cluster).granted_before = next_id
+    for context in out.by_cluster.values():
+        if context.blocks:
+            first = min(b.first_id for b in context.blocks)
+            context.granted_before = max(context.granted_before, first)
     for cluster, (policies, default) in _cleanup_policies(configs).items():
         out.of(cluster).cleanup_policies = policies
         out.of(cluster).default_cleanup_policy = default
