@@ -39,6 +39,7 @@ from kraftpy.tools.logdecode.eos import (
     PartitionSummary,
     Producer,
     Settings,
+    SnapshotEntry,
     finding_order,
 )
 from kraftpy.tools.logdecode.eos_report import (
@@ -184,18 +185,19 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
              .persist(StorageLevel.MEMORY_AND_DISK))
     result = EosResult(problems=contexts.problems, contexts=contexts.by_cluster)
     try:
-        kept = audit.where(table.isin("partitions", "producers", "findings")).collect()
-        for name in ("transactions", "producer_state"):  # the rest the driver holds
-            rows = audit.where(table == name).select(F.from_json("row", table_ddl(name))
-                                                     .alias("r")).select("r.*")
-            _write(rows if name == "transactions" else rows.coalesce(1), f"{target}/{name}")
+        held = ("partitions", "producers", "findings", "producer_state")
+        kept = audit.where(table.isin(*held)).collect()
+        # transactions: one row per transaction per replica, too many for the driver
+        _write(audit.where(table == "transactions")
+               .select(F.from_json("row", table_ddl("transactions")).alias("r")).select("r.*"),
+               f"{target}/transactions")
     finally:
         audit.unpersist()
     for name, row in kept:
         getattr(result, name).append(TABLE_ROWS[name](**json.loads(row)))
     _order(result)
     result.summarize()
-    for name in ("partitions", "producers", "findings", *SUMMARY_TABLES):
+    for name in (*held, *SUMMARY_TABLES):
         _write_held(spark, name, getattr(result, name), f"{target}/{name}")
     return result
 
@@ -234,11 +236,12 @@ def _order(result: EosResult) -> None:
     """The rows in the order one process makes them (by replica, then as the audit lists)."""
     from kraftpy.tools.logdecode.eos_report import _broker_key
 
-    def replica(r: PartitionSummary | Producer | Finding) -> tuple:
+    def replica(r: PartitionSummary | Producer | Finding | SnapshotEntry) -> tuple:
         return (r.cluster, _broker_key(r.broker), r.topic, r.partition)
 
     result.partitions.sort(key=replica)
     result.producers.sort(key=lambda p: (*replica(p), p.producer_id))
+    result.producer_state.sort(key=lambda e: (*replica(e), e.snapshot_offset))
     result.findings.sort(key=lambda f: (*replica(f), *finding_order(f)))
 
 
