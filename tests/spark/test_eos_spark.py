@@ -115,6 +115,47 @@ def test_kafka_log_batches_and_producer_state(spark, eos_logs: EosLogs) -> None:
         spark.read.format("kafka-log").option("table", "rows").load(root).collect()
 
 
+def test_the_batches_columns_are_the_batch_rows(eos_logs: EosLogs, tmp_path: Path) -> None:
+    """batch_arrow's numpy columns against batches.batch_row, on Kafka's segments and on odd
+    batches: LogAppendTime, compression, a control batch that is no marker, one whose record
+    does not read, a sequence that wraps."""
+    import pyarrow as pa
+    from kraftpy.protocol.record_batch import build_record_batch
+    from kraftpy.tools.logdecode.batches import Batch, batch_row, scan_batches
+    from kraftpy.tools.logdecode.paths import classify
+    from kraftpy.tools.spark.batch_arrow import segment_batches
+    from support.eos_logs import PartitionLog, batch_bytes, records_region
+
+    p = PartitionLog(tmp_path / "odd-3")
+    p.data(7, 2, 0x7FFFFFFF, 3)
+    p.marker(7, 3, commit=False, coordinator_epoch=9)
+    region = records_region([b"x", b"y"])
+    p.write(batch_bytes(region, 2, base_offset=p.next_offset, attributes=0x08 | 4,
+                        producer_id=8, producer_epoch=0, base_sequence=0))
+    p.write(build_record_batch([b"\x00"], keys=[b"\x00\x00\x00\x02"], control=True,
+                               base_offset=p.next_offset + 2))
+    p.write(build_record_batch([b"?"], keys=[b"?"], control=True, base_offset=p.next_offset + 3))
+    p.close()
+    segments = [*sorted(eos_logs.brokers[3].glob("*/*.log")), *p.segments]
+    where = ("c", "3", "t", 1)
+    rows = 0
+    for path in segments:
+        segment = classify(path)
+        expected = [batch_row(where, str(path), segment.base_offset, b)
+                    for b in scan_batches(segment) if type(b) is Batch]
+        got = [tuple(r.values()) for rb in segment_batches(pa, segment, where, rows=50)
+               for r in rb.to_pylist()]
+        assert got == expected, path
+        rows += len(got)
+    assert rows > 500
+    odd = [tuple(r.values()) for rb in segment_batches(pa, classify(p.segments[0]), where)
+           for r in rb.to_pylist()]
+    assert [(r[14], r[15], r[19], r[22], r[23]) for r in odd] == [
+        ("CreateTime", "none", 1, None, None), ("CreateTime", "none", -1, "ABORT", 9),
+        ("LogAppendTime", "zstd", 1, None, None), ("CreateTime", "none", -1, "LeaderChange", None),
+        ("CreateTime", "none", -1, "UNKNOWN", None)]
+
+
 def test_bad_inputs_stop_before_spark_starts(tmp_path: Path, capsys) -> None:
     from kraftpy.tools.cli import main
 

@@ -29,8 +29,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
+from typing import Any
 
-from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL, BATCH_TABLE_FIELDS, Batch, batch_row
+from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL
 from kraftpy.tools.logdecode.paths import FileKind, LogKind, classify, cluster_of, expand
 from kraftpy.tools.logdecode.records import full_ddl, full_fields, location, record_rows
 from kraftpy.tools.logdecode.rows import ROW_DDL, ROW_FIELDS
@@ -222,12 +223,12 @@ class KafkaLogReader(DataSourceReader):
 
         try:
             file = classify(partition.path)
+            if self.table == "batches":
+                yield from _batch_rows(pa, file, self.cluster)
+                return
             if self.table == "records":
                 fields = full_fields(self.text)
                 rows = record_rows(file, self.cluster, text=self.text)
-            elif self.table == "batches":
-                fields = BATCH_TABLE_FIELDS
-                rows = _batch_rows(file, self.cluster)
             else:
                 fields = PRODUCER_STATE_FIELDS
                 rows = _producer_state_rows(file, self.cluster)
@@ -250,14 +251,10 @@ def _where(file, cluster: str) -> tuple[str, str, str, int]:
             -1 if number is None else number)
 
 
-def _batch_rows(file, cluster: str) -> Iterator[tuple]:
-    from kraftpy.tools.logdecode.batches import scan_batches
+def _batch_rows(pa: Any, file: Any, cluster: str) -> Iterator[Any]:
+    from kraftpy.tools.spark.batch_arrow import segment_batches
 
-    where = _where(file, cluster)
-    path = str(file.path)
-    for item in scan_batches(file):
-        if type(item) is Batch:
-            yield batch_row(where, path, file.base_offset, item)
+    yield from segment_batches(pa, file, _where(file, cluster), ARROW_BATCH_ROWS)
 
 
 def _producer_state_rows(file, cluster: str) -> Iterator[tuple]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.tools.cmd_eos_audit import add_pipeline_arguments
-from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL, BATCH_TABLE_FIELDS, batch_row
+from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL
 from kraftpy.tools.logdecode.eos import (
     ClusterContext,
     Finding,
@@ -96,20 +96,18 @@ def _batch_of(pa: Any, schema: Any, rows: list[tuple]) -> Any:
 
 
 def _batch_tasks():
-    """The mapInArrow function of the batches table: each replica's batch headers."""
+    """The mapInArrow function of the batches table: each replica's batch headers, as Arrow
+    columns read straight from the files (`batch_arrow`)."""
 
     def run(tasks: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        from kraftpy.tools.spark.datasource import arrow_schema
+        from kraftpy.tools.spark.batch_arrow import segment_batches
 
-        def rows() -> Iterator[tuple]:
-            for arrow in tasks:
-                for replica in _replicas_of(arrow):
-                    where = (replica.cluster, replica.broker, replica.topic, replica.partition)
-                    for path, segment, batch in replica_batches(replica, []):
-                        yield batch_row(where, path, segment, batch)
-
-        yield from _arrow_batches(arrow_schema(pa, BATCH_TABLE_FIELDS), rows())
+        for arrow in tasks:
+            for replica in _replicas_of(arrow):
+                where = (replica.cluster, replica.broker, replica.topic, replica.partition)
+                for segment in replica.segments:
+                    yield from segment_batches(pa, segment, where, ARROW_ROWS)
 
     return run
 
