@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,6 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
               now_ms: int | None = None, block_size: int = 1000,
               tasks: int = 0) -> EosResult:
     """Run the audit, write every table under `output`, and return the report's rows."""
-    from pyspark.sql import functions as F
     from pyspark.storagelevel import StorageLevel
 
     log_dirs = find_log_dirs(paths)
@@ -170,21 +170,39 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
     count = max(1, min(len(work), tasks or 4 * sc.defaultParallelism))
     bins = _bins(work, count)
     target = output.rstrip("/")
-    table = F.col("table")
     work_rows = sc.parallelize([(json.dumps(b),) for b in bins], len(bins)) if bins else \
         sc.parallelize([], 1)
     spread = spark.createDataFrame(work_rows, "work string")
     # The batches table straight to Parquet; the audit's rows (a few per producer and
     # transaction) kept, split into their tables and read back for the report. Each job
-    # scans the segments: a second scan costs less than keeping every batch row.
-    _write(spread.mapInArrow(_batch_tasks(), BATCH_TABLE_DDL), f"{target}/batches")
+    # scans the segments: a second scan costs less than keeping every batch row. The two jobs
+    # run side by side, so one's last tasks and its commit overlap the other's work.
     audit = (spread.mapInArrow(_audit_tasks(contexts.by_cluster, settings),
                               ", ".join(f"{n} {k}" for n, k in _AUDIT_ROWS))
              .persist(StorageLevel.MEMORY_AND_DISK))
     result = EosResult(problems=contexts.problems, contexts=contexts.by_cluster)
+    with ThreadPoolExecutor(1) as beside:
+        batches = beside.submit(_write, spread.mapInArrow(_batch_tasks(), BATCH_TABLE_DDL),
+                                f"{target}/batches")
+        _audit_tables(audit, target, result)
+        batches.result()
+    _order(result)
+    result.summarize()
+    for name in (*_HELD, *SUMMARY_TABLES):
+        _write_held(spark, name, getattr(result, name), f"{target}/{name}")
+    return result
+
+
+_HELD = ("partitions", "producers", "findings", "producer_state")
+
+
+def _audit_tables(audit: Any, target: str, result: EosResult) -> None:
+    """The transactions table from the kept audit rows, and the rest of them to `result`."""
+    from pyspark.sql import functions as F
+
+    table = F.col("table")
     try:
-        held = ("partitions", "producers", "findings", "producer_state")
-        kept = audit.where(table.isin(*held)).collect()
+        kept = audit.where(table.isin(*_HELD)).collect()
         # transactions: one row per transaction per replica, too many for the driver
         _write(audit.where(table == "transactions")
                .select(F.from_json("row", table_ddl("transactions")).alias("r")).select("r.*"),
@@ -193,11 +211,6 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
         audit.unpersist()
     for name, row in kept:
         getattr(result, name).append(TABLE_ROWS[name](**json.loads(row)))
-    _order(result)
-    result.summarize()
-    for name in (*held, *SUMMARY_TABLES):
-        _write_held(spark, name, getattr(result, name), f"{target}/{name}")
-    return result
 
 
 def _write(df: Any, path: str) -> None:
