@@ -7,10 +7,12 @@ entry point for `spark-submit`:
 The driver finds the log directories, reads the metadata logs and `__transaction_state` (the
 cluster's context: producer-id blocks, topic configs, coordinator state, the audit's "now";
 megabytes) and hands the partition replicas out to tasks, balanced by size. One job writes
-the `batches` table from the segments' batch headers; another scans them again and replays
-them (`kraftpy.tools.logdecode.eos`, the very code `kraftpy eos-audit` runs), and its rows (a
-few per producer and per transaction) are kept and split into the audit's tables. Scanning
-twice costs less than keeping every batch row in Spark's cache. The summaries (topics,
+the `batches` table from the segments' batch headers (each task its own Parquet file, for a
+local or shared output: the JVM then converts and encodes none of the rows); beside it
+another scans them again and replays them (`kraftpy.tools.logdecode.eos`, the very code
+`kraftpy eos-audit` runs), and its rows (a few per producer and per transaction) are kept and
+split into the audit's tables. Scanning twice costs less than keeping every batch row in
+Spark's cache. The summaries (topics,
 producer ids, brokers) are built on the driver from the replicas' rows, as in one process;
 the small tables the driver then holds it writes itself to a local or shared path (a Spark
 job each would cost more than the table), through Spark anywhere else.
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.tools.cmd_eos_audit import add_pipeline_arguments
-from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL
+from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL, BATCH_TABLE_FIELDS
 from kraftpy.tools.logdecode.eos import (
     ClusterContext,
     Finding,
@@ -68,12 +70,18 @@ ARROW_ROWS = 20_000
 _AUDIT_ROWS = (("table", "string"), ("row", "string"))
 
 
-def _replicas_of(arrow: Any) -> Iterator[Any]:
-    """The replicas of a batch of task rows (each a JSON list of replica descriptions)."""
+def _work_of(arrow: Any) -> Iterator[tuple[int, list[Any]]]:
+    """(bin, its replicas) of each task row in a batch of them (JSON: the bin's number and
+    its replicas' descriptions)."""
     for work in arrow.column(0).to_pylist():
-        for item in json.loads(work):
-            owner = LogDir(Path(item["log_dir"]), item["cluster"], item["broker"])
-            yield replica_at(owner, Path(item["path"]))
+        task = json.loads(work)
+        yield task["bin"], [replica_at(LogDir(Path(r["log_dir"]), r["cluster"], r["broker"]),
+                                       Path(r["path"])) for r in task["replicas"]]
+
+
+def _replicas_of(arrow: Any) -> Iterator[Any]:
+    for _, replicas_ in _work_of(arrow):
+        yield from replicas_
 
 
 def _arrow_batches(schema: Any, rows: Iterator[tuple]) -> Iterator[Any]:
@@ -96,21 +104,50 @@ def _batch_of(pa: Any, schema: Any, rows: list[tuple]) -> Any:
          for i, c in enumerate(zip(*rows, strict=True))], schema=schema)
 
 
-def _batch_tasks():
+def _batch_tasks(folder: str | None):
     """The mapInArrow function of the batches table: each replica's batch headers, as Arrow
-    columns read straight from the files (`batch_arrow`)."""
+    columns read straight from the files (`batch_arrow`). With `folder`, each task writes its
+    bin's rows there as one Parquet file itself and yields (file, rows): Spark's JVM then
+    converts and encodes none of them (it would cost it more than the scan costs the task)."""
 
     def run(tasks: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         from kraftpy.tools.spark.batch_arrow import segment_batches
 
         for arrow in tasks:
-            for replica in _replicas_of(arrow):
-                where = (replica.cluster, replica.broker, replica.topic, replica.partition)
-                for segment in replica.segments:
-                    yield from segment_batches(pa, segment, where, ARROW_ROWS)
+            for number, replicas_ in _work_of(arrow):
+                batches = (b for replica in replicas_ for segment in replica.segments
+                           for b in segment_batches(pa, segment, (replica.cluster,
+                                                                  replica.broker, replica.topic,
+                                                                  replica.partition),
+                                                    ARROW_ROWS))
+                if folder is None:
+                    yield from batches
+                else:
+                    yield _write_part(pa, Path(folder), number, batches)
 
     return run
+
+
+def _write_part(pa: Any, folder: Path, number: int, batches: Iterator[Any]) -> Any:
+    """One task's batches as `part-<bin>.zstd.parquet` in `folder`, written under a hidden
+    name and renamed, so a retried or speculative attempt leaves one whole file."""
+    import uuid
+
+    import pyarrow.parquet as pq
+    from kraftpy.tools.spark.datasource import arrow_schema
+
+    schema = arrow_schema(pa, BATCH_TABLE_FIELDS)
+    final = folder / f"part-{number:05d}.zstd.parquet"
+    temporary = folder / f".{final.name}.{uuid.uuid4().hex}"
+    rows = 0
+    with pq.ParquetWriter(temporary, schema, compression="zstd") as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+            rows += batch.num_rows
+    os.replace(temporary, final)
+    return pa.RecordBatch.from_arrays([pa.array([final.name]), pa.array([rows], pa.int64())],
+                                      names=["file", "rows"])
 
 
 def _audit_tasks(contexts: dict[str, ClusterContext], settings: Settings):
@@ -170,7 +207,8 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
     count = max(1, min(len(work), tasks or 4 * sc.defaultParallelism))
     bins = _bins(work, count)
     target = output.rstrip("/")
-    work_rows = sc.parallelize([(json.dumps(b),) for b in bins], len(bins)) if bins else \
+    work_rows = sc.parallelize([(json.dumps({"bin": i, "replicas": b}),)
+                                for i, b in enumerate(bins)], len(bins)) if bins else \
         sc.parallelize([], 1)
     spread = spark.createDataFrame(work_rows, "work string")
     # The batches table straight to Parquet; the audit's rows (a few per producer and
@@ -182,8 +220,7 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
              .persist(StorageLevel.MEMORY_AND_DISK))
     result = EosResult(problems=contexts.problems, contexts=contexts.by_cluster)
     with ThreadPoolExecutor(1) as beside:
-        batches = beside.submit(_write, spread.mapInArrow(_batch_tasks(), BATCH_TABLE_DDL),
-                                f"{target}/batches")
+        batches = beside.submit(_batches_table, spread, f"{target}/batches")
         _audit_tables(audit, target, result)
         batches.result()
     _order(result)
@@ -194,6 +231,20 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
 
 
 _HELD = ("partitions", "producers", "findings", "producer_state")
+
+
+def _batches_table(spread: Any, path: str) -> None:
+    """The batches table: to a local or shared path by the tasks themselves, anywhere else
+    (hdfs://, s3a://) through Spark's writer."""
+    if "://" in path:
+        _write(spread.mapInArrow(_batch_tasks(None), BATCH_TABLE_DDL), path)
+        return
+    folder = Path(path)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    spread.mapInArrow(_batch_tasks(str(folder.resolve())), "file string, rows bigint").collect()
+    (folder / "_SUCCESS").write_bytes(b"")
 
 
 def _audit_tables(audit: Any, target: str, result: EosResult) -> None:
