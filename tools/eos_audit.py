@@ -57,7 +57,10 @@ def audit_dirs(paths: Sequence[str], *, settings: Settings, now_ms: int | None =
 
 def main(paths: Sequence[str], *, fmt: str = "text", now: str | None = None,
          transaction_max_timeout_ms: int = 900_000, producer_id_expiration_ms: int = 86_400_000,
-         block_size: int = 1000, out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+         block_size: int = 1000, out: IO[str] | None = None, err: IO[str] | None = None
+         ) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     try:
         now_ms = None if now is None else parse_time(now)
         result = audit_dirs(paths, settings=Settings(transaction_max_timeout_ms,
