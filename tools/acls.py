@@ -37,7 +37,8 @@ def _entry(principal: str, host: str, op: int, perm: int) -> str:
             f"permissionType={AclPermissionType(perm).name})")
 
 
-def list_acls(conn: KafkaConnection, flt: Mapping[str, Any], out: TextIO = sys.stdout) -> int:
+def list_acls(conn: KafkaConnection, flt: Mapping[str, Any], out: TextIO | None = None) -> int:
+    out = sys.stdout if out is None else out
     response = conn.request(DescribeAclsRequest(**flt))
     if response.error_code:
         print(f"Error: {_error_name(response.error_code)}: {response.error_message or ''}",
@@ -54,7 +55,8 @@ def list_acls(conn: KafkaConnection, flt: Mapping[str, Any], out: TextIO = sys.s
 
 
 def add_acls(conn: KafkaConnection, creations: Iterable[AclCreation],
-             out: TextIO = sys.stdout) -> int:
+             out: TextIO | None = None) -> int:
+    out = sys.stdout if out is None else out
     creations = list(creations)
     response = conn.request(CreateAclsRequest(creations=creations))
     status = 0
@@ -71,7 +73,8 @@ def add_acls(conn: KafkaConnection, creations: Iterable[AclCreation],
 
 
 def remove_acls(conn: KafkaConnection, filters: Iterable[Mapping[str, Any]],
-                out: TextIO = sys.stdout) -> int:
+                out: TextIO | None = None) -> int:
+    out = sys.stdout if out is None else out
     response = conn.request(DeleteAclsRequest(filters=[DeleteAclsFilter(**f) for f in filters]))
     status = 0
     for result in response.filter_results:

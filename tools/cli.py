@@ -12,6 +12,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("dump-log", "kraftpy.tools.cmd_dump_log"),
     ("metadata-state", "kraftpy.tools.cmd_metadata_state"),
     ("pid-audit", "kraftpy.tools.cmd_pid_audit"),
+    ("eos-audit", "kraftpy.tools.cmd_eos_audit"),
     ("pipeline", "kraftpy.tools.cmd_pipeline"),
     ("serve", "kraftpy.tools.cmd_serve"),
     ("conformance", "kraftpy.tools.cmd_conformance"),

@@ -19,13 +19,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object per record (JSON lines); with --summary, one document")
+                   help="one JSON object per record of every partition (JSON lines), with the "
+                        "batch fields exactly-once depends on; with --summary, one document")
     p.add_argument("--summary", action="store_true",
                    help="count records by type and leader epoch instead of listing them")
     p.add_argument("--skip-noop", action="store_true", help="hide NoOpRecords (and their batches)")
     p.add_argument("--print-data-log", action="store_true",
                    help="ordinary topics: print each record with its key and value as text "
-                        "(as kafka-dump-log.sh --print-data-log)")
+                        "(as kafka-dump-log.sh --print-data-log); with --json, keys, values "
+                        "and header values as text instead of base64")
     p.add_argument("--deep-iteration", action="store_true",
                    help="ordinary topics: print each record's line without key and value "
                         "(as kafka-dump-log.sh --deep-iteration)")

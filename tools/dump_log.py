@@ -6,9 +6,10 @@ for each partition: `--cluster-metadata-decoder` for `__cluster_metadata` (and s
 `--transaction-log-decoder` for `__transaction_state`, `--offsets-decoder` for
 `__consumer_offsets`, and the default decoder for any other topic (batch lines; record lines
 with `deep_iteration`, and their keys and values as text with `print_data`), so the two tools'
-output can be diffed. JSON rows are typed records only: an ordinary topic's files have none
-and are counted in a note on stderr. Damage is reported on stderr with file and position, and
-decoding goes on.
+output can be diffed. JSON rows cover every record of every partition (`logdecode.records`):
+typed metadata and coordinator records, and ordinary topics' records with their keys, values
+and headers, each with the batch fields exactly-once depends on. Damage is reported on stderr
+with file and position, and decoding goes on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from kraftpy.protocol.record_batch import BATCH_HEADER
 from kraftpy.tools.logdecode.dumptext import (
     batch_line,
     compact_json,
@@ -32,9 +34,17 @@ from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
 from kraftpy.tools.logdecode.paths import FileKind, LogFile, LogKind, cluster_of, expand
 from kraftpy.tools.logdecode.payload import DATA_TYPE
 from kraftpy.tools.logdecode.progress import Progress
-from kraftpy.tools.logdecode.reader import read_log_file
-from kraftpy.tools.logdecode.rows import json_head, row_json
-from kraftpy.tools.logdecode.scan import scan
+from kraftpy.tools.logdecode.reader import read_file, read_log_file
+from kraftpy.tools.logdecode.records import (
+    NO_BATCH,
+    batch_part,
+    location,
+    marker_epoch,
+    record_rows,
+)
+from kraftpy.tools.logdecode.records import row_json as full_row_json
+from kraftpy.tools.logdecode.rows import json_head
+from kraftpy.tools.logdecode.scan import json_text, scan
 from kraftpy.tools.logdecode.small_files import SmallFileError, read_small_file, render_small_file
 
 NO_OP = "NO_OP_RECORD"
@@ -55,7 +65,6 @@ class Tally:
     by_type: Counter[str] = field(default_factory=Counter)
     by_epoch: Counter[int] = field(default_factory=Counter)
     by_type_epoch: Counter[tuple[str, int]] = field(default_factory=Counter)
-    data_files_without_rows: int = 0  # --json: files of ordinary topics
 
 
 def resolve(paths: Sequence[str], *, all_files: bool) -> list[LogFile]:
@@ -72,7 +81,8 @@ def resolve(paths: Sequence[str], *, all_files: bool) -> list[LogFile]:
             raise NotALogError(
                 f"{raw}: not a Kafka log file (expected <offset>.log, <offset>-<epoch>.checkpoint, "
                 "bootstrap.checkpoint, quorum-state, meta.properties, leader-epoch-checkpoint, "
-                "partition.metadata, .index, .timeindex or a producer-state .snapshot)")
+                "partition.metadata, .index, .timeindex, a producer-state .snapshot or a "
+                ".txnindex)")
         files.extend(found)
     return files
 
@@ -85,10 +95,7 @@ def dump(files: Iterable[LogFile], out: IO[str], err: IO[str], *, mode: str = "t
         tally.files += 1
         if file.kind.has_batches:
             if mode == "json":
-                if file.log is LogKind.DATA:
-                    tally.data_files_without_rows += 1
-                else:
-                    _json_file(file, out, skip_noop, tally)
+                _json_file(file, out, skip_noop, tally, text=print_data)
             else:
                 _text_file(file, out, skip_noop, tally, write=(mode == "text"),
                            print_data=print_data, deep_iteration=deep_iteration)
@@ -102,10 +109,6 @@ def dump(files: Iterable[LogFile], out: IO[str], err: IO[str], *, mode: str = "t
         _summary(tally, out)
     elif mode == "summary-json":
         out.write(compact_json(summary_dict(tally)) + "\n")
-    if tally.data_files_without_rows:
-        err.write(f"kraftpy dump-log: {tally.data_files_without_rows} file(s) of ordinary topics "
-                  "have no JSON rows (application data, not records of a known type); the text "
-                  "dump shows them (--print-data-log for keys and values)\n")
     for problem in tally.problems:
         err.write(problem_line(problem) + "\n")
     return tally
@@ -173,19 +176,58 @@ def _flush_batch(lines: list[str], pending: list[str], hidden: int) -> None:
         lines.extend(pending)
 
 
-def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> None:
-    # The hot loop of --json: a line is this file's head, five numbers and the record's
-    # shared tail (see logdecode.scan); only report rows go through row_json.
+def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally, *,
+               text: bool = False) -> None:
+    """One JSON line per record (`records.FULL_NAMES`). Ordinary topics' records take the
+    general way (`records.record_rows`); metadata and coordinator logs the scan's fast one,
+    where a line is this file's head, the batch's fields (once per batch), the record's
+    numbers and the record's shared tail (see logdecode.scan)."""
     path = str(file.path)
-    cluster, kind = cluster_of(path, ""), file.kind.value
-    head = json_head(cluster, path, kind)
     lines: list[str] = []
     append = lines.append
-    last_batch = None
     records = batches = 0
+    last_batch = None
+
+    def flush() -> None:
+        if lines:
+            out.write("\n".join(lines))
+            out.write("\n")
+            lines.clear()
+
+    if file.log is LogKind.DATA:
+        for row in record_rows(file, text=text):
+            error = row[24]
+            if row[21] is None:  # damage that is not one record's: a report row
+                problem_kind, _, message = error.partition(": ")
+                tally.problems.append(Problem(path, row[3], problem_kind, message, row[5]))
+            else:
+                records += 1
+                if row[3] != last_batch:
+                    last_batch = row[3]
+                    batches += 1
+            append(full_row_json(row))
+            if len(lines) >= 4096:
+                flush()
+        flush()
+        tally.records += records
+        tally.batches += batches
+        return
+    try:
+        data = read_file(file.path)
+    except OSError as e:
+        tally.problems.append(Problem(path, 0, "io", f"cannot read: {e.strerror or e}"))
+        return
+    cluster, kind = cluster_of(path, ""), file.kind.value
+    topic, partition = location(file)
+    head = json_head(cluster, path, kind)
+    where = (f'"topic":{"null" if topic is None else json_text(topic)},'
+             f'"partition":{"null" if partition is None else partition},')
+    unpack = BATCH_HEADER.unpack_from
     start: str | None = None  # the current batch's line start, up to the offset
+    middle = ""  # the current batch's fields after the timestamp, up to the sequence
+    base_seq = -1
     last_start = -1
-    for position, base, offset, epoch, timestamp, cols, tail in scan(file):
+    for position, base, offset, epoch, timestamp, cols, tail in scan(file, data):
         error = cols[4]
         if error is None:
             records += 1
@@ -200,25 +242,43 @@ def _json_file(file: LogFile, out: IO[str], skip_noop: bool, tally: Tally) -> No
         else:
             records += 1
             tally.problems.append(Problem(path, position, "undecodable-record", error, offset))
-        if tail is None:
-            append(row_json((cluster, path, kind, position, base, offset, epoch, timestamp, *cols)))
-        elif position != last_start:  # a batch's first line (most batches have one record)
+        if tail is None or base < 0:
+            part = batch_part(unpack(data, position)) if base >= 0 else NO_BATCH
+            sequence = None if offset is None or part[3] is None else \
+                (-1 if part[3] < 0 else (part[3] + offset - base) % 0x80000000)
+            append(full_row_json((cluster, path, kind, position, base, offset, epoch, timestamp,
+                                  topic, partition, *part, sequence,
+                                  marker_epoch(cols[0], cols[1], cols[3]), *cols, None, None,
+                                  None)))
+            continue
+        if position != last_start:  # a batch's first line (most batches have one record)
             last_start, start = position, None
-            append(f'{head}{position},"batch_base_offset":{base},"offset":{offset},'
-                   f'"leader_epoch":{epoch},"timestamp_ms":{timestamp},{tail}')
-        else:  # the batch's later records share the line start up to the offset
-            if start is None:
+            h = unpack(data, position)
+            base_seq = h[11]
+            part = batch_part(h)
+            middle = (f'{where}"batch_last_offset":{part[0]},"producer_id":{part[1]},'
+                      f'"producer_epoch":{part[2]},"base_sequence":{base_seq},'
+                      f'"last_sequence":{part[4]},'
+                      f'"is_transactional":{"true" if part[5] else "false"},'
+                      f'"timestamp_type":"{part[6]}","compression":"{part[7]}","sequence":')
+            first = f'{head}{position},"batch_base_offset":{base},"offset":{offset},'
+        else:
+            if start is None:  # the batch's later records share the line start
                 start = f'{head}{position},"batch_base_offset":{base},"offset":'
-            append(f'{start}{offset},"leader_epoch":{epoch},"timestamp_ms":{timestamp},{tail}')
+            first = f"{start}{offset},"
+        sequence = -1 if base_seq < 0 else (base_seq + offset - base) % 0x80000000
+        coordinator = "null" if not cols[0] else _null(marker_epoch(cols[0], cols[1], cols[3]))
+        append(f'{first}"leader_epoch":{epoch},"timestamp_ms":{timestamp},{middle}{sequence},'
+               f'"coordinator_epoch":{coordinator},{tail}')
         if len(lines) >= 4096:
-            out.write("\n".join(lines))
-            out.write("\n")
-            lines.clear()
-    if lines:
-        out.write("\n".join(lines))
-        out.write("\n")
+            flush()
+    flush()
     tally.records += records
     tally.batches += batches
+
+
+def _null(value: int | None) -> str:
+    return "null" if value is None else str(value)
 
 
 def _small_file(file: LogFile, out: IO[str], mode: str, tally: Tally) -> None:
@@ -260,7 +320,9 @@ def summary_dict(tally: Tally) -> dict[str, Any]:
 def main(paths: Sequence[str], *, mode: str = "text", skip_noop: bool = False,
          all_files: bool = False, progress: bool | None = None, print_data: bool = False,
          deep_iteration: bool = False,
-         out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+         out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     try:
         files = resolve(paths, all_files=all_files)
     except NotALogError as e:

@@ -193,8 +193,10 @@ def render_tree(replayed: Replayed) -> list[str]:
     return lines
 
 
-def main(path: str, *, as_json: bool = False, out: IO[str] = sys.stdout,
-         err: IO[str] = sys.stderr) -> int:
+def main(path: str, *, as_json: bool = False, out: IO[str] | None = None,
+         err: IO[str] | None = None) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     try:
         replayed = load(path)
     except NoMetadataLog as e:

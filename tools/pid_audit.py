@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import IO
@@ -31,7 +31,7 @@ from kraftpy.tools.logdecode.audit import (
 )
 from kraftpy.tools.logdecode.dumptext import compact_json, problem_line
 from kraftpy.tools.logdecode.model import Problem
-from kraftpy.tools.logdecode.paths import FileKind, cluster_of
+from kraftpy.tools.logdecode.paths import FileKind, LogFile, cluster_of
 from kraftpy.tools.logdecode.rows import audit_record, file_rows
 
 EXIT_OK, EXIT_OVERLAP = 0, 1
@@ -43,23 +43,35 @@ BLOCK_COLUMNS = ("cluster", "offset", "timestamp_ms", "broker_id", "broker_epoch
 
 def collect(paths: Sequence[str], *, cluster: str = "",
             block_size: int = 1000) -> tuple[Audit, list[Problem]]:
+    files = [(file, cluster_of(file.path, cluster)) for file in resolve(paths, all_files=False)]
+    return collect_files(files, block_size=block_size)
+
+
+def collect_files(files: Iterable[tuple[LogFile, str]], *, block_size: int = 1000,
+                  types: frozenset[str] = AUDIT_TYPES,
+                  others: list[AuditRecord] | None = None) -> tuple[Audit, list[Problem]]:
+    """The audit of these metadata log files, each named with its cluster. Records of the
+    other `types` (beyond the audit's) are appended to `others`."""
     problems: list[Problem] = []
     records = []
     log_start: dict[str, int] = {}  # cluster -> the lowest segment base offset
     damaged: set[tuple[str, int]] = set()  # (cluster, end offset) of snapshots not whole
-    for file in resolve(paths, all_files=False):
+    for file, name in files:
         if not file.kind.has_batches or file.is_transaction_log:
             continue
-        name = cluster_of(file.path, cluster)
         if file.kind is FileKind.SEGMENT:
             log_start[name] = min(log_start.get(name, file.base_offset), file.base_offset)
-        for row in file_rows(file, cluster, types=AUDIT_TYPES):
+        for row in file_rows(file, name, types=types):
             if row[12] is not None:
                 problems.append(Problem(row[1], row[3], "damage", row[12], row[5]))
                 if file.kind is FileKind.SNAPSHOT:
                     damaged.add((name, file.base_offset))
-            if row[9] in AUDIT_TYPES and row[11] is not None:
+            if row[9] is None or row[11] is None:
+                continue
+            if row[9] in AUDIT_TYPES:
                 records.append(audit_record(row))
+            elif others is not None:
+                others.append(audit_record(row))
     starts = _replay_starts(records, log_start, damaged)
     result = audit(_from_replay_starts(records, starts), block_size)
     _forget_deleted_registrations(result, starts, log_start)
@@ -174,7 +186,9 @@ def render_csv(result: Audit, out: IO[str]) -> None:
 
 
 def main(paths: Sequence[str], *, fmt: str = "text", cluster: str = "", block_size: int = 1000,
-         out: IO[str] = sys.stdout, err: IO[str] = sys.stderr) -> int:
+         out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     try:
         result, problems = collect(paths, cluster=cluster, block_size=block_size)
     except NotALogError as e:

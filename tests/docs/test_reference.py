@@ -38,9 +38,9 @@ NOT_READERS = {"controller/kafka_configs.py", "controller/config_schema.py",
                "tools/local_cluster.py",  # writes Kafka brokers' properties, reads none
                "tools/reference.py"}
 # Dotted names that are something else: files, meta.properties keys, features, topic configs
-# written into records.
+# written into records, a broker's default read back from a ConfigRecord by the audit.
 NOT_PROPERTIES = ({"partition.metadata", "directory.id", "meta.properties", "bootstrap.checkpoint",
-                   "pom.xml"} | set(FEATURES)
+                   "pom.xml", "log.cleanup.policy"} | set(FEATURES)
                   | {METADATA_VERSION} | set(TOPIC_CONFIGS))
 
 

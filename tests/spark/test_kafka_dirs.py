@@ -16,6 +16,7 @@ from kraftpy.protocol.records.offset_commit_key import OffsetCommitKey
 from kraftpy.protocol.records.offset_commit_value import OffsetCommitValue
 from kraftpy.protocol.records.transaction_log_value import TransactionLogValue
 from kraftpy.tools import dump_log
+from kraftpy.tools.logdecode.rows import ROW_NAMES
 
 pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
@@ -78,7 +79,9 @@ def test_the_rows_are_dump_logs_json_rows(log_dirs: Path) -> None:
     cli = [json.loads(line) for line in out.getvalue().splitlines()]
     for row in spark_rows:
         row["payload"] = None if row["payload"] is None else json.loads(row["payload"])
-    assert spark_rows == cli
+    # dump-log's rows have every column; this source's are the first ones, for typed records
+    typed = [{k: row[k] for k in ROW_NAMES} for row in cli if "/orders-0/" not in row["file"]]
+    assert spark_rows == typed and len(typed) < len(cli)
 
 
 def test_a_types_option_of_metadata_types_skips_the_coordinator_logs(log_dirs: Path) -> None:

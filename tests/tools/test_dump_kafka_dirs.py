@@ -15,6 +15,7 @@ groups, a deleted group) gave identical output.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import struct
@@ -41,6 +42,7 @@ from kraftpy.protocol.records.transaction_log_value import PartitionsSchema, Tra
 from kraftpy.tools import dump_log, pid_audit
 from kraftpy.tools.logdecode.java_text import java_utf8
 from kraftpy.tools.logdecode.paths import LogKind, classify
+from kraftpy.tools.logdecode.records import FULL_NAMES
 
 _short = struct.Struct(">h").pack
 SEGMENT = "00000000000000000000.log"
@@ -415,17 +417,42 @@ def test_a_healthy_log_dirs_directory_exits_0(log_dirs: Path) -> None:
     assert status == 0 and out.count("key: k1 payload: hello") == 2
 
 
-def test_json_rows_leave_ordinary_topics_out_and_say_so(log_dirs: Path) -> None:
+def test_json_rows_cover_every_partition_with_the_batch_fields(log_dirs: Path) -> None:
     status, out, err = run_dump([log_dirs], mode="json")
-    assert status == 0
+    assert (status, err) == (0, "")
     rows = [json.loads(line) for line in out.splitlines()]
-    assert rows and not [r for r in rows if "/plain-" in r["file"]]
     assert {r["file"].split("/")[-2] for r in rows} == {
-        "__cluster_metadata-0", "__consumer_offsets-0", "__transaction_state-0"}
-    assert all(r["error"] is None for r in rows)
-    assert err == ("kraftpy dump-log: 2 file(s) of ordinary topics have no JSON rows (application "
-                   "data, not records of a known type); the text dump shows them "
-                   "(--print-data-log for keys and values)\n")
+        "__cluster_metadata-0", "__consumer_offsets-0", "__transaction_state-0", "plain-0",
+        "plain-1.6a1f0c2b8e4d4f0d9b1c2d3e4f5a6b7c-delete"}
+    assert all(r["error"] is None and list(r) == list(FULL_NAMES) for r in rows)
+    plain = [r for r in rows if r["file"].endswith("plain-0/" + SEGMENT)]
+    assert {(r["topic"], r["partition"]) for r in plain} == {("plain", 0)}
+    assert [r["offset"] for r in plain] == list(range(26))
+    first, lz4, txn, marker = plain[0], plain[21], plain[24], plain[25]
+    assert (first["record_type"], first["key"], first["value"], first["headers"]) == (
+        "DATA", base64.b64encode(b"k1").decode(), base64.b64encode(b"hello").decode(), [])
+    assert plain[2]["value"] is None and plain[1]["key"] is None
+    assert plain[4]["headers"] == [{"key": "a", "value": base64.b64encode(b"1").decode()},
+                                   {"key": "bee", "value": None}]
+    assert (first["producer_id"], first["producer_epoch"], first["base_sequence"],
+            first["last_sequence"], first["sequence"], plain[7]["sequence"]) == (0, 0, 0, 20, 0, 7)
+    assert (lz4["compression"], lz4["producer_id"], lz4["batch_base_offset"],
+            lz4["batch_last_offset"], lz4["sequence"]) == ("lz4", 1, 21, 23, 0)
+    assert (txn["is_transactional"], txn["producer_id"], txn["is_control"]) == (True, 2, False)
+    assert (marker["is_control"], marker["record_type"], marker["coordinator_epoch"],
+            marker["is_transactional"], marker["sequence"], marker["key"]) == (
+        True, "COMMIT", 0, True, -1, None)
+    metadata = [r for r in rows if "__cluster_metadata" in r["file"]]
+    assert {(r["topic"], r["partition"], r["producer_id"], r["key"]) for r in metadata} == {
+        ("__cluster_metadata", 0, -1, None)}
+
+
+def test_json_rows_with_print_data_log_hold_text(log_dirs: Path) -> None:
+    status, out, _ = run_dump([log_dirs / "plain-0"], mode="json", print_data=True)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert status == 0 and (rows[0]["key"], rows[0]["value"]) == ("k1", "hello")
+    assert rows[5]["value"] == "日本語 ✓" and rows[4]["headers"][0] == {"key": "a", "value": "1"}
+    assert rows[7]["value"] == java_utf8(WEIRD_VALUES[0])
 
 
 def test_summary_counts_topic_records_as_data(log_dirs: Path) -> None:

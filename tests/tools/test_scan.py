@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 from kraftpy.tools import dump_log
+from kraftpy.tools.logdecode import records
 from kraftpy.tools.logdecode.model import BatchInfo, Problem, RecordInfo
 from kraftpy.tools.logdecode.paths import classify, cluster_of, expand
 from kraftpy.tools.logdecode.reader import read_log_file
-from kraftpy.tools.logdecode.rows import file_rows, row_dict
+from kraftpy.tools.logdecode.rows import ROW_NAMES, file_rows, row_dict
 from support.metadata_logs import (
     MetadataLogWriter,
     no_op,
@@ -122,7 +123,14 @@ def test_json_lines_are_the_rows(realistic: MetadataLogWriter) -> None:
                            progress=False)
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     expected = [row_dict(r) for f in expand([realistic.directory]) for r in file_rows(f)]
-    assert status == 0 and lines == expected and len(lines) == realistic.records_written
+    assert status == 0 and len(lines) == realistic.records_written
+    assert [{k: line[k] for k in ROW_NAMES} for line in lines] == expected
+    full = [records.row_dict(r) for f in expand([realistic.directory])
+            for r in records.record_rows(f)]
+    assert lines == full
+    assert {(line["topic"], line["producer_id"], line["sequence"], line["is_transactional"])
+            for line in lines} == {("__cluster_metadata", -1, -1, False)}
+    assert all(line["batch_last_offset"] >= line["offset"] for line in lines)
 
 
 def test_real_kafka_logs_match_the_reader() -> None:

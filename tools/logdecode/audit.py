@@ -77,6 +77,7 @@ class Audit:
     blocks: list[Block] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     seeded_from: dict[str, int] = field(default_factory=dict)  # cluster -> snapshot end offset
+    seed_next_id: dict[str, int] = field(default_factory=dict)  # cluster -> its NextProducerId
 
     @property
     def has_overlap(self) -> bool:
@@ -112,7 +113,7 @@ def _audit_cluster(cluster: str, records: list[AuditRecord], block_size: int, ou
         out.seeded_from[cluster] = seed_end
         for rec in sorted(snapshots[seed_end], key=lambda r: r.offset):
             if rec.record_type == PRODUCER_IDS:
-                expected = rec.data["nextProducerId"]
+                expected = out.seed_next_id[cluster] = rec.data["nextProducerId"]
             elif rec.record_type == REGISTER_BROKER:
                 registrations[_reg_key(rec)] = rec
 

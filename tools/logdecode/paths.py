@@ -27,6 +27,7 @@ class FileKind(enum.Enum):
     OFFSET_INDEX = "index"
     TIME_INDEX = "timeindex"
     PRODUCER_STATE = "producer-state"
+    TXN_INDEX = "txnindex"
     UNKNOWN = "unknown"
 
     @property
@@ -36,7 +37,7 @@ class FileKind(enum.Enum):
 
 _SEGMENT = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-_BASE_NAMED = re.compile(r"^(\d{20})\.(index|timeindex|snapshot)$")
+_BASE_NAMED = re.compile(r"^(\d{20})\.(index|timeindex|snapshot|txnindex)$")
 _FIXED = {
     "bootstrap.checkpoint": FileKind.BOOTSTRAP,
     "quorum-state": FileKind.QUORUM_STATE,
@@ -48,6 +49,7 @@ _SUFFIX_KINDS = {
     "index": FileKind.OFFSET_INDEX,
     "timeindex": FileKind.TIME_INDEX,
     "snapshot": FileKind.PRODUCER_STATE,
+    "txnindex": FileKind.TXN_INDEX,
 }
 
 
@@ -148,7 +150,8 @@ def cluster_of(path: str | Path, default: str = "") -> str:
     if default:
         return default
     for i in range(len(parts) - 1, 0, -1):
-        if parts[i].startswith(("__cluster_metadata-", "__transaction_state-", "__consumer_offsets-")):
+        if parts[i].startswith(("__cluster_metadata-", "__transaction_state-", "__consumer_offsets-")) \
+                or (i == len(parts) - 2 and partition_of(parts[i])):
             above = [p for p in parts[: i] if p not in ("data", "kraft", "logs", "metadata")]
             return above[-1] if above else ""
     return ""

@@ -13,7 +13,7 @@ from typing import Any
 
 from .audit import AuditRecord
 from .paths import LogFile, classify, cluster_of
-from .scan import json_tail, json_text, scan
+from .scan import json_text, scan
 
 # (name, Spark SQL type) in row order.
 ROW_FIELDS: tuple[tuple[str, str], ...] = (
@@ -69,13 +69,3 @@ def json_head(cluster: str, file: str, kind: str) -> str:
     """The start of every JSON line of one file, up to the batch position."""
     return (f'{{"cluster":{json_text(cluster)},"file":{json_text(file)},"file_kind":"{kind}",'
             '"batch_position":')
-
-
-def row_json(row: Row) -> str:
-    """`row_dict(row)` as compact JSON text, without parsing the payload back."""
-    (cluster, file, kind, position, base, offset, epoch, timestamp, control, rtype, version,
-     payload, error) = row
-    return (f'{json_head(cluster, file, kind)}{position},"batch_base_offset":{base},'
-            f'"offset":{"null" if offset is None else offset},"leader_epoch":{epoch},'
-            f'"timestamp_ms":{timestamp},'
-            f'{json_tail((control, rtype, version, payload, error))}')

@@ -60,14 +60,18 @@ _PLAIN_DATA = 0x2F  # compression, LogAppendTime, control: any of these leaves t
 _CACHE_LIMIT = 50_000
 
 
+# A metadata or coordinator record's key, value and headers are in its payload.
+TAIL_END = ',"key":null,"value":null,"headers":null}'
+
+
 def json_tail(cols: Cols) -> str:
-    """The end of a JSON line from `is_control` on, as `rows.row_json` writes it."""
+    """The end of a JSON line from `is_control` on, as `records.row_json` writes it."""
     control, rtype, version, payload, error = cols
     return (f'"is_control":{"true" if control else "false"},'
             f'"record_type":{"null" if rtype is None else json_text(rtype)},'
             f'"version":{"null" if version is None else version},'
             f'"payload":{"null" if payload is None else payload},'
-            f'"error":{"null" if error is None else json_text(error)}}}')
+            f'"error":{"null" if error is None else json_text(error)}{TAIL_END}')
 
 
 @functools.lru_cache(maxsize=4096)
@@ -100,7 +104,8 @@ def _prefix_way(prefix: bytes, types: frozenset[str] | None,
         if types is not None and name not in types:
             way = False
         else:
-            way = (fn, name, version, json_tail((False, name, version, "", None))[:-14])
+            tail = json_tail((False, name, version, "", None))
+            way = (fn, name, version, tail[:tail.index('"payload":') + 10])
     prefixes[bytes(prefix)] = way
     return way
 
@@ -125,7 +130,7 @@ def _value_tail(value: bytes | None, types: frozenset[str] | None,
             except Exception:  # noqa: BLE001 - the general way below names the damage
                 end = -1
             if end == len(value):
-                tail = ((False, name, version, text, None), f'{lead}{text},"error":null}}')
+                tail = ((False, name, version, text, None), f'{lead}{text},"error":null{TAIL_END}')
                 if len(cache) >= _CACHE_LIMIT:
                     cache.clear()
                 cache[value if type(value) is bytes else bytes(value)] = tail

@@ -1,8 +1,8 @@
-"""The small files beside a metadata log: each decoded to a dict, damage reported in it.
+"""The small files beside a log: each decoded to a dict, damage reported in it.
 
 Layouts (Kafka's `FileQuorumStateStore`, `MetaProperties`, `LeaderEpochCheckpointFile`,
-`PartitionMetadataFile`, `OffsetIndex`, `TimeIndex`, `ProducerStateManager`) are small enough
-to read by hand; none of them is a record batch.
+`PartitionMetadataFile`, `OffsetIndex`, `TimeIndex`, `ProducerStateManager`'s snapshots,
+`TransactionIndex`) are small enough to read by hand; none of them is a record batch.
 """
 
 from __future__ import annotations
@@ -106,12 +106,15 @@ def read_time_index(data: bytes, base_offset: int) -> dict[str, Any]:
 
 
 _PRODUCER_ENTRY = struct.Struct(">qhiqiqiq")
-_PRODUCER_FIELDS = ("producerId", "producerEpoch", "lastSequence", "lastOffset", "offsetDelta",
-                    "timestamp", "coordinatorEpoch", "currentTxnFirstOffset")
+# ProducerSnapshot v1's entry fields, by the names of Kafka's schema (ProducerSnapshot.json).
+PRODUCER_FIELDS = ("producerId", "epoch", "lastSequence", "lastOffset", "offsetDelta",
+                   "timestamp", "coordinatorEpoch", "currentTxnFirstOffset")
 
 
 def read_producer_state(data: bytes, base_offset: int) -> dict[str, Any]:
-    """int16 version, uint32 CRC-32C of the rest, int32 count, then fixed 46-byte entries."""
+    """A producer-state snapshot (ProducerStateManager's `<offset>.snapshot`): int16 version
+    (1), uint32 CRC-32C of everything after it, int32 count, then fixed 46-byte entries.
+    `offset` is the log offset the snapshot was taken at: the state after every batch below."""
     if len(data) < 10:
         raise SmallFileError(f"producer-state snapshot of {len(data)} bytes is shorter than 10")
     version, crc, count = struct.unpack_from(">hIi", data)
@@ -122,9 +125,52 @@ def read_producer_state(data: bytes, base_offset: int) -> dict[str, Any]:
         raise SmallFileError(f"producer-state snapshot CRC {crc} does not match {actual}")
     if count < 0 or 10 + count * _PRODUCER_ENTRY.size != len(data):
         raise SmallFileError(f"producer-state snapshot says {count} entries in {len(data)} bytes")
-    entries = [dict(zip(_PRODUCER_FIELDS, _PRODUCER_ENTRY.unpack_from(data, 10 + i * 46), strict=True))
+    entries = [dict(zip(PRODUCER_FIELDS, _PRODUCER_ENTRY.unpack_from(data, 10 + i * 46), strict=True))
                for i in range(count)]
     return {"offset": base_offset, "version": version, "entries": entries}
+
+
+def first_sequence(last_sequence: int, offset_delta: int) -> int:
+    """Kafka's DefaultRecordBatch.decrementSequence: sequences wrap at Integer.MAX_VALUE."""
+    if last_sequence < offset_delta:
+        return 0x7FFFFFFF - (offset_delta - last_sequence) + 1
+    return last_sequence - offset_delta
+
+
+def producer_state_line(entry: dict[str, Any]) -> str:
+    """One entry as Kafka 4.1's DumpLogSegments prints it (ProducerStateEntry's fields; the
+    batch part only when the entry has a batch, i.e. a last offset)."""
+    txn = entry["currentTxnFirstOffset"]
+    line = (f"producerId: {entry['producerId']} producerEpoch: {entry['epoch']} "
+            f"coordinatorEpoch: {entry['coordinatorEpoch']} currentTxnFirstOffset: "
+            f"{'OptionalLong.empty' if txn < 0 else f'OptionalLong[{txn}]'} "
+            f"lastTimestamp: {entry['timestamp']} ")
+    if entry["lastOffset"] >= 0:
+        line += (f"firstSequence: {first_sequence(entry['lastSequence'], entry['offsetDelta'])} "
+                 f"lastSequence: {entry['lastSequence']} lastOffset: {entry['lastOffset']} "
+                 f"offsetDelta: {entry['offsetDelta']} timestamp: {entry['timestamp']}")
+    return line
+
+
+_ABORTED_TXN = struct.Struct(">hqqqq")
+ABORTED_TXN_FIELDS = ("version", "producerId", "firstOffset", "lastOffset", "lastStableOffset")
+
+
+def read_txn_index(data: bytes, base_offset: int) -> dict[str, Any]:
+    """A transaction index (`<offset>.txnindex`): the aborted transactions whose ABORT marker
+    is in that segment, 34 bytes each (AbortedTxn v0). Kafka reads whole entries and ignores
+    a partial one at the end; so do we, and say so."""
+    whole = len(data) - len(data) % _ABORTED_TXN.size
+    entries = [dict(zip(ABORTED_TXN_FIELDS, fields, strict=True))
+               for fields in _ABORTED_TXN.iter_unpack(data[:whole])]
+    for i, entry in enumerate(entries):
+        if entry["version"] != 0:
+            raise SmallFileError(f"transaction index entry {i} has version {entry['version']}, "
+                                 "not 0")
+    out: dict[str, Any] = {"baseOffset": base_offset, "entries": entries}
+    if whole != len(data):
+        out["partialEntryBytes"] = len(data) - whole
+    return out
 
 
 def read_small_file(file: LogFile, data: bytes | None = None) -> dict[str, Any]:
@@ -147,8 +193,9 @@ def render_small_file(file: LogFile, decoded: dict[str, Any]) -> list[str]:
         return [f"version: {decoded['version']}"] + [
             f"epoch: {e['epoch']} startOffset: {e['startOffset']}" for e in decoded["entries"]]
     if file.kind is FileKind.PRODUCER_STATE:
-        return [f"version: {decoded['version']} producers: {len(decoded['entries'])}"] + [
-            " ".join(f"{k}: {v}" for k, v in e.items()) for e in decoded["entries"]]
+        return [producer_state_line(e) for e in decoded["entries"]]
+    if file.kind is FileKind.TXN_INDEX:
+        return [" ".join(f"{k}: {e[k]}" for k in ABORTED_TXN_FIELDS) for e in decoded["entries"]]
     if file.kind is FileKind.QUORUM_STATE:
         return [json.dumps(decoded, separators=(",", ":"))]
     return [f"{k}: {v}" for k, v in decoded.items()]
@@ -176,4 +223,5 @@ _READERS: dict[FileKind, Callable[[bytes, int], dict[str, Any]]] = {
     FileKind.OFFSET_INDEX: read_offset_index,
     FileKind.TIME_INDEX: read_time_index,
     FileKind.PRODUCER_STATE: read_producer_state,
+    FileKind.TXN_INDEX: read_txn_index,
 }

@@ -1,10 +1,17 @@
-"""`spark.read.format("kraft-metadata").load(paths)`: one input partition per log file, rows
-exactly as `kraftpy dump-log --json` prints them (`kraftpy.tools.logdecode.rows`).
+"""Two Spark data sources over Kafka's log files, one input partition per file.
 
-The records are those of metadata logs and of the coordinators' logs (`__transaction_state`,
-`__consumer_offsets`: one row per record, typed TRANSACTION_LOG, OFFSET_COMMIT, ...). Files of
-ordinary topics in a Kafka `log.dirs` directory hold application data, not typed records: they
-get no input partition, so they give no rows (as `dump-log --json` writes none for them).
+`spark.read.format("kraft-metadata").load(paths)`: the typed records of metadata logs and of the
+coordinators' logs (`__transaction_state`, `__consumer_offsets`: one row per record, typed
+TRANSACTION_LOG, OFFSET_COMMIT, ...), in the first columns of `kraftpy dump-log --json`'s rows
+(`kraftpy.tools.logdecode.rows`). Files of ordinary topics get no input partition here.
+
+`spark.read.format("kafka-log").load(paths)`: every record of every partition, with every
+column `dump-log --json` prints (`kraftpy.tools.logdecode.records`: topic, partition, the
+batch's producer id, epoch and sequences, the transactional bit, a marker's coordinator epoch,
+an ordinary record's key, value and headers as bytes). Its option `table` picks other tables
+of the same files: `batches` (one row per batch, headers only, the exactly-once audit's input)
+or `producer_state` (the entries of the producer-state `.snapshot` files); `text` ("true")
+gives keys, values and header values as text (decoded as Kafka's StringDecoder does).
 
 Options (Spark lower-cases their keys): `cluster` names the cluster for files whose path does
 not say it; `types` (comma-separated record type names, e.g. PRODUCER_IDS_RECORD) decodes and
@@ -22,8 +29,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from operator import itemgetter
+from typing import Any
 
-from kraftpy.tools.logdecode.paths import LogKind, classify, cluster_of, expand
+from kraftpy.tools.logdecode.batches import BATCH_TABLE_DDL
+from kraftpy.tools.logdecode.paths import FileKind, LogKind, classify, cluster_of, expand
+from kraftpy.tools.logdecode.records import full_ddl, full_fields, location, record_rows
 from kraftpy.tools.logdecode.rows import ROW_DDL, ROW_FIELDS
 from kraftpy.tools.logdecode.scan import Item, scan
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -115,13 +125,27 @@ def input_paths(options: dict[str, str]) -> list[str]:
     return out
 
 
-_SPARK_TO_ARROW = {"string": "string", "bigint": "int64", "int": "int32", "boolean": "bool_"}
+_SPARK_TO_ARROW = {"string": "string", "bigint": "int64", "int": "int32", "boolean": "bool_",
+                   "binary": "binary"}
+
+
+def arrow_type(pa, kind: str):
+    """The Arrow type of a Spark DDL type of these tables (scalars, arrays of key/value
+    structs)."""
+    if kind.startswith("array<struct<key:string,value:"):
+        value = kind[len("array<struct<key:string,value:"):-2]
+        return pa.list_(pa.struct([("key", pa.string()), ("value", arrow_type(pa, value))]))
+    return getattr(pa, _SPARK_TO_ARROW[kind])()
+
+
+def arrow_schema(pa, fields: tuple[tuple[str, str], ...]):
+    return pa.schema([(name, arrow_type(pa, kind)) for name, kind in fields])
 
 
 def _arrow_schema():
     import pyarrow as pa
 
-    return pa.schema([(name, getattr(pa, _SPARK_TO_ARROW[kind])()) for name, kind in ROW_FIELDS])
+    return arrow_schema(pa, ROW_FIELDS)
 
 
 def _to_arrow(pa, schema, head: tuple[str, str, str], items: list[Item]):
@@ -136,3 +160,114 @@ def _to_arrow(pa, schema, head: tuple[str, str, str], items: list[Item]):
     tails = pa.array(list(map(itemgetter(5), items)), type=pa.struct(fields[8:]))
     arrays += tails.flatten()
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+# --- kafka-log ---------------------------------------------------------------------------------
+
+KAFKA_LOG_TABLES = ("records", "batches", "producer_state")
+PRODUCER_STATE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("cluster", "string"), ("broker", "string"), ("topic", "string"), ("partition", "int"),
+    ("file", "string"), ("snapshot_offset", "bigint"), ("producer_id", "bigint"),
+    ("producer_epoch", "int"), ("last_sequence", "int"), ("last_offset", "bigint"),
+    ("offset_delta", "int"), ("timestamp", "bigint"), ("coordinator_epoch", "int"),
+    ("current_txn_first_offset", "bigint"), ("error", "string"),
+)
+
+
+class KafkaLogDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "kafka-log"
+
+    def schema(self) -> str:
+        table, text = _kafka_log_options(dict(self.options))
+        if table == "batches":
+            return BATCH_TABLE_DDL
+        if table == "producer_state":
+            return ", ".join(f"{n} {k}" for n, k in PRODUCER_STATE_FIELDS)
+        return full_ddl(text)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaLogReader(dict(self.options))
+
+
+def _kafka_log_options(options: dict[str, str]) -> tuple[str, bool]:
+    table = options.get("table", "records").strip().lower()
+    if table not in KAFKA_LOG_TABLES:
+        raise ValueError(f"kafka-log: unknown table {table!r}; known: "
+                         f"{', '.join(KAFKA_LOG_TABLES)}")
+    text = options.get("text", "false").strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"kafka-log: text must be true or false, not {text!r}")
+    return table, text == "true"
+
+
+class KafkaLogReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.cluster = options.get("cluster", "")
+        self.table, self.text = _kafka_log_options(options)
+        self.paths = input_paths(options)
+
+    def partitions(self) -> list[FilePartition]:
+        files = expand(self.paths, all_files=self.table == "producer_state")
+        if self.table == "records":
+            keep = [f for f in files if f.kind.has_batches]
+        elif self.table == "batches":
+            keep = [f for f in files if f.kind is FileKind.SEGMENT]
+        else:
+            keep = [f for f in files if f.kind is FileKind.PRODUCER_STATE]
+        return [FilePartition(str(f.path)) for f in keep]
+
+    def read(self, partition: FilePartition) -> Iterator:
+        import pyarrow as pa
+
+        try:
+            file = classify(partition.path)
+            if self.table == "batches":
+                yield from _batch_rows(pa, file, self.cluster)
+                return
+            if self.table == "records":
+                fields = full_fields(self.text)
+                rows = record_rows(file, self.cluster, text=self.text)
+            else:
+                fields = PRODUCER_STATE_FIELDS
+                rows = _producer_state_rows(file, self.cluster)
+            schema = arrow_schema(pa, fields)
+            while chunk := list(islice(rows, ARROW_BATCH_ROWS)):
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(column, type=schema.field(i).type)
+                     for i, column in enumerate(zip(*chunk, strict=True))], schema=schema)
+        finally:
+            _freeze_worker_heap()
+
+
+def _where(file, cluster: str) -> tuple[str, str, str, int]:
+    """(cluster, broker, topic, partition) of a file, by its log directory's meta.properties."""
+    from kraftpy.tools.logdecode.logdirs import log_dir
+
+    owner = log_dir(file.path.parent.parent)
+    topic, number = location(file)
+    return (owner.cluster or cluster_of(file.path, cluster), owner.broker, topic or "",
+            -1 if number is None else number)
+
+
+def _batch_rows(pa: Any, file: Any, cluster: str) -> Iterator[Any]:
+    from kraftpy.tools.spark.batch_arrow import segment_batches
+
+    yield from segment_batches(pa, file, _where(file, cluster), ARROW_BATCH_ROWS)
+
+
+def _producer_state_rows(file, cluster: str) -> Iterator[tuple]:
+    from kraftpy.tools.logdecode.small_files import SmallFileError, read_producer_state
+
+    where = _where(file, cluster)
+    path = str(file.path)
+    try:
+        decoded = read_producer_state(file.path.read_bytes(), file.base_offset)
+    except (SmallFileError, OSError) as e:
+        yield (*where, path, file.base_offset, *(None,) * 8, str(e))
+        return
+    for e in decoded["entries"]:
+        yield (*where, path, file.base_offset, e["producerId"], e["epoch"], e["lastSequence"],
+               e["lastOffset"], e["offsetDelta"], e["timestamp"], e["coordinatorEpoch"],
+               e["currentTxnFirstOffset"], None)

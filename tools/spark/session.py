@@ -98,8 +98,10 @@ def local_session(master: str = "local[*]", *, app: str = "kraftpy",
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Make `spark.read.format("kraft-metadata")` available in this session."""
-    from .datasource import KraftMetadataDataSource
+    """Make `spark.read.format("kraft-metadata")` and `format("kafka-log")` available in this
+    session."""
+    from .datasource import KafkaLogDataSource, KraftMetadataDataSource
 
     spark.dataSource.register(KraftMetadataDataSource)
+    spark.dataSource.register(KafkaLogDataSource)
     return spark
