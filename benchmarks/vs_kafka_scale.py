@@ -538,20 +538,45 @@ def round_trips(side: Side, key: str, start: float, end: float) -> None:
     side.rows[f"{key} hb"] = p(side.probe.window("hb", start, end))
 
 
-def create(side: Side, topics: int, per_topic: int, per_request: int) -> None:
+def create(side: Side, topics: int, per_topic: int, per_request: int,
+           find_leader: Callable[[], Node] | None = None) -> None:
+    """CreateTopics in requests of `per_request` topics. With `find_leader` (a quorum), a
+    request answered NOT_CONTROLLER goes again to the leader found then, as a broker's
+    forwarding would: a leader change during the creation is counted, not fatal."""
     from kraftpy.protocol.error_codes import ErrorCode
     from vs_kafka import tree_cpu
 
     cpu = tree_cpu(side.node.pid)
     start = time.time()
-    with connection(side.node.controller_port) as conn:
-        for first in range(0, topics, per_request):
+    changes = 0
+    conn = connection(side.node.controller_port)
+    try:
+        first = 0
+        while first < topics:
             names = [f"scale-{i:05d}" for i in range(first, min(first + per_request, topics))]
-            answer = conn.request(create_request(names, per_topic), 7)
-            bad = [(t.name, t.error_code) for t in answer.topics
-                   if t.error_code not in (ErrorCode.NONE, TOPIC_ALREADY_EXISTS)]
+            try:
+                answer = conn.request(create_request(names, per_topic), 7)
+                bad = [(t.name, t.error_code) for t in answer.topics
+                       if t.error_code not in (ErrorCode.NONE, TOPIC_ALREADY_EXISTS)]
+            except (OSError, EOFError) as exc:
+                if find_leader is None:
+                    raise
+                bad = [("*", str(exc))]
+            if bad and find_leader is not None and changes < 20 and all(
+                    code == ErrorCode.NOT_CONTROLLER or isinstance(code, str)
+                    for _, code in bad):
+                changes += 1
+                conn.close()
+                time.sleep(0.5)
+                side.node = wait_until(find_leader, 120, f"{side.name}: a leader", 0.2)
+                conn = connection(side.node.controller_port)
+                continue  # the same topics again (those created already answer EXISTS)
             if bad:
                 raise RuntimeError(f"{side.name}: CreateTopics: {bad[:3]}")
+            first += per_request
+    finally:
+        conn.close()
+    side.rows["create leader changes"] = changes
     end = time.time()
     side.rows["create s"] = end - start
     side.rows["create cpu s"] = tree_cpu(side.node.pid) - cpu
@@ -807,8 +832,16 @@ def quorum(root: Path, partitions: int, args: argparse.Namespace) -> list[Side]:
 
         def create_on_leader(side: Side) -> None:
             side.node = groups[side.name][leader_of(side)]
+
+            def new_leader() -> Node | None:
+                time.sleep(1.0)  # the probe's heartbeats to learn who answers now
+                try:
+                    return groups[side.name][leader_of(side)]
+                except (IndexError, KeyError):
+                    return None
+
             create(side, partitions // args.partitions_per_topic, args.partitions_per_topic,
-                   args.per_request)
+                   args.per_request, new_leader)
 
         both(sides, 0, create_on_leader, "created (quorum)")
         for side in sides:  # snapshots on, so that the log is trimmed below one
@@ -894,6 +927,10 @@ def table(title: str, ours: dict[str, Any], theirs: dict[str, Any], partitions: 
     row("three voters: follower wiped, to caught up", "follower s", "s", 1.0)
     row("three voters: kill -9 of the leader to a new leader", "failover s", "s", 1.0)
     for name, rows in (("kraftpy", ours), ("Kafka", theirs)):
+        if rows.get("create leader changes"):
+            lines.append(f"\n{name}: the leader changed {rows['create leader changes']} times "
+                         "during the creation (each request answered NOT_CONTROLLER sent again "
+                         "to the new leader)")
         for what in rows.get("timed out", []):
             lines.append(f"\n{name} timed out: {what}")
     if "follower snapshot" in ours:
