@@ -740,20 +740,41 @@ def describe_quorum(port: int) -> Any:
         ).topics[0].partitions[0]
 
 
+def raft_leader(nodes: dict[int, Node]) -> int | None:
+    """The voter that says, in DescribeQuorum, that it leads (the probe's heartbeats lag a
+    leader change by up to their interval, and a follower's DescribeQuorum answer carries
+    NOT_LEADER_OR_FOLLOWER with no high watermark)."""
+    from kraftpy.tools.kafka_connection import ClientError
+
+    for i, node in nodes.items():
+        try:
+            answer = describe_quorum(node.controller_port)
+        except (ClientError, OSError):
+            continue
+        if answer.error_code == 0 and answer.leader_id == i:
+            return i
+    return None
+
+
 def follower_catch_up(side: Side, nodes: dict[int, Node]) -> None:
     from kraftpy.tools.kafka_connection import ClientError
 
-    leader = leader_of(side)
+    leader = wait_until(lambda: raft_leader(nodes), 600, f"{side.name}: a raft leader", 0.5)
     follower = next(i for i in nodes if i != leader)
     node = nodes[follower]
     node.stop()
     node.wipe()
 
     def committed() -> int | None:
+        nonlocal leader
         try:
-            return int(describe_quorum(nodes[leader].controller_port).high_watermark)
+            answer = describe_quorum(nodes[leader].controller_port)
         except (ClientError, OSError):
             return None
+        if answer.error_code != 0:  # the leadership moved meanwhile: ask who leads now
+            leader = raft_leader({i: n for i, n in nodes.items() if i != follower}) or leader
+            return None
+        return int(answer.high_watermark)
 
     target = wait_until(committed, 600, f"{side.name}: the leader's high watermark", 0.5)
     started = time.monotonic()
@@ -777,7 +798,7 @@ def follower_catch_up(side: Side, nodes: dict[int, Node]) -> None:
 
 def failover(side: Side, nodes: dict[int, Node]) -> None:
     assert side.probe is not None
-    leader = leader_of(side)
+    leader = wait_until(lambda: raft_leader(nodes), 600, f"{side.name}: a raft leader", 0.5)
     killed = time.time()
     nodes[leader].kill()
 
@@ -947,6 +968,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-request", type=int, default=10, help="topics per CreateTopics")
     parser.add_argument("--kafka-heap", default="auto")
     parser.add_argument("--skip-quorum", action="store_true")
+    parser.add_argument("--quorum-only", action="store_true",
+                        help="only the three-voter part, at the largest size")
     parser.add_argument("--work-dir", help="keep the nodes' directories and logs here")
     parser.add_argument("--probe", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -966,7 +989,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(
                 prefix="kraftpy-vs-kafka-scale-"))
-        for size in sizes:
+        for size in ([] if args.quorum_only else sizes):
             ours, theirs = single_node(Path(tmp) / f"single-{size}", size, args)
             recovered = [ln.split(" recovered ", 1)[1] for ln in ours.node.server.log_text(
             ).splitlines() if " recovered " in ln]  # type: ignore[attr-defined]
