@@ -44,7 +44,7 @@ def add_pipeline_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="fmt", action="store_const", const="json", default="text",
                    help="print the report as JSON (both forms are written to the output)")
     p.add_argument("--tasks", type=_positive, default=None,
-                   help="tasks to spread the replicas over (default: four per core)")
+                   help="tasks to spread the replicas over (default: two per core)")
     add_audit_arguments(p)
 
 

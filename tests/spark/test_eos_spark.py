@@ -70,6 +70,27 @@ def test_the_spark_job_is_the_one_process_audit(spark, eos_logs: EosLogs,
     assert json.loads((out / "report.json").read_text()) == json.loads(report.getvalue())
 
 
+def test_through_sparks_writer_the_tables_are_the_same(spark, eos_logs: EosLogs,
+                                                       tmp_path: Path) -> None:
+    """An output URL (hdfs://, s3a://; here file://) takes Spark's writer for every table
+    instead of the tasks' own Parquet files: the same rows."""
+    from kraftpy.tools.spark.eos_job import eos_audit
+
+    root = copy_logs(eos_logs, tmp_path / "logs")
+    plant_duplicate(root / "broker-3")
+    plant_lost_commit(root / "broker-4")
+    one = audit_dirs([str(root)], settings=SETTINGS)
+    out = tmp_path / "tables"
+    job = eos_audit(spark, [str(root)], f"file://{out}", settings=SETTINGS, tasks=2)
+    assert job.errors and job.findings == one.findings
+    for name in ("transactions", "producer_state", "findings", "producers", "partitions"):
+        rows = sorted(tuple(r) for r in spark.read.parquet(str(out / name)).collect())
+        assert rows == _rows(getattr(one, name)), name
+    assert not list((out / "batches").glob("part-*-driver*"))
+    assert spark.read.parquet(str(out / "batches")).count() == sum(p.batches
+                                                                  for p in one.partitions)
+
+
 def test_kafka_log_rows_are_dump_logs_rows(spark, eos_logs: EosLogs) -> None:
     folders = [eos_logs.brokers[2] / name for name in ("output-0", "__consumer_offsets-0")]
     rows = spark.read.format("kafka-log").load([str(f) for f in folders]).collect()

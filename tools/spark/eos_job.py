@@ -6,16 +6,15 @@ entry point for `spark-submit`:
 
 The driver finds the log directories, reads the metadata logs and `__transaction_state` (the
 cluster's context: producer-id blocks, topic configs, coordinator state, the audit's "now";
-megabytes) and hands the partition replicas out to tasks, balanced by size. One job writes
-the `batches` table from the segments' batch headers (each task its own Parquet file, for a
-local or shared output: the JVM then converts and encodes none of the rows); beside it
-another scans them again and replays them (`kraftpy.tools.logdecode.eos`, the very code
-`kraftpy eos-audit` runs), and its rows (a few per producer and per transaction) are kept and
-split into the audit's tables. Scanning twice costs less than keeping every batch row in
-Spark's cache. The summaries (topics,
-producer ids, brokers) are built on the driver from the replicas' rows, as in one process;
-the small tables the driver then holds it writes itself to a local or shared path (a Spark
-job each would cost more than the table), through Spark anywhere else.
+megabytes) and hands the partition replicas out to tasks, balanced by their estimated batches.
+To a local or shared output the audit is one job: each task scans its replicas once, replays
+them (`kraftpy.tools.logdecode.eos`, the very code `kraftpy eos-audit` runs), writes its share
+of the two big tables (`batches`, `transactions`) as Parquet itself (the JVM then converts and
+encodes none of those rows) and hands the driver the rest (a few rows per replica, producer
+and finding). The summaries (topics, producer ids, brokers) are built on the driver from
+those rows, as in one process, and the driver writes the small tables itself (a Spark job
+each would cost more than the table). To hdfs://, s3a:// and the like every table goes
+through Spark's writer instead.
 
 Tables under OUT (Parquet, zstd): batches, partitions, producers, transactions, findings,
 producer_state, topics, producer_ids, brokers; and the report as report.txt and report.json.
@@ -56,6 +55,7 @@ from kraftpy.tools.logdecode.eos_scan import build_contexts, replica_auditor, re
 from kraftpy.tools.logdecode.logdirs import (
     LogDir,
     NoLogDirs,
+    Replica,
     find_log_dirs,
     replica_at,
     selected_replicas,
@@ -104,40 +104,39 @@ def _batch_of(pa: Any, schema: Any, rows: list[tuple]) -> Any:
          for i, c in enumerate(zip(*rows, strict=True))], schema=schema)
 
 
-def _batch_tasks(folder: str | None):
-    """The mapInArrow function of the batches table: each replica's batch headers, as Arrow
-    columns read straight from the files (`batch_arrow`). With `folder`, each task writes its
-    bin's rows there as one Parquet file itself and yields (file, rows): Spark's JVM then
-    converts and encodes none of them (it would cost it more than the scan costs the task)."""
+def _segment_batches(pa: Any, replicas_: list[Any]) -> Iterator[Any]:
+    """The batches table's rows of some replicas, as Arrow columns read straight from the
+    files (`batch_arrow`)."""
+    from kraftpy.tools.spark.batch_arrow import segment_batches
+
+    for replica in replicas_:
+        for segment in replica.segments:
+            yield from segment_batches(pa, segment, (replica.cluster, replica.broker,
+                                                     replica.topic, replica.partition),
+                                       ARROW_ROWS)
+
+
+def _batch_tasks():
+    """The mapInArrow function of the batches table when Spark writes it (to hdfs://, s3a://
+    and the like)."""
 
     def run(tasks: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        from kraftpy.tools.spark.batch_arrow import segment_batches
 
         for arrow in tasks:
-            for number, replicas_ in _work_of(arrow):
-                batches = (b for replica in replicas_ for segment in replica.segments
-                           for b in segment_batches(pa, segment, (replica.cluster,
-                                                                  replica.broker, replica.topic,
-                                                                  replica.partition),
-                                                    ARROW_ROWS))
-                if folder is None:
-                    yield from batches
-                else:
-                    yield _write_part(pa, Path(folder), number, batches)
+            for _, replicas_ in _work_of(arrow):
+                yield from _segment_batches(pa, replicas_)
 
     return run
 
 
-def _write_part(pa: Any, folder: Path, number: int, batches: Iterator[Any]) -> Any:
-    """One task's batches as `part-<bin>.zstd.parquet` in `folder`, written under a hidden
-    name and renamed, so a retried or speculative attempt leaves one whole file."""
+def _write_part(pa: Any, folder: Path, number: int, schema: Any, batches: Iterator[Any]) -> int:
+    """One task's rows as `part-<bin>.zstd.parquet` in `folder`, written under a hidden name
+    and renamed, so a retried or speculative attempt leaves one whole file; the row count."""
     import uuid
 
     import pyarrow.parquet as pq
-    from kraftpy.tools.spark.datasource import arrow_schema
 
-    schema = arrow_schema(pa, BATCH_TABLE_FIELDS)
     final = folder / f"part-{number:05d}.zstd.parquet"
     temporary = folder / f".{final.name}.{uuid.uuid4().hex}"
     rows = 0
@@ -146,42 +145,98 @@ def _write_part(pa: Any, folder: Path, number: int, batches: Iterator[Any]) -> A
             writer.write_batch(batch)
             rows += batch.num_rows
     os.replace(temporary, final)
-    return pa.RecordBatch.from_arrays([pa.array([final.name]), pa.array([rows], pa.int64())],
-                                      names=["file", "rows"])
+    return rows
 
 
-def _audit_tasks(contexts: dict[str, ClusterContext], settings: Settings):
+def _table_schema(pa: Any, table: str) -> Any:
+    from kraftpy.tools.spark.datasource import arrow_schema
+
+    fields = tuple(tuple(c.split(" ")) for c in table_ddl(table).split(", "))
+    return arrow_schema(pa, fields)  # type: ignore[arg-type]
+
+
+def _audit_tasks(contexts: dict[str, ClusterContext], settings: Settings,
+                 output: str | None):
     """The mapInArrow function of the audit: each replica scanned and replayed; its rows of
-    every audit table as (table, row as JSON)."""
+    the audit's tables as (table, row as JSON). With `output` (a local or shared folder) each
+    task also writes its bin's `batches` and `transactions` there as Parquet itself and yields
+    only the rows the driver keeps: the work is then all in the tasks, one job, and Spark's
+    JVM converts and encodes none of the big tables (it would cost it more than the scan
+    costs the task)."""
 
     def run(tasks: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         from kraftpy.tools.logdecode.dumptext import compact_json
         from kraftpy.tools.spark.datasource import arrow_schema
 
+        def audit_rows(replicas_: list[Any], transactions: list[tuple] | None
+                       ) -> Iterator[tuple]:
+            for replica in replicas_:
+                auditor, problems = replica_auditor(replica, contexts[replica.cluster],
+                                                    settings)
+                for path, _, batch in replica_batches(replica, problems):
+                    auditor.add(path, batch)
+                audit = auditor.finish(problems)
+                yield "partitions", compact_json(audit.summary.as_dict())
+                if transactions is None:
+                    for t in audit.transactions:
+                        yield "transactions", compact_json(t.as_dict())
+                else:
+                    transactions.extend(tuple(t.as_dict().values())
+                                        for t in audit.transactions)
+                for table, items in (("producers", audit.producers),
+                                     ("findings", audit.findings),
+                                     ("producer_state", audit.snapshot_entries)):
+                    for i in items:
+                        yield table, compact_json(i.as_dict())
+
         def rows() -> Iterator[tuple]:
             for arrow in tasks:
-                for replica in _replicas_of(arrow):
-                    auditor, problems = replica_auditor(replica, contexts[replica.cluster],
-                                                        settings)
-                    for path, _, batch in replica_batches(replica, problems):
-                        auditor.add(path, batch)
-                    audit = auditor.finish(problems)
-                    yield "partitions", compact_json(audit.summary.as_dict())
-                    for table, items in (("producers", audit.producers),
-                                         ("transactions", audit.transactions),
-                                         ("findings", audit.findings),
-                                         ("producer_state", audit.snapshot_entries)):
-                        for i in items:
-                            yield table, compact_json(i.as_dict())
+                for number, replicas_ in _work_of(arrow):
+                    if output is None:
+                        yield from audit_rows(replicas_, None)
+                        continue
+                    folder = Path(output)
+                    _write_part(pa, folder / "batches", number,
+                                arrow_schema(pa, BATCH_TABLE_FIELDS),
+                                _segment_batches(pa, replicas_))
+                    transactions: list[tuple] = []
+                    yield from audit_rows(replicas_, transactions)
+                    schema = _table_schema(pa, "transactions")
+                    _write_part(pa, folder / "transactions", number, schema,
+                                _arrow_batches(schema, iter(transactions)))
 
         yield from _arrow_batches(arrow_schema(pa, _AUDIT_ROWS), rows())
 
     return run
 
 
+_SAMPLE = 64 * 1024
+
+
+def _cost(replica: Replica) -> int:
+    """About how many batches the replica holds: its bytes times the batches per byte of the
+    first 64 KB of its first segment. The scan's cost is per batch, not per byte: a replica of
+    small batches (transactional offset commits) costs thirty times what its size says, and
+    tasks balanced by bytes alone wait on the one that holds it."""
+    size = replica.size
+    if not replica.segments or size == 0:
+        return 0
+    try:
+        with replica.segments[0].path.open("rb") as f:
+            head = f.read(_SAMPLE)
+    except OSError:
+        return size
+    position = batches = 0
+    while position + 12 <= len(head):
+        batches += 1
+        position += 12 + max(0, int.from_bytes(head[position + 8:position + 12], "big",
+                                                signed=True))
+    return max(1, size * batches // max(position, 1))
+
+
 def _bins(work: list[tuple[int, dict[str, str]]], count: int) -> list[list[dict[str, str]]]:
-    """Replicas spread over `count` tasks, largest first into the lightest (by bytes)."""
+    """Replicas spread over `count` tasks, costliest first into the lightest."""
     bins: list[tuple[int, int, list[dict[str, str]]]] = [(0, i, []) for i in range(count)]
     for size, item in sorted(work, key=lambda w: -w[0]):
         load, i, items = min(bins)
@@ -196,33 +251,25 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
               now_ms: int | None = None, block_size: int = 1000,
               tasks: int = 0) -> EosResult:
     """Run the audit, write every table under `output`, and return the report's rows."""
-    from pyspark.storagelevel import StorageLevel
 
     log_dirs = find_log_dirs(paths)
     contexts = build_contexts(log_dirs, now_ms=now_ms, block_size=block_size)
     found = selected_replicas(paths)
-    work = [(r.size, {"log_dir": str(r.log_dir.path.resolve()), "cluster": r.cluster,
-                      "broker": r.broker, "path": str(r.path.resolve())}) for r in found]
+    work = [(_cost(r), {"log_dir": str(r.log_dir.path.resolve()), "cluster": r.cluster,
+                        "broker": r.broker, "path": str(r.path.resolve())}) for r in found]
     sc = spark.sparkContext
-    count = max(1, min(len(work), tasks or 4 * sc.defaultParallelism))
+    count = max(1, min(len(work), tasks or 2 * sc.defaultParallelism))
     bins = _bins(work, count)
     target = output.rstrip("/")
     work_rows = sc.parallelize([(json.dumps({"bin": i, "replicas": b}),)
                                 for i, b in enumerate(bins)], len(bins)) if bins else \
         sc.parallelize([], 1)
     spread = spark.createDataFrame(work_rows, "work string")
-    # The batches table straight to Parquet; the audit's rows (a few per producer and
-    # transaction) kept, split into their tables and read back for the report. Each job
-    # scans the segments: a second scan costs less than keeping every batch row. The two jobs
-    # run side by side, so one's last tasks and its commit overlap the other's work.
-    audit = (spread.mapInArrow(_audit_tasks(contexts.by_cluster, settings),
-                              ", ".join(f"{n} {k}" for n, k in _AUDIT_ROWS))
-             .persist(StorageLevel.MEMORY_AND_DISK))
     result = EosResult(problems=contexts.problems, contexts=contexts.by_cluster)
-    with ThreadPoolExecutor(1) as beside:
-        batches = beside.submit(_batches_table, spread, f"{target}/batches")
-        _audit_tables(audit, target, result)
-        batches.result()
+    if "://" in target:
+        _through_spark(spread, contexts.by_cluster, settings, target, result)
+    else:
+        _by_the_tasks(spread, contexts.by_cluster, settings, Path(target), result)
     _order(result)
     result.summarize()
     for name in (*_HELD, *SUMMARY_TABLES):
@@ -231,35 +278,52 @@ def eos_audit(spark: Any, paths: Sequence[str], output: str, *, settings: Settin
 
 
 _HELD = ("partitions", "producers", "findings", "producer_state")
+_AUDIT_DDL = ", ".join(f"{n} {k}" for n, k in _AUDIT_ROWS)
 
 
-def _batches_table(spread: Any, path: str) -> None:
-    """The batches table: to a local or shared path by the tasks themselves, anywhere else
-    (hdfs://, s3a://) through Spark's writer."""
-    if "://" in path:
-        _write(spread.mapInArrow(_batch_tasks(None), BATCH_TABLE_DDL), path)
-        return
-    folder = Path(path)
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    spread.mapInArrow(_batch_tasks(str(folder.resolve())), "file string, rows bigint").collect()
-    (folder / "_SUCCESS").write_bytes(b"")
+def _by_the_tasks(spread: Any, contexts: dict[str, ClusterContext], settings: Settings,
+                  target: Path, result: EosResult) -> None:
+    """To a local or shared path: one job, whose tasks write `batches` and `transactions`
+    themselves and hand the driver the rows it keeps."""
+    folders = [target / "batches", target / "transactions"]
+    for folder in folders:
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+    kept = spread.mapInArrow(_audit_tasks(contexts, settings, str(target.resolve())),
+                             _AUDIT_DDL).collect()
+    for folder in folders:
+        (folder / "_SUCCESS").write_bytes(b"")
+    _keep(kept, result)
 
 
-def _audit_tables(audit: Any, target: str, result: EosResult) -> None:
-    """The transactions table from the kept audit rows, and the rest of them to `result`."""
+def _through_spark(spread: Any, contexts: dict[str, ClusterContext], settings: Settings,
+                   target: str, result: EosResult) -> None:
+    """To hdfs://, s3a:// and the like, every big table through Spark's writer: the audit's
+    rows (a few per producer and transaction) kept, the transactions written from them, and
+    beside that job another that scans the segments again for the batches table (a second
+    scan costs less than keeping every batch row)."""
     from pyspark.sql import functions as F
+    from pyspark.storagelevel import StorageLevel
 
+    audit = (spread.mapInArrow(_audit_tasks(contexts, settings, None), _AUDIT_DDL)
+             .persist(StorageLevel.MEMORY_AND_DISK))
     table = F.col("table")
-    try:
-        kept = audit.where(table.isin(*_HELD)).collect()
-        # transactions: one row per transaction per replica, too many for the driver
-        _write(audit.where(table == "transactions")
-               .select(F.from_json("row", table_ddl("transactions")).alias("r")).select("r.*"),
-               f"{target}/transactions")
-    finally:
-        audit.unpersist()
+    with ThreadPoolExecutor(1) as beside:
+        batches = beside.submit(_write, spread.mapInArrow(_batch_tasks(), BATCH_TABLE_DDL),
+                                f"{target}/batches")
+        try:
+            kept = audit.where(table.isin(*_HELD)).collect()
+            _write(audit.where(table == "transactions")
+                   .select(F.from_json("row", table_ddl("transactions")).alias("r"))
+                   .select("r.*"), f"{target}/transactions")
+        finally:
+            audit.unpersist()
+        batches.result()
+    _keep(kept, result)
+
+
+def _keep(kept: list[Any], result: EosResult) -> None:
     for name, row in kept:
         getattr(result, name).append(TABLE_ROWS[name](**json.loads(row)))
 
@@ -279,15 +343,13 @@ def _write_held(spark: Any, table: str, rows: list[Any], path: str) -> None:
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from kraftpy.tools.spark.datasource import arrow_schema
 
-    fields = tuple(tuple(c.split(" ")) for c in table_ddl(table).split(", "))
-    schema = arrow_schema(pa, fields)  # type: ignore[arg-type]
+    schema = _table_schema(pa, table)
     folder = Path(path)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    columns = list(zip(*data, strict=True)) if data else [[] for _ in fields]
+    columns = list(zip(*data, strict=True)) if data else [[] for _ in schema]
     arrays = [pa.array(c, type=schema.field(i).type) for i, c in enumerate(columns)]
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema),
                    folder / "part-00000-driver.zstd.parquet", compression="zstd")
