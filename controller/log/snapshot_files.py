@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kraftpy.controller.log import forked
 from kraftpy.controller.log.retention import RetentionPolicy, SnapshotInfo, snapshots_to_drop
 from kraftpy.controller.log.snapshot_download import SnapshotDownload
 from kraftpy.controller.log.snapshots import (
@@ -136,12 +137,19 @@ class SnapshotFiles:
 
     def write(self, snapshot_id: SnapshotId, values: Iterable[bytes], *,
               last_contained_log_timestamp: int, now_ms: int,
-              control: list[tuple[bytes, bytes]]) -> SnapshotId | None:
-        """Write a snapshot of committed records (a worker thread may call this), then let go
-        of what it covers; the snapshot the log now starts at, if it moved."""
-        write_snapshot(self.directory, snapshot_id, values,
-                       last_contained_log_timestamp=last_contained_log_timestamp,
-                       timestamp=now_ms, control=control)
+              control: list[tuple[bytes, bytes]], in_child: bool = False) -> SnapshotId | None:
+        """Write a snapshot of committed records (a worker thread may call this; `in_child`:
+        encoded and written by a forked child, `forked`), then let go of what it covers; the
+        snapshot the log now starts at, if it moved."""
+        def write() -> None:
+            write_snapshot(self.directory, snapshot_id, values,
+                           last_contained_log_timestamp=last_contained_log_timestamp,
+                           timestamp=now_ms, control=control)
+
+        if in_child:
+            forked.call_in_child(write)
+        else:
+            write()
         log.info("snapshot %s written", snapshot_id.file_name)
         if self.retention is None:
             self.log.delete_segments_below(snapshot_id.end_offset)

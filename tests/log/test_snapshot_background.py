@@ -1,4 +1,5 @@
-"""Snapshots of the committed image, written in a worker thread, under unbroken load.
+"""Snapshots of the committed image, written in a worker thread (or, for a large image, by a
+forked child), under unbroken load.
 
 A lone voter (the node's own quorum on a real data dir, as `kraftpy serve` runs one) with
 writers that never pause: the snapshot is still taken, of the committed image (never of
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from kraftpy.controller import replay
+from kraftpy.controller import committed_image, replay
 from kraftpy.controller.committed_image import SnapshotJob
 from kraftpy.controller.log.partition_log import PartitionLog
 from kraftpy.controller.log.snapshots import list_snapshots
@@ -40,9 +41,12 @@ def _image(controller: QuorumController) -> dict:
     return image
 
 
+@pytest.mark.parametrize("in_child", [False, True], ids=["thread", "forked-child"])
 async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_child: bool
 ) -> None:
+    # A large image's snapshot is written by a forked child: here every one is.
+    monkeypatch.setattr(committed_image, "CHILD_AT_PARTITIONS", 0 if in_child else 1 << 60)
     d = tmp_path / "data"
     quorum = open_lone(d, SMALL)
     storage, controller = quorum.storage, quorum.controller
@@ -72,6 +76,7 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
             "end": end,
             "answered_meanwhile": acked - seen,
             "in_worker_thread": threading.current_thread() is not threading.main_thread(),
+            "in_child": job.in_child,
             "committed": quorum.hwm[0] >= end and storage.metadata.flushed_offset >= end,
         })
         real_run(job)
@@ -105,6 +110,7 @@ async def test_snapshots_are_written_off_the_loop_under_unbroken_load(
     assert acked == WRITERS * OPS_PER_WRITER
     assert len(writes) >= 2, writes
     assert all(w["in_worker_thread"] and w["committed"] for w in writes), writes
+    assert all(w["in_child"] is in_child for w in writes), writes
     assert any(w["answered_meanwhile"] >= 10 for w in writes), writes  # the loop went on
     assert storage.metadata.log_start_offset > 0  # covered segments were deleted
     live = _image(controller)
