@@ -646,10 +646,31 @@ def fence(side: Side) -> None:
     wait_until(unfenced, 600, f"{side.name}: broker {FIRST_BROKER} unfenced again", 0.1)
 
 
+def settle(sides: list[Side], quiet: float = 0.15, timeout: float = 120.0) -> None:
+    """Wait (at most `timeout` s) until the nodes together use at most `quiet` of a core over
+    a second: a JVM just restarted with a large image goes on compiling and collecting for a
+    while after it answers, and a step timed then on the other side would share the machine
+    with it."""
+    from server import cpu_seconds
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = [pid for pid in (side.node.pid for side in sides) if pid]
+        try:
+            before = sum(cpu_seconds(pid) for pid in pids)
+            time.sleep(1.0)
+            used = sum(cpu_seconds(pid) for pid in pids) - before
+        except (FileNotFoundError, ProcessLookupError):
+            return
+        if used <= quiet:
+            return
+
+
 def both(sides: list[Side], step: int, what: Callable[[Side], None], label: str) -> None:
     """`what` on each side, the first alternating with `step`. A step that times out on one
     side is reported (`timed out`) and the run goes on."""
     for side in (sides if step % 2 == 0 else sides[::-1]):
+        settle(sides)
         began = time.monotonic()
         try:
             what(side)

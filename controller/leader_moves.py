@@ -43,10 +43,12 @@ if TYPE_CHECKING:
 
 # The work one controller event may do, counted per partition: 1 for a change given the
 # record of another partition in the same state, BUILD_COST for one built (MoveContext);
-# 4-5 us and 11-12 us of CPU with its encoding and replay. A part is at most 3,000 partitions
-# or 1,000 built changes: some 12-15 ms on the loop, twice that on a busy machine, so what
-# waits behind it stays well under 50 ms.
-WORK_PER_EVENT = 3000
+# 4-5 us and 11-12 us of CPU with its encoding and replay. A part is at most 1,500 partitions
+# or 500 built changes: some 6-8 ms on the loop, and its commit (the image's replay, the
+# brokers' fetches) about as much again, so what waits behind it stays well under 50 ms on a
+# busy machine too (with 3,000, a fence of a million partitions showed an ApiVersions p99 of
+# 55-60 ms; with 1,500, 32 ms).
+WORK_PER_EVENT = 1500
 BUILD_COST = 3
 
 
