@@ -41,7 +41,12 @@ def call_in_child(work: Callable[[], object]) -> None:
     """`work()` in a forked child; returns when it has finished, raises what it raised."""
     parent = os.getpid()
     read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        raise
     if pid == 0:
         _child(work, parent, read_end, write_end)  # never returns
     os.close(write_end)

@@ -79,11 +79,6 @@ def _work_of(arrow: Any) -> Iterator[tuple[int, list[Any]]]:
                                        Path(r["path"])) for r in task["replicas"]]
 
 
-def _replicas_of(arrow: Any) -> Iterator[Any]:
-    for _, replicas_ in _work_of(arrow):
-        yield from replicas_
-
-
 def _arrow_batches(schema: Any, rows: Iterator[tuple]) -> Iterator[Any]:
     """Rows as Arrow record batches of at most ARROW_ROWS rows."""
     import pyarrow as pa
@@ -287,9 +282,7 @@ def _by_the_tasks(spread: Any, contexts: dict[str, ClusterContext], settings: Se
     themselves and hand the driver the rows it keeps."""
     folders = [target / "batches", target / "transactions"]
     for folder in folders:
-        if folder.exists():
-            shutil.rmtree(folder)
-        folder.mkdir(parents=True)
+        _fresh(folder)
     kept = spread.mapInArrow(_audit_tasks(contexts, settings, str(target.resolve())),
                              _AUDIT_DDL).collect()
     for folder in folders:
@@ -332,6 +325,14 @@ def _write(df: Any, path: str) -> None:
     df.write.mode("overwrite").option("compression", "zstd").parquet(path)
 
 
+def _fresh(folder: Path) -> Path:
+    """`folder`, emptied of an earlier run's table (Spark's overwrite, for a local path)."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
+
+
 def _write_held(spark: Any, table: str, rows: list[Any], path: str) -> None:
     """A table the driver holds (a row per replica, producer or finding, or a summary): to a
     local or shared path straight from the driver, as one Parquet file in Spark's layout (a
@@ -345,10 +346,7 @@ def _write_held(spark: Any, table: str, rows: list[Any], path: str) -> None:
     import pyarrow.parquet as pq
 
     schema = _table_schema(pa, table)
-    folder = Path(path)
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    folder = _fresh(Path(path))
     columns = list(zip(*data, strict=True)) if data else [[] for _ in schema]
     arrays = [pa.array(c, type=schema.field(i).type) for i, c in enumerate(columns)]
     pq.write_table(pa.Table.from_arrays(arrays, schema=schema),
