@@ -122,3 +122,30 @@ def test_a_thread_can_fork_while_another_runs() -> None:
         stop.set()
         runner.join()
     assert spins[0] > 0
+
+
+def test_a_snapshot_written_by_the_child_is_byte_for_byte_the_threads(tmp_path: Path) -> None:
+    """The child runs the very encoding a worker thread runs, so what Kafka's tools read of a
+    thread-written snapshot (tests/oracle/test_kafka_reads_kraftpy_log.py) holds of it."""
+    from kraftpy.controller.log.snapshots import SnapshotId, write_snapshot
+    from kraftpy.protocol.metadata_frame import encode_metadata_record
+    from support.controller_harness import Harness
+
+    h = Harness()
+    for broker_id in (101, 102, 103):
+        h.allocate(broker_id, h.unfenced_broker(broker_id))
+    sid = SnapshotId(h.end, 1)
+    written = {}
+    for how in ("thread", "child"):
+        directory = tmp_path / how
+        directory.mkdir()
+
+        def write(directory: Path = directory) -> None:
+            write_snapshot(directory, sid, (encode_metadata_record(r, v)
+                                            for r, v in h.qc.snapshot_records()),
+                           last_contained_log_timestamp=1234, timestamp=5678)
+
+        forked.call_in_child(write) if how == "child" else write()
+        written[how] = (directory / sid.file_name).read_bytes()
+    assert len(written["child"]) > 200
+    assert written["child"] == written["thread"]
