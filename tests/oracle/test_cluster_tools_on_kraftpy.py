@@ -71,6 +71,20 @@ def create(bootstrap: str, name: str, *, partitions: int = -1, factor: int = -1,
              60, f"{name} led and in sync")
 
 
+def settled(read: Any, ok: Any, timeout: float, what: str) -> Any:
+    """`read()` again until `ok` of it, and that very answer: each describe may ask another
+    broker, and one whose metadata lags answers from before the change waited for (a CI run
+    saw a partition missing that way), so a second read after the wait proves nothing."""
+    seen: list[Any] = []
+
+    def check() -> bool:
+        seen[:] = [read()]
+        return bool(ok(seen[0]))
+
+    wait_for(check, timeout, what)
+    return seen[0]
+
+
 def produce(bootstrap: str, topic: str, values: list[str], partition: int = 0) -> None:
     from kafka import KafkaProducer
 
@@ -112,11 +126,10 @@ def placement(cluster: Cluster) -> dict[str, Any]:
         client.create_partitions({"racks": NewPartitions(9)})
     finally:
         client.close()
-    wait_for(lambda: len(describe(bootstrap, "racks")) == 9
-             and all(leader >= 0 and len(isr) == 2
-                     for leader, _, isr in describe(bootstrap, "racks").values()),
-             60, "9 partitions led and in sync")
-    after = describe(bootstrap, "racks")
+    after = settled(lambda: describe(bootstrap, "racks"),
+                    lambda now: len(now) == 9 and all(leader >= 0 and len(isr) == 2
+                                                      for leader, _, isr in now.values()),
+                    60, "9 partitions led and in sync")
     return {
         "partitions": len(after),
         "factors": sorted({len(r) for _, r, _ in after.values()}),
@@ -170,11 +183,13 @@ def reassignment(cluster: Cluster, work: Path) -> dict[str, Any]:
     current = _json_after(generated, "Current partition replica assignment")
     proposed = _json_after(generated, "Proposed partition reassignment configuration")
     executed, verified = _reassign(bootstrap, work, "away.json", proposed)
-    moved = describe(bootstrap, "moving")[0]
+    target = sorted(proposed["partitions"][0]["replicas"])
+    moved = settled(lambda: describe(bootstrap, "moving")[0],
+                    lambda now: sorted(now[1]) == sorted(now[2]) == target, 60,
+                    f"replicas and ISR {target}")
     _reassign(bootstrap, work, "back.json", current)
-    wait_for(lambda: sorted(describe(bootstrap, "moving")[0][2]) == [2, 3], 60,
-             "ISR [2, 3] after moving back")
-    back = describe(bootstrap, "moving")[0]
+    back = settled(lambda: describe(bootstrap, "moving")[0],
+                   lambda now: sorted(now[2]) == [2, 3], 60, "ISR [2, 3] after moving back")
     return {
         "current": current["partitions"][0]["replicas"],
         "proposed_set": sorted(proposed["partitions"][0]["replicas"]),
@@ -195,11 +210,13 @@ def preferred_election(cluster: Cluster, work: Path) -> dict[str, Any]:
     # The same replicas in another order: nothing to copy, the leader stays, 3 is preferred.
     _reassign(bootstrap, work, "order.json", {"version": 1, "partitions": [
         {"topic": "preferred", "partition": 0, "replicas": [3, 2, 4]}]})
-    reordered = describe(bootstrap, "preferred")[0]
+    reordered = settled(lambda: describe(bootstrap, "preferred")[0],
+                        lambda now: now[1] == [3, 2, 4], 60, "replicas [3, 2, 4]")
     elected = run_tool("LeaderElectionCommand", "--bootstrap-server", bootstrap,
                        "--election-type", "preferred", "--topic", "preferred",
                        "--partition", "0").check().stdout
-    wait_for(lambda: describe(bootstrap, "preferred")[0][0] == 3, 30, "leader 3")
+    leader = settled(lambda: describe(bootstrap, "preferred")[0][0], lambda now: now == 3, 30,
+                     "leader 3")
     again = run_tool("LeaderElectionCommand", "--bootstrap-server", bootstrap,
                      "--election-type", "preferred", "--topic", "preferred",
                      "--partition", "0")
@@ -207,7 +224,7 @@ def preferred_election(cluster: Cluster, work: Path) -> dict[str, Any]:
         "reordered": (reordered[0], reordered[1]),
         "tool": "Successfully completed leader election (PREFERRED) for partitions "
                 "preferred-0" in elected,
-        "leader": describe(bootstrap, "preferred")[0][0],
+        "leader": leader,
         "second_run_not_needed": "Valid replica already elected for partitions preferred-0"
         in again.stdout + again.stderr,
     }
@@ -226,9 +243,10 @@ def unclean_election(cluster: Cluster) -> dict[str, Any]:
     wait_for(lambda: all(describe(cluster.bootstrap(4), t)[0][2] == [3] for t in topics),
              SESSION_MS / 1000 + 20, "ISR [3] once broker 4 is fenced")
     cluster.brokers[3].kill()   # the leader, the last in-sync replica
-    wait_for(lambda: all(describe(cluster.bootstrap(3, 4), t)[0][0] == -1 for t in topics),
-             SESSION_MS / 1000 + 20, "no leader once broker 3 is fenced")
-    state["offline"] = {t: describe(cluster.bootstrap(3, 4), t)[0][0] for t in topics}
+    state["offline"] = settled(
+        lambda: {t: describe(cluster.bootstrap(3, 4), t)[0][0] for t in topics},
+        lambda now: all(leader == -1 for leader in now.values()),
+        SESSION_MS / 1000 + 20, "no leader once broker 3 is fenced")
     cluster.brokers[4].start(timeout=120)
     others = cluster.bootstrap(3)
     wait_for(lambda: describe(others, "unclean-auto")[0][0] == 4, 30,
@@ -238,10 +256,11 @@ def unclean_election(cluster: Cluster) -> dict[str, Any]:
     elected = run_tool("LeaderElectionCommand", "--bootstrap-server", others,
                        "--election-type", "unclean", "--topic", "unclean-manual",
                        "--partition", "0").check().stdout
-    wait_for(lambda: describe(others, "unclean-manual")[0][0] == 4, 30, "leader 4")
     state["tool"] = ("Successfully completed leader election (UNCLEAN) for partitions "
                      "unclean-manual-0" in elected)
-    state["after_tool"] = {t: describe(others, t)[0][:3:2] for t in topics}
+    state["after_tool"] = settled(lambda: {t: describe(others, t)[0][:3:2] for t in topics},
+                                  lambda now: all(now[t][0] == 4 for t in topics), 30,
+                                  "leader 4")
     produce(others, "unclean-manual", ["after"])
     # broker 4 was in sync when the first records were acknowledged: they are all there
     state["records"] = consume(others, "unclean-manual", 11) == [
