@@ -18,14 +18,13 @@ worker thread its seconds of Python work would share the GIL with the loop.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kraftpy.controller.log import forked
 from kraftpy.controller.log.snapshot_files import SnapshotFiles
 from kraftpy.controller.log.snapshots import SnapshotId
-from kraftpy.protocol.metadata_frame import encode_metadata_record
 
 log = logging.getLogger("kraftpy.snapshot")
 
@@ -86,14 +85,10 @@ class SnapshotJob:
     written: bool = False
     in_child: bool = False  # encoded and written by a forked child (`forked`)
 
-    def _values(self) -> Iterator[bytes]:
-        for record, version in self.image.controller.snapshot_records():
-            yield encode_metadata_record(record, version)
-
     def run(self) -> None:
         """Encode and write the file, then let go of what it covers (the log below it)."""
         self.trimmed_to = self.files.write(
-            self.snapshot_id, self._values(),
+            self.snapshot_id, self.image.controller.snapshot_values(),
             last_contained_log_timestamp=self.last_contained_log_timestamp,
             now_ms=self.now_ms, control=self.control, in_child=self.in_child)
         self.written = True

@@ -22,7 +22,7 @@ a socket or a clock. The managers each own one part of the state:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kraftpy.controller import config_commands, image
@@ -38,6 +38,7 @@ from kraftpy.controller.feature_control import (
 from kraftpy.controller.feature_updates import FeatureUpdater
 from kraftpy.controller.leader_moves import BUILD_COST
 from kraftpy.controller.partition_commands import PartitionCommands
+from kraftpy.controller.partition_values import topic_values
 from kraftpy.controller.producer_id_control import (
     ProducerIdControlManager,
     ProducerIdsExhausted,
@@ -53,6 +54,7 @@ from kraftpy.controller.transaction_control import TransactionControlManager
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.broker_registration_response import BrokerRegistrationResponse
 from kraftpy.protocol.messages.init_producer_id_response import InitProducerIdResponse
+from kraftpy.protocol.metadata_frame import encode_metadata_record
 from kraftpy.protocol.records.no_op_record import NoOpRecord
 
 __all__ = ["QuorumController", "ReplayError", "UnsupportedRequest"]
@@ -481,16 +483,31 @@ class QuorumController:
 
     def snapshot_records(self) -> list[tuple[Any, int]]:
         """Records that rebuild the metadata state, in Kafka's image order."""
-        out = self.features.snapshot_records()
-        out += self.retained.feature_records()
-        out += self.cluster.snapshot_records()
-        out += self.replication.snapshot_records(self.features.partition_record_version())
-        out += self.config_control.snapshot_records()
-        out += self.retained.quota_records()
-        out += self.producer_ids.snapshot_records()
-        out += self.acls.snapshot_records()
-        out += self.retained.credential_records()
-        return out
+        before, after = self._snapshot_sections()
+        return before + self.replication.snapshot_records(
+            self.features.partition_record_version()) + after
+
+    def snapshot_values(self) -> Iterator[bytes]:
+        """`snapshot_records`, encoded: the topics and partitions by `partition_values`."""
+        before, after = self._snapshot_sections()
+        for record, version in before:
+            yield encode_metadata_record(record, version)
+        yield from topic_values(self.replication.topics.values(),
+                                self.features.partition_record_version())
+        for record, version in after:
+            yield encode_metadata_record(record, version)
+
+    def _snapshot_sections(self) -> tuple[list[tuple[Any, int]], list[tuple[Any, int]]]:
+        """The records before the topics' and after them."""
+        before = self.features.snapshot_records()
+        before += self.retained.feature_records()
+        before += self.cluster.snapshot_records()
+        after = self.config_control.snapshot_records()
+        after += self.retained.quota_records()
+        after += self.producer_ids.snapshot_records()
+        after += self.acls.snapshot_records()
+        after += self.retained.credential_records()
+        return before, after
 
     def txn_snapshot_records(self) -> list[tuple[Any, Any]]:
         return self.transactions.snapshot_records()
