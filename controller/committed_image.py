@@ -11,13 +11,14 @@ other node.
 Writing one never holds the event loop: `SnapshotJob.take` holds the image (committed records
 arriving meanwhile queue up), `run` encodes and writes the file in a worker thread, and
 `finish` back on the loop lets the image catch up and tells the caller what the log let go.
-An image of many partitions is encoded and written by a forked child instead (`forked`): in a
-worker thread its seconds of Python work would share the GIL with the loop.
+An image of many partitions is encoded and written by forked children instead, a part each
+(`forked`): in a worker thread its seconds of Python work would share the GIL with the loop.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,9 @@ log = logging.getLogger("kraftpy.snapshot")
 # From this many partitions in the image a snapshot is written by a forked child (about 0.1 s
 # of encoding in a worker thread at 20,000: below, a thread costs less than a fork).
 CHILD_AT_PARTITIONS = 20_000
+# Such a snapshot is encoded in this many parts at once, a child each (the loop keeps what
+# else the machine has: it is light while a snapshot is written).
+PARTS = max(1, min(4, os.cpu_count() or 1))
 
 
 class CommittedImage:
@@ -83,14 +87,16 @@ class SnapshotJob:
     now_ms: int
     trimmed_to: SnapshotId | None = None
     written: bool = False
-    in_child: bool = False  # encoded and written by a forked child (`forked`)
+    in_child: bool = False  # encoded and written by forked children (`forked`), in parts
 
     def run(self) -> None:
         """Encode and write the file, then let go of what it covers (the log below it)."""
+        controller = self.image.controller
+        parts = controller.snapshot_value_parts(PARTS) if self.in_child else None
         self.trimmed_to = self.files.write(
-            self.snapshot_id, self.image.controller.snapshot_values(),
+            self.snapshot_id, () if parts else controller.snapshot_values(),
             last_contained_log_timestamp=self.last_contained_log_timestamp,
-            now_ms=self.now_ms, control=self.control, in_child=self.in_child)
+            now_ms=self.now_ms, control=self.control, parts=parts)
         self.written = True
 
     def finish(self) -> None:

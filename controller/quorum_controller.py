@@ -490,12 +490,41 @@ class QuorumController:
     def snapshot_values(self) -> Iterator[bytes]:
         """`snapshot_records`, encoded: the topics and partitions by `partition_values`."""
         before, after = self._snapshot_sections()
-        for record, version in before:
-            yield encode_metadata_record(record, version)
-        yield from topic_values(self.replication.topics.values(),
-                                self.features.partition_record_version())
-        for record, version in after:
-            yield encode_metadata_record(record, version)
+        return self._values(before, list(self.replication.topics.values()), after,
+                            self.features.partition_record_version())
+
+    def snapshot_value_parts(self, count: int) -> list[tuple[int, Iterator[bytes]]]:
+        """`snapshot_values` in at most `count` runs of about as many records, split between
+        topics: (records in the run, its values, encoded as they are read)."""
+        before, after = self._snapshot_sections()
+        version = self.features.partition_record_version()
+        topics = list(self.replication.topics.values())
+        sizes = [1 + len(topic.partitions) for topic in topics]
+        share = max(1, -(-sum(sizes) // max(1, count)))
+        runs: list[list[Any]] = [[]]
+        filled = 0
+        for topic, size in zip(topics, sizes, strict=True):
+            if filled >= share and len(runs) < count:
+                runs.append([])
+                filled = 0
+            runs[-1].append(topic)
+            filled += size
+        parts = []
+        for i, run in enumerate(runs):
+            head = before if i == 0 else []
+            tail = after if i == len(runs) - 1 else []
+            records = len(head) + sum(1 + len(t.partitions) for t in run) + len(tail)
+            parts.append((records, self._values(head, run, tail, version)))
+        return parts
+
+    @staticmethod
+    def _values(head: list[tuple[Any, int]], topics: list[Any], tail: list[tuple[Any, int]],
+                version: int) -> Iterator[bytes]:
+        for record, v in head:
+            yield encode_metadata_record(record, v)
+        yield from topic_values(topics, version)
+        for record, v in tail:
+            yield encode_metadata_record(record, v)
 
     def _snapshot_sections(self) -> tuple[list[tuple[Any, int]], list[tuple[Any, int]]]:
         """The records before the topics' and after them."""

@@ -22,7 +22,7 @@ import errno
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 # Python 3.12 warns of any fork beside other threads; what the child does here (encode and
 # write a file, no lock the other threads may hold) is what that warning allows.
@@ -39,17 +39,38 @@ def available() -> bool:
 
 def call_in_child(work: Callable[[], object]) -> None:
     """`work()` in a forked child; returns when it has finished, raises what it raised."""
+    call_in_children([work])
+
+
+def call_in_children(works: Sequence[Callable[[], object]]) -> None:
+    """Each of `works` in a child of its own, all at once (a large snapshot is encoded in
+    parts, one per core); returns when every child has finished, raises the first failure
+    (in the order of `works`) once all have."""
     parent = os.getpid()
-    read_end, write_end = os.pipe()
+    started: list[tuple[int, int]] = []  # (pid, read end of its pipe)
     try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_end)
-        os.close(write_end)
-        raise
-    if pid == 0:
-        _child(work, parent, read_end, write_end)  # never returns
-    os.close(write_end)
+        for work in works:
+            read_end, write_end = os.pipe()
+            try:
+                pid = os.fork()
+            except OSError:
+                os.close(read_end)
+                os.close(write_end)
+                raise
+            if pid == 0:
+                _child(work, parent, read_end, write_end)  # never returns
+            os.close(write_end)
+            started.append((pid, read_end))
+    finally:
+        # Every child started is waited for, whatever happens to the ones after it.
+        failures = [_wait(pid, read_end) for pid, read_end in started]
+    for failure in failures:
+        if failure is not None:
+            raise failure
+
+
+def _wait(pid: int, read_end: int) -> BaseException | None:
+    """Read the child's pipe to its end, reap it: None, or the exception it reported."""
     chunks = []
     try:
         while chunk := os.read(read_end, 65536):
@@ -59,13 +80,13 @@ def call_in_child(work: Callable[[], object]) -> None:
         _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code == 0:
-        return
+        return None
     number, _, message = b"".join(chunks).decode(errors="replace").partition("\n")
     if not message:
-        raise OSError(errno.EIO, f"the writer process ended with status {code} and no word")
+        return OSError(errno.EIO, f"the writer process ended with status {code} and no word")
     if number != "0":
-        raise OSError(int(number), message)
-    raise RuntimeError(message)
+        return OSError(int(number), message)
+    return RuntimeError(message)
 
 
 def _child(work: Callable[[], object], parent: int, read_end: int, write_end: int) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from kraftpy.controller.log.snapshots import (
     newest_whole_snapshot,
     read_snapshot_timestamp,
     write_snapshot,
+    write_snapshot_in_parts,
 )
 
 log = logging.getLogger("kraftpy.log")
@@ -137,19 +138,21 @@ class SnapshotFiles:
 
     def write(self, snapshot_id: SnapshotId, values: Iterable[bytes], *,
               last_contained_log_timestamp: int, now_ms: int,
-              control: list[tuple[bytes, bytes]], in_child: bool = False) -> SnapshotId | None:
-        """Write a snapshot of committed records (a worker thread may call this; `in_child`:
-        encoded and written by a forked child, `forked`), then let go of what it covers; the
-        snapshot the log now starts at, if it moved."""
-        def write() -> None:
+              control: list[tuple[bytes, bytes]],
+              parts: Sequence[tuple[int, Iterable[bytes]]] | None = None) -> SnapshotId | None:
+        """Write a snapshot of committed records (a worker thread may call this), then let go
+        of what it covers; the snapshot the log now starts at, if it moved. With `parts`
+        ((record count, values) in order, instead of `values`), each part is encoded by a
+        forked child of its own (`forked`), all at once."""
+        if parts is not None:
+            write_snapshot_in_parts(self.directory, snapshot_id, parts,
+                                    last_contained_log_timestamp=last_contained_log_timestamp,
+                                    timestamp=now_ms, control=control,
+                                    run=forked.call_in_children)
+        else:
             write_snapshot(self.directory, snapshot_id, values,
                            last_contained_log_timestamp=last_contained_log_timestamp,
                            timestamp=now_ms, control=control)
-
-        if in_child:
-            forked.call_in_child(write)
-        else:
-            write()
         log.info("snapshot %s written", snapshot_id.file_name)
         if self.retention is None:
             self.log.delete_segments_below(snapshot_id.end_offset)

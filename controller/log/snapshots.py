@@ -13,11 +13,12 @@ caller's decision (`consistency.py`: it must still reach the first offset left i
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,19 +125,42 @@ def encode_snapshot(
     `control` adds records to the header batch (KRaftVersion and Voters, as Kafka does when
     kraft.version >= 1).
     """
-    header_key, header_value = snapshot_header(last_contained_log_timestamp)
-    extra = list(control)
-    keys = [header_key, *(k for k, _ in extra)]
-    offset = 0
-    yield build_record_batch(
-        [header_value, *(v for _, v in extra)],
-        keys=keys,
-        control=True,
-        base_offset=offset,
-        partition_leader_epoch=epoch,
-        timestamp=timestamp,
-    )
-    offset += len(keys)
+    return encode_snapshot_part(values, epoch=epoch, timestamp=timestamp,
+                                header=(last_contained_log_timestamp, list(control)),
+                                footer=True, max_batch_bytes=max_batch_bytes)
+
+
+def header_records(header: tuple[int, list[tuple[bytes, bytes]]]) -> int:
+    """How many records the header batch of `encode_snapshot_part` holds."""
+    return 1 + len(header[1])
+
+
+def encode_snapshot_part(
+    values: Iterable[bytes],
+    *,
+    epoch: int,
+    timestamp: int,
+    base_offset: int = 0,
+    header: tuple[int, list[tuple[bytes, bytes]]] | None = None,
+    footer: bool = False,
+    max_batch_bytes: int = MAX_BATCH_BYTES,
+) -> Iterator[bytes]:
+    """The batches of a run of a snapshot's records from `base_offset`: the file's first run
+    has the `header` (last contained log timestamp, control records), its last the footer.
+    Runs encoded apart and joined in order are a whole snapshot file."""
+    offset = base_offset
+    if header is not None:
+        header_key, header_value = snapshot_header(header[0])
+        keys = [header_key, *(k for k, _ in header[1])]
+        yield build_record_batch(
+            [header_value, *(v for _, v in header[1])],
+            keys=keys,
+            control=True,
+            base_offset=offset,
+            partition_leader_epoch=epoch,
+            timestamp=timestamp,
+        )
+        offset += len(keys)
     # A batch stays within Kafka's 8 MiB (a broker reading the snapshot allocates past it
     # otherwise): the batch overhead plus each record's value and its bounded framing.
     room = max_batch_bytes - _BATCH_OVERHEAD
@@ -157,15 +181,16 @@ def encode_snapshot(
             chunk, base_offset=offset, partition_leader_epoch=epoch, timestamp=timestamp
         )
         offset += len(chunk)
-    footer_key, footer_value = snapshot_footer()
-    yield build_record_batch(
-        [footer_value],
-        keys=[footer_key],
-        control=True,
-        base_offset=offset,
-        partition_leader_epoch=epoch,
-        timestamp=timestamp,
-    )
+    if footer:
+        footer_key, footer_value = snapshot_footer()
+        yield build_record_batch(
+            [footer_value],
+            keys=[footer_key],
+            control=True,
+            base_offset=offset,
+            partition_leader_epoch=epoch,
+            timestamp=timestamp,
+        )
 
 
 def write_checkpoint_file(path: Path, batches: Iterable[bytes]) -> None:
@@ -205,6 +230,65 @@ def write_snapshot(
         control=control,
     )
     write_checkpoint_file(path, batches)
+    return path
+
+
+def write_snapshot_in_parts(
+    directory: Path,
+    snapshot_id: SnapshotId,
+    parts: Sequence[tuple[int, Iterable[bytes]]],
+    *,
+    last_contained_log_timestamp: int,
+    timestamp: int,
+    control: Iterable[tuple[bytes, bytes]] = (),
+    run: Callable[[Sequence[Callable[[], object]]], None],
+) -> Path:
+    """`write_snapshot` of the values of `parts` ((record count, values) in order), each run
+    encoded into a file of its own by one of the callables `run` calls (forked children: one
+    core each), then joined in order into the `.part` file the snapshot is renamed from.
+    The batches differ from `write_snapshot`'s only where one part ends and the next begins."""
+    path = directory / snapshot_id.file_name
+    stem = path.name[: -len(SUFFIX)]
+    tag = secrets.randbelow(10**18)
+    files = [path.with_name(f"{stem}-{tag}{'' if i == 0 else f'-{i}'}{PART_SUFFIX}")
+             for i in range(len(parts))]
+    header = (last_contained_log_timestamp, list(control))
+    offsets, next_offset = [], header_records(header)
+    for count, _ in parts:
+        offsets.append(next_offset)
+        next_offset += count
+    offsets[0] = 0  # the first part begins with the header batch
+
+    def writer(i: int) -> Callable[[], None]:
+        def write() -> None:
+            with open(files[i], "wb") as f:
+                for raw in encode_snapshot_part(
+                        parts[i][1], epoch=snapshot_id.epoch, timestamp=timestamp,
+                        base_offset=offsets[i], header=header if i == 0 else None,
+                        footer=i == len(parts) - 1):
+                    f.write(raw)
+        return write
+
+    try:
+        files[0].touch()  # the snapshot is under way from now (as `write_snapshot`'s is)
+        run([writer(i) for i in range(len(parts))])
+        with open(files[0], "r+b") as out:  # not "ab": sendfile refuses an O_APPEND file
+            out.seek(0, os.SEEK_END)
+            for extra in files[1:]:
+                with open(extra, "rb") as f:
+                    size, sent = os.fstat(f.fileno()).st_size, 0
+                    while sent < size:
+                        moved = os.sendfile(out.fileno(), f.fileno(), sent, size - sent)
+                        if not moved:
+                            raise OSError(errno.EIO, f"{extra} ended early")
+                        sent += moved
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(files[0], path)
+    finally:
+        for name in files:
+            name.unlink(missing_ok=True)
+    fsync_dir(directory)
     return path
 
 

@@ -1,4 +1,5 @@
-"""`forked.call_in_child`: the work a large snapshot's encoding is handed to.
+"""`forked.call_in_child` and `call_in_children`: the work a large snapshot's encoding is
+handed to, and the snapshot written in parts by children at once.
 
 What the child writes is there when the call returns; what it raises comes back (an OSError
 with its errno, anything else as a RuntimeError naming it); it keeps none of the parent's
@@ -13,6 +14,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -149,3 +151,99 @@ def test_a_snapshot_written_by_the_child_is_byte_for_byte_the_threads(tmp_path: 
         written[how] = (directory / sid.file_name).read_bytes()
     assert len(written["child"]) > 200
     assert written["child"] == written["thread"]
+
+
+def test_children_run_at_once_and_every_one_is_waited_for(tmp_path: Path) -> None:
+    """Each child waits until all have started (each one's file is there): they run at once.
+    A failure comes back once every child has finished, the first in the order given."""
+    count = 3
+
+    def work(i: int) -> None:
+        (tmp_path / f"started-{i}").write_bytes(b"")
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob("started-*"))) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the other children never started")
+            time.sleep(0.005)
+        (tmp_path / f"done-{i}").write_bytes(b"")
+
+    forked.call_in_children([lambda i=i: work(i) for i in range(count)])
+    assert sorted(p.name for p in tmp_path.glob("done-*")) == ["done-0", "done-1", "done-2"]
+
+    def fail(text: str) -> None:
+        raise ValueError(text)
+
+    slow = tmp_path / "slow"
+    with pytest.raises(RuntimeError, match="ValueError: first"):
+        forked.call_in_children([lambda: fail("first"), lambda: (time.sleep(0.3),
+                                                                 slow.write_bytes(b"x")),
+                                 lambda: fail("second")])
+    assert slow.exists()  # the slow one was waited for, though the first had failed
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5])
+def test_a_snapshot_written_in_parts_holds_the_records_of_one_written_whole(
+        tmp_path: Path, count: int) -> None:
+    """Parts encoded by children at once and joined are one valid file: offsets run on from
+    part to part (our reader and kafka-python's check them, and every CRC), the values are
+    those of the file one writer writes, and no part file is left behind."""
+    from kafka.record.memory_records import MemoryRecords
+    from kraftpy.controller.log.snapshots import (
+        SnapshotId,
+        read_snapshot,
+        write_snapshot,
+        write_snapshot_in_parts,
+    )
+    from kraftpy.protocol.records.partition_record import PartitionRecord
+    from kraftpy.protocol.records.topic_record import TopicRecord
+    from support.controller_harness import Harness
+
+    h = Harness()
+    for broker_id in (101, 102, 103):
+        h.allocate(broker_id, h.unfenced_broker(broker_id))
+    for t in range(7):
+        topic_id = uuid.UUID(int=t + 1)
+        h.qc.replay(TopicRecord(name=f"t{t}", topic_id=topic_id), 0, h.end)
+        for p in range(t * 3):
+            h.qc.replay(PartitionRecord(topic_id=topic_id, partition_id=p,
+                                        replicas=[101, 102, 103], isr=[101, 102, 103],
+                                        leader=101 + p % 3, leader_epoch=0,
+                                        partition_epoch=0), 0, h.end)
+    sid = SnapshotId(h.end, 2)
+    control = [(b"\x00\x00\x00\x05", b"\x00\x00\x00\x00")]  # any control record
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    write_snapshot(whole, sid, h.qc.snapshot_values(), last_contained_log_timestamp=7,
+                   timestamp=9, control=control)
+    parted = tmp_path / "parts"
+    parted.mkdir()
+    parts = h.qc.snapshot_value_parts(count)
+    assert (len(parts) > 1) is (count > 1) and len(parts) <= count
+    path = write_snapshot_in_parts(parted, sid, parts, last_contained_log_timestamp=7,
+                                   timestamp=9, control=control, run=forked.call_in_children)
+    assert [p.name for p in parted.iterdir()] == [sid.file_name]
+    ours = read_snapshot(path)
+    assert list(ours.iter_values()) == list(read_snapshot(whole / sid.file_name).iter_values())
+    assert ours.last_contained_log_timestamp == 7
+    records = MemoryRecords(path.read_bytes())
+    offsets = []
+    while (batch := records.next_batch()) is not None:
+        assert batch.validate_crc()
+        offsets += [r.offset for r in batch]
+    assert offsets == list(range(len(offsets)))
+    assert len(offsets) == 2 + len(control) + sum(c for c, _ in parts)  # header, footer
+
+
+def test_a_part_that_fails_leaves_no_snapshot_and_no_part_file(tmp_path: Path) -> None:
+    from kraftpy.controller.log.snapshots import SnapshotId, write_snapshot_in_parts
+
+    def broken() -> list[bytes]:
+        raise ValueError("no values")
+        yield b""  # a generator, read in the child
+
+    sid = SnapshotId(10, 1)
+    with pytest.raises(RuntimeError, match="no values"):
+        write_snapshot_in_parts(tmp_path, sid, [(3, [b"\x01\x03\x00"] * 3), (7, broken())],
+                                last_contained_log_timestamp=0, timestamp=0,
+                                run=forked.call_in_children)
+    assert list(tmp_path.iterdir()) == []

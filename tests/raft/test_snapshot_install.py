@@ -148,7 +148,7 @@ def test_a_snapshot_of_the_committed_image_stands_where_the_image_does(tmp_path:
     log = storage.metadata
     log.append([b"w"] * 3, leader_epoch=2, timestamp=1000)  # at 30, uncommitted
     log.flush()
-    image = CommittedImage(SimpleNamespace(snapshot_records=lambda: []), 30)
+    image = CommittedImage(SimpleNamespace(snapshot_values=lambda: iter(())), 30)
     generator = SnapshotGenerator(storage.snapshots)
 
     def take(now_ms: int) -> object:
@@ -180,7 +180,7 @@ def test_no_snapshot_past_what_this_node_has_fsynced(tmp_path: Path) -> None:
                                    downloads=True)
     log = storage.metadata
     log.append([b"w"] * 3, leader_epoch=2, timestamp=1000)  # 30-32: fetched, not flushed
-    image = CommittedImage(SimpleNamespace(snapshot_records=lambda: []), 33)
+    image = CommittedImage(SimpleNamespace(snapshot_values=lambda: iter(())), 33)
     generator = SnapshotGenerator(storage.snapshots)
 
     def take() -> object:
