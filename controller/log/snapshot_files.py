@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from kraftpy.controller.log.snapshot_download import SnapshotDownload
 from kraftpy.controller.log.snapshots import (
     Snapshot,
     SnapshotId,
+    check_snapshot,
     delete_snapshots_before,
     list_snapshots,
     newest_whole_snapshot,
@@ -100,8 +102,14 @@ class SnapshotFiles:
     def install(self, snapshot_id: tuple[int, int]) -> tuple[Snapshot, int]:
         """The finished download becomes the newest snapshot; every older one goes (the log
         it covers is dropped by the caller: it now starts at the snapshot's end)."""
-        snapshot, size = self.download.install(snapshot_id)
         sid = SnapshotId(*snapshot_id)
+        local = self.directory / sid.file_name
+        if self.download.snapshot_id != snapshot_id and local.exists():
+            # The core may install a snapshot this node holds already (its own, or one
+            # downloaded before): its log then starts at that snapshot's end.
+            snapshot, size = check_snapshot(local, sid), local.stat().st_size
+        else:
+            snapshot, size = self.download.install(snapshot_id)
         delete_snapshots_before(self.directory, sid, keep=0)
         with self._lock:
             self.newest = snapshot
@@ -144,6 +152,7 @@ class SnapshotFiles:
         of what it covers; the snapshot the log now starts at, if it moved. With `parts`
         ((record count, values) in order, instead of `values`), each part is encoded by a
         forked child of its own (`forked`), all at once."""
+        began = time.monotonic()
         if parts is not None:
             write_snapshot_in_parts(self.directory, snapshot_id, parts,
                                     last_contained_log_timestamp=last_contained_log_timestamp,
@@ -153,7 +162,8 @@ class SnapshotFiles:
             write_snapshot(self.directory, snapshot_id, values,
                            last_contained_log_timestamp=last_contained_log_timestamp,
                            timestamp=now_ms, control=control)
-        log.info("snapshot %s written", snapshot_id.file_name)
+        log.info("snapshot %s written in %.2f s%s", snapshot_id.file_name,
+                 time.monotonic() - began, f" ({len(parts)} parts)" if parts else "")
         if self.retention is None:
             self.log.delete_segments_below(snapshot_id.end_offset)
             delete_snapshots_before(self.directory, snapshot_id, keep=1)

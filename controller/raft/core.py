@@ -899,7 +899,10 @@ class RaftNode:
             if min(sid) < 0:
                 self._note("error", f"leader sent the snapshot id {sid}")
                 return False
-            if sid in self.log.snapshots and self.log.end_offset <= sid[0]:
+            if self.log.start_offset == self.log.end_offset == sid[0] \
+                    and sid in self.log.snapshots:
+                pass  # installed already (a fetch sent before the install was answered late)
+            elif sid in self.log.snapshots and self.log.end_offset <= sid[0]:
                 self._install(sid)
             else:
                 s.fetching_snapshot = (sid, 0)

@@ -257,6 +257,34 @@ def test_a_follower_truncates_on_a_diverging_epoch() -> None:
     assert of(n.on_flushed(5, 6), a.Send)
 
 
+def test_a_late_fetch_answer_naming_the_snapshot_just_installed_changes_nothing() -> None:
+    """A Fetch sent before a download ended can be answered after the snapshot it names is
+    installed: the follower goes on fetching from it (Kafka: the snapshot exists, so nothing
+    is fetched), not installing it again (that once stopped a follower's quorum)."""
+    n = node(2, election=ElectionState(epoch=3, leader_id=1))
+    n._take()
+    (first,) = of(n.poll(1), a.Send)
+    (second,) = of(n.poll(2), a.Send) or [None]  # a second fetch in flight, if the core sends it
+    answer_ = m.fetch_response(error=0, epoch=3, leader_id=1, high_watermark=50,
+                               log_start_offset=40, leader=None, snapshot=(40, 2))
+    n.handle_response(1, first.correlation_id, answer_, 3)
+    (fetch_snapshot,) = of(n.poll(4), a.Send)
+    chunk = m.fetch_snapshot_response(error=0, epoch=3, leader_id=1, leader=None,
+                                      snapshot_id=(40, 2), position=0)
+    chunk.topics[0].partitions[0].size = 5
+    chunk.topics[0].partitions[0].unaligned_records = b"12345"
+    actions = n.handle_response(1, fetch_snapshot.correlation_id, chunk, 5)
+    assert of(actions, a.InstallSnapshot) == [a.InstallSnapshot((40, 2))]
+    assert n.log.start_offset == n.log.end_offset == 40
+    (fetch,) = of(n.poll(6), a.Send)
+    assert fetch.request.topics[0].partitions[0].fetch_offset == 40
+    late = m.fetch_response(error=0, epoch=3, leader_id=1, high_watermark=50,
+                            log_start_offset=40, leader=None, snapshot=(40, 2))
+    actions = n.handle_response(1, (second or fetch).correlation_id, late, 7)
+    assert of(actions, a.InstallSnapshot) == [] and of(actions, a.WriteSnapshotChunk) == []
+    assert n.state.fetching_snapshot is None and n.log.end_offset == 40
+
+
 def test_graceful_resignation_sends_end_quorum_epoch_best_successor_first() -> None:
     n = _leader_of_three()
     n.on_flushed(1, 2004)

@@ -59,6 +59,24 @@ def test_a_download_goes_to_a_partial_file_and_is_installed_whole(tmp_path: Path
     assert read_snapshot(snapshot.path).last_contained_log_timestamp == 7
 
 
+def test_a_snapshot_held_already_is_installed_without_a_download(tmp_path: Path) -> None:
+    """The core installs a snapshot this node holds (not downloaded): it reads back whole,
+    becomes the newest, and older ones go; one that is neither held nor downloaded is
+    refused with a clear error."""
+    from kraftpy.controller.log.snapshot_files import SnapshotFiles
+
+    older, held = SnapshotId(60, 2), SnapshotId(120, 3)
+    (tmp_path / older.file_name).write_bytes(_snapshot_bytes(1000, 2))
+    (tmp_path / held.file_name).write_bytes(_snapshot_bytes(4000))
+    files = SnapshotFiles(tmp_path, log=None)
+    snapshot, size = files.install((120, 3))
+    assert size == (tmp_path / held.file_name).stat().st_size
+    assert len(list(snapshot.iter_values())) == 50 and files.newest is snapshot
+    assert [p.name for p in tmp_path.iterdir()] == [held.file_name]
+    with pytest.raises(SnapshotDownloadError, match="not downloaded"):
+        files.install((130, 3))
+
+
 def test_a_new_download_drops_the_old_partial_and_a_broken_one_is_never_installed(
         tmp_path: Path) -> None:
     data = _snapshot_bytes(4000)
