@@ -29,8 +29,8 @@ from kraftpy.controller.log.snapshots import SnapshotId
 
 log = logging.getLogger("kraftpy.snapshot")
 
-# From this many partitions in the image a snapshot is written by a forked child (about 0.1 s
-# of encoding in a worker thread at 20,000: below, a thread costs less than a fork).
+# From this many partitions in the image a snapshot is written by forked children (about
+# 0.03 s of encoding in a worker thread at 20,000: below, a thread costs less than a fork).
 CHILD_AT_PARTITIONS = 20_000
 # Such a snapshot is encoded in this many parts at once, a child each (the loop keeps what
 # else the machine has: it is light while a snapshot is written).
