@@ -85,16 +85,7 @@ def test_a_controllers_snapshot_values_are_its_snapshot_records_encoded() -> Non
     from support.controller_harness import Harness
 
     h = Harness()
-    for broker_id in (101, 102, 103):
-        h.allocate(broker_id, h.unfenced_broker(broker_id))
-    for i in range(3):
-        topic_id = uuid.UUID(int=i + 10)
-        h.qc.replay(TopicRecord(name=f"t{i}", topic_id=topic_id), 0, h.end)
-        for p in range(5):
-            h.qc.replay(PartitionRecord(topic_id=topic_id, partition_id=p,
-                                        replicas=[101, 102, 103], isr=[101, 102],
-                                        leader=101 + p % 2, leader_epoch=0,
-                                        partition_epoch=0), 0, h.end)
+    h.brokers_and_topics([5, 5, 5])
     expected = [encode_metadata_record(r, v) for r, v in h.qc.snapshot_records()]
     assert len(expected) > 20
     assert list(h.qc.snapshot_values()) == expected

@@ -14,7 +14,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -194,21 +193,10 @@ def test_a_snapshot_written_in_parts_holds_the_records_of_one_written_whole(
         write_snapshot,
         write_snapshot_in_parts,
     )
-    from kraftpy.protocol.records.partition_record import PartitionRecord
-    from kraftpy.protocol.records.topic_record import TopicRecord
     from support.controller_harness import Harness
 
     h = Harness()
-    for broker_id in (101, 102, 103):
-        h.allocate(broker_id, h.unfenced_broker(broker_id))
-    for t in range(7):
-        topic_id = uuid.UUID(int=t + 1)
-        h.qc.replay(TopicRecord(name=f"t{t}", topic_id=topic_id), 0, h.end)
-        for p in range(t * 3):
-            h.qc.replay(PartitionRecord(topic_id=topic_id, partition_id=p,
-                                        replicas=[101, 102, 103], isr=[101, 102, 103],
-                                        leader=101 + p % 3, leader_epoch=0,
-                                        partition_epoch=0), 0, h.end)
+    h.brokers_and_topics([t * 3 for t in range(7)])
     sid = SnapshotId(h.end, 2)
     control = [(b"\x00\x00\x00\x05", b"\x00\x00\x00\x00")]  # any control record
     whole = tmp_path / "whole"

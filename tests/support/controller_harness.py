@@ -167,6 +167,25 @@ class Harness:
         assert not reply.is_fenced, reply
         return epoch
 
+    def brokers_and_topics(self, partitions_per_topic: list[int],
+                           brokers: tuple[int, ...] = (101, 102, 103)) -> None:
+        """Brokers registered, unfenced and given an id block each, then topics replayed
+        straight into the controller (TopicRecord, PartitionRecords over those brokers): an
+        image for snapshot tests."""
+        from kraftpy.protocol.records.partition_record import PartitionRecord
+        from kraftpy.protocol.records.topic_record import TopicRecord
+
+        for broker_id in brokers:
+            self.allocate(broker_id, self.unfenced_broker(broker_id))
+        for t, count in enumerate(partitions_per_topic):
+            topic_id = uuid.UUID(int=t + 1)
+            self.qc.replay(TopicRecord(name=f"t{t}", topic_id=topic_id), 0, self.end)
+            for p in range(count):
+                replicas = [brokers[(p + i) % len(brokers)] for i in range(len(brokers))]
+                self.qc.replay(PartitionRecord(
+                    topic_id=topic_id, partition_id=p, replicas=replicas, isr=replicas[:2],
+                    leader=replicas[0], leader_epoch=0, partition_epoch=0), 0, self.end)
+
     def allocate(self, broker_id: int, epoch: int) -> Any:
         return self.handle(AllocateProducerIdsRequest(broker_id=broker_id, broker_epoch=epoch), 0)
 
