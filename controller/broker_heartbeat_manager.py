@@ -82,6 +82,11 @@ class BrokerHeartbeatManager:
     def __init__(self, session_timeout_ms: int) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.brokers: dict[int, BrokerHeartbeatState] = {}
+        # (broker id, broker epoch) -> the last heartbeat naming them, fenced or not (Kafka
+        # 4.1's BrokerHeartbeatTracker). A new incarnation is refused while the registered
+        # epoch has one within the session timeout: a broker restarted at once waits out the
+        # session of the one it replaces, as on Kafka's controller.
+        self.contacts: dict[tuple[int, int], int] = {}
         # Before this time no session can have expired: the earliest expiry seen by the last
         # full look. Contacts only move later, so it holds until the set of sessions changes
         # (`forget_expiry`), and a tick after every commit costs no look at each broker.
@@ -109,6 +114,22 @@ class BrokerHeartbeatManager:
         state = self.state(broker_id, now_ms)
         state.last_contact_ms = now_ms
         state.metadata_offset = metadata_offset
+
+    def track(self, broker_id: int, broker_epoch: int, now_ms: int) -> None:
+        """A heartbeat naming (broker_id, broker_epoch), valid or not; or, at activation, an
+        unfenced broker's registered epoch. Expired contacts go when a new pair comes."""
+        key = (broker_id, broker_epoch)
+        if key not in self.contacts:
+            timeout = self.session_timeout_ms
+            for old in [k for k, at in self.contacts.items() if at + timeout < now_ms]:
+                del self.contacts[old]
+        self.contacts[key] = now_ms
+
+    def in_session(self, broker_id: int, broker_epoch: int, now_ms: int) -> bool:
+        """Whether that epoch heartbeated within the session timeout (Kafka 4.1's
+        hasValidSession, which a registration asks of the registered epoch)."""
+        at = self.contacts.get((broker_id, broker_epoch))
+        return at is not None and at + self.session_timeout_ms >= now_ms
 
     def has_valid_session(self, broker_id: int, fenced: bool, now_ms: int) -> bool:
         """Unfenced and heard from within the session timeout (Kafka's hasValidSession)."""

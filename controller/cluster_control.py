@@ -239,10 +239,10 @@ class ClusterControlManager:
             return fail(ErrorCode.INVALID_REGISTRATION, f"Broker id {broker_id} is not usable")
         existing = self.brokers.get(broker_id)
         if (existing is not None and existing.incarnation_id != request.incarnation_id
-                and self.heartbeats.has_valid_session(
-                    broker_id, existing.fenced or broker_id in self.leaving, now_ms)):
+                and self.heartbeats.in_session(broker_id, existing.epoch, now_ms)):
             return fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION,
-                        "Another broker is registered with that broker id.")
+                        "Another broker is registered with that broker id; a restarted "
+                        "broker gets in once the session of the one before expires.")
         if request.is_migrating_zk_broker:
             return fail(ErrorCode.BROKER_ID_NOT_REGISTERED,
                         "Controller does not support registering ZK brokers.")
@@ -297,6 +297,7 @@ class ClusterControlManager:
 
     def heartbeat(self, request: Any, now_ms: int) -> ControllerResult:
         broker_id = request.broker_id
+        self.heartbeats.track(broker_id, request.broker_epoch, now_ms)
         if broker_id not in self.register_offsets:
             return ControllerResult.reply(BrokerHeartbeatResponse(
                 throttle_time_ms=0, error_code=ErrorCode.STALE_BROKER_EPOCH))

@@ -156,8 +156,10 @@ class QuorumController:
         self.leader_epoch = leader_epoch
         self.active = True
         self._clock(now_ms)
+        heartbeats = self.cluster.heartbeats
         for broker_id in self.cluster.unfenced():
-            self.cluster.heartbeats.register(broker_id, now_ms)
+            heartbeats.register(broker_id, now_ms)
+            heartbeats.track(broker_id, self.cluster.brokers[broker_id].epoch, now_ms)
         self.elections.start(now_ms)
 
     def _clock(self, now_ms: int) -> None:

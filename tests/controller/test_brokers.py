@@ -142,11 +142,55 @@ def test_duplicate_live_registration_refused_until_the_session_expires():
     assert reply.error_code == ErrorCode.NONE and reply.broker_epoch > epoch
 
 
-def test_a_fenced_broker_may_register_a_new_incarnation():
+def test_a_registration_never_heard_from_may_be_replaced_at_once():
     h = Harness()
     first = h.register(2).broker_epoch
-    second = h.register(2).broker_epoch  # never unfenced: no valid session
+    second = h.register(2).broker_epoch  # no heartbeat named the first epoch: no session
     assert second > first
+
+
+@pytest.mark.parametrize("how", ["want_fence", "controlled_shutdown"])
+def test_a_fenced_broker_heard_from_keeps_its_session(how):
+    """Kafka 4.1 (BrokerHeartbeatTracker): the session belongs to (id, epoch) and lasts a
+    session timeout from its last heartbeat, fenced or not: a broker restarted right after
+    its controlled shutdown is refused until then, and gets in after."""
+    h = Harness()
+    epoch = h.unfenced_broker(2)
+    if how == "want_fence":
+        assert h.heartbeat(2, epoch, want_fence=True).is_fenced
+    else:
+        reply = h.heartbeat(2, epoch, want_shut_down=True)
+        assert (reply.is_fenced, reply.should_shut_down) == (True, True)
+    h.now_ms += 4000
+    h.heartbeat(2, epoch, want_shut_down=True)  # a fenced broker's heartbeat counts too
+    h.now_ms += 9000
+    assert h.register(2).error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    h.now_ms += 1
+    reply = h.register(2)
+    assert reply.error_code == ErrorCode.NONE and reply.broker_epoch > epoch
+
+
+def test_a_heartbeat_naming_another_epoch_keeps_no_session_of_the_registered_one():
+    h = Harness()
+    first = h.unfenced_broker(2)
+    h.now_ms += 9001
+    second = h.register(2).broker_epoch  # the first one's session expired
+    assert second > first
+    h.heartbeat(2, first)  # STALE_BROKER_EPOCH, and a contact for the old epoch only
+    assert h.register(2).error_code == ErrorCode.NONE
+
+
+def test_activation_gives_unfenced_brokers_a_session_and_fenced_ones_none():
+    h = Harness()
+    e2 = h.unfenced_broker(2)
+    e3 = h.unfenced_broker(3)
+    h.heartbeat(3, e3, want_fence=True)
+    h.now_ms += 60_000
+    h.restart()  # a new active controller: contacts are soft state, seeded as Kafka's
+    assert h.register(2).error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    assert h.register(3).error_code == ErrorCode.NONE
+    h.now_ms += 9001
+    assert h.register(2).broker_epoch > e2
 
 
 def test_same_incarnation_keeps_epoch_and_state():

@@ -7,8 +7,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.broker_sim import STALE_BROKER_EPOCH, BrokerSim
+from support.broker_sim import STALE_BROKER_EPOCH, BrokerError, BrokerSim
 from support.server import KraftpyServer, running_server
+
+DUPLICATE_BROKER_REGISTRATION = 101
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +51,26 @@ def test_a_silent_broker_is_fenced_and_an_old_epoch_is_stale(server) -> None:
     old = b.register()
     b.wait_unfenced()
     time.sleep(2.5)  # broker.session.timeout.ms is 1500
+    sent = time.monotonic()
     r = b.heartbeat(offset=0)
+    heard = time.monotonic()
     assert r.error_code == 0 and r.is_fenced
     b.incarnation = uuid.uuid4()  # a restarted broker: a new incarnation
-    new = b.register()
-    assert new > old
+    # That heartbeat named the old epoch: Kafka 4.1 keeps the session of (id, epoch) for a
+    # session timeout (1.5 s) from it, fenced or not, and refuses a new incarnation until
+    # then. Judged by when each attempt was sent and answered, so a slow machine is no fault.
+    new = None
+    deadline = time.monotonic() + 30
+    while new is None and time.monotonic() < deadline:
+        attempt = time.monotonic()
+        try:
+            new = b.register()
+        except BrokerError as exc:
+            assert exc.code == DUPLICATE_BROKER_REGISTRATION
+            assert attempt < heard + 1.51, "refused after the session had expired"
+            time.sleep(0.1)
+    assert new is not None and new > old
+    assert time.monotonic() - sent >= 1.49, "a new incarnation got in within the session"
     assert b.allocate_response(epoch=old).error_code == STALE_BROKER_EPOCH
     assert b.heartbeat(epoch=old).error_code == STALE_BROKER_EPOCH
     assert b.allocate_response(epoch=new).error_code == 0
