@@ -6,8 +6,11 @@ ranges it supports ("controller N has not registered"), and brokers and tools re
 quorum's controllers from these records. So each process registers once per incarnation, as
 soon as the metadata log it has replayed has a metadata.version that knows registrations
 (3.7-IV0 and later), and again whenever the log's record for it is of another incarnation.
-The request goes to the leader, whoever it is (to itself when it leads); the answer only
-says it was committed, the replayed record is what counts.
+The request goes to the leader, whoever it is (to itself when it leads); the answer says it
+was committed. Once it is, nothing more is sent until the replayed log's record for this
+node changes (Kafka's ControllerRegistrationManager waits for its image the same way): a
+node whose replay lags, say while it rebuilds a million partitions from a snapshot, must not
+have the leader write its registration again every half second.
 """
 
 from __future__ import annotations
@@ -59,21 +62,49 @@ def needs_registration(controller: Any, node_id: int, incarnation: uuid.UUID) ->
     return record is None or record.incarnation_id != incarnation
 
 
+_NOT_ACKNOWLEDGED = object()
+
+
+class RegistrationSchedule:
+    """Whether to send this incarnation's registration now: while the replayed log lacks it,
+    and the leader has not acknowledged one since the log's record for this node last
+    changed."""
+
+    def __init__(self, node_id: int, incarnation: uuid.UUID) -> None:
+        self.node_id = node_id
+        self.incarnation = incarnation
+        self._acknowledged_at: Any = _NOT_ACKNOWLEDGED  # the record's incarnation then
+
+    def _seen(self, controller: Any) -> uuid.UUID | None:
+        record = controller.cluster.controllers.get(self.node_id)
+        return None if record is None else record.incarnation_id
+
+    def due(self, controller: Any) -> bool:
+        if not needs_registration(controller, self.node_id, self.incarnation):
+            return False
+        if self._acknowledged_at is not _NOT_ACKNOWLEDGED:
+            if self._seen(controller) == self._acknowledged_at:
+                return False  # committed: waiting for this node's replay to reach it
+            self._acknowledged_at = _NOT_ACKNOWLEDGED  # the log's record changed since
+        return True
+
+    def acknowledged(self, controller: Any) -> None:
+        self._acknowledged_at = self._seen(controller)
+
+
 async def register_controller(quorum: Any) -> None:
-    """Register this incarnation with the leader until the log holds it: tried every 0.1 s
-    until a leader takes it (as Kafka's ControllerRegistrationManager registers once it knows
-    the leader), then every half second until its record reaches this node's log; the
-    leader found anew each time, this node itself when it leads."""
+    """Register this incarnation with the leader (`RegistrationSchedule`): tried every
+    0.1 s until a leader takes it (as Kafka's ControllerRegistrationManager registers once
+    it knows the leader), the leader found anew each time, this node itself when it leads."""
     from kraftpy.controller.host import NodeStopped
     from kraftpy.controller.raft.peers import request_once
 
-    answered = False  # the leader took this incarnation's registration
+    schedule = RegistrationSchedule(quorum.node_id, quorum.incarnation)
     runner = quorum.runner
     while not runner.stopping:
-        pending = not answered and needs_registration(quorum.controller, quorum.node_id,
-                                                      quorum.incarnation)
+        pending = schedule.due(quorum.controller)
         await trio.sleep(REGISTRATION_RETRY_S if pending else REGISTRATION_INTERVAL_S)
-        if not needs_registration(quorum.controller, quorum.node_id, quorum.incarnation):
+        if not schedule.due(quorum.controller):
             continue
         leader = runner.core.leader_id
         request = registration_request(quorum.node_id, quorum.incarnation,
@@ -89,6 +120,6 @@ async def register_controller(quorum: Any) -> None:
         else:
             continue
         if answer is not None and answer.error_code == 0:
-            answered = True
+            schedule.acknowledged(quorum.controller)
             log.info("registered controller incarnation %s with the leader (%d)",
                      quorum.incarnation, leader)

@@ -6,7 +6,11 @@ from __future__ import annotations
 import uuid
 
 from kraftpy.controller.feature_control import SUPPORTED_FEATURES
-from kraftpy.controller.registration import needs_registration, registration_request
+from kraftpy.controller.registration import (
+    RegistrationSchedule,
+    needs_registration,
+    registration_request,
+)
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.controller_registration_request import Listener
 from kraftpy.protocol.records.register_controller_record import RegisterControllerRecord
@@ -54,6 +58,26 @@ def test_a_voter_registers_once_per_incarnation_after_the_bootstrap() -> None:
     assert not needs_registration(h.qc, 1, INCARNATION)
     assert needs_registration(h.qc, 1, uuid.uuid4())  # a restart is a new incarnation
     assert not needs_registration(Harness(settings(metadata_version=14)).qc, 1, INCARNATION)
+
+
+def test_an_acknowledged_registration_is_not_sent_again_until_the_log_changes() -> None:
+    """A node whose replay lags the commit (a large rebuild) waits for its log as Kafka's
+    ControllerRegistrationManager waits for its image: the leader writes one record, not one
+    every retry; a record of another incarnation arriving later makes it send again."""
+    leader = Harness()
+    lagging = Harness()  # this node's own replayed state, not yet at the leader's commit
+    schedule = RegistrationSchedule(1, INCARNATION)
+    assert schedule.due(lagging.qc)
+    request = registration_request(1, INCARNATION, LISTENERS, SUPPORTED_FEATURES)
+    assert leader.handle(request, 0).error_code == ErrorCode.NONE
+    schedule.acknowledged(lagging.qc)
+    assert not schedule.due(lagging.qc) and not schedule.due(lagging.qc)
+    other = uuid.uuid4()  # an older incarnation's record, replayed after the acknowledgement
+    lagging.handle(registration_request(1, other, LISTENERS, SUPPORTED_FEATURES), 0)
+    assert schedule.due(lagging.qc)
+    lagging.handle(request, 0)  # its own record reaches its log
+    assert not schedule.due(lagging.qc)
+    assert RegistrationSchedule(1, uuid.uuid4()).due(lagging.qc)  # the next incarnation
 
 
 def test_features_go_in_the_order_a_kafka_controller_sends_them() -> None:
