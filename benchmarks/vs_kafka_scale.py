@@ -39,8 +39,9 @@ The steps, one side after the other (who goes first alternating step by step):
 
 Then, unless `--skip-quorum`, the largest size again on three voters per side (static
 `controller.quorum.voters`, same overrides, Kafka's retention of the metadata log set to
-1 MB so that a snapshot trims it): the creation, a rolling restart that has each voter write
-one snapshot (after 1 MB of records, no time trigger), then a follower stopped, its data wiped and
+1 MB so that a snapshot trims it): the creation, a rolling restart with snapshots after 1 MB of
+records (no time trigger), 10,000 more partitions so that every voter of both sides writes one,
+then a follower stopped, its data wiped and
 started again, until the leader's DescribeQuorum shows it caught up (and whether it fetched a
 snapshot), and kill -9 of the leader until a heartbeat is answered by a new leader.
 
@@ -545,7 +546,8 @@ def round_trips(side: Side, key: str, start: float, end: float) -> None:
 
 
 def create(side: Side, topics: int, per_topic: int, per_request: int,
-           find_leader: Callable[[], Node] | None = None) -> None:
+           find_leader: Callable[[], Node] | None = None, *, prefix: str = "scale",
+           timed: bool = True) -> None:
     """CreateTopics in requests of `per_request` topics. With `find_leader` (a quorum), a
     request answered NOT_CONTROLLER goes again to the leader found then, as a broker's
     forwarding would: a leader change during the creation is counted, not fatal."""
@@ -559,7 +561,7 @@ def create(side: Side, topics: int, per_topic: int, per_request: int,
     try:
         first = 0
         while first < topics:
-            names = [f"scale-{i:05d}" for i in range(first, min(first + per_request, topics))]
+            names = [f"{prefix}-{i:05d}" for i in range(first, min(first + per_request, topics))]
             try:
                 answer = conn.request(create_request(names, per_topic), 7)
                 bad = [(t.name, t.error_code) for t in answer.topics
@@ -582,6 +584,8 @@ def create(side: Side, topics: int, per_topic: int, per_request: int,
             first += per_request
     finally:
         conn.close()
+    if not timed:
+        return
     side.rows["create leader changes"] = changes
     end = time.time()
     side.rows["create s"] = end - start
@@ -889,7 +893,8 @@ def quorum(root: Path, partitions: int, args: argparse.Namespace) -> list[Side]:
                                side.node.cluster_id(), root)
         print(f"{partitions:,} partitions on three voters each: up", flush=True)
 
-        def create_on_leader(side: Side) -> None:
+        def create_on_leader(side: Side, topics: int | None = None, prefix: str = "scale"
+                             ) -> None:
             side.node = groups[side.name][leader_of(side)]
 
             def new_leader() -> Node | None:
@@ -899,18 +904,30 @@ def quorum(root: Path, partitions: int, args: argparse.Namespace) -> list[Side]:
                 except (IndexError, KeyError):
                     return None
 
-            create(side, partitions // args.partitions_per_topic, args.partitions_per_topic,
-                   args.per_request, new_leader)
+            create(side, topics or partitions // args.partitions_per_topic,
+                   args.partitions_per_topic, args.per_request, new_leader, prefix=prefix,
+                   timed=topics is None)
 
         both(sides, 0, create_on_leader, "created (quorum)")
         for side in sides:  # a snapshot each, so that the log is trimmed below one
             for node in groups[side.name].values():
                 node.properties.update(SNAPSHOT_ONCE)
         both(sides, 1, lambda s: _rolling_restart(s, groups[s.name]), "rolling restart")
+
+        def snapshot_on_every_voter(side: Side) -> None:
+            """10,000 more partitions (over 1 MB of records): the bytes trigger fires on every
+            voter (Kafka's counts only what its loader replays after catching up), and a
+            snapshot trims each log."""
+            create_on_leader(side, topics=100, prefix="more")
+            for i, node in groups[side.name].items():
+                wait_until(lambda n=node: any(n.metadata_dir().glob("*.checkpoint")), 600,
+                           f"{side.name}: a snapshot on voter {i}", 0.2)
+
+        both(sides, 2, snapshot_on_every_voter, "a snapshot on every voter")
         time.sleep(10)
-        both(sides, 2, lambda s: follower_catch_up(s, groups[s.name]), "follower caught up")
+        both(sides, 3, lambda s: follower_catch_up(s, groups[s.name]), "follower caught up")
         time.sleep(5)
-        both(sides, 3, lambda s: failover(s, groups[s.name]), "failover")
+        both(sides, 4, lambda s: failover(s, groups[s.name]), "failover")
     finally:
         for side in sides:
             if side.probe is not None:
