@@ -18,8 +18,14 @@ server does.
 - States (`HostState`): FOLLOWER replays what the quorum commits; ELECTED leads but waits
   until its whole log is committed and replayed; MIGRATING is active but first moves
   kraftpy's former transaction-log layout; ACTIVE answers; STOPPED and FAILED answer nothing
-  more. Losing the leadership fails every deferred answer with NOT_CONTROLLER and rebuilds
-  the controller from the committed state (what it applied ahead of the commit is dropped).
+  more. Losing the leadership fails every deferred answer with NOT_CONTROLLER; the committed
+  image becomes the controller (what it applied ahead of the commit is dropped).
+- A follower holds its state once: its controller is its committed image (`shared`), so a
+  downloaded snapshot, a restart and every commit are replayed once. On activation the leader
+  keeps that state as its controller and builds its committed image apart, off the loop
+  (`image_job`; no snapshot until it is done), as Kafka's controller answers once its own
+  state is loaded while its MetadataLoader's image is published apart. A node that keeps a
+  transaction log (a lone voter) holds the two apart from the start.
 """
 
 from __future__ import annotations
@@ -120,13 +126,16 @@ class ControllerHost:
         self._deferred: deque[Deferred] = deque()
         self._own: deque[tuple[int, list[tuple[Any, int]]]] = deque()  # applied, uncommitted
         self.hwm = driver.high_watermark
+        # The controller is the committed image's own (a follower's state, replayed once),
+        # unless the node keeps a transaction log, which only its controller replays.
+        self.shared = False
+        self.image_job: replay.Rebuild | None = None  # a leader's committed image, being built
         if lone is not None:
             self.controller, self.image, self.applied = lone.controller, lone.image, lone.applied
         else:  # at open (in a worker thread already): built here and now
-            built = self._rebuild_job(self.hwm, image=True)
+            built = self._rebuild_job(self.hwm)
             built.run()
-            self.controller, self.applied = built.controller, built.at
-            self.image = CommittedImage(built.image_controller, built.at)
+            self._adopt(built)
         self.rebuilding: replay.Rebuild | None = None  # a state being built off the loop
 
     # --- requests ------------------------------------------------------------------------------
@@ -224,23 +233,29 @@ class ControllerHost:
         if self.rebuilding is not None:  # caught up from the log once it is built
             self.release()
             return
-        image, own = self.image, self._own
+        image, own, building = self.image, self._own, self.image_job is not None
         if own and own[0][0] < high_watermark:
             # The leader's own records the commit covers (a result is never split across
-            # batches), into the image in order: straight to its controller unless held.
+            # batches), into the image in order: straight to its controller unless held. An
+            # image being built reads them from the log instead.
             replay_one = image.replay if image.held else image.controller.replay
             while own and own[0][0] < high_watermark:
                 base, records = own.popleft()
+                if building:
+                    continue
                 if len(records) == 1:
                     replay_one(records[0][0], records[0][1], base)
                 else:
                     for i, (record, version) in enumerate(records):
                         replay_one(record, version, base + i)
         if high_watermark > self.applied:  # a follower's records, or a new leader's tail
-            replay.apply((self.controller, image), replay.log_records(
+            targets = ((image,) if self.shared else (self.controller,) if building
+                       else (self.controller, image))
+            replay.apply(targets, replay.log_records(
                 self.log.read(self.applied), self.applied, high_watermark))
             self.applied = high_watermark
-        image.advance(high_watermark)
+        if not building:
+            image.advance(high_watermark)
         self.controller.features.kraft_version = self.driver.core.kraft_version
         self.release()
         if self.state is HostState.ELECTED:
@@ -260,13 +275,26 @@ class ControllerHost:
             self.fail_deferred(NOT_CONTROLLER)
             self._own.clear()
             self.state = HostState.FOLLOWER
-            # Until its own is rebuilt, the node reads the committed image's (nothing changes
-            # it meanwhile: commits wait for the rebuild).
-            self.controller = self.image.controller
-            self._start_rebuild(self.hwm, image=False)
+            if self.shared:  # elected, never active: it applied nothing uncommitted
+                return
+            if self.image_job is not None:  # the image being built becomes the state
+                self.rebuilding, self.image_job = self.image_job, None
+                return
+            if self.txn is not None:
+                # Until its own is rebuilt (with its transaction log), the node reads the
+                # committed image's (nothing changes it meanwhile: commits wait for it).
+                self.controller = self.image.controller
+                self._start_rebuild(self.hwm)
+                return
+            self.controller, self.shared = self.image.controller, True
+            self.applied = max(self.image.offset, self.hwm)
+            self.controller.on_committed(self.hwm, self.txn_durable)
+            log.info("controller is the committed image again, at offset %d", self.hwm)
+            if self.on_new_controller is not None:
+                self.on_new_controller(self.controller)
 
     def snapshot_installed(self, snapshot: Any, size: int) -> None:
-        self._start_rebuild(snapshot.snapshot_id.end_offset, image=True)
+        self._start_rebuild(snapshot.snapshot_id.end_offset)
 
     def txn_durable_moved(self, count: int) -> None:
         """The transaction log's fsync round covered records below `count`."""
@@ -310,6 +338,10 @@ class ControllerHost:
         if not self.driver.leading or core.high_watermark < end or self.applied < end \
                 or self.rebuilding is not None:
             return
+        if self.shared:
+            if self.image.held:  # a snapshot of it is being written: activated once done
+                return
+            self._build_image_apart()
         self.activations += 1
         self.controller.activate(leader_epoch=core.epoch, now_ms=self.clock_ms())
         migrating = self.txn is not None and self.controller.transactions.migration_due()
@@ -329,23 +361,59 @@ class ControllerHost:
         return self.write(step, self.clock_ms(), self.driver.core.next_offset)
 
     # --- state from disk -----------------------------------------------------------------------
-    def _rebuild_job(self, end: int, *, image: bool) -> replay.Rebuild:
-        """The controller (and with `image` the committed image) as the newest whole snapshot
-        and the log below `end` make it. A lone voter's transaction log, all of it its own
-        and on its way to disk, is replayed too."""
+    def _rebuild_job(self, end: int, *, image_only: bool = False) -> replay.Rebuild:
+        """The state the newest whole snapshot and the log below `end` make: one controller,
+        or two when a transaction log (a lone voter's, all of it its own and on its way to
+        disk) is replayed into the controller alone."""
+        txn = None if image_only else self.txn
         return replay.Rebuild(
             self.make_controller, self.snapshots.newest_whole(), self.log, end,
-            self.driver.core.kraft_version, image,
-            txn_files=self.txn.files if self.txn is not None else None,
-            txn_durable=self.txn_durable)
+            self.driver.core.kraft_version, txn is not None,
+            txn_files=txn.files if txn is not None else None,
+            txn_durable=self.txn_durable if txn is not None else 0)
 
-    def _start_rebuild(self, end: int, *, image: bool) -> None:
+    def _start_rebuild(self, end: int) -> None:
         """Rebuild off the loop (`start_job`); until it is done the node replays nothing, and
         then catches up from the log (`_rebuilt`). A newer rebuild supersedes one under way."""
-        job = self._rebuild_job(end, image=image or (self.rebuilding is not None
-                                                     and self.rebuilding.image))
+        job = self._rebuild_job(end)
         self.rebuilding = job
         self.start_job(job)
+
+    def _adopt(self, job: replay.Rebuild) -> None:
+        """A rebuilt state becomes the controller and the committed image (one object unless
+        a transaction log keeps them two)."""
+        self.controller, self.applied = job.controller, job.at
+        if job.image_controller is not None:
+            self.image, self.shared = CommittedImage(job.image_controller, job.at), False
+        else:
+            self.image, self.shared = CommittedImage(job.controller, job.at), True
+
+    def _build_image_apart(self) -> None:
+        """A new leader keeps its state as its controller; its committed image is built apart,
+        off the loop, from the snapshot and the log it has committed (`_image_built`)."""
+        self.shared = False
+        # Meanwhile the image is the state of nothing, which no snapshot is taken of.
+        self.image = CommittedImage(self.make_controller(), 0)
+        job = self._rebuild_job(self.hwm, image_only=True)
+        self.image_job = job
+        self.start_job(job)
+
+    def _image_built(self, job: replay.Rebuild) -> None:
+        if job is not self.image_job:
+            return  # the leadership went meanwhile (it became `rebuilding`)
+        self.image_job = None
+        if job.controller is None:
+            if self.failure is None:  # its snapshot went meanwhile (`job_failed`): anew
+                self._build_image_apart()
+            return
+        image, hwm = CommittedImage(job.controller, job.at), self.hwm
+        if image.offset < hwm:  # what was committed meanwhile (the leader's own included)
+            replay.apply((image,), replay.log_records(self.log.read(image.offset),
+                                                      image.offset, hwm))
+            image.advance(hwm)
+        self.image = image
+        log.info("committed image built apart from the controller, at offset %d", hwm)
+        self.maybe_snapshot()
 
     def _rebuilt(self, job: replay.Rebuild) -> None:
         if job is not self.rebuilding:
@@ -353,18 +421,12 @@ class ControllerHost:
         self.rebuilding = None
         if job.controller is None:
             if self.failure is None:  # its snapshot went meanwhile (`job_failed`): anew
-                self._start_rebuild(job.end, image=job.image)
+                self._start_rebuild(job.end)
             return  # else the run failed: the node stops (see `fail`)
-        self.controller, self.applied = job.controller, job.at
-        if job.image:
-            self.image = CommittedImage(job.image_controller, job.at)
+        self._adopt(job)
         hwm, image = self.hwm, self.image
-        if image.offset < hwm and not job.image:  # the image waited too
-            replay.apply((image,), replay.log_records(self.log.read(image.offset),
-                                                      image.offset, hwm))
-            image.advance(hwm)
         if self.applied < hwm:
-            targets = (self.controller, image) if job.image else (self.controller,)
+            targets = (image,) if self.shared else (self.controller, image)
             replay.apply(targets, replay.log_records(self.log.read(self.applied),
                                                      self.applied, hwm))
             self.applied = hwm
@@ -380,7 +442,7 @@ class ControllerHost:
     # --- snapshots -----------------------------------------------------------------------------
     def maybe_snapshot(self) -> None:
         """Hand a snapshot (or retention) job to `start_job` when the policy asks for one."""
-        if self.rebuilding is not None:
+        if self.rebuilding is not None or self.image_job is not None:
             return
         job = self.generator.maybe_take(
             self.image, self.clock_ms(), durable=self.log.flushed_offset, committed=self.hwm,
@@ -408,9 +470,14 @@ class ControllerHost:
     def job_done(self, job: Any) -> None:
         """On the loop, after `job.run` (in a worker thread, or not at all if it failed)."""
         if isinstance(job, replay.Rebuild):
-            self._rebuilt(job)
+            if job is self.image_job:
+                self._image_built(job)
+            else:
+                self._rebuilt(job)
             return
         self.generator.done(job)
+        if self.state is HostState.ELECTED:  # it may have waited for the image's release
+            self._maybe_activate()
         trimmed = job.trimmed_to
         cut = None if trimmed is None else (trimmed.end_offset, trimmed.epoch)
         sid = job.snapshot_id if job.written else trimmed

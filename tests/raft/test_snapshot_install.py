@@ -272,7 +272,7 @@ def test_a_rebuild_whose_snapshot_was_deleted_meanwhile_starts_anew(tmp_path: Pa
     try:
         host, jobs = quorum.host, []
         host.start_job = jobs.append
-        host._start_rebuild(20, image=True)  # as a lost leadership or an install starts one
+        host._start_rebuild(20)  # as a lost leadership or an install starts one
         newer = encode_metadata_record(
             ProducerIdsRecord(broker_id=1, broker_epoch=5, next_producer_id=9500), 0)
         write_snapshot(mdir, SnapshotId(25, 1), [newer], last_contained_log_timestamp=24,
@@ -287,13 +287,8 @@ def test_a_rebuild_whose_snapshot_was_deleted_meanwhile_starts_anew(tmp_path: Pa
         quorum.storage.close()
 
 
-def test_a_rebuild_whose_log_a_newer_snapshot_trimmed_meanwhile_starts_anew(
-        tmp_path: Path) -> None:
-    """A leader loses its leadership while writing a snapshot: the rebuild of its
-    controller reads the newest snapshot and the log after it, off the loop, while the
-    snapshot job trims the log below the new snapshot. The rebuild missed the records
-    between (and built a state nothing committed, silently); it now notices the log moved
-    on and starts anew from the newest snapshot (found by the whole-node simulation)."""
+def _topics_log(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    """A follower's data dir: TopicRecords t0-t29 in the log, a snapshot of t0-t19 at 20."""
     from kraftpy.protocol.records.topic_record import TopicRecord
 
     d = tmp_path / "data"
@@ -310,11 +305,23 @@ def test_a_rebuild_whose_log_a_newer_snapshot_trimmed_meanwhile_starts_anew(
     storage.close()
     write_snapshot(mdir, SnapshotId(20, 1), topics[:20], last_contained_log_timestamp=19,
                    timestamp=20)
+    return d, topics
+
+
+def test_a_rebuild_whose_log_a_newer_snapshot_trimmed_meanwhile_starts_anew(
+        tmp_path: Path) -> None:
+    """A leader loses its leadership while writing a snapshot: the rebuild of its
+    controller reads the newest snapshot and the log after it, off the loop, while the
+    snapshot job trims the log below the new snapshot. The rebuild missed the records
+    between (and built a state nothing committed, silently); it now notices the log moved
+    on and starts anew from the newest snapshot (found by the whole-node simulation)."""
+    d, topics = _topics_log(tmp_path)
+    mdir = d / "__cluster_metadata-0"
     quorum = _voter_of_three(d)
     try:
         host, jobs = quorum.host, []
         host.start_job = jobs.append
-        host._start_rebuild(28, image=False)  # from snapshot 20 and the log 20-27
+        host._start_rebuild(28)  # from snapshot 20 and the log 20-27
         write_snapshot(mdir, SnapshotId(25, 1), topics[:25], last_contained_log_timestamp=24,
                        timestamp=25)  # the snapshot job meanwhile: written, then its trim
         quorum.storage.metadata.delete_segments_below(25)
@@ -325,5 +332,41 @@ def test_a_rebuild_whose_log_a_newer_snapshot_trimmed_meanwhile_starts_anew(
         assert host.rebuilding is None and host.failure is None and host.applied == 28
         assert sorted(host.controller.replication.topics_by_name) == sorted(
             f"t{i}" for i in range(28))
+    finally:
+        quorum.storage.close()
+
+
+def test_a_follower_holds_its_state_once_and_a_leader_builds_its_image_apart(
+        tmp_path: Path) -> None:
+    """A follower's controller is its committed image (one replay at open, at an install and
+    per commit). A new leader keeps that state as its controller and builds its image apart,
+    off the loop: meanwhile the image is the state of nothing and no snapshot is taken; once
+    built it is the committed state, another object. Losing the leadership, the image is the
+    state again, with no rebuild."""
+    from kraftpy.controller.host import HostState
+
+    d, _ = _topics_log(tmp_path)
+    quorum = _voter_of_three(d)
+    try:
+        host, jobs = quorum.host, []
+        host.start_job = jobs.append
+        assert host.shared and host.controller is host.image.controller
+        host.committed(28)  # the quorum committed up to 28: replayed once
+        names = sorted(f"t{i}" for i in range(28))
+        assert (host.applied, host.image.offset) == (28, 28)
+        assert sorted(host.controller.replication.topics_by_name) == names
+        host._build_image_apart()  # as the activation of a new leader does
+        assert not host.shared and host.image.offset == 0
+        assert not host.image.controller.replication.topics_by_name
+        host.maybe_snapshot()
+        assert jobs == [host.image_job]  # no snapshot of an image being built
+        host.run_job_here(jobs.pop())
+        assert host.image_job is None and host.image.offset == 28
+        assert host.image.controller is not host.controller
+        assert sorted(host.image.controller.replication.topics_by_name) == names
+        host.state = HostState.ACTIVE
+        host.leadership_changed(False)
+        assert host.shared and host.controller is host.image.controller
+        assert host.state is HostState.FOLLOWER and host.rebuilding is None and not jobs
     finally:
         quorum.storage.close()
