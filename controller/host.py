@@ -342,6 +342,8 @@ class ControllerHost:
             if self.image.held:  # a snapshot of it is being written: activated once done
                 return
             self._build_image_apart()
+            if self.state is not HostState.ELECTED:  # activated by a job run here and now
+                return
         self.activations += 1
         self.controller.activate(leader_epoch=core.epoch, now_ms=self.clock_ms())
         migrating = self.txn is not None and self.controller.transactions.migration_due()
