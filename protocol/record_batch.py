@@ -176,6 +176,20 @@ def _record_bytes(
 
 # (value length << 32 | offset delta) -> a KRaft-shaped record's head, for the small ones.
 _KRAFT_HEADS: dict[int, bytes] = {}
+_TABLE_SIZE = 1 << 16
+_table: list[bytes] = []
+
+
+def _varint_table() -> list[bytes]:
+    """The zig-zag varints of 0 .. 65535 (2v, in one to three bytes), built at first use: a
+    snapshot's first batches need a head per offset delta, and encoding each one apart made a
+    node's first snapshot of 100,000 partitions take twice as long as the next."""
+    if not _table:
+        _table.extend(bytes((2 * v,)) for v in range(64))
+        _table.extend(bytes(((2 * v) & 0x7F | 0x80, (2 * v) >> 7)) for v in range(64, 8192))
+        _table.extend(bytes(((2 * v) & 0x7F | 0x80, ((2 * v) >> 7) & 0x7F | 0x80, (2 * v) >> 14))
+                      for v in range(8192, _TABLE_SIZE))
+    return _table
 
 
 def _kraft_head(offset_delta: int, value_length: int) -> bytes:
@@ -185,11 +199,14 @@ def _kraft_head(offset_delta: int, value_length: int) -> bytes:
     if value_length < 0:
         body = b"\x00\x00" + encode_varint(offset_delta) + b"\x01\x01\x00"
         return encode_varint(len(body)) + body
-    head = b"\x00\x00" + encode_varint(offset_delta) + b"\x01" + encode_varint(value_length)
-    head = encode_varint(len(head) + value_length + 1) + head  # + 1: the header count
-    if offset_delta < 1 << 16 and value_length < 1 << 12:
+    if offset_delta < _TABLE_SIZE and value_length < 1 << 12:
+        varints = _varint_table()
+        head = b"\x00\x00" + varints[offset_delta] + b"\x01" + varints[value_length]
+        head = varints[len(head) + value_length + 1] + head  # + 1: the header count
         _KRAFT_HEADS[(value_length << 32) | offset_delta] = head
-    return head
+        return head
+    head = b"\x00\x00" + encode_varint(offset_delta) + b"\x01" + encode_varint(value_length)
+    return encode_varint(len(head) + value_length + 1) + head
 
 
 def build_record_batch(

@@ -101,6 +101,16 @@ def test_kraft_shape_past_the_record_head_cache_agrees_with_kafka_python() -> No
         (3 + i, None, v) for i, v in enumerate(values)]
 
 
+def test_the_offset_delta_varint_table_is_encode_varint() -> None:
+    """A batch's first record heads come from a table of varints built once; every entry is
+    the varint itself (one, two and three bytes wide)."""
+    from kraftpy.protocol import record_batch
+
+    table = record_batch._varint_table()
+    assert len(table) == 1 << 16
+    assert all(table[v] == encode_varint(v) for v in range(len(table)))
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     data=st.lists(
