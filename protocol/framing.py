@@ -152,7 +152,7 @@ def encode_response(correlation_id: int, api_key: int, api_version: int, respons
 
 
 def frame_response(correlation_id: int, flexible_header: bool, response: Message,
-                   api_version: int) -> bytes:
+                   api_version: int) -> bytes | SplicedFrame:
     """Size, response header (v1 when `flexible_header`: an empty tag section) and body, joined
     once. For callers that resolved the header version already (the server's routing table)."""
     body = response.encode_fixed(api_version)
@@ -163,7 +163,36 @@ def frame_response(correlation_id: int, flexible_header: bool, response: Message
     parts: list[bytes] = [b"", b"\x00"] if flexible_header else [b""]
     response.encode_into(parts.append, api_version)
     parts[0] = _RESP_V0.pack(sum(map(len, parts)) + 4, correlation_id)
-    return b"".join(parts)
+    try:
+        return b"".join(parts)
+    except TypeError:  # a records field holds a region of a file, not its bytes
+        return SplicedFrame(parts)
+
+
+class SplicedFrame:
+    """A framed response some of whose parts are regions of files (`FileRegion`: a length,
+    `read()`, `close()`), not bytes: a server sends those from the file, with sendfile.
+    Only a records field (bytes the codec copies as they are) ever holds one."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts))
+
+    def read(self) -> bytes:
+        """The whole frame as bytes (its regions read, and closed)."""
+        try:
+            return b"".join(p if type(p) is bytes else p.read() for p in self.parts)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        for part in self.parts:
+            if type(part) is not bytes:
+                part.close()
 
 
 def decode_response(frame: bytes, api_key: int, api_version: int,

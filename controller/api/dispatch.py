@@ -26,7 +26,12 @@ from typing import Any
 from kraftpy.controller import api, metrics_requests
 from kraftpy.controller.api import api_versions, errors, init_producer_id
 from kraftpy.protocol.errors import DecodeError
-from kraftpy.protocol.framing import encode_response, frame_response, read_request_header
+from kraftpy.protocol.framing import (
+    SplicedFrame,
+    encode_response,
+    frame_response,
+    read_request_header,
+)
 from kraftpy.protocol.messages.request_header import RequestHeader
 from kraftpy.protocol.registry import request_header_version, response_header_version
 
@@ -80,8 +85,10 @@ def routes(listener_type: str) -> dict[bytes, Route]:
     return table
 
 
-async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext) -> bytes:
-    """Answer one request frame (without its size prefix) with a framed response."""
+async def dispatch(node: api.Node, frame: bytes, conn: api.RequestContext
+                   ) -> bytes | SplicedFrame:
+    """Answer one request frame (without its size prefix) with a framed response (a
+    `SplicedFrame` when it carries a region of a file: a FetchSnapshot chunk)."""
     if type(frame) is not bytes:
         frame = bytes(frame)
     table = _ROUTES.get(conn.listener_type) or routes(conn.listener_type)

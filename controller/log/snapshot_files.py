@@ -1,7 +1,8 @@
 """The snapshots of `__cluster_metadata-0`: served, downloaded, written, and what they let go.
 
 `SnapshotFiles` is the log room's side of snapshots, knowing records only as bytes:
-- serving: a chunk of a snapshot file for a FetchSnapshot answer, read from the file;
+- serving: a chunk of a snapshot file for a FetchSnapshot answer, read from the file (or,
+  for an answer sent on a socket, its region of the file, sent from there);
 - downloading: a follower's chunks into a partial file, installed whole (`SnapshotDownload`);
 - writing: records already taken from a committed image, encoded into a new snapshot file
   (`write`, in a worker thread: `.part`, fsync, rename, directory fsync), then what it lets go:
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kraftpy.controller.log import forked
+from kraftpy.controller.log.file_region import FileRegion, open_region
 from kraftpy.controller.log.retention import RetentionPolicy, SnapshotInfo, snapshots_to_drop
 from kraftpy.controller.log.snapshot_download import SnapshotDownload
 from kraftpy.controller.log.snapshots import (
@@ -95,6 +97,13 @@ class SnapshotFiles:
                 return size, f.read(max_bytes)
         except OSError:
             return None
+
+    def region_chunk(self, snapshot_id: tuple[int, int], position: int, max_bytes: int
+                     ) -> tuple[int, FileRegion] | None:
+        """`read_chunk` for an answer that goes to a socket: the bytes stay in the file,
+        sent from there (`file_region`)."""
+        return open_region(self.directory / SnapshotId(*snapshot_id).file_name, position,
+                           max_bytes)
 
     def write_chunk(self, snapshot_id: tuple[int, int], position: int, data: bytes) -> None:
         self.download.write(snapshot_id, position, data)

@@ -107,7 +107,7 @@ class RaftRunner:
             self.peers = Peers(node_id, {i: hp for i, hp in addresses.items() if i != node_id},
                                request_timeout_ms=raft_config.request_timeout_ms,
                                on_response=self._on_response, on_failure=self._on_failure)
-        ports = RaftPorts(log=log_, snapshots=snapshots, send=self.peers.send,
+        ports = RaftPorts(log=log_, snapshots=_SocketSnapshots(snapshots), send=self.peers.send,
                           respond=self._respond, flush=self._flush,
                           write_quorum_state=self._write_quorum_state, wake=self.kick)
         # Its listener (the controller host) is set before `run`: the host is built on it.
@@ -286,6 +286,21 @@ class RaftRunner:
         self.fsync_timings.observe(self._fsync_s, began)
         for offset in offsets:
             self.step(lambda o=offset: self.driver.flushed(o))
+
+
+class _SocketSnapshots:
+    """The snapshot port of a node whose raft answers go to sockets: a FetchSnapshot chunk is
+    a region of the file, sent from there (`file_region`), not read into memory first."""
+
+    def __init__(self, files: Any) -> None:
+        self.files = files
+
+    def read_chunk(self, snapshot_id: tuple[int, int], position: int, max_bytes: int
+                   ) -> tuple[int, Any] | None:
+        return self.files.region_chunk(snapshot_id, position, max_bytes)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.files, name)
 
 
 class _NoListener:
