@@ -30,7 +30,7 @@ The steps, one side after the other (who goes first alternating step by step):
 - restart from the snapshot (the interval back to one hour), resident memory after it;
 - a real Kafka 4.1 broker (process.roles=broker, a heap as large as the controller's) from
   its process start to its own "Transitioning from RECOVERY to RUNNING": once untimed on
-  each side (a warm machine), then twice, each side first once, the mean of the two;
+  each side (a warm machine), then four times, each side first twice, the mean of the four;
 - fence: broker 101 (the first replica, so the leader, of a sixth of the partitions) stops
   heartbeating; from its last answered heartbeat to the fence record (its
   BrokerRegistrationChangeRecord, written after every leader move) in the controller's log
@@ -737,13 +737,15 @@ def single_node(root: Path, partitions: int, args: argparse.Namespace) -> list[S
         for side in sides:
             side.rows["rss restarted"] = rss_bytes(side.node.pid)
         # Once untimed on each side (the first broker JVM of a run meets a colder machine),
-        # then twice, each side first once.
-        # (A node id of its own each: Kafka refuses another incarnation of a broker id for a
-        # session timeout after that broker's last heartbeat, kraftpy does not yet.)
+        # then four times, each side first twice: one start varies by seconds (a JVM loading
+        # a million partitions), so two were too few to tell the sides apart.
+        # (A node id of its own each: both controllers refuse another incarnation of a
+        # broker id for a session timeout after that broker's last heartbeat.)
         both(sides, 4, lambda s: broker_start(s, root / "warm", heap, 900, timed=False),
              "broker (warm-up)")
-        both(sides, 5, lambda s: broker_start(s, root / "first", heap, 901), "broker")
-        both(sides, 4, lambda s: broker_start(s, root / "second", heap, 902), "broker")
+        for i, name in enumerate(("first", "second", "third", "fourth")):
+            both(sides, 5 + i, lambda s, n=name, i=i: broker_start(s, root / n, heap, 901 + i),
+                 "broker")
         both(sides, 5, fence, "fence")
     finally:
         for side in sides:
@@ -1009,7 +1011,7 @@ def table(title: str, ours: dict[str, Any], theirs: dict[str, Any], partitions: 
     row("snapshot write time", "snapshot s", "s", 1.0)
     row("restart from the snapshot", "restart snapshot s", "s", 1.0)
     row("resident memory after the restart", "rss restarted", "MB", half)
-    row("a Kafka 4.1 broker: start to RUNNING (mean of two)", "broker s", "s", 1.0)
+    row("a Kafka 4.1 broker: start to RUNNING (mean of four)", "broker s", "s", 1.0)
     row("fence: last heartbeat to leaders moved", "fence s", "s", 1.0)
     row("three voters: follower wiped, to caught up", "follower s", "s", 1.0)
     row("three voters: kill -9 of the leader to a new leader", "failover s", "s", 1.0)
