@@ -79,11 +79,16 @@ class _StreamIO:
 
 
 def _joined(outgoing: list[Any]) -> bytes:
-    """The answers as one bytes object, the regions of files any of them holds read."""
+    """The answers as one bytes object, the regions of files any of them holds read (a file
+    cut short meanwhile ends the connection, as a failed send does)."""
     try:
         return b"".join(outgoing)
     except TypeError:
-        return b"".join(a if type(a) is bytes else a.read() for a in outgoing)
+        try:
+            return b"".join(a if type(a) is bytes else a.read() for a in outgoing)
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"an answer's file could not be read: {exc}") \
+                from exc
 
 
 class _SocketIO(_StreamIO):

@@ -142,3 +142,11 @@ def test_a_region_of_a_file_cut_short_is_an_error_when_read(tmp_path: Path) -> N
     with pytest.raises(OSError, match="ended"):
         region.read()
     assert isinstance(region, FileRegion) and region.fd == -1
+    _, region = open_region(path, 0, 50)  # type: ignore[misc]
+    _, cut = open_region(_file(tmp_path), 0, len(DATA))  # type: ignore[misc]
+    with open(path, "r+b") as f:
+        f.truncate(10)
+    answers = [frame_response(7, True, _answer(region), 1),
+               frame_response(8, True, _answer(cut), 1)]
+    with pytest.raises(trio.BrokenResourceError, match="could not be read"):
+        _joined(answers)  # a TLS connection's send: the connection ends, not the server
