@@ -174,39 +174,84 @@ def _record_bytes(
     return encode_varint(len(body)) + body
 
 
-# (value length << 32 | offset delta) -> a KRaft-shaped record's head, for the small ones.
-_KRAFT_HEADS: dict[int, bytes] = {}
 _TABLE_SIZE = 1 << 16
 _table: list[bytes] = []
+# Offset deltas by the width of their zig-zag varint: (first, past the last, width).
+_DELTA_WIDTHS = ((0, 64, 1), (64, 1 << 13, 2), (1 << 13, 1 << 20, 3), (1 << 20, 1 << 27, 4),
+                 (1 << 27, 1 << 31, 5))
 
 
 def _varint_table() -> list[bytes]:
-    """The zig-zag varints of 0 .. 65535 (2v, in one to three bytes), built at first use: a
-    snapshot's first batches need a head per offset delta, and encoding each one apart made a
-    node's first snapshot of 100,000 partitions take twice as long as the next."""
+    """The zig-zag varints of 0 .. 65535 (2v, in one to three bytes), built at first use from
+    byte strings repeated and cut, not one by one: a node's first snapshot pays for it."""
     if not _table:
         _table.extend(bytes((2 * v,)) for v in range(64))
         _table.extend(bytes(((2 * v) & 0x7F | 0x80, (2 * v) >> 7)) for v in range(64, 8192))
-        _table.extend(bytes(((2 * v) & 0x7F | 0x80, ((2 * v) >> 7) & 0x7F | 0x80, (2 * v) >> 14))
-                      for v in range(8192, _TABLE_SIZE))
+        # 8192 .. 65535: the low seven bits of 2v cycle every 64 values, the middle seven
+        # every 8192 (each held for 64), the top byte counts the 8192s.
+        count = _TABLE_SIZE - 8192
+        low = bytes(range(0x80, 0x100, 2)) * (count // 64)
+        middle = bytes(0x80 | m for m in range(128) for _ in range(64)) * (count // 8192)
+        top = b"".join(bytes((t,)) * 8192 for t in range(1, 8))
+        packed = bytearray(3 * count)
+        packed[0::3], packed[1::3], packed[2::3] = low, middle, top
+        flat = bytes(packed)
+        _table.extend(flat[i:i + 3] for i in range(0, 3 * count, 3))
     return _table
 
 
-def _kraft_head(offset_delta: int, value_length: int) -> bytes:
-    """The bytes of a record (attributes 0, timestamp delta 0, null key) before its value:
-    length, attributes, timestamp delta, offset delta, key length -1, value length; for a null
-    value (`value_length` -1) the whole record, header count included."""
-    if value_length < 0:
-        body = b"\x00\x00" + encode_varint(offset_delta) + b"\x01\x01\x00"
-        return encode_varint(len(body)) + body
-    if offset_delta < _TABLE_SIZE and value_length < 1 << 12:
-        varints = _varint_table()
-        head = b"\x00\x00" + varints[offset_delta] + b"\x01" + varints[value_length]
-        head = varints[len(head) + value_length + 1] + head  # + 1: the header count
-        _KRAFT_HEADS[(value_length << 32) | offset_delta] = head
-        return head
-    head = b"\x00\x00" + encode_varint(offset_delta) + b"\x01" + encode_varint(value_length)
-    return encode_varint(len(head) + value_length + 1) + head
+# A KRaft-shaped record's head around its offset delta, by the delta's varint width, then by
+# value length (lengths under 4 KiB are kept: a log's records have a few hundred lengths).
+_HEADS: tuple[dict[int, tuple[bytes, bytes]], ...] = tuple({} for _ in range(6))
+_HEAD_LENGTHS = 1 << 12
+
+
+def _head_parts(value_length: int, delta_width: int) -> tuple[bytes, bytes]:
+    """What a KRaft-shaped record (attributes 0, timestamp delta 0, null key, no headers)
+    holds around its offset delta: the previous record's header count (0) and this record's
+    length, attributes and timestamp delta before it; the key length (-1) and the value
+    length after it. Only the value length and the offset delta's width decide them."""
+    value_varint = encode_varint(value_length)
+    length = 2 + delta_width + 1 + len(value_varint) + value_length + 1
+    pair = b"\x00" + encode_varint(length) + b"\x00\x00", b"\x01" + value_varint
+    if value_length < _HEAD_LENGTHS:
+        _HEADS[delta_width][value_length] = pair
+    return pair
+
+
+def _kraft_records(values: Sequence[bytes]) -> bytes:
+    """The records of a KRaft-shaped batch of non-null values: each is its head, its value
+    and an empty header count. A record's head is the same for every value of one length
+    while its offset delta's varint keeps one width, so it is made once per length and
+    width, not once per record (a node's first snapshot would otherwise make 100,000)."""
+    table = _table or _varint_table()
+    count = len(values)
+    parts: list[bytes] = []
+    append = parts.append
+    for first, past, width in _DELTA_WIDTHS:
+        if first >= count:
+            break
+        if count <= past and first == 0:  # one width (zip stops at the last value)
+            deltas, run = table, values
+        else:
+            past = min(past, count)
+            run = values[first:past]
+            deltas = (table[first:past] if past <= _TABLE_SIZE
+                      else map(encode_varint, range(first, past)))
+        get = _HEADS[width].get
+        for delta, value in zip(deltas, run, strict=False):  # deltas may run past
+            size = len(value)
+            pair = get(size)
+            if pair is None:
+                pair = _head_parts(size, width)
+            lead, trail = pair
+            append(lead)
+            append(delta)
+            append(trail)
+            append(value)
+    parts[0] = parts[0][1:]  # the first record has no record before it
+    append(b"\x00")
+    return b"".join(parts)
 
 
 def build_record_batch(
@@ -244,26 +289,15 @@ def build_record_batch(
     else:
         base_ts = max_ts = timestamp
 
+    records = b""
     if keys is None and headers is None and timestamps is None:
-        # KRaft's shape: attributes 0, timestamp delta 0, null key, no headers. A record is
-        # then its head (which only its offset delta and value length decide), its value and
-        # an empty header count.
-        parts: list[bytes] = []
-        append = parts.append
-        heads = _KRAFT_HEADS
-        for i, value in enumerate(values):
-            if value is None:
-                append(_kraft_head(i, -1))
-                continue
-            key = (len(value) << 32) | i  # offset deltas are int32
-            head = heads.get(key)
-            if head is None:
-                head = _kraft_head(i, len(value))
-            append(head)
-            append(value)
-            append(b"\x00")
-        records = b"".join(parts)
-    else:
+        # KRaft's shape: attributes 0, timestamp delta 0, null key, no headers. A null value
+        # (KRaft never writes one) has no length: such a batch takes the general road.
+        try:
+            records = _kraft_records(values)  # type: ignore[arg-type]
+        except TypeError:
+            pass
+    if not records:
         records = b"".join(
             _record_bytes(
                 i,

@@ -85,12 +85,16 @@ def test_kafka_python_reads_our_batches(values, base_offset, epoch, ts) -> None:
     assert [tuple(r) for r in ours.records()] == [(o, t, k, v, list(h)) for o, t, k, v, h in got]
 
 
-def test_kraft_shape_past_the_record_head_cache_agrees_with_kafka_python() -> None:
-    """Record heads are cached for small offset deltas and value lengths: a batch past both
-    limits (70,000 records, values of 0 to 5,000 bytes and nulls) reads back the same with
-    kafka-python, and matches the general path (explicit null keys) byte for byte."""
-    sizes = [0, 1, 63, 64, 127, 128, 4095, 4096, 5000]
-    values = [None if i % 997 == 0 else bytes([i % 251]) * sizes[i % len(sizes)]
+@pytest.mark.parametrize("nulls", [False, True], ids=["values", "with-nulls"])
+def test_kraft_shape_at_every_varint_width_agrees_with_kafka_python(nulls: bool) -> None:
+    """A KRaft-shaped batch makes each record's head once per value length and offset-delta
+    width: a batch of 70,000 records crosses the one-, two- and three-byte deltas and the
+    table's end, with values of 0 to 70,000 bytes; it reads back the same with kafka-python
+    and matches the general path (explicit null keys) byte for byte. With null values the
+    batch takes the general path and still agrees."""
+    sizes = [0, 1, 63, 64, 127, 128, 4095, 4096, 5000, 8191, 8192, 70_000]
+    values = [None if nulls and i % 997 == 0
+              else bytes([i % 251]) * sizes[i % len(sizes) if i % 5000 == 11 else i % 9]
               for i in range(70_000)]
     raw = build_record_batch(values, base_offset=3, timestamp=11)
     assert raw == build_record_batch(values, base_offset=3, timestamp=11,
@@ -99,11 +103,13 @@ def test_kraft_shape_past_the_record_head_cache_agrees_with_kafka_python() -> No
     assert theirs.validate_crc()
     assert [(r.offset, r.key, r.value) for r in theirs] == [
         (3 + i, None, v) for i, v in enumerate(values)]
+    (ours,) = iter_record_batches(raw)
+    assert ours.values() == values
 
 
 def test_the_offset_delta_varint_table_is_encode_varint() -> None:
-    """A batch's first record heads come from a table of varints built once; every entry is
-    the varint itself (one, two and three bytes wide)."""
+    """Record offset deltas come from a table of varints built once (the three-byte ones cut
+    from repeated byte strings); every entry is the varint itself."""
     from kraftpy.protocol import record_batch
 
     table = record_batch._varint_table()
