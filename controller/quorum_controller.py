@@ -38,7 +38,7 @@ from kraftpy.controller.feature_control import (
 from kraftpy.controller.feature_updates import FeatureUpdater
 from kraftpy.controller.leader_moves import BUILD_COST
 from kraftpy.controller.partition_commands import PartitionCommands
-from kraftpy.controller.partition_values import topic_values
+from kraftpy.controller.partition_values import TopicPartitions, topic_runs
 from kraftpy.controller.producer_id_control import (
     ProducerIdControlManager,
     ProducerIdsExhausted,
@@ -489,13 +489,16 @@ class QuorumController:
         return before + self.replication.snapshot_records(
             self.features.partition_record_version()) + after
 
-    def snapshot_values(self) -> Iterator[bytes]:
-        """`snapshot_records`, encoded: the topics and partitions by `partition_values`."""
+    def snapshot_values(self) -> Iterator[bytes | TopicPartitions]:
+        """`snapshot_records`, encoded by `partition_values`: values, and each topic's
+        partitions as a run that a snapshot writer appends to its batches (`record_values`
+        gives the run's values)."""
         before, after = self._snapshot_sections()
         return self._values(before, list(self.replication.topics.values()), after,
                             self.features.partition_record_version())
 
-    def snapshot_value_parts(self, count: int) -> list[tuple[int, Iterator[bytes]]]:
+    def snapshot_value_parts(
+            self, count: int) -> list[tuple[int, Iterator[bytes | TopicPartitions]]]:
         """`snapshot_values` in at most `count` runs of about as many records, split between
         topics: (records in the run, its values, encoded as they are read)."""
         before, after = self._snapshot_sections()
@@ -521,10 +524,10 @@ class QuorumController:
 
     @staticmethod
     def _values(head: list[tuple[Any, int]], topics: list[Any], tail: list[tuple[Any, int]],
-                version: int) -> Iterator[bytes]:
+                version: int) -> Iterator[bytes | TopicPartitions]:
         for record, v in head:
             yield encode_metadata_record(record, v)
-        yield from topic_values(topics, version)
+        yield from topic_runs(topics, version)
         for record, v in tail:
             yield encode_metadata_record(record, v)
 

@@ -88,15 +88,55 @@ def shared_dirs(values: Iterable[uuid.UUID] | None) -> list[uuid.UUID]:
     return found
 
 
+class PartitionState:
+    """What a partition's record holds besides its ids and epochs: its lists (by identity: they
+    are `shared`), leader and recovery state. Partitions in one state share one object
+    (`partition_state`), so that a snapshot, which encodes a state once for all the
+    partitions in it, finds a partition's state with one attribute, not nine."""
+
+    __slots__ = ("adding_replicas", "directories", "eligible_leader_replicas", "isr",
+                 "last_known_elr", "leader", "leader_recovery_state", "removing_replicas",
+                 "replicas")
+
+    def __init__(self, part: Partition) -> None:
+        # The lists are held: no id in this state's key is reused while it is interned.
+        self.replicas, self.isr = part.replicas, part.isr
+        self.removing_replicas, self.adding_replicas = part.removing_replicas, part.adding_replicas
+        self.directories = part.directories
+        self.eligible_leader_replicas = part.eligible_leader_replicas
+        self.last_known_elr = part.last_known_elr
+        self.leader, self.leader_recovery_state = part.leader, part.leader_recovery_state
+
+
+_STATES: dict[tuple[Any, ...], PartitionState] = {}
+
+
+def partition_state(part: Partition) -> PartitionState:
+    """The shared `PartitionState` of the partition's fields as they are now (a partition's
+    fields change only by replay, which sets its state again)."""
+    key = (id(part.replicas), id(part.isr), id(part.removing_replicas),
+           id(part.adding_replicas), id(part.directories), id(part.eligible_leader_replicas),
+           id(part.last_known_elr), part.leader, part.leader_recovery_state)
+    found = _STATES.get(key)
+    if found is None:
+        if len(_STATES) >= _SHARED_MAX:
+            _STATES.clear()  # interned states already given out stay valid
+        found = _STATES[key] = PartitionState(part)
+    return found
+
+
+_FIELDS = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch",
+           "partition_epoch", "removing_replicas", "adding_replicas", "leader_recovery_state",
+           "directories", "eligible_leader_replicas", "last_known_elr")
+
+
 class Partition:
     """One partition's registration (Kafka's PartitionRegistration). Its lists are shared
     with other partitions (`shared`) and with the records made from it: replace them, never
-    change them in place."""
+    change them in place. `state` is the shared `PartitionState` of its fields in the image:
+    replay sets it whenever it sets a field (None: a partition built apart)."""
 
-    __slots__ = ("topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch",
-                 "partition_epoch", "removing_replicas", "adding_replicas",
-                 "leader_recovery_state", "directories", "eligible_leader_replicas",
-                 "last_known_elr")
+    __slots__ = (*_FIELDS, "state")
 
     def __init__(self, topic_id: uuid.UUID, partition_id: int, replicas: list[int],
                  isr: list[int], leader: int, leader_epoch: int, partition_epoch: int,
@@ -117,9 +157,12 @@ class Partition:
         self.directories = directories
         self.eligible_leader_replicas = eligible_leader_replicas
         self.last_known_elr = last_known_elr
+        # Set by replay, which alone puts a partition in the image (a partition built for a
+        # record it proposes must not intern its fresh lists)
+        self.state: PartitionState | None = None
 
     def _fields(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in Partition.__slots__)
+        return tuple(getattr(self, name) for name in _FIELDS)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Partition):
@@ -130,7 +173,7 @@ class Partition:
 
     def __repr__(self) -> str:
         return "Partition(" + ", ".join(f"{name}={getattr(self, name)!r}"
-                                        for name in Partition.__slots__) + ")"
+                                        for name in _FIELDS) + ")"
 
     def record(self, version: int) -> tuple[PartitionRecord, int]:
         """At `version` (metadata.version's), or the one its fields need if that is later.
@@ -253,6 +296,7 @@ class ReplicationControlManager:
             shared(record.removing_replicas), shared(record.adding_replicas),
             record.leader_recovery_state, shared_dirs(record.directories),
             shared(record.eligible_leader_replicas), shared(record.last_known_elr))
+        part.state = partition_state(part)
         partitions = topic.partitions
         prev = partitions.get(partition_id)
         partitions[partition_id] = part
@@ -288,6 +332,7 @@ class ReplicationControlManager:
         if record.last_known_elr is not None:
             part.last_known_elr = shared(record.last_known_elr)
         part.partition_epoch += 1
+        part.state = partition_state(part)
         # Shared lists: an unchanged value is the same list, and the index need not move.
         t, p = topic, part.partition_id
         if isr is not part.isr or leader != part.leader:

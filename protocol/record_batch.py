@@ -41,7 +41,10 @@ __all__ = [
     "build_record_batch",
     "decode_varint",
     "encode_varint",
+    "frame_records",
     "iter_record_batches",
+    "kraft_record_head",
+    "offset_delta_varints",
 ]
 
 MAGIC = 2
@@ -181,7 +184,7 @@ _DELTA_WIDTHS = ((0, 64, 1), (64, 1 << 13, 2), (1 << 13, 1 << 20, 3), (1 << 20, 
                  (1 << 27, 1 << 31, 5))
 
 
-def _varint_table() -> list[bytes]:
+def offset_delta_varints() -> list[bytes]:
     """The zig-zag varints of 0 .. 65535 (2v, in one to three bytes), built at first use from
     byte strings repeated and cut, not one by one: a node's first snapshot pays for it."""
     if not _table:
@@ -206,11 +209,14 @@ _HEADS: tuple[dict[int, tuple[bytes, bytes]], ...] = tuple({} for _ in range(6))
 _HEAD_LENGTHS = 1 << 12
 
 
-def _head_parts(value_length: int, delta_width: int) -> tuple[bytes, bytes]:
+def kraft_record_head(value_length: int, delta_width: int) -> tuple[bytes, bytes]:
     """What a KRaft-shaped record (attributes 0, timestamp delta 0, null key, no headers)
     holds around its offset delta: the previous record's header count (0) and this record's
     length, attributes and timestamp delta before it; the key length (-1) and the value
     length after it. Only the value length and the offset delta's width decide them."""
+    found = _HEADS[delta_width].get(value_length)
+    if found is not None:
+        return found
     value_varint = encode_varint(value_length)
     length = 2 + delta_width + 1 + len(value_varint) + value_length + 1
     pair = b"\x00" + encode_varint(length) + b"\x00\x00", b"\x01" + value_varint
@@ -224,7 +230,7 @@ def _kraft_records(values: Sequence[bytes]) -> bytes:
     and an empty header count. A record's head is the same for every value of one length
     while its offset delta's varint keeps one width, so it is made once per length and
     width, not once per record (a node's first snapshot would otherwise make 100,000)."""
-    table = _table or _varint_table()
+    table = _table or offset_delta_varints()
     count = len(values)
     parts: list[bytes] = []
     append = parts.append
@@ -243,7 +249,7 @@ def _kraft_records(values: Sequence[bytes]) -> bytes:
             size = len(value)
             pair = get(size)
             if pair is None:
-                pair = _head_parts(size, width)
+                pair = kraft_record_head(size, width)
             lead, trail = pair
             append(lead)
             append(delta)
@@ -310,17 +316,24 @@ def build_record_batch(
         )
 
     attributes = (ATTR_CONTROL if control else 0) | (ATTR_TRANSACTIONAL if transactional else 0)
+    return _frame(records, count, base_offset, partition_leader_epoch, attributes, base_ts,
+                  max_ts, producer_id, producer_epoch, base_sequence)
+
+
+def frame_records(records: bytes, count: int, *, base_offset: int, partition_leader_epoch: int,
+                  timestamp: int) -> bytes:
+    """A KRaft data batch (no producer, one timestamp) around `count` records already
+    encoded (`kraft_batches.KraftBatches` builds them)."""
+    return _frame(records, count, base_offset, partition_leader_epoch, 0, timestamp, timestamp,
+                  -1, -1, -1)
+
+
+def _frame(records: bytes, count: int, base_offset: int, partition_leader_epoch: int,
+           attributes: int, base_ts: int, max_ts: int, producer_id: int, producer_epoch: int,
+           base_sequence: int) -> bytes:
     try:
-        tail = _CRC_PART.pack(
-            attributes,
-            count - 1,
-            base_ts,
-            max_ts,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
-        )
+        tail = _CRC_PART.pack(attributes, count - 1, base_ts, max_ts, producer_id,
+                              producer_epoch, base_sequence, count)
         length = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records)
         crc = crc32c.crc32c(records, crc32c.crc32c(tail))
         head = _LEADING.pack(base_offset, length, partition_leader_epoch, MAGIC, crc)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from kraftpy.controller.log.snapshot_download import SnapshotDownload
 from kraftpy.controller.log.snapshots import (
     Snapshot,
     SnapshotId,
+    SnapshotValues,
     check_snapshot,
     delete_snapshots_before,
     list_snapshots,
@@ -153,10 +154,10 @@ class SnapshotFiles:
     def retention_due(self, now_ms: int) -> bool:
         return self._retention_drops(now_ms) > 0
 
-    def write(self, snapshot_id: SnapshotId, values: Iterable[bytes], *,
+    def write(self, snapshot_id: SnapshotId, values: SnapshotValues, *,
               last_contained_log_timestamp: int, now_ms: int,
               control: list[tuple[bytes, bytes]],
-              parts: Sequence[tuple[int, Iterable[bytes]]] | None = None) -> SnapshotId | None:
+              parts: Sequence[tuple[int, SnapshotValues]] | None = None) -> SnapshotId | None:
         """Write a snapshot of committed records (a worker thread may call this), then let go
         of what it covers; the snapshot the log now starts at, if it moved. With `parts`
         ((record count, values) in order, instead of `values`), each part is encoded by a

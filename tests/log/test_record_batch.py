@@ -112,7 +112,7 @@ def test_the_offset_delta_varint_table_is_encode_varint() -> None:
     from repeated byte strings); every entry is the varint itself."""
     from kraftpy.protocol import record_batch
 
-    table = record_batch._varint_table()
+    table = record_batch.offset_delta_varints()
     assert len(table) == 1 << 16
     assert all(table[v] == encode_varint(v) for v in range(len(table)))
 
