@@ -130,8 +130,3 @@ def record_values(items: Iterable[bytes | TopicPartitions]) -> Iterator[bytes]:
             yield item
         else:
             yield from item.values()
-
-
-def topic_values(topics: Iterable[Any], partition_version: int) -> Iterator[bytes]:
-    """`topic_runs`, as values."""
-    return record_values(topic_runs(topics, partition_version))

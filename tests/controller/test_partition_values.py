@@ -1,4 +1,4 @@
-"""A snapshot's topic and partition values (`partition_values.topic_values`) are the generated
+"""A snapshot's topic and partition values (`partition_values.topic_runs`) are the generated
 codec's bytes for `snapshot_records()`, whatever shape the partitions have, however their
 lists are shared, at every PartitionRecord version."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kraftpy.controller.log.snapshots import encode_snapshot
-from kraftpy.controller.partition_values import record_values, topic_runs, topic_values
+from kraftpy.controller.partition_values import record_values, topic_runs
 from kraftpy.controller.replication_control import (
     Partition,
     ReplicationControlManager,
@@ -63,7 +63,7 @@ def test_values_are_the_codecs(topics: list, version: int, changes: list) -> Non
             topic_id, partition_id = parts[which % len(parts)]
             replication.replay_partition_change(PartitionChangeRecord(
                 topic_id=topic_id, partition_id=partition_id, leader=leader, isr=[leader]))
-    assert list(topic_values(replication.topics.values(), version)) == codec_values(
+    assert list(record_values(topic_runs(replication.topics.values(), version))) == codec_values(
         replication, version)
 
 
@@ -86,7 +86,7 @@ def test_equal_lists_that_are_not_shared_still_encode_each_partition() -> None:
                          directories=list(dirs))
     parts[9] = Partition(topic_id, 9, built.replicas, built.isr, 1, 1, 0, directories=dirs,
                          eligible_leader_replicas=[3])
-    values = list(topic_values(replication.topics.values(), 1))
+    values = list(record_values(topic_runs(replication.topics.values(), 1)))
     assert values == codec_values(replication, 1)
     assert len(set(values)) == len(values) == 41
 
