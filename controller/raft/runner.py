@@ -7,9 +7,12 @@ of the log in a worker thread one round at a time, requests to the other voters 
 FetchSnapshot) parked until the core answers them.
 
 Group commit: each fsync round covers every flush the core asked for by the time it began;
-what is appended meanwhile waits for the next round. A round is done on the loop itself when
-nothing else could run meanwhile and the last one was quick (a thread hand-off would only
-add its two GIL switches); otherwise in a worker thread.
+what is appended meanwhile waits for the next round. A round is done on the loop itself
+while the disk's last fsync was quick (under a millisecond), even with requests waiting: a
+worker thread would let the loop go on meanwhile, but its hand-off and the GIL it must win
+back from a busy loop cost more than the fsync (AllocateProducerIds at linger 0 from 16
+brokers: 13,600 answers/s inline, 10,300/s through a thread). A slow disk's rounds go to a
+worker thread, so the loop never stalls for longer than one quick fsync.
 """
 
 from __future__ import annotations
@@ -36,9 +39,16 @@ from kraftpy.controller.raft.voters import VoterSet
 
 log = logging.getLogger("kraftpy.raft")
 
-# An fsync is done on the loop itself (when nothing else could run meanwhile) only while the
-# last one took at most this long, so a slow disk never stalls the loop for longer than one.
+# An fsync is done on the loop itself while the last one took at most this long (the fsync
+# alone, not a thread's hand-off), so a slow disk never stalls the loop for longer than one.
 INLINE_FSYNC_MAX_S = 0.001
+
+
+def _timed_fsync(ticket: Any) -> float:
+    """The ticket's fsync; how long it took."""
+    began = time.perf_counter()
+    ticket.fsync()
+    return time.perf_counter() - began
 
 
 def wall_clock_ms() -> int:
@@ -245,11 +255,10 @@ class RaftRunner:
             began = time.perf_counter()
             offsets, ticket = self._begin_round()
             try:
-                if self._fsync_s <= INLINE_FSYNC_MAX_S and \
-                        trio.lowlevel.current_statistics().tasks_runnable == 0:
-                    ticket.fsync()
+                if self._fsync_s <= INLINE_FSYNC_MAX_S:
+                    self._fsync_s = _timed_fsync(ticket)
                 else:
-                    await trio.to_thread.run_sync(ticket.fsync)
+                    self._fsync_s = await trio.to_thread.run_sync(_timed_fsync, ticket)
             except OSError as exc:
                 ticket.release()
                 self.fail(OSError(exc.errno, f"fsync of the metadata log failed: {exc}"))
@@ -281,9 +290,8 @@ class RaftRunner:
     def _end_round(self, offsets: list[int], ticket: Any, began: float) -> None:
         ticket.release()
         self.log.complete_flush(ticket)
-        self._fsync_s = time.perf_counter() - began
         self.fsyncs += 1
-        self.fsync_timings.observe(self._fsync_s, began)
+        self.fsync_timings.observe(time.perf_counter() - began, began)
         for offset in offsets:
             self.step(lambda o=offset: self.driver.flushed(o))
 
