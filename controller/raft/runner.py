@@ -12,7 +12,9 @@ while the disk's last fsync was quick (under a millisecond), even with requests 
 worker thread would let the loop go on meanwhile, but its hand-off and the GIL it must win
 back from a busy loop cost more than the fsync (AllocateProducerIds at linger 0 from 16
 brokers: 13,600 answers/s inline, 10,300/s through a thread). A slow disk's rounds go to a
-worker thread, so the loop never stalls for longer than one quick fsync.
+worker thread, so the loop never stalls for longer than one quick fsync. Before a round
+holds the loop, the tasks ready to run go first: the answers the last round released are
+sent, so their clients work while this one fsyncs (another 5%).
 """
 
 from __future__ import annotations
@@ -252,6 +254,15 @@ class RaftRunner:
                 if self.failure is not None:
                     return
                 continue
+            # What is ready to run goes first, twice at most: answers the last round released
+            # reach their clients before this fsync holds the loop (their next requests come
+            # meanwhile), and requests already here join the round.
+            for _ in range(2):
+                if trio.lowlevel.current_statistics().tasks_runnable == 0:
+                    break
+                await trio.lowlevel.checkpoint()
+            if self.failure is not None:
+                return
             began = time.perf_counter()
             offsets, ticket = self._begin_round()
             try:
