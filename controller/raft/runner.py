@@ -46,6 +46,14 @@ log = logging.getLogger("kraftpy.raft")
 INLINE_FSYNC_MAX_S = 0.001
 
 
+# An idle loop waits in epoll, whose timeout is whole milliseconds rounded up: a timer would
+# fire up to a millisecond late (0.8 ms at the median here), which at Kafka's 25 ms append
+# linger is 3% fewer commits than Kafka's controller makes (its waits are to the
+# microsecond). So a wait ends this much early, and the rest is slept on the loop when nothing
+# else is ready to run.
+TIMER_PRECISION_S = 0.001
+
+
 def _timed_fsync(ticket: Any) -> float:
     """The ticket's fsync; how long it took."""
     began = time.perf_counter()
@@ -240,8 +248,15 @@ class RaftRunner:
             self._woken_at = None
             # The core's times are whole milliseconds; measured against the exact time so a
             # timer (the append linger above all) fires when due, not a millisecond later.
-            now_ms = time.time() * 1000 if self.clock_ms is wall_clock_ms else self.clock_ms()
+            wall = self.clock_ms is wall_clock_ms
+            now_ms = time.time() * 1000 if wall else self.clock_ms()
             wait_s = max(0.0, (self.core.next_deadline() - now_ms) / 1000)
+            if wall and 0.0 < wait_s <= TIMER_PRECISION_S and \
+                    trio.lowlevel.current_statistics().tasks_runnable == 0:
+                time.sleep(wait_s)  # the last part of a wait, on an idle loop
+                continue
+            if wall and wait_s > TIMER_PRECISION_S:
+                wait_s -= TIMER_PRECISION_S  # woken at most that much early; the rest above
             with trio.move_on_after(min(wait_s, 1.0)):
                 await self._wake.wait()
 
