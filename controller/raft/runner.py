@@ -2,7 +2,7 @@
 
 Everything a node's replica decides goes through `RaftDriver` (`driver.py`); this is only
 when and where: a poll at the core's next deadline (or at once when an event woke it), fsyncs
-of the log in a worker thread one round at a time, requests to the other voters through
+of the log one round at a time (see below), requests to the other voters through
 `Peers`, and the raft requests from peers (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
 FetchSnapshot) parked until the core answers them.
 
