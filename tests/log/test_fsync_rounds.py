@@ -1,0 +1,144 @@
+"""Where and when the runner's fsync rounds and timers run, on a lone voter's real data dir.
+
+A quick fsync round runs on the event loop even while other tasks are ready to run (a worker
+thread's hand-off cost more than the fsync); a round that took over `INLINE_FSYNC_MAX_S`
+sends the next one to a worker thread, and a quick one brings the next back; and a timer's
+last millisecond is slept, so the append linger ends neither early nor a whole epoll
+millisecond late."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from kraftpy.controller.raft import runner
+from support.lone_quorum import broker, open_lone, running_lone
+
+
+class Rounds:
+    """Every fsync round the runner makes: the thread it ran on, how long the runner was told
+    it took, and how many other tasks were ready to run when it began on the loop. The disk
+    is as slow as the test says: each fsync sleeps `slow_s[0]` first and the runner is told
+    that (0: the fsync alone, told 0), so no busy machine's slow fsync changes the rounds."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, slow_s: list[float]) -> None:
+        self.seen: list[tuple[bool, float, int]] = []
+        self.slow_s = slow_s
+        real = runner._timed_fsync
+
+        def timed_fsync(ticket: Any) -> float:
+            on_loop = threading.current_thread() is threading.main_thread()
+            ready = trio.lowlevel.current_statistics().tasks_runnable if on_loop else -1
+            took = self.slow_s[0]
+            if took:
+                time.sleep(took)
+            real(ticket)
+            self.seen.append((on_loop, took, ready))
+            return took
+
+        monkeypatch.setattr(runner, "_timed_fsync", timed_fsync)
+
+    def check_the_rule(self) -> None:
+        """Each round after the first runs on the loop exactly when the one before it was
+        quick."""
+        for (_, took, _), (on_loop, _, _) in zip(self.seen, self.seen[1:], strict=False):
+            assert on_loop is (took <= runner.INLINE_FSYNC_MAX_S), self.seen
+
+
+async def test_a_quick_fsync_runs_on_the_loop_while_other_tasks_are_ready(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    quorum = open_lone(tmp_path / "data")
+    spinning = True
+
+    async def always_ready() -> None:  # a task that is always ready to run
+        while spinning:
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        await running_lone(quorum, nursery)
+        request = await broker(quorum, 2)
+        rounds = Rounds(monkeypatch, [0.0])
+        nursery.start_soon(always_ready)
+        for _ in range(30):
+            reply = await quorum.submit(request, 0)
+            assert reply.error_code == 0
+        spinning = False
+        quorum.stop()
+    quorum.storage.close()
+    rounds.check_the_rule()
+    # Rounds ran on the loop with another task ready; before, any ready task sent a round to
+    # a worker thread.
+    assert any(on_loop and ready > 0 for on_loop, _, ready in rounds.seen), rounds.seen
+
+
+async def test_a_slow_fsync_sends_the_next_rounds_to_a_thread_until_one_is_quick(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    quorum = open_lone(tmp_path / "data")
+    slow_s = [0.0]
+    async with trio.open_nursery() as nursery:
+        await running_lone(quorum, nursery)
+        request = await broker(quorum, 2)
+        rounds = Rounds(monkeypatch, slow_s)
+        for slow in (0.0, 0.0, 0.005, 0.005, 0.005, 0.0, 0.0, 0.0):
+            slow_s[0] = slow
+            reply = await quorum.submit(request, 0)
+            assert reply.error_code == 0
+        quorum.stop()
+    quorum.storage.close()
+    rounds.check_the_rule()
+    threads = [on_loop for on_loop, _, _ in rounds.seen]
+    assert False in threads, rounds.seen  # the slow disk's next rounds went to a thread
+    back = threads.index(False) + threads[threads.index(False):].index(True)
+    assert rounds.seen[back - 1][1] <= runner.INLINE_FSYNC_MAX_S  # back after a quick one
+
+
+class _Clock:
+    """The runner's `time` module, with its sleeps recorded."""
+
+    def __init__(self) -> None:
+        self.sleeps: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        time.sleep(seconds)
+
+
+async def test_the_append_linger_is_waited_out_whole_its_last_part_slept_on_the_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No NoOpRecord (metadata.max.idle.interval.ms=0) starts a batch before the test's own.
+    quorum = open_lone(tmp_path / "data", {"controller.quorum.append.linger.ms": "25",
+                                           "metadata.max.idle.interval.ms": "0"})
+    clock = _Clock()
+    begun: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await running_lone(quorum, nursery)
+        request = await broker(quorum, 2)
+        real = runner._timed_fsync
+
+        def timed_fsync(ticket: Any) -> float:
+            begun.append(time.time())
+            return real(ticket)
+
+        monkeypatch.setattr(runner, "_timed_fsync", timed_fsync)
+        monkeypatch.setattr(runner, "time", clock)
+        lingers: list[float] = []
+        for _ in range(5):
+            begun.clear()
+            asked = time.time()
+            reply = await quorum.submit(request, 0)
+            assert reply.error_code == 0
+            # The core counts whole milliseconds from the append (at or after `asked`): its
+            # batch is written, and fsynced, no sooner than 24 ms later.
+            lingers.append(begun[0] - asked)
+        quorum.stop()
+    quorum.storage.close()
+    assert min(lingers) >= 0.024, lingers
+    # The loop woke before the linger ended and slept the rest: at most a millisecond each.
+    assert clock.sleeps and all(0 < s <= runner.TIMER_PRECISION_S for s in clock.sleeps)
