@@ -231,6 +231,7 @@ class RaftRunner:
                 reply.event.set()
 
     async def _poll_loop(self) -> None:
+        slept = False  # the last pass followed a sleep: this one yields, whatever comes next
         while self.failure is None:
             if self.stopping:
                 self.step(self.driver.resign)
@@ -251,10 +252,12 @@ class RaftRunner:
             wall = self.clock_ms is wall_clock_ms
             now_ms = time.time() * 1000 if wall else self.clock_ms()
             wait_s = max(0.0, (self.core.next_deadline() - now_ms) / 1000)
-            if wall and 0.0 < wait_s <= TIMER_PRECISION_S and \
+            if wall and not slept and 0.0 < wait_s <= TIMER_PRECISION_S and \
                     trio.lowlevel.current_statistics().tasks_runnable == 0:
                 time.sleep(wait_s)  # the last part of a wait, on an idle loop
+                slept = True
                 continue
+            slept = False  # never two sleeps in a row: the loop looks at its sockets between
             if wall and wait_s > TIMER_PRECISION_S:
                 wait_s -= TIMER_PRECISION_S  # woken at most that much early; the rest above
             with trio.move_on_after(min(wait_s, 1.0)):
