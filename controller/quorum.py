@@ -269,7 +269,8 @@ class Quorum:
     async def _run_job(self, job: Any) -> None:
         """A snapshot written (or retention applied) in a worker thread, off the loop."""
         try:
-            await trio.to_thread.run_sync(job.run)
+            with self.runner.sharing_the_disk():
+                await trio.to_thread.run_sync(job.run)
         except OSError as exc:
             if self.host.job_failed(job, exc):
                 self.runner.fail(OSError(exc.errno, f"writing a snapshot of the metadata log "

@@ -14,16 +14,19 @@ back from a busy loop cost more than the fsync (AllocateProducerIds at linger 0 
 brokers: 13,600 answers/s inline, 10,300/s through a thread). A slow disk's rounds go to a
 worker thread, so the loop never stalls for longer than one quick fsync. Before a round
 holds the loop, the tasks ready to run go first: the answers the last round released are
-sent, so their clients work while this one fsyncs (another 5%).
+sent, so their clients work while this one fsyncs (another 5%). While a job writes a file
+beside the log (a snapshot), rounds go to a worker thread whatever the last one took: the
+log's fsync may wait behind that file's data in the disk's journal.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +103,7 @@ class RaftRunner:
         self._flushes: deque[int] = deque()
         self._flush_wake = trio.Event()
         self._fsync_s = 0.0  # how long the last round took
+        self._disk_shared = 0  # jobs writing beside the log now (`sharing_the_disk`)
         self._wake = trio.Event()
         self._progress: trio.Event | None = None  # pulsed after each step, once asked for
         election_path = self.partition_dir / quorum_state.FILE_NAME
@@ -284,7 +288,7 @@ class RaftRunner:
             began = time.perf_counter()
             offsets, ticket = self._begin_round()
             try:
-                if self._fsync_s <= INLINE_FSYNC_MAX_S:
+                if self._fsync_s <= INLINE_FSYNC_MAX_S and not self._disk_shared:
                     self._fsync_s = _timed_fsync(ticket)
                 else:
                     self._fsync_s = await trio.to_thread.run_sync(_timed_fsync, ticket)
@@ -293,6 +297,18 @@ class RaftRunner:
                 self.fail(OSError(exc.errno, f"fsync of the metadata log failed: {exc}"))
                 return
             self._end_round(offsets, ticket, began)
+
+    @contextlib.contextmanager
+    def sharing_the_disk(self) -> Iterator[None]:
+        """A job (a snapshot written, retention) runs beside the log meanwhile. Its file can
+        hold the disk for tens of milliseconds (a large image's snapshot is megabytes), and
+        the log's fsync may have to wait for it, which the last quick fsync does not predict:
+        so until it ends, every round runs in a worker thread and the loop keeps answering."""
+        self._disk_shared += 1
+        try:
+            yield
+        finally:
+            self._disk_shared -= 1
 
     def flush_now(self) -> None:
         """One whole fsync round here and now (tests that order commits themselves)."""

@@ -2,8 +2,9 @@
 
 A quick fsync round runs on the event loop even while other tasks are ready to run (a worker
 thread's hand-off cost more than the fsync); a round that took over `INLINE_FSYNC_MAX_S`
-sends the next one to a worker thread, and a quick one brings the next back; and a timer's
-last millisecond is slept, so the append linger ends neither early nor a whole epoll
+sends the next one to a worker thread, and a quick one brings the next back; while a snapshot
+is being written every round runs in a worker thread, however quick the last one was; and a
+timer's last millisecond is slept, so the append linger ends neither early nor a whole epoll
 millisecond late."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 import trio
+from kraftpy.controller.committed_image import SnapshotJob
 from kraftpy.controller.raft import runner
 from support.lone_quorum import broker, open_lone, running_lone
 
@@ -94,6 +96,48 @@ async def test_a_slow_fsync_sends_the_next_rounds_to_a_thread_until_one_is_quick
     assert False in threads, rounds.seen  # the slow disk's next rounds went to a thread
     back = threads.index(False) + threads[threads.index(False):].index(True)
     assert rounds.seen[back - 1][1] <= runner.INLINE_FSYNC_MAX_S  # back after a quick one
+
+
+async def test_while_a_snapshot_is_written_every_round_runs_in_a_worker_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    quorum = open_lone(tmp_path / "data", {
+        "metadata.log.max.record.bytes.between.snapshots": "2000",
+        "metadata.log.max.snapshot.interval.ms": "0"})
+    writing = threading.Event()  # set inside the job's thread only
+    rounds: list[tuple[bool, bool]] = []  # (on the loop, a snapshot being written)
+    real_fsync, real_run = runner._timed_fsync, SnapshotJob.run
+
+    def timed_fsync(ticket: Any) -> float:
+        rounds.append((threading.current_thread() is threading.main_thread(),
+                       writing.is_set()))
+        real_fsync(ticket)
+        return 0.0  # every fsync quick: only the snapshot sends a round to a thread
+
+    def slow_run(job: SnapshotJob) -> None:
+        writing.set()
+        try:
+            seen, deadline = len(rounds), time.monotonic() + 10
+            while len(rounds) < seen + 5 and time.monotonic() < deadline:
+                time.sleep(0.002)  # a snapshot that holds the disk while rounds go on
+            real_run(job)
+        finally:
+            writing.clear()
+
+    monkeypatch.setattr(runner, "_timed_fsync", timed_fsync)
+    monkeypatch.setattr(SnapshotJob, "run", slow_run)
+    async with trio.open_nursery() as nursery:
+        await running_lone(quorum, nursery)
+        request = await broker(quorum, 2)
+        with trio.fail_after(30):
+            while not any(during for _, during in rounds) or rounds[-1][1] or \
+                    not rounds[-1][0]:
+                reply = await quorum.submit(request, 0)
+                assert reply.error_code == 0
+        quorum.stop()
+    quorum.storage.close()
+    during = [on_loop for on_loop, snapshot in rounds if snapshot]
+    assert len(during) >= 5 and not any(during), rounds  # the loop never held those
+    assert rounds[-1] == (True, False), rounds  # and the rounds came back to it after
 
 
 class _Clock:
