@@ -113,12 +113,16 @@ async def test_while_a_snapshot_is_written_every_round_runs_in_a_worker_thread(
         real_fsync(ticket)
         return 0.0  # every fsync quick: only the snapshot sends a round to a thread
 
+    held = threading.Event()  # the first snapshot is held; any later one is not
+
     def slow_run(job: SnapshotJob) -> None:
         writing.set()
         try:
-            seen, deadline = len(rounds), time.monotonic() + 10
-            while len(rounds) < seen + 5 and time.monotonic() < deadline:
-                time.sleep(0.002)  # a snapshot that holds the disk while rounds go on
+            if not held.is_set():
+                held.set()
+                seen, deadline = len(rounds), time.monotonic() + 10
+                while len(rounds) < seen + 5 and time.monotonic() < deadline:
+                    time.sleep(0.002)  # a snapshot that holds the disk while rounds go on
             real_run(job)
         finally:
             writing.clear()
