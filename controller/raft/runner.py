@@ -102,7 +102,7 @@ class RaftRunner:
         self._replies: set[_Reply] = set()
         self._flushes: deque[int] = deque()
         self._flush_wake = trio.Event()
-        self._fsync_s = 0.0  # how long the last round took
+        self._fsync_s = 0.0  # how long the last fsync took, timed alone (not `flush_now`)
         self._disk_shared = 0  # jobs writing beside the log now (`sharing_the_disk`)
         self._wake = trio.Event()
         self._progress: trio.Event | None = None  # pulsed after each step, once asked for
