@@ -1,11 +1,12 @@
 """Where and when the runner's fsync rounds and timers run, on a lone voter's real data dir.
 
 A quick fsync round runs on the event loop even while other tasks are ready to run (a worker
-thread's hand-off cost more than the fsync); a round that took over `INLINE_FSYNC_MAX_S`
-sends the next one to a worker thread, and a quick one brings the next back; while a snapshot
-is being written every round runs in a worker thread, however quick the last one was; and a
-timer's last millisecond is slept, so the append linger ends neither early nor a whole epoll
-millisecond late."""
+thread's hand-off cost more than the fsync), in the poll loop's own task; a round that took
+over `INLINE_FSYNC_MAX_S` sends the next one to a worker thread, and a quick one brings the
+next back; while a snapshot is being written every round runs in a worker thread, however
+quick the last one was; one round at a time, whichever task runs it; and a timer's last
+millisecond is slept, so the append linger ends neither early nor a whole epoll millisecond
+late."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Rounds:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, slow_s: list[float]) -> None:
         self.seen: list[tuple[bool, float, int]] = []
+        self.tasks: list[str | None] = []  # the trio task of each round on the loop
         self.slow_s = slow_s
         real = runner._timed_fsync
 
@@ -40,6 +42,7 @@ class Rounds:
                 time.sleep(took)
             real(ticket)
             self.seen.append((on_loop, took, ready))
+            self.tasks.append(trio.lowlevel.current_task().name if on_loop else None)
             return took
 
         monkeypatch.setattr(runner, "_timed_fsync", timed_fsync)
@@ -75,6 +78,10 @@ async def test_a_quick_fsync_runs_on_the_loop_while_other_tasks_are_ready(
     # Rounds ran on the loop with another task ready; before, any ready task sent a round to
     # a worker thread.
     assert any(on_loop and ready > 0 for on_loop, _, ready in rounds.seen), rounds.seen
+    # Each by the poll loop itself (in the task running the quorum), right after the pass
+    # that asked for it: the flusher's task was not woken to run it.
+    assert rounds.tasks and all(name is not None and name.endswith("Quorum.run")
+                                for name in rounds.tasks), rounds.tasks
 
 
 async def test_a_slow_fsync_sends_the_next_rounds_to_a_thread_until_one_is_quick(
@@ -142,6 +149,63 @@ async def test_while_a_snapshot_is_written_every_round_runs_in_a_worker_thread(
     during = [on_loop for on_loop, snapshot in rounds if snapshot]
     assert len(during) >= 5 and not any(during), rounds  # the loop never held those
     assert rounds[-1] == (True, False), rounds  # and the rounds came back to it after
+
+
+async def test_no_round_starts_on_the_loop_while_one_is_in_a_worker_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    quorum = open_lone(tmp_path / "data")
+    in_thread = threading.Event()  # a thread round has begun its fsync
+    release = threading.Event()  # and ends when the test says
+    lock = threading.Lock()
+    running, most = [0], [0]  # rounds whose fsync is under way now, and the most at once
+    real = runner._timed_fsync
+
+    def timed_fsync(ticket: Any) -> float:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            if threading.current_thread() is not threading.main_thread() \
+                    and not in_thread.is_set():
+                in_thread.set()
+                release.wait(30)
+            real(ticket)
+        finally:
+            with lock:
+                running[0] -= 1
+        return 0.0  # quick: only the shared disk sends a round to a thread
+
+    monkeypatch.setattr(runner, "_timed_fsync", timed_fsync)
+    answers: list[int] = []
+
+    async def submit(request: Any) -> None:
+        answers.append((await quorum.submit(request, 0)).error_code)
+
+    async with trio.open_nursery() as nursery:
+        await running_lone(quorum, nursery)
+        request = await broker(quorum, 2)
+        with quorum.runner.sharing_the_disk():  # this round goes to a thread
+            nursery.start_soon(submit, request)
+            with trio.fail_after(30):
+                while not in_thread.is_set():
+                    await trio.sleep(0.001)
+        # The disk is no longer shared and the last fsync was quick, but a round is in flight:
+        # the next request's flush waits for it rather than start a round of its own.
+        nursery.start_soon(submit, request)
+        with trio.fail_after(30):
+            while not quorum.runner.flushes_asked:
+                await trio.sleep(0.001)
+        for _ in range(20):  # passes of the loop while the thread round is held
+            await trio.sleep(0.001)
+        assert answers == [] and running[0] == 1
+        release.set()
+        with trio.fail_after(30):
+            while len(answers) < 2:
+                await trio.sleep(0.001)
+        quorum.stop()
+    quorum.storage.close()
+    assert answers == [0, 0] and most[0] == 1, (answers, most)
+    assert quorum.runner.failure is None
 
 
 class _Clock:
