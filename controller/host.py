@@ -74,13 +74,16 @@ class Deferred:
     version: int
     response: Any
     done: bool = False
-    wake: Callable[[], None] | None = None
+    # Called with `waiter` once resolved: whoever parked on the answer (a trio task, given to
+    # `trio.lowlevel.reschedule`): no callable is made per answer.
+    wake: Callable[[Any], None] | None = None
+    waiter: Any = None
 
     def resolve(self, response: Any) -> None:
         self.response = response
         self.done = True
         if self.wake is not None:
-            self.wake()
+            self.wake(self.waiter)
 
 
 def error_response(request: Any, version: int, code: int) -> Any:

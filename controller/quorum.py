@@ -21,7 +21,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import trio
@@ -143,7 +142,7 @@ class Quorum:
         if type(answer) is not Deferred:
             return answer
         if not answer.done:  # parked until the commit resolves it (no Event per request)
-            answer.wake = partial(reschedule, current_task())
+            answer.waiter, answer.wake = current_task(), reschedule
 
             def abort(_: Any) -> Abort:
                 answer.wake = None  # the caller is gone: its answer is dropped, not sent

@@ -396,7 +396,8 @@ class QuorumController:
         kind = getattr(record, "API_KEY", None)
         if kind == PRODUCER_IDS:
             self.producer_ids.replay(record)
-            self.own_ids.on_replay(record, offset)
+            if record.broker_id == self.own_ids.node_id:  # a block this node claimed
+                self.own_ids.on_replay(record, offset)
         elif kind == REGISTER_BROKER:
             self.cluster.replay_register(record, offset)
         elif kind == BROKER_REGISTRATION_CHANGE:
@@ -461,7 +462,8 @@ class QuorumController:
         if len(records) == 1 and not result.txn_records:  # most results: no loop to set up
             record, version = records[0]
             self.replay(record, version, offset)
-            self._note_shutdown(record, offset)
+            if record.API_KEY == BROKER_REGISTRATION_CHANGE:
+                self._note_shutdown(record, offset)
             return
         for i, (record, version) in enumerate(records):
             self.replay(record, version, offset + i)

@@ -245,7 +245,7 @@ class RaftNode:
     @property
     def next_offset(self) -> int:
         """The offset `append` gives its next record (the log end plus what lingers)."""
-        return self._next_offset()
+        return self.log.end_offset + len(self._pending)
 
     def next_deadline(self) -> float:
         """When `poll` must run next (absolute ms) if no event comes first; the shell also

@@ -1018,7 +1018,7 @@ class NodeSim(Sim):
             return
         if type(answer) is Deferred:
             pending = Pending(node, base, epoch, answer, on_answer)
-            answer.wake = partial(self._released.append, pending)
+            answer.waiter, answer.wake = pending, self._released.append
             node.answers.append(pending)
             if answer.done:
                 self._released.append(pending)
