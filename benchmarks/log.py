@@ -15,7 +15,8 @@ Everything runs on the same disk in the same run, next to its reference:
 - these rows run in interleaved rounds (the disk's fsync rate drifts); ratios are paired
   per round;
 - the 64-writer row again on a tmpfs, where fsync costs ~nothing: the CPU per operation of
-  the commit path itself;
+  the commit path itself, and where it goes: the same path stepped with no task switch,
+  and 64 tasks parked and woken as answers are, with nothing else;
 - startup of a log of N records (default 1,000,000): full replay vs snapshot near the end,
   and records/s replayed into a lone voter's controller and committed image (the one replay);
 - reading the same segment with our record reader vs kafka-python's.
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
 from kraftpy.controller import replay
@@ -157,6 +159,104 @@ def group_commit(directory: Path, writers: int, seconds: float, linger_ms: int =
         sys.setswitchinterval(previous)
         quorum.storage.close()
     return done / elapsed, done / max(fsyncs, 1)
+
+
+def without_task_switches(directory: Path, writers: int = 64, rounds: int = 200,
+                          repeats: int = 10) -> float:
+    """The commit path's own CPU per operation, without a task switch: `writers`
+    AllocateProducerIds handled one after another, one poll of the core (its drain and
+    write), one fsync round (the commit, the replay into the committed image, the answers
+    released), `rounds` times; the best of `repeats` (this thread's CPU)."""
+    quorum = lone_quorum(directory / f"sync-{writers}", 0)
+    best = float("inf")
+
+    async def main() -> None:
+        nonlocal best
+        async with trio.open_nursery() as nursery:
+            await nursery.start(quorum.run)
+            with trio.fail_after(30):
+                while not (quorum.running and quorum.controller.features.metadata_version
+                           and quorum.hwm[0] >= quorum.storage.metadata.log_end_offset):
+                    await trio.sleep(0.001)
+            requests = [await broker(quorum, i + 2) for i in range(writers)]
+            host, runner = quorum.host, quorum.runner
+            # Nothing below awaits, so no other task runs: the node's steps, in order.
+            for _ in range(repeats):
+                began = time.thread_time()
+                for _ in range(rounds):
+                    answers = [host.handle(request, 0) for request in requests]
+                    runner.step(runner.driver.poll)
+                    runner.flush_now()
+                best = min(best, (time.thread_time() - began) / (rounds * writers))
+                if not all(a.done and a.response.error_code == 0 for a in answers):
+                    raise AssertionError([a.response for a in answers])
+            quorum.stop()
+
+    try:
+        trio.run(main)
+    finally:
+        quorum.storage.close()
+    return best
+
+
+def task_switches_alone(writers: int, seconds: float) -> float:
+    """CPU per operation of the task switches alone: `writers` trio tasks each parking as
+    `Quorum.submit` parks an answer, a poll task woken by the first of them, and a round
+    task that it wakes, which wakes every parked one, as a round releases its answers; no
+    controller, no log."""
+    from trio.lowlevel import Abort, current_task, reschedule, wait_task_rescheduled
+
+    parked: list[Any] = []
+    done = 0
+    running = True
+    wake, flush = trio.Event(), trio.Event()
+
+    def abort(_: Any) -> Abort:
+        return Abort.SUCCEEDED
+
+    async def writer() -> None:
+        nonlocal done
+        while running:
+            parked.append(current_task())
+            wake.set()
+            await wait_task_rescheduled(abort)
+            done += 1
+
+    async def poll() -> None:
+        nonlocal wake
+        while running:
+            if parked:
+                flush.set()
+            wake = trio.Event()
+            with trio.move_on_after(1.0):
+                await wake.wait()
+
+    async def rounds() -> None:
+        nonlocal flush
+        while running:
+            flush = trio.Event()
+            await flush.wait()
+            woken = parked[:]
+            parked.clear()
+            for task in woken:
+                reschedule(task)
+
+    async def main() -> float:
+        nonlocal running
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll)
+            nursery.start_soon(rounds)
+            for _ in range(writers):
+                nursery.start_soon(writer)
+            await trio.sleep(0.1)
+            before, cpu = done, time.process_time()
+            await trio.sleep(seconds)
+            per_op = (time.process_time() - cpu) / max(done - before, 1)
+            running = False
+            nursery.cancel_scope.cancel()
+        return per_op
+
+    return trio.run(main)
 
 
 def group_commit_lingering(directory: Path, writers: int, seconds: float
@@ -324,6 +424,13 @@ def main() -> None:
                           f"{best:10.0f} /s   (best of {len(rates)}; fsync ~free there: "
                           f"{1e6 * min(CPU_PER_OP):.1f} us of the process's CPU per op, "
                           f"median {1e6 * statistics.median(CPU_PER_OP):.1f})")
+                # Where that CPU goes: the commit path itself, and the task switches.
+                own = without_task_switches(cpu_root)
+                print(f"{'  its commit path, without a task switch':48s} {1e6 * own:10.2f} us "
+                      "of CPU per op (handle, append, write, fsync round, replay, release)")
+                switches = min(task_switches_alone(64, args.seconds) for _ in range(3))
+                print(f"{'  64 tasks parked and woken, nothing else':48s} "
+                      f"{1e6 * switches:10.2f} us of CPU per op (the task switches' share)")
             finally:
                 shutil.rmtree(cpu_root, ignore_errors=True)
         if args.records <= 0:
