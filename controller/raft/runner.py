@@ -259,7 +259,7 @@ class RaftRunner:
             self._woken_at = None
             if self._flushes and not self._in_round:
                 if self._fsync_s <= INLINE_FSYNC_MAX_S and not self._disk_shared:
-                    await self._round_on_loop()  # then waits: the round's commit woke it
+                    await self._round(on_loop=True)  # then waits: the round's commit woke it
                 else:
                     self._flush_wake.set()  # the flusher runs it in a worker thread
             # The core's times are whole milliseconds; measured against the exact time so a
@@ -278,9 +278,12 @@ class RaftRunner:
             with trio.move_on_after(min(wait_s, 1.0)):
                 await self._wake.wait()
 
-    async def _round_on_loop(self) -> None:
-        """A quick disk's round, run by the poll loop itself (no hand-off to another task):
-        the tasks ready to run go first, what they appended meanwhile joins the round."""
+    async def _round(self, *, on_loop: bool) -> None:
+        """One fsync round, covering every flush asked for when it begins. What is ready to
+        run goes first, twice at most: answers the last round released reach their clients
+        before this fsync holds the loop (their next requests come meanwhile), and requests
+        already here join the round (`on_loop`: the poll loop runs it, so it writes what they
+        appended first)."""
         self._in_round = True
         try:
             for _ in range(2):
@@ -289,13 +292,16 @@ class RaftRunner:
                 await trio.lowlevel.checkpoint()
             if self.failure is not None:
                 return
-            if self._woken_at is not None:  # appended while others ran: written now
+            if on_loop and self._woken_at is not None:  # appended while others ran
                 self._woken_at = None
                 self.step(self.driver.poll)
             began = time.perf_counter()
             offsets, ticket = self._begin_round()
             try:
-                self._fsync_s = _timed_fsync(ticket)
+                if self._fsync_s <= INLINE_FSYNC_MAX_S and not self._disk_shared:
+                    self._fsync_s = _timed_fsync(ticket)
+                else:
+                    self._fsync_s = await trio.to_thread.run_sync(_timed_fsync, ticket)
             except OSError as exc:
                 ticket.release()
                 self.fail(OSError(exc.errno, f"fsync of the metadata log failed: {exc}"))
@@ -305,39 +311,14 @@ class RaftRunner:
             self._in_round = False
 
     async def _flusher(self) -> None:
-        """One fsync at a time; each covers every flush the core has asked for by then."""
-        while True:
+        """The rounds the poll loop hands out (a slow or shared disk's, in a worker thread),
+        and the one after each of them."""
+        while self.failure is None:
             if not self._flushes or self._in_round:
                 self._flush_wake = trio.Event()
                 await self._flush_wake.wait()
-                if self.failure is not None:
-                    return
                 continue
-            self._in_round = True
-            try:
-                # What is ready to run goes first, twice at most: answers the last round
-                # released reach their clients before this fsync holds the loop (their next
-                # requests come meanwhile), and requests already here join the round.
-                for _ in range(2):
-                    if trio.lowlevel.current_statistics().tasks_runnable == 0:
-                        break
-                    await trio.lowlevel.checkpoint()
-                if self.failure is not None:
-                    return
-                began = time.perf_counter()
-                offsets, ticket = self._begin_round()
-                try:
-                    if self._fsync_s <= INLINE_FSYNC_MAX_S and not self._disk_shared:
-                        self._fsync_s = _timed_fsync(ticket)
-                    else:
-                        self._fsync_s = await trio.to_thread.run_sync(_timed_fsync, ticket)
-                except OSError as exc:
-                    ticket.release()
-                    self.fail(OSError(exc.errno, f"fsync of the metadata log failed: {exc}"))
-                    return
-                self._end_round(offsets, ticket, began)
-            finally:
-                self._in_round = False
+            await self._round(on_loop=False)
 
     @contextlib.contextmanager
     def sharing_the_disk(self) -> Iterator[None]:

@@ -6,9 +6,9 @@ recovered by `recovery`, the raft runner's core and driver, the `ControllerHost`
 `QuorumController`, committed image and snapshot generator) on real files under a tmpfs
 (`/dev/shm`), so the log's own writes, fsyncs, torn-tail recovery, snapshot files and
 downloads are the real ones. Only the trio tasks are replaced by the schedule: the driver's
-network ports, the fsync rounds (`RaftRunner._begin_round` / `_end_round`, as its
-`_round_on_loop` and `_flusher` call them), the controller's timers (`host.tick` every
-100 ms) and the snapshot jobs (`job.run`, then `host.job_done`, as `Quorum._run_job`). Clients (brokers registering,
+network ports, the fsync rounds (`RaftRunner._begin_round` / `_end_round`, as its `_round`
+calls them), the controller's timers (`host.tick` every 100 ms) and the snapshot jobs
+(`job.run`, then `host.job_done`, as `Quorum._run_job`). Clients (brokers registering,
 heartbeating, taking producer-id blocks, creating and deleting topics, idempotent producers
 asking InitProducerId) talk to whoever is the active controller.
 
