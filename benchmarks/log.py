@@ -101,6 +101,14 @@ def lone_quorum(data: Path, linger_ms: int) -> object:
     return quorum.open_quorum(config, quorum.lone_voter(config))
 
 
+async def leading(quorum: Any) -> None:
+    """Until the lone voter leads with its bootstrap records committed."""
+    with trio.fail_after(30):
+        while not (quorum.running and quorum.controller.features.metadata_version
+                   and quorum.hwm[0] >= quorum.storage.metadata.log_end_offset):
+            await trio.sleep(0.001)
+
+
 CPU_PER_OP: list[float] = []  # process CPU seconds per acknowledged operation, per run
 
 
@@ -133,10 +141,7 @@ def group_commit(directory: Path, writers: int, seconds: float, linger_ms: int =
         nonlocal running
         async with trio.open_nursery() as nursery:
             await nursery.start(quorum.run)
-            with trio.fail_after(30):  # leading, and the bootstrap records committed
-                while not (quorum.running and quorum.controller.features.metadata_version
-                           and quorum.hwm[0] >= quorum.storage.metadata.log_end_offset):
-                    await trio.sleep(0.001)
+            await leading(quorum)
             async with trio.open_nursery() as writing:
                 for i in range(writers):
                     writing.start_soon(writer, i)
@@ -174,10 +179,7 @@ def without_task_switches(directory: Path, writers: int = 64, rounds: int = 200,
         nonlocal best
         async with trio.open_nursery() as nursery:
             await nursery.start(quorum.run)
-            with trio.fail_after(30):
-                while not (quorum.running and quorum.controller.features.metadata_version
-                           and quorum.hwm[0] >= quorum.storage.metadata.log_end_offset):
-                    await trio.sleep(0.001)
+            await leading(quorum)
             requests = [await broker(quorum, i + 2) for i in range(writers)]
             host, runner = quorum.host, quorum.runner
             # Nothing below awaits, so no other task runs: the node's steps, in order.
@@ -211,13 +213,17 @@ def task_switches_alone(writers: int, seconds: float) -> float:
     running = True
     wake, flush = trio.Event(), trio.Event()
 
-    def abort(_: Any) -> Abort:
-        return Abort.SUCCEEDED
-
     async def writer() -> None:
         nonlocal done
+        task = current_task()
+
+        def abort(_: Any) -> Abort:  # cancelled at the end: never woken after that
+            if task in parked:
+                parked.remove(task)
+            return Abort.SUCCEEDED
+
         while running:
-            parked.append(current_task())
+            parked.append(task)
             wake.set()
             await wait_task_rescheduled(abort)
             done += 1

@@ -553,7 +553,7 @@ class RaftNode:
     def _append_voters(self, voters: VoterSet) -> None:
         s = self._leader_state()
         self._drain(s)
-        offset = self._next_offset()
+        offset = self.next_offset
         self._pending = [(control_key(ControlType.KRAFT_VOTERS),
                           voters.to_record().encode(0))]
         self._pending_control = True
@@ -1061,9 +1061,6 @@ class RaftNode:
                 self._send(voter, lambda k=key: m.begin_quorum_epoch_request(
                     self.cluster_id, s.epoch, self.node_id, self.endpoints, k))
             s.begin_epoch_deadline = self.now + self.config.begin_quorum_epoch_interval_ms
-
-    def _next_offset(self) -> int:
-        return self.log.end_offset + len(self._pending)
 
     def _drain(self, s: Leader) -> None:
         if not self._pending:
