@@ -141,6 +141,9 @@ class Quorum:
         answer = self.host.handle(request, api_version, listener)
         if type(answer) is not Deferred:
             return answer
+        overlapped = self.runner.overlapped
+        if overlapped is not None and overlapped.split and not answer.done:
+            overlapped.appended()  # half the writers in play: their round may begin now
         if not answer.done:  # parked until the commit resolves it (no Event per request)
             answer.waiter, answer.wake = current_task(), reschedule
 

@@ -22,7 +22,12 @@ The poll loop itself runs the rounds that stay on the loop, right after the pass
 for them: handing each to another task cost a wake-up, a task switch and a scheduler pass
 per round, about a tenth of a lone writer's CPU per operation. The flusher task runs the
 rounds that go to a worker thread (the loop goes on meanwhile), and the one after each of
-them; `_in_round` keeps to one round at a time either way.
+them; `in_round` keeps to one round at a time either way.
+
+With many writers, a round on the loop leaves the loop idle for its whole fsync while they all
+wait for it: when handling them costs the loop more than an fsync lasts, they are split in two
+halves whose rounds alternate, each fsynced by the kernel (io_uring) while the loop handles
+the other (`overlapped_rounds.py`; where the kernel refuses io_uring, the rounds stay as above).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from kraftpy.controller.raft.config import RaftConfig
 from kraftpy.controller.raft.core import RaftNode
 from kraftpy.controller.raft.driver import RaftDriver, RaftPorts
 from kraftpy.controller.raft.log_state import RaftLog
+from kraftpy.controller.raft.overlapped_rounds import OverlappedRounds
 from kraftpy.controller.raft.peers import Peers
 from kraftpy.controller.raft.voters import VoterSet
 
@@ -108,9 +114,13 @@ class RaftRunner:
         self._replies: set[_Reply] = set()
         self._flushes: deque[int] = deque()
         self._flush_wake = trio.Event()
-        self._fsync_s = 0.0  # how long the last fsync took, timed alone (not `flush_now`)
-        self._disk_shared = 0  # jobs writing beside the log now (`sharing_the_disk`)
-        self._in_round = False  # an fsync round is under way (the loop's or the flusher's)
+        self.fsync_s = 0.0  # how long the last fsync took, timed alone (not `flush_now`)
+        self.disk_shared = 0  # jobs writing beside the log now (`sharing_the_disk`)
+        self.in_round = False  # an fsync round is under way (the loop's, the flusher's, a ring's)
+        # io_uring rounds that overlap the loop's work (`overlapped_rounds.py`), opened by `run`
+        # where the kernel allows and `use_fsync_ring` is on.
+        self.use_fsync_ring = True
+        self.overlapped: OverlappedRounds | None = None
         self._wake = trio.Event()
         self._progress: trio.Event | None = None  # pulsed after each step, once asked for
         election_path = self.partition_dir / quorum_state.FILE_NAME
@@ -224,11 +234,15 @@ class RaftRunner:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         self.step(self.driver.start)
+        if self.use_fsync_ring:
+            self.overlapped = OverlappedRounds.open(self)
         task_status.started()
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.peers.run)
                 nursery.start_soon(self._flusher)
+                if self.overlapped is not None:
+                    nursery.start_soon(self.overlapped.watch)
                 await self._poll_loop()
                 nursery.cancel_scope.cancel()
         except BaseException as exc:
@@ -236,6 +250,8 @@ class RaftRunner:
             raise
         finally:
             self.done = True
+            if self.overlapped is not None:
+                self.overlapped.close()
             self.driver.ports.snapshots.download.abandon()
             for reply in list(self._replies):  # parked raft requests: answered as stopped
                 reply.event.set()
@@ -257,8 +273,10 @@ class RaftRunner:
             # only what comes while waiting wakes the loop early.
             self._wake = trio.Event()
             self._woken_at = None
-            if self._flushes and not self._in_round:
-                if self._fsync_s <= INLINE_FSYNC_MAX_S and not self._disk_shared:
+            if self._flushes and not self.in_round:
+                if self.overlapped is not None and self.overlapped.usable():
+                    self.overlapped.begin_when_idle()  # the loop goes on while it fsyncs
+                elif self.fsync_s <= INLINE_FSYNC_MAX_S and not self.disk_shared:
                     await self._round(on_loop=True)  # then waits: the round's commit woke it
                 else:
                     self._flush_wake.set()  # the flusher runs it in a worker thread
@@ -284,7 +302,7 @@ class RaftRunner:
         before this fsync holds the loop (their next requests come meanwhile), and requests
         already here join the round (`on_loop`: the poll loop runs it, so it writes what they
         appended first)."""
-        self._in_round = True
+        self.in_round = True
         try:
             for _ in range(2):
                 if trio.lowlevel.current_statistics().tasks_runnable == 0:
@@ -295,26 +313,30 @@ class RaftRunner:
             if on_loop and self._woken_at is not None:  # appended while others ran
                 self._woken_at = None
                 self.step(self.driver.poll)
+            if self.overlapped is not None:
+                self.overlapped.round_begins()
             began = time.perf_counter()
             offsets, ticket = self._begin_round()
             try:
-                if self._fsync_s <= INLINE_FSYNC_MAX_S and not self._disk_shared:
-                    self._fsync_s = _timed_fsync(ticket)
+                if self.fsync_s <= INLINE_FSYNC_MAX_S and not self.disk_shared:
+                    self.fsync_s = _timed_fsync(ticket)
                 else:
-                    self._fsync_s = await trio.to_thread.run_sync(_timed_fsync, ticket)
+                    self.fsync_s = await trio.to_thread.run_sync(_timed_fsync, ticket)
             except OSError as exc:
                 ticket.release()
                 self.fail(OSError(exc.errno, f"fsync of the metadata log failed: {exc}"))
                 return
             self._end_round(offsets, ticket, began)
+            if self.overlapped is not None:
+                self.overlapped.synced_to(ticket.end_offset)
         finally:
-            self._in_round = False
+            self.in_round = False
 
     async def _flusher(self) -> None:
         """The rounds the poll loop hands out (a slow or shared disk's, in a worker thread),
         and the one after each of them."""
         while self.failure is None:
-            if not self._flushes or self._in_round:
+            if not self._flushes or self.in_round:
                 self._flush_wake = trio.Event()
                 await self._flush_wake.wait()
                 continue
@@ -326,11 +348,11 @@ class RaftRunner:
         hold the disk for tens of milliseconds (a large image's snapshot is megabytes), and
         the log's fsync may have to wait for it, which the last quick fsync does not predict:
         so until it ends, every round runs in a worker thread and the loop keeps answering."""
-        self._disk_shared += 1
+        self.disk_shared += 1
         try:
             yield
         finally:
-            self._disk_shared -= 1
+            self.disk_shared -= 1
 
     def flush_now(self) -> None:
         """One whole fsync round here and now (tests that order commits themselves)."""
@@ -355,10 +377,17 @@ class RaftRunner:
         return offsets, self.log.begin_flush()
 
     def _end_round(self, offsets: list[int], ticket: Any, began: float) -> None:
+        self._complete_round(ticket, began)
+        self._tell_flushed(offsets)
+
+    def _complete_round(self, ticket: Any, began: float) -> None:
+        """The round's fsync is done: the log's flushed offset moves (the core not told yet)."""
         ticket.release()
         self.log.complete_flush(ticket)
         self.fsyncs += 1
         self.fsync_timings.observe(time.perf_counter() - began, began)
+
+    def _tell_flushed(self, offsets: list[int]) -> None:
         for offset in offsets:
             self.step(lambda o=offset: self.driver.flushed(o))
 

@@ -6,7 +6,7 @@ over `INLINE_FSYNC_MAX_S` sends the next one to a worker thread, and a quick one
 next back; while a snapshot is being written every round runs in a worker thread, however
 quick the last one was; one round at a time, whichever task runs it; and a timer's last
 millisecond is slept, so the append linger ends neither early nor a whole epoll millisecond
-late."""
+late. (These are the runner's own rounds: `overlapped_rounds.py` is tested on its own.)"""
 
 from __future__ import annotations
 
@@ -19,7 +19,12 @@ import pytest
 import trio
 from kraftpy.controller.committed_image import SnapshotJob
 from kraftpy.controller.raft import runner
-from support.lone_quorum import broker, open_lone, running_lone
+from support.lone_quorum import broker, open_lone, running_lone, without_fsync_ring
+
+
+@pytest.fixture(autouse=True)
+def _runner_rounds_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    without_fsync_ring(monkeypatch)
 
 
 class Rounds:

@@ -11,13 +11,22 @@ from typing import Any
 import pytest
 import trio
 from kraftpy.controller.host import NodeStopped
-from kraftpy.controller.log.partition_log import FlushTicket
+from kraftpy.controller.log.fsync_ring import FsyncRing
 from kraftpy.controller.quorum import QuorumError
 from kraftpy.controller.quorum_controller import QuorumController
 from kraftpy.protocol.error_codes import ErrorCode
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.messages.describe_acls_request import DescribeAclsRequest
-from support.lone_quorum import GatedFsync, broker, open_lone, running_lone, wait_for
+from support.lone_quorum import (
+    GatedFsync,
+    broker,
+    open_lone,
+    record_durable,
+    running_lone,
+    split_writers,
+    wait_for,
+    without_fsync_ring,
+)
 
 ANY = 1  # ResourceType, PatternType, AclOperation and AclPermissionType ANY
 # No NoOpRecord of the idle timer, and a controller only (no producer-id block of its own for
@@ -119,17 +128,15 @@ async def test_ticks_run_while_idle(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     quorum.storage.close()
 
 
+@pytest.mark.parametrize("rounds", ["the runner's", "overlapped"])
 async def test_concurrent_waiters_share_fsyncs_and_are_answered_after_theirs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rounds: str) -> None:
+    if rounds == "overlapped":
+        split_writers(monkeypatch)  # 16 writers: two halves of 8, fsynced by io_uring
+    else:
+        without_fsync_ring(monkeypatch)
     quorum = open_lone(tmp_path / "data", QUIET)
     durable: list[int] = []  # the metadata end each finished fsync covered
-    real = FlushTicket.fsync
-
-    def recording(ticket: FlushTicket) -> None:
-        real(ticket)
-        if ticket.directory is not None and ticket.directory.name == "__cluster_metadata-0":
-            durable.append(ticket.end_offset)
-
     ends: dict[int, int] = {}  # id(response) -> the log end just past its records
     acked: list[tuple[int, int]] = []
 
@@ -151,7 +158,7 @@ async def test_concurrent_waiters_share_fsyncs_and_are_answered_after_theirs(
             apply(result, offset=offset, txn_offset=txn_offset)
 
         monkeypatch.setattr(quorum.controller, "apply", noting_apply)
-        monkeypatch.setattr(FlushTicket, "fsync", recording)
+        record_durable(monkeypatch, quorum, durable)
         fsyncs = quorum.fsyncs
         async with trio.open_nursery() as writers:
             for request in requests:
@@ -162,6 +169,11 @@ async def test_concurrent_waiters_share_fsyncs_and_are_answered_after_theirs(
     # No two overlap (the node's own blocks for idempotent producers may lie between).
     assert all(s + n <= after for (s, n), (after, _) in zip(ordered, ordered[1:], strict=False))
     assert quorum.fsyncs - fsyncs == len(durable) < 320 / 2  # shared
+    overlapped = quorum.runner.overlapped
+    if rounds == "overlapped" and FsyncRing.open() is not None:
+        assert overlapped is not None and overlapped.rounds > 0
+    else:  # the runner's own rounds (or this kernel refuses io_uring: the same)
+        assert overlapped is None or overlapped.rounds == 0
     assert quorum.hwm[0] == quorum.storage.metadata.log_end_offset
     quorum.storage.close()
 

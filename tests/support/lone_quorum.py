@@ -4,7 +4,10 @@
 neither `controller.quorum.voters` nor `.bootstrap.servers` (`quorum.lone_voter`), with
 `controller.quorum.append.linger.ms` 0 so that tests run at fsync speed. `running_lone`
 starts its tasks and waits until it answers with the bootstrap committed. `GatedFsync`
-holds each fsync round of the metadata log until the test lets it go; `settle` runs the
+holds each fsync round of the metadata log until the test lets it go; `without_fsync_ring`
+keeps every round the runner's own, `split_writers` splits them into overlapped rounds as
+soon as 16 writers are in play, and `record_durable` notes each fsync's end as it completes
+(however it ran); `settle` runs the
 node's own steps (the driver's poll, the runner's fsync rounds) synchronously, for tests
 that need an exact order of commits and requests.
 
@@ -31,9 +34,10 @@ from kraftpy.controller import quorum as node_quorum
 from kraftpy.controller.config import ServerConfig, build_config
 from kraftpy.controller.feature_control import SUPPORTED_FEATURES
 from kraftpy.controller.host import Deferred, HostState
+from kraftpy.controller.log.fsync_ring import FsyncRing
 from kraftpy.controller.log.partition_log import FlushTicket
 from kraftpy.controller.quorum import Quorum
-from kraftpy.controller.raft import runner
+from kraftpy.controller.raft import overlapped_rounds, runner
 from kraftpy.protocol.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraftpy.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraftpy.protocol.messages.broker_registration_request import (
@@ -106,6 +110,54 @@ async def wait_for(condition: Any, what: str, seconds: float = 10) -> None:
     assert condition(), f"timed out waiting for {what}"
 
 
+def without_fsync_ring(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fsync round is the runner's own (on the loop or in a worker thread)."""
+    monkeypatch.setattr(overlapped_rounds.OverlappedRounds, "open",
+                        classmethod(lambda cls, run: None))
+
+
+def split_writers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Overlapped rounds (two halves of the writers, fsynced by io_uring) as soon as 16
+    writers are in play, however quick this machine's fsync is."""
+    monkeypatch.setattr(overlapped_rounds, "SPLIT_MIN_FSYNC_S", 0.0)
+    monkeypatch.setattr(overlapped_rounds, "SPLIT_ABOVE_FSYNCS", 0.0)
+    monkeypatch.setattr(overlapped_rounds, "JOIN_BELOW_FSYNCS", 0.0)
+
+
+def record_durable(monkeypatch: pytest.MonkeyPatch, quorum: Quorum, durable: list[int]
+                   ) -> None:
+    """Append the metadata log end each fsync covered, once it has completed: the runner's
+    own (`FlushTicket.fsync` returned) and io_uring's (its completion reaped, success; the
+    round covers the log's end when it was submitted, everything being written by then)."""
+    real_fsync, real_reap = FlushTicket.fsync, FsyncRing.reap
+
+    def fsync(ticket: FlushTicket) -> None:
+        real_fsync(ticket)
+        if ticket.directory is not None and ticket.directory.name == "__cluster_metadata-0":
+            durable.append(ticket.end_offset)
+
+    rounds: dict[int, list[int]] = {}  # the ring's tag -> [the end it covers, fsyncs left]
+    real_submit = FsyncRing.submit
+
+    def submit(ring: FsyncRing, fds: list[int], user_data: int) -> None:
+        rounds[user_data] = [quorum.runner.log.log_end_offset, len(fds)]
+        real_submit(ring, fds, user_data)
+
+    def reap(ring: FsyncRing) -> list[tuple[int, int]]:
+        done = real_reap(ring)
+        for tag, result in done:
+            entry = rounds.get(tag)
+            if entry is not None and result == 0:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    durable.append(rounds.pop(tag)[0])
+        return done
+
+    monkeypatch.setattr(FlushTicket, "fsync", fsync)
+    monkeypatch.setattr(FsyncRing, "submit", submit)
+    monkeypatch.setattr(FsyncRing, "reap", reap)
+
+
 class GatedFsync:
     """The metadata log's fsync rounds parked until the test opens each (by index, from
     when this is made) or `release`s them all, recording the log end offset each round
@@ -138,6 +190,7 @@ class GatedFsync:
             return offsets, ticket
 
         monkeypatch.setattr(runner.RaftRunner, "_begin_round", begin_round)
+        without_fsync_ring(monkeypatch)  # what it holds is the runner's own fsync
         # A held fsync must wait in a worker thread: on the event loop (the runner's inline
         # fsync) it would block the very test that is to open it.
         monkeypatch.setattr(runner, "INLINE_FSYNC_MAX_S", -1.0)
