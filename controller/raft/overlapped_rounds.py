@@ -63,6 +63,7 @@ class OverlappedRounds:
         self._cpu_mark = time.thread_time()
         self._work_s = 0.0
         self._cpu_per_record = 0.0  # the loop's CPU time per record committed, smoothed
+        self._fsync_s = 0.0  # a round's fsync (a ring round's: until its end is seen), smoothed
         self._records = (0, 0)  # records in the last two rounds
         self._synced_end = runner.log.log_end_offset
 
@@ -176,9 +177,13 @@ class OverlappedRounds:
         self._cpu_mark = time.thread_time()
         if records <= 0:
             return
-        sample = work_s / records
-        self._cpu_per_record += (sample - self._cpu_per_record) * (
-            0.25 if self._cpu_per_record else 1.0)
+        # Smoothed, both: one slow fsync (the disk's journal, a neighbour's burst) or one
+        # busy pass does not flip the rounds from one way to the other.
+        first = not self._cpu_per_record
+        self._cpu_per_record += (work_s / records - self._cpu_per_record) * (
+            1.0 if first else 0.25)
+        self._fsync_s += (fsync_s - self._fsync_s) * (1.0 if first else 0.25)
+        fsync_s = self._fsync_s
         self._records = (self._records[1], records)
         writers = records + (self._records[0] if self.split else 0)
         cost = writers * self._cpu_per_record
