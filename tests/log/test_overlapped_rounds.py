@@ -192,6 +192,7 @@ def test_the_split_follows_the_writers_cost_against_the_fsync() -> None:
 @pytest.mark.parametrize(("records", "per_record_s", "fsync_s", "why"), [
     (64, 10e-6, 8e-6, "a tmpfs-like fsync: nothing to hide behind"),
     (8, 100e-6, 200e-6, "a few writers: halves of four hide little"),
+    (32, 30e-6, 200e-6, "32 writers: a half's own round costs more than it hides"),
     (64, 3e-6, 200e-6, "cheap writers: the loop would wait for the fsync anyway"),
 ])
 def test_no_split_where_it_would_not_pay(records: int, per_record_s: float, fsync_s: float,

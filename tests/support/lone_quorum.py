@@ -120,6 +120,7 @@ def split_writers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Overlapped rounds (two halves of the writers, fsynced by io_uring) as soon as 16
     writers are in play, however quick this machine's fsync is."""
     monkeypatch.setattr(overlapped_rounds, "SPLIT_MIN_FSYNC_S", 0.0)
+    monkeypatch.setattr(overlapped_rounds, "SPLIT_MIN_WRITERS", 16)
     monkeypatch.setattr(overlapped_rounds, "SPLIT_ABOVE_FSYNCS", 0.0)
     monkeypatch.setattr(overlapped_rounds, "JOIN_BELOW_FSYNCS", 0.0)
 

@@ -75,6 +75,7 @@ if __name__ == "__main__":
     # Split as soon as 16 writers are in play, however quick this machine's fsync is (here,
     # not at import: the test imports this module only to find its file).
     overlapped_rounds.SPLIT_MIN_FSYNC_S = 0.0
+    overlapped_rounds.SPLIT_MIN_WRITERS = 16
     overlapped_rounds.SPLIT_ABOVE_FSYNCS = 0.0
     overlapped_rounds.JOIN_BELOW_FSYNCS = 0.0
     trio.run(main, Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
