@@ -102,7 +102,11 @@ class OverlappedRounds:
     def begin(self) -> None:
         """Write what is pending and hand its fsync to the kernel; the loop goes on."""
         runner = self.runner
-        flushes, ticket = runner._begin_round()
+        try:
+            flushes, ticket = runner._begin_round()
+        except OSError as exc:  # as a failed write: memory is ahead of the disk
+            runner.fail(exc)
+            return
         runner.in_round = True
         self._appended, self._left_at = 0, -1
         self._tag += 1
