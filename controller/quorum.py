@@ -142,8 +142,8 @@ class Quorum:
         if type(answer) is not Deferred:
             return answer
         overlapped = self.runner.overlapped
-        if overlapped is not None and overlapped.split and not answer.done:
-            overlapped.appended()  # half the writers in play: their round may begin now
+        if overlapped is not None and not answer.done:
+            overlapped.appended()  # split: half the writers in play may begin their round now
         if not answer.done:  # parked until the commit resolves it (no Event per request)
             answer.waiter, answer.wake = current_task(), reschedule
 

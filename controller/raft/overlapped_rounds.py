@@ -44,7 +44,7 @@ SPLIT_MIN_FSYNC_S = 0.0001
 # the watcher's wake-up, a second drain and round end) is spread over half of them, and below
 # this it outweighs the fsync it hides (AllocateProducerIds at linger 0 on a 0.2 ms-fsync
 # disk: 32 in-process writers 5% slower split, 48 6% faster, 64 12% faster; 16 brokers over
-# sockets 13% slower). Below it, too, the loop's CPU time per record is mostly its other work.
+# sockets 13% slower).
 SPLIT_MIN_WRITERS = 48
 
 
@@ -56,19 +56,20 @@ class OverlappedRounds:
         self.ring = ring
         self.split = False  # the writers are in two halves whose rounds alternate
         self.rounds = 0  # rounds this ring has fsynced
-        self._round: tuple[list[int], Any, float] | None = None  # (flushes, ticket, began)
+        # (flushes, ticket, began, writers whose records it covers)
+        self._round: tuple[list[int], Any, float, int] | None = None
         self._tag = 0  # the user_data of the round's fsyncs
         self._left = 0  # its fsyncs not completed yet
         self._error: OSError | None = None
-        self._appended = 0  # writers appended since the last round began
+        self._appended = 0  # writers appended since the last round began (split or not)
+        self._runner_writers = 0  # those a round of the runner's own covers
         self._left_at = -1  # writers appended when the poll loop left a flush to them
         self._split_at = 1 << 30  # how many of them make half
         self._cpu_mark = time.thread_time()
         self._work_s = 0.0
-        self._cpu_per_record = 0.0  # the loop's CPU time per record committed, smoothed
+        self._cpu_per_writer = 0.0  # the loop's CPU time per writer answered, smoothed
         self._fsync_s = 0.0  # a round's fsync (a ring round's: until its end is seen), smoothed
-        self._records = (0, 0)  # records in the last two rounds
-        self._synced_end = runner.log.log_end_offset
+        self._writers = (0, 0)  # writers the last two rounds answered
 
     @classmethod
     def open(cls, runner: RaftRunner) -> OverlappedRounds | None:
@@ -90,9 +91,12 @@ class OverlappedRounds:
         return self.split and not self.runner.disk_shared and self.runner.failure is None
 
     def appended(self) -> None:
-        """A writer's records wait in the core (called outside any step): once half the
-        writers in play have appended and no round is under way, theirs begins now."""
+        """A writer's records wait in the core (called outside any step; counted for the
+        split's measure): split, once half the writers in play have appended and no round is
+        under way, theirs begins now."""
         self._appended += 1
+        if not self.split:
+            return
         runner = self.runner
         if self._appended >= self._split_at and not runner.in_round and self.usable():
             runner.step(runner.driver.poll)  # the core drains what lingers and asks a flush
@@ -108,9 +112,9 @@ class OverlappedRounds:
             runner.fail(exc)
             return
         runner.in_round = True
-        self._appended, self._left_at = 0, -1
         self._tag += 1
-        self._round = (flushes, ticket, time.perf_counter())
+        self._round = (flushes, ticket, time.perf_counter(), self._appended)
+        self._appended, self._left_at = 0, -1
         fds = list(ticket.fds)
         self._left, self._error = len(fds), None
         if not fds:
@@ -142,7 +146,7 @@ class OverlappedRounds:
     def _finish(self) -> None:
         runner = self.runner
         assert self._round is not None
-        (flushes, ticket, began), self._round = self._round, None
+        (flushes, ticket, began, writers), self._round = self._round, None
         runner.in_round = False
         if self._error is not None:
             ticket.release()
@@ -151,12 +155,10 @@ class OverlappedRounds:
         # From the round's start to its end being seen: the fsync and the loop's wait to see
         # it. Not the runner's `fsync_s` (its inline-or-thread choice is about the fsync).
         took = time.perf_counter() - began
-        records = ticket.end_offset - self._synced_end
-        self._synced_end = ticket.end_offset
         work_s = time.thread_time() - self._cpu_mark  # no fsync on this thread
         self.rounds += 1
         runner._complete_round(ticket, began)
-        self.measure(records, work_s, took)
+        self.measure(writers, work_s, took)
         if self._appended >= self._split_at * 3 // 4 and self.usable():
             # The other half appended meanwhile: its round begins before this one's answers
             # are released, so its fsync runs while they are (and while their writers' next
@@ -178,22 +180,24 @@ class OverlappedRounds:
         else:
             self._left_at = self._appended
 
-    def measure(self, records: int, work_s: float, fsync_s: float) -> None:
-        """After each round: `work_s`, the loop's CPU time for its `records` (not the
-        fsync's), and whether the writers in play cost the loop more than an fsync lasts."""
+    def measure(self, writers: int, work_s: float, fsync_s: float) -> None:
+        """After each round: `work_s`, the loop's CPU time since the last one (not the
+        fsync's), for the `writers` this round answers (requests that wait for a commit; a
+        follower's rounds have none, nor a timer's records), and whether the writers in play
+        cost the loop more than an fsync lasts."""
         self._cpu_mark = time.thread_time()
-        if records <= 0:
+        if writers <= 0:
             return
         # Smoothed, both: one slow fsync (the disk's journal, a neighbour's burst) or one
         # busy pass does not flip the rounds from one way to the other.
-        first = not self._cpu_per_record
-        self._cpu_per_record += (work_s / records - self._cpu_per_record) * (
+        first = not self._cpu_per_writer
+        self._cpu_per_writer += (work_s / writers - self._cpu_per_writer) * (
             1.0 if first else 0.25)
         self._fsync_s += (fsync_s - self._fsync_s) * (1.0 if first else 0.25)
         fsync_s = self._fsync_s
-        self._records = (self._records[1], records)
-        writers = records + (self._records[0] if self.split else 0)
-        cost = writers * self._cpu_per_record
+        self._writers = (self._writers[1], writers)
+        writers += self._writers[0] if self.split else 0
+        cost = writers * self._cpu_per_writer
         if not self.split:
             self.split = cost > SPLIT_ABOVE_FSYNCS * fsync_s and \
                 fsync_s >= SPLIT_MIN_FSYNC_S and writers >= SPLIT_MIN_WRITERS
@@ -202,15 +206,15 @@ class OverlappedRounds:
         self._split_at = max(1, writers // 2) if self.split else 1 << 30
 
     def round_begins(self) -> None:
-        """A round of the runner's own begins: the loop's work since the last one ended."""
+        """A round of the runner's own begins: the loop's work since the last one ended, and
+        the writers it answers."""
         self._work_s = time.thread_time() - self._cpu_mark
+        self._runner_writers, self._appended = self._appended, 0
 
-    def synced_to(self, end_offset: int) -> None:
-        """A round of the runner's own ended at `end_offset` (its fsync is not work: it
-        would not be the loop's in a ring)."""
-        records = end_offset - self._synced_end
-        self._synced_end = end_offset
-        self.measure(records, self._work_s, self.runner.fsync_s)
+    def synced(self) -> None:
+        """A round of the runner's own ended (its fsync is not work: it would not be the
+        loop's in a ring)."""
+        self.measure(self._runner_writers, self._work_s, self.runner.fsync_s)
 
     async def watch(self) -> None:
         """Wakes the loop for a completion: the ring's descriptor is readable exactly while

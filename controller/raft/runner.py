@@ -328,7 +328,7 @@ class RaftRunner:
                 return
             self._end_round(offsets, ticket, began)
             if self.overlapped is not None:
-                self.overlapped.synced_to(ticket.end_offset)
+                self.overlapped.synced()
         finally:
             self.in_round = False
 
