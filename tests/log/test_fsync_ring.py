@@ -114,3 +114,46 @@ def test_where_io_uring_is_refused_open_gives_none(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(fsync_ring.platform, "machine", lambda: "x86_64")
     monkeypatch.setattr(fsync_ring, "_libc", RefusingLibc)  # its syscall is static
     assert FsyncRing.open() is None
+
+
+def test_a_kernel_without_cooperative_completions_still_gets_a_ring(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import ctypes
+    import struct
+
+    real = fsync_ring._libc()
+    if FsyncRing.open() is None:
+        pytest.skip(f"no io_uring on this machine ({_io_uring_refused()})")
+    asked: list[int] = []
+
+    class OldKernelLibc:
+        """io_uring_setup as before 5.19: EINVAL for IORING_SETUP_COOP_TASKRUN."""
+
+        @staticmethod
+        def syscall(number: ctypes.c_long, *args: object) -> int:
+            if number.value == fsync_ring._SYS_SETUP:
+                flags = struct.unpack_from("=I", args[1], 8)[0]  # type: ignore[arg-type]
+                asked.append(flags)
+                if flags & fsync_ring._SETUP_COOP_TASKRUN:
+                    ctypes.set_errno(errno.EINVAL)
+                    return -1
+            return int(real.syscall(number, *args))
+
+    monkeypatch.setattr(fsync_ring, "_libc", lambda: OldKernelLibc)
+    ring = FsyncRing.open()
+    assert ring is not None and not ring.cooperative
+    assert asked == [fsync_ring._SETUP_COOP_TASKRUN, 0]
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    try:
+        ring.submit([fd], 5)
+        assert _wait(ring, 1) == [(5, 0)]
+    finally:
+        os.close(fd)
+        ring.close()
+
+
+def test_a_ring_is_cooperative_where_the_kernel_allows(ring: FsyncRing) -> None:
+    release = tuple(int(p) for p in platform.release().split(".")[:2] if p.isdigit())
+    if release < (5, 19):
+        pytest.skip(f"kernel {platform.release()} predates IORING_SETUP_COOP_TASKRUN")
+    assert ring.cooperative
